@@ -1,0 +1,92 @@
+// HTTP errors: the errors only the service raises, and the one place where every tunebase
+// error becomes a status code and a JSON body.
+#pragma once
+
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/error.h"
+
+namespace tunebase::api {
+
+/// Bad input in one named field of a request: the body says which field and what is allowed.
+/// `field` is a JSON-pointer-like path ("config.block_size_x", "configs[2]", "query.kernel").
+class FieldError : public InvalidInput {
+ public:
+  FieldError(std::string field, const std::string& message)
+      : InvalidInput(message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+/// A valid credential that may not do this (a result for another client's trial): 403.
+class Forbidden : public Unauthorized {
+ public:
+  using Unauthorized::Unauthorized;
+};
+
+/// A request body over the route's limit: 413.
+class PayloadTooLarge : public InvalidInput {
+ public:
+  using InvalidInput::InvalidInput;
+};
+
+/// The client did not send its request in time (slow-loris): 408.
+class RequestTimeout : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A path that exists with another method: 405.
+class MethodNotAllowed : public InvalidInput {
+ public:
+  MethodNotAllowed(const std::string& message, std::string allow)
+      : InvalidInput(message), allow_(std::move(allow)) {}
+  /// Value of the Allow header: the methods the path accepts.
+  const std::string& allow() const { return allow_; }
+
+ private:
+  std::string allow_;
+};
+
+/// A path no route serves: 404, kept apart from NotFound of a stored thing by its code.
+class UnknownRoute : public NotFound {
+ public:
+  using NotFound::NotFound;
+};
+
+/// What a failed request answers.
+struct ErrorReply {
+  int status = 500;
+  /// {"error": {"code": ..., "message": ..., "field": ...}}
+  nlohmann::json body;
+  /// Extra header (Allow, WWW-Authenticate), empty when none.
+  std::string header_name;
+  std::string header_value;
+};
+
+/// Maps the exception being handled (pass std::current_exception()) to its reply:
+/// InvalidInput / ParseError 400, Unauthorized 401, Forbidden 403, NotFound 404,
+/// MethodNotAllowed 405, RequestTimeout 408, Conflict 409, PayloadTooLarge 413,
+/// StorageError 503, anything else 500 (its message is not shown: it may leak internals).
+ErrorReply error_reply(std::exception_ptr error);
+
+/// Runs `f`, re-throwing a tunebase::InvalidInput it raises as a FieldError on `field` (the
+/// core names the problem; the service adds where in the request it was).
+template <typename F>
+auto in_field(const std::string& field, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const FieldError&) {
+    throw;
+  } catch (const PayloadTooLarge&) {
+    throw;
+  } catch (const InvalidInput& e) {
+    throw FieldError(field, e.what());
+  }
+}
+
+}  // namespace tunebase::api

@@ -1,0 +1,290 @@
+#include "api/router.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "api/errors.h"
+
+namespace tunebase::api {
+
+namespace {
+
+std::vector<std::string_view> segments(std::string_view path) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    auto end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    if (end > start) out.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+bool is_param(std::string_view segment) {
+  return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
+}
+
+bool matches(std::string_view pattern, std::string_view path,
+             std::map<std::string, std::string>* params) {
+  const auto want = segments(pattern);
+  const auto got = segments(path);
+  if (want.size() != got.size()) return false;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (is_param(want[i])) {
+      if (params) {
+        (*params)[std::string(want[i].substr(1, want[i].size() - 2))] = std::string(got[i]);
+      }
+    } else if (want[i] != got[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string percent_decode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '%') {
+      const bool complete = i + 2 < text.size();
+      const int hi = complete ? hex_digit(text[i + 1]) : -1;
+      const int lo = complete ? hex_digit(text[i + 2]) : -1;
+      if (hi < 0 || lo < 0) {
+        throw FieldError("target", "bad percent-encoding in the request target near \"" +
+                                       std::string(text.substr(i, 3)) + "\"");
+      }
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      out.push_back(' ');
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+nlohmann::json error_schema() {
+  return {{"type", "object"},
+          {"required", {"error"}},
+          {"properties",
+           {{"error",
+             {{"type", "object"},
+              {"required", {"code", "message"}},
+              {"properties",
+               {{"code", {{"type", "string"}}},
+                {"message", {{"type", "string"}}},
+                {"field", {{"type", "string"}}}}}}}}}};
+}
+
+}  // namespace
+
+std::optional<std::string> Request::query_value(const std::string& name) const {
+  auto it = query.find(name);
+  if (it == query.end()) return std::nullopt;
+  return it->second;
+}
+
+std::int64_t Request::id_param(const std::string& name) const {
+  auto it = params.find(name);
+  const std::string text = it == params.end() ? std::string() : it->second;
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value <= 0) {
+    throw FieldError(
+        name, "path segment {" + name + "} must be a positive integer id, got \"" + text + "\"");
+  }
+  return value;
+}
+
+Response Response::compute_needed() {
+  Response r;
+  r.needs_compute = true;
+  return r;
+}
+
+Response Response::json(const nlohmann::json& body, int status) {
+  Response r;
+  r.status = status;
+  r.body = body.dump();
+  return r;
+}
+
+Response Response::text(std::string body, std::string content_type, int status) {
+  Response r;
+  r.status = status;
+  r.content_type = std::move(content_type);
+  r.body = std::move(body);
+  return r;
+}
+
+void Router::add(Route route) { routes_.push_back(std::move(route)); }
+
+Router::Match Router::match(std::string_view method, std::string_view path) const {
+  std::string allow;
+  for (std::size_t i = 0; i < routes_.size(); ++i) {
+    const auto& r = routes_[i];
+    if (!matches(r.pattern, path, nullptr)) continue;
+    if (r.method == method) {
+      Match m;
+      m.route = &r;
+      m.index = i;
+      matches(r.pattern, path, &m.params);
+      return m;
+    }
+    if (allow.find(r.method) == std::string::npos) allow += (allow.empty() ? "" : ", ") + r.method;
+  }
+  if (!allow.empty()) {
+    throw MethodNotAllowed(
+        std::string(method) + " is not allowed on " + std::string(path) + "; allowed: " + allow,
+        allow);
+  }
+  throw UnknownRoute("no route " + std::string(path) +
+                     "; the API is described at /openapi.json (routes live under /v1)");
+}
+
+std::size_t Router::body_limit(std::string_view method, std::string_view path) const {
+  for (const auto& r : routes_) {
+    if (r.method == method && matches(r.pattern, path, nullptr)) return r.body_limit;
+  }
+  return kMaxBodyBytes;
+}
+
+void split_target(std::string_view target, std::string& path,
+                  std::map<std::string, std::string>& query) {
+  const auto q = target.find('?');
+  path = percent_decode(target.substr(0, q), false);
+  query.clear();
+  if (q == std::string_view::npos) return;
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    const auto amp = rest.find('&');
+    const auto pair = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    if (pair.empty()) continue;
+    const auto eq = pair.find('=');
+    std::string name = percent_decode(pair.substr(0, eq), true);
+    std::string value =
+        eq == std::string_view::npos ? std::string() : percent_decode(pair.substr(eq + 1), true);
+    if (query.count(name)) {
+      throw FieldError("query." + name, "query parameter \"" + name + "\" is given twice");
+    }
+    query.emplace(std::move(name), std::move(value));
+  }
+}
+
+void check_query(const Route& route, const Request& request) {
+  for (const auto& [name, value] : request.query) {
+    const auto it = std::find_if(route.query.begin(), route.query.end(),
+                                 [&](const QueryParam& p) { return p.name == name; });
+    if (it == route.query.end()) {
+      std::string allowed;
+      for (const auto& p : route.query) allowed += (allowed.empty() ? "" : ", ") + p.name;
+      throw FieldError("query." + name, "unknown query parameter \"" + name + "\" for " +
+                                            route.method + " " + route.pattern +
+                                            "; allowed: " + (allowed.empty() ? "none" : allowed));
+    }
+    if (!it->allowed.empty() &&
+        std::find(it->allowed.begin(), it->allowed.end(), value) == it->allowed.end()) {
+      std::string allowed;
+      for (const auto& a : it->allowed) allowed += (allowed.empty() ? "" : ", ") + a;
+      throw FieldError("query." + name, "query parameter \"" + name + "\" is \"" + value +
+                                            "\"; allowed: " + allowed);
+    }
+    if (it->type == "integer") {
+      std::int64_t v = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+      if (ec != std::errc() || end != value.data() + value.size()) {
+        throw FieldError("query." + name, "query parameter \"" + name +
+                                              "\" must be an integer, got \"" + value + "\"");
+      }
+    }
+  }
+  for (const auto& p : route.query) {
+    if (p.required && !request.query.count(p.name)) {
+      throw FieldError("query." + p.name,
+                       "query parameter \"" + p.name + "\" is required (" + p.description + ")");
+    }
+  }
+}
+
+nlohmann::json openapi_document(const Router& router, bool auth_reads) {
+  nlohmann::json paths = nlohmann::json::object();
+  for (const auto& r : router.routes()) {
+    nlohmann::json op{{"operationId", r.operation_id}, {"summary", r.summary}};
+    nlohmann::json parameters = nlohmann::json::array();
+    for (const auto seg : segments(r.pattern)) {
+      if (!is_param(seg)) continue;
+      parameters.push_back({{"name", std::string(seg.substr(1, seg.size() - 2))},
+                            {"in", "path"},
+                            {"required", true},
+                            {"schema", {{"type", "integer"}, {"minimum", 1}}}});
+    }
+    for (const auto& q : r.query) {
+      nlohmann::json schema{{"type", q.type}};
+      if (!q.allowed.empty()) schema["enum"] = q.allowed;
+      parameters.push_back({{"name", q.name},
+                            {"in", "query"},
+                            {"required", q.required},
+                            {"description", q.description},
+                            {"schema", schema}});
+    }
+    if (!parameters.empty()) op["parameters"] = parameters;
+    if (!r.request_schema.is_null()) {
+      op["requestBody"] = {{"required", true},
+                           {"content", {{r.request_content_type, {{"schema", r.request_schema}}}}}};
+    }
+    nlohmann::json responses = nlohmann::json::object();
+    responses[std::to_string(r.success_status)] = {
+        {"description", "success"},
+        {"content", {{r.response_content_type, {{"schema", r.response_schema}}}}}};
+    const nlohmann::json error_content = {{"application/json", {{"schema", error_schema()}}}};
+    auto error = [&](int status, const std::string& why) {
+      responses[std::to_string(status)] = {{"description", why}, {"content", error_content}};
+    };
+    error(400,
+          "malformed JSON, a wrong type, an unknown field or name, a value outside its "
+          "domain or a violated constraint; error.field names the field");
+    const bool secured = r.access == Access::write || (r.access == Access::read && auth_reads);
+    if (secured) {
+      error(401, "no bearer token, or an unknown or revoked one");
+      op["security"] = nlohmann::json::array({{{"bearerAuth", nlohmann::json::array()}}});
+    }
+    if (r.access == Access::write) error(403, "the trial is leased to another client");
+    error(404, "an unknown study, trial, machine or kernel");
+    error(408, "the request was not received in time");
+    if (r.method == "POST") error(409, "a conflict with the stored state");
+    error(413, "the body is over the route's limit (" + std::to_string(r.body_limit) + " bytes)");
+    error(503, "the database is unavailable (busy or read-only); nothing was written");
+    op["responses"] = responses;
+    std::string method = r.method;
+    std::transform(method.begin(), method.end(), method.begin(), ::tolower);
+    paths[r.pattern][method] = op;
+  }
+  return {{"openapi", "3.0.3"},
+          {"info",
+           {{"title", "tunebase"},
+            {"version", "1"},
+            {"description",
+             "Autotuning service: ask/tell studies, best-known configurations, predictions, "
+             "imports and exports of measurements."}}},
+          {"paths", paths},
+          {"components",
+           {{"securitySchemes",
+             {{"bearerAuth",
+               {{"type", "http"},
+                {"scheme", "bearer"},
+                {"description", "a token from `tunebase token create NAME --db FILE`"}}}}},
+            {"schemas", {{"Error", error_schema()}}}}}};
+}
+
+}  // namespace tunebase::api

@@ -1,0 +1,138 @@
+// The route table: every endpoint once, with what the router, the authoriser, the server (body
+// limits, which pool runs it) and the OpenAPI document need to know about it.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tunebase::api {
+
+/// Default request body limit; import uploads get kMaxImportBytes.
+inline constexpr std::size_t kMaxBodyBytes = 1 << 20;
+/// A Kernel Tuner cache of a large space is tens of MB of JSON (less gzipped).
+inline constexpr std::size_t kMaxImportBytes = 64u << 20;
+
+/// Where a route's handler runs, so that neither model fits nor disk flushes delay quick
+/// requests.
+enum class Runs {
+  io,       ///< quick reads: on the I/O threads
+  compute,  ///< model fitting and acquisition (suggestions, predictions): the compute pool
+  writer,   ///< small commits (results, measurements): the writer thread, which commits the
+            ///< requests that arrived meanwhile together (group commit)
+};
+
+/// An HTTP request as handlers see it (independent of Boost.Beast).
+struct Request {
+  std::string method;  ///< "GET", "POST", ...
+  std::string path;    ///< decoded path without the query
+  std::map<std::string, std::string> query;
+  /// Values of {name} segments of the matched pattern.
+  std::map<std::string, std::string> params;
+  std::string authorization;
+  std::string content_type;
+  std::string body;
+  /// Name of the API token that authorised the request, when one did.
+  std::string token_name;
+  /// Where the handler runs (a handler on an I/O thread may ask for the compute pool).
+  Runs running_on = Runs::io;
+
+  /// A query parameter, or nullopt.
+  std::optional<std::string> query_value(const std::string& name) const;
+  /// A path parameter that must be a positive integer id; FieldError otherwise.
+  std::int64_t id_param(const std::string& name) const;
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  /// Set by a handler on an I/O thread that found it must fit a model: the server runs it
+  /// again on the compute pool.
+  bool needs_compute = false;
+
+  static Response compute_needed();
+  static Response json(const nlohmann::json& body, int status = 200);
+  static Response text(std::string body, std::string content_type, int status = 200);
+};
+
+using Handler = std::function<Response(Request&)>;
+
+/// Who may call a route.
+enum class Access {
+  open,   ///< always (health, metrics, the API description)
+  read,   ///< open unless the server was started with --auth-reads
+  write,  ///< needs a valid bearer token
+};
+
+/// Handles every queued request of one writer route at once; one response per request.
+using BatchHandler = std::function<std::vector<Response>(std::vector<Request*>&)>;
+
+struct QueryParam {
+  std::string name;
+  std::string type = "string";  ///< OpenAPI type: string, integer
+  bool required = false;
+  std::string description;
+  std::vector<std::string> allowed;  ///< enum values, when the parameter is a choice
+};
+
+struct Route {
+  std::string method;   ///< GET, POST
+  std::string pattern;  ///< "/v1/studies/{id}/trials"
+  std::string operation_id;
+  std::string summary;
+  Access access = Access::read;
+  Runs runs = Runs::io;
+  std::size_t body_limit = kMaxBodyBytes;
+  std::vector<QueryParam> query;
+  /// JSON schema of the body (null: no body). Non-JSON uploads give request_content_type.
+  nlohmann::json request_schema;
+  std::string request_content_type = "application/json";
+  int success_status = 200;
+  std::string response_content_type = "application/json";
+  nlohmann::json response_schema = nlohmann::json::object();
+  Handler handler;
+  /// Writer routes may handle their queued requests together (one commit for all).
+  BatchHandler batch_handler;
+};
+
+/// Matches requests to routes. Patterns are literal segments and {name} segments.
+class Router {
+ public:
+  void add(Route route);
+  const std::vector<Route>& routes() const { return routes_; }
+
+  struct Match {
+    const Route* route = nullptr;
+    std::size_t index = 0;
+    std::map<std::string, std::string> params;
+  };
+  /// The route for (method, path). Throws UnknownRoute for a path no route has, and
+  /// MethodNotAllowed (naming the allowed methods) for a known path with another method.
+  Match match(std::string_view method, std::string_view path) const;
+  /// The route whose body limit applies, or kMaxBodyBytes when none matches.
+  std::size_t body_limit(std::string_view method, std::string_view path) const;
+
+ private:
+  std::vector<Route> routes_;
+};
+
+/// Splits "/a/b?x=1&y=%20" into a decoded path and query map. Throws FieldError for bad
+/// percent-encoding or a repeated query parameter.
+void split_target(std::string_view target, std::string& path,
+                  std::map<std::string, std::string>& query);
+
+/// Checks the query parameters against the route: unknown names and missing required ones
+/// are FieldErrors naming the parameter and what is allowed.
+void check_query(const Route& route, const Request& request);
+
+/// The OpenAPI 3 document of every route in `router`.
+nlohmann::json openapi_document(const Router& router, bool auth_reads);
+
+}  // namespace tunebase::api

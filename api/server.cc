@@ -1,0 +1,568 @@
+#include "api/server.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <csignal>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "api/errors.h"
+
+namespace tunebase::api {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using error_code = beast::error_code;
+
+namespace {
+
+constexpr const char* kServerName = "tunebase/0.1";
+// Niceness of compute threads relative to the I/O threads (0): 10 gives them about a tenth of
+// the CPU share of an I/O thread when both want it.
+constexpr int kComputeNiceness = 10;
+// Writes committed together at most (one transaction; bounded so that one round stays short).
+constexpr std::size_t kMaxWriteBatch = 512;
+// After an error reply the rest of the request is read and dropped for at most this long before
+// the connection closes, so that the client sees the reply rather than a reset.
+constexpr auto kLingerTimeout = std::chrono::milliseconds(1000);
+constexpr std::size_t kLingerBufferBytes = 64 * 1024;
+
+}  // namespace
+
+class Connection;
+
+struct Server::Impl {
+  Impl(Service& s, ServerOptions o)
+      : service(s),
+        options(std::move(o)),
+        acceptor(net::make_strand(ioc)),
+        compute_work(net::make_work_guard(compute)),
+        lease_timer(ioc),
+        signals(ioc) {}
+
+  void listen();
+  void accept();
+  void schedule_lease_check();
+  void begin_stop();
+  void track(const std::shared_ptr<Connection>& c);
+
+  /// A request waiting for the writer thread.
+  struct PendingWrite {
+    std::shared_ptr<Connection> connection;
+    std::shared_ptr<Request> request;
+    /// Keeps the I/O threads running until the reply is handed back (work guards cannot be
+    /// move-assigned, so it lives on the heap).
+    std::unique_ptr<net::executor_work_guard<beast::tcp_stream::executor_type>> guard;
+  };
+  void enqueue_write(PendingWrite write);
+  void run_writer();
+  void untrack(Connection* c);
+
+  Service& service;
+  ServerOptions options;
+  // Declared before the io_context: connections destroyed with its pending handlers untrack
+  // themselves here.
+  std::mutex connections_mutex;
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> connections;
+  net::io_context ioc;
+  tcp::acceptor acceptor;
+  // The compute pool: its threads run below the I/O threads' priority, so that a model fit
+  // on every core still leaves the I/O threads the CPU they need for quick requests.
+  net::io_context compute;
+  net::executor_work_guard<net::io_context::executor_type> compute_work;
+  std::vector<std::thread> compute_threads;
+
+  // The writer thread commits queued writes together (see Runs::writer).
+  std::mutex write_mutex;
+  std::condition_variable write_cv;
+  std::vector<PendingWrite> write_queue;
+  bool writer_stop = false;
+  std::thread writer;
+  net::steady_timer lease_timer;
+  net::signal_set signals;
+  std::vector<std::thread> threads;
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> started{false};
+  std::uint16_t port = 0;
+
+  // Ends the grace period early when every thread has returned.
+  std::mutex done_mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::thread watchdog;
+  std::once_flag stop_once;
+  std::once_flag join_once;
+};
+
+/// One client connection: reads requests one after another (keep-alive), hands each to the
+/// Service (on the compute pool when the route needs it), writes the reply. Every handler runs
+/// on the connection's strand.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  using WorkGuard = net::executor_work_guard<beast::tcp_stream::executor_type>;
+
+  Connection(tcp::socket socket, Server::Impl& server)
+      : stream_(std::move(socket)), timer_(stream_.get_executor()), server_(server) {}
+
+  void start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_header(); });
+  }
+
+  /// Closes the connection if it is waiting for a request that has not begun (shutdown).
+  void close_if_idle() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->waiting_for_request_ && self->buffer_.size() == 0 &&
+          !(self->header_parser_ && self->header_parser_->got_some())) {
+        self->close();
+      }
+    });
+  }
+
+  ~Connection() { server_.untrack(this); }
+
+ private:
+  void arm_timer(std::chrono::milliseconds timeout) {
+    timed_out_ = false;
+    timer_.expires_after(timeout);
+    timer_.async_wait([self = shared_from_this()](error_code ec) {
+      if (ec) return;  // cancelled: the read finished in time
+      self->timed_out_ = true;
+      error_code ignored;
+      self->stream_.socket().cancel(ignored);
+    });
+  }
+
+  void read_header() {
+    if (server_.stopping) return close();
+    header_parser_.emplace();
+    header_parser_->header_limit(kMaxHeaderBytes);
+    // The route's own limit is applied once the target is known (see on_header).
+    header_parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+    waiting_for_request_ = true;
+    stream_.expires_never();
+    arm_timer(server_.options.header_timeout);
+    http::async_read_header(
+        stream_, buffer_, *header_parser_,
+        [self = shared_from_this()](error_code ec, std::size_t) { self->on_header(ec); });
+  }
+
+  void on_header(error_code ec) {
+    timer_.cancel();
+    waiting_for_request_ = false;
+    const bool got_some = header_parser_->got_some() || buffer_.size() > 0;
+    if (timed_out_) {
+      if (!got_some) return close();  // an idle keep-alive connection
+      return fail(std::make_exception_ptr(
+          RequestTimeout("the request headers did not arrive within " +
+                         std::to_string(server_.options.header_timeout.count()) + " ms")));
+    }
+    if (ec == http::error::end_of_stream || ec == net::error::eof ||
+        ec == net::error::connection_reset || ec == net::error::operation_aborted) {
+      return close();
+    }
+    if (ec == http::error::body_limit) {
+      return fail(std::make_exception_ptr(PayloadTooLarge("the request body is over the limit")));
+    }
+    if (ec == http::error::header_limit) {
+      return fail(std::make_exception_ptr(PayloadTooLarge(
+          "the request headers are over " + std::to_string(kMaxHeaderBytes) + " bytes")));
+    }
+    if (ec) {
+      if (!got_some) return close();
+      return fail(std::make_exception_ptr(
+          FieldError("request", "malformed HTTP request: " + ec.message())));
+    }
+    const auto& header = header_parser_->get();
+    target_ = std::string(header.target());
+    const std::string method(header.method_string());
+    const auto path = target_.substr(0, target_.find('?'));
+    const std::size_t limit = server_.service.router().body_limit(method, path);
+    if (header_parser_->content_length() && *header_parser_->content_length() > limit) {
+      return fail(std::make_exception_ptr(
+          PayloadTooLarge("the request body (" + std::to_string(*header_parser_->content_length()) +
+                          " bytes) is over the limit of " + method + " " + path + ": " +
+                          std::to_string(limit) + " bytes")));
+    }
+    parser_.emplace(std::move(*header_parser_));
+    header_parser_.reset();
+    parser_->body_limit(limit);
+    body_limit_ = limit;
+    if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+      auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
+                                                                     parser_->get().version());
+      stream_.expires_after(server_.options.write_timeout);
+      http::async_write(stream_, *cont,
+                        [self = shared_from_this(), cont](error_code ec2, std::size_t) {
+                          if (ec2) return self->close();
+                          self->read_body();
+                        });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
+    stream_.expires_never();
+    arm_timer(server_.options.body_timeout);
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](error_code ec, std::size_t) { self->on_body(ec); });
+  }
+
+  void on_body(error_code ec) {
+    timer_.cancel();
+    if (timed_out_) {
+      return fail(std::make_exception_ptr(
+          RequestTimeout("the request body did not arrive within " +
+                         std::to_string(server_.options.body_timeout.count()) + " ms")));
+    }
+    if (ec == http::error::body_limit) {
+      return fail(std::make_exception_ptr(PayloadTooLarge(
+          "the request body is over the limit of this route: " + std::to_string(body_limit_) +
+          " bytes")));
+    }
+    if (ec == http::error::end_of_stream || ec == net::error::eof ||
+        ec == net::error::connection_reset || ec == net::error::operation_aborted) {
+      return close();
+    }
+    if (ec) {
+      return fail(std::make_exception_ptr(
+          FieldError("request", "malformed HTTP request: " + ec.message())));
+    }
+    auto message = parser_->release();
+    parser_.reset();
+    keep_alive_ = message.keep_alive();
+    version_ = message.version();
+    auto request = std::make_shared<Request>();
+    request->method = std::string(message.method_string());
+    request->authorization = std::string(message[http::field::authorization]);
+    request->content_type = std::string(message[http::field::content_type]);
+    request->body = std::move(message.body());
+    started_ = std::chrono::steady_clock::now();
+
+    auto outcome = server_.service.handle(*request, target_, Runs::io);
+    if (!outcome.defer_to) return respond(std::move(outcome));
+    // The work guard keeps the I/O threads alive until the reply has been handed back.
+    auto guard = std::make_unique<WorkGuard>(stream_.get_executor());
+    if (*outcome.defer_to == Runs::writer) {
+      server_.enqueue_write({shared_from_this(), request, std::move(guard)});
+      return;
+    }
+    net::post(server_.compute,
+              [self = shared_from_this(), request, guard = std::move(guard)]() mutable {
+                auto result = self->server_.service.handle(*request, self->target_, Runs::compute);
+                self->deliver(std::move(result), std::move(guard));
+              });
+  }
+
+ public:
+  /// Hands a reply made on another thread back to the connection's strand.
+  void deliver(Outcome outcome, std::unique_ptr<WorkGuard> guard) {
+    net::post(stream_.get_executor(),
+              [self = shared_from_this(), outcome = std::move(outcome),
+               guard = std::move(guard)]() mutable { self->respond(std::move(outcome)); });
+  }
+
+ private:
+  void respond(Outcome outcome) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    server_.service.metrics().record_request(outcome.route, outcome.response.status, seconds);
+    write(std::move(outcome.response), keep_alive_ && !server_.stopping);
+  }
+
+  /// Replies to a request that could not be read, then closes the connection (the rest of the
+  /// request, if any, is not read).
+  void fail(std::exception_ptr error) {
+    auto reply = error_reply(error);
+    Response response = Response::json(reply.body, reply.status);
+    if (!reply.header_name.empty())
+      response.headers.emplace_back(reply.header_name, reply.header_value);
+    server_.service.metrics().record_request(server_.service.router().routes().size(),
+                                             response.status, 0.0);
+    linger_ = true;
+    write(std::move(response), false);
+  }
+
+  void write(Response response, bool keep_alive) {
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(response.status), version_ ? version_ : 11);
+    res->set(http::field::server, kServerName);
+    res->set(http::field::content_type, response.content_type);
+    for (const auto& [name, value] : response.headers) res->set(name, value);
+    res->keep_alive(keep_alive);
+    res->body() = std::move(response.body);
+    res->prepare_payload();
+    stream_.expires_after(server_.options.write_timeout);
+    http::async_write(stream_, *res,
+                      [self = shared_from_this(), res, keep_alive](error_code ec, std::size_t) {
+                        if (!ec && self->linger_) return self->linger();
+                        if (ec || !keep_alive) return self->close();
+                        self->read_header();
+                      });
+  }
+
+  // Half-closes, then reads and drops what the client still sends until it closes too.
+  void linger() {
+    error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(kLingerTimeout);
+    drain_.resize(kLingerBufferBytes);
+    stream_.async_read_some(net::buffer(drain_),
+                            [self = shared_from_this()](error_code ec, std::size_t) {
+                              if (ec) return self->close();
+                              self->drain_more();
+                            });
+  }
+  void drain_more() {
+    stream_.async_read_some(net::buffer(drain_),
+                            [self = shared_from_this()](error_code ec, std::size_t) {
+                              if (ec) return self->close();
+                              self->drain_more();
+                            });
+  }
+
+  void close() {
+    timer_.cancel();
+    error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  net::steady_timer timer_;
+  beast::flat_buffer buffer_;
+  Server::Impl& server_;
+  std::optional<http::request_parser<http::empty_body>> header_parser_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::string target_;
+  std::size_t body_limit_ = 0;
+  unsigned version_ = 11;
+  bool keep_alive_ = true;
+  bool timed_out_ = false;
+  bool waiting_for_request_ = false;
+  bool linger_ = false;
+  std::vector<char> drain_;
+  std::chrono::steady_clock::time_point started_;
+};
+
+void Server::Impl::enqueue_write(PendingWrite write) {
+  {
+    std::lock_guard lock(write_mutex);
+    write_queue.push_back(std::move(write));
+  }
+  write_cv.notify_one();
+}
+
+// Group commit: while one batch is being committed (a disk flush), the next requests queue up
+// and are committed together in the next round.
+void Server::Impl::run_writer() {
+  for (;;) {
+    std::vector<PendingWrite> batch;
+    {
+      std::unique_lock lock(write_mutex);
+      write_cv.wait(lock, [this] { return writer_stop || !write_queue.empty(); });
+      if (write_queue.empty()) return;  // stopping, and nothing left
+      const std::size_t n = std::min(write_queue.size(), kMaxWriteBatch);
+      batch.assign(std::make_move_iterator(write_queue.begin()),
+                   std::make_move_iterator(write_queue.begin() + static_cast<long>(n)));
+      write_queue.erase(write_queue.begin(), write_queue.begin() + static_cast<long>(n));
+    }
+    std::vector<Request*> requests;
+    for (auto& w : batch) requests.push_back(w.request.get());
+    std::vector<Outcome> outcomes;
+    try {
+      outcomes = service.handle_batch(requests);
+    } catch (const std::exception& e) {
+      spdlog::error("a batch of writes failed: {}", e.what());
+      auto reply = error_reply(std::current_exception());
+      outcomes.resize(batch.size());
+      for (auto& o : outcomes) {
+        o.route = service.router().routes().size();
+        o.response = Response::json(reply.body, reply.status);
+      }
+    }
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      batch[i].connection->deliver(std::move(outcomes[i]), std::move(batch[i].guard));
+    }
+  }
+}
+
+void Server::Impl::track(const std::shared_ptr<Connection>& c) {
+  std::lock_guard lock(connections_mutex);
+  connections[c.get()] = c;
+}
+
+void Server::Impl::untrack(Connection* c) {
+  std::lock_guard lock(connections_mutex);
+  connections.erase(c);
+}
+
+void Server::Impl::listen() {
+  error_code ec;
+  const auto address = net::ip::make_address(options.bind_address, ec);
+  if (ec) {
+    throw InvalidInput("--bind \"" + options.bind_address +
+                       "\" is not an IP address (e.g. 127.0.0.1, 0.0.0.0, ::1)");
+  }
+  const tcp::endpoint endpoint(address, options.port);
+  const std::string where = options.bind_address + ":" + std::to_string(options.port);
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) throw IoError("cannot listen on " + where + ": " + ec.message());
+  port = acceptor.local_endpoint().port();
+}
+
+void Server::Impl::accept() {
+  acceptor.async_accept(net::make_strand(ioc), [this](error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+    if (!ec) {
+      error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      auto connection = std::make_shared<Connection>(std::move(socket), *this);
+      track(connection);
+      connection->start();
+    } else {
+      spdlog::warn("accepting a connection failed: {}", ec.message());
+    }
+    accept();
+  });
+}
+
+void Server::Impl::schedule_lease_check() {
+  lease_timer.expires_after(options.lease_check_interval);
+  lease_timer.async_wait([this](error_code ec) {
+    if (ec || stopping) return;
+    auto guard = net::make_work_guard(ioc);
+    net::post(compute, [this, guard = std::move(guard)] {
+      try {
+        const auto expired = service.studies().expire_leases();
+        if (expired) service.metrics().record_lease_expired(expired);
+      } catch (const std::exception& e) {
+        spdlog::warn("expiring leases failed (retried later): {}", e.what());
+      }
+      net::post(ioc, [this] {
+        if (!stopping) schedule_lease_check();
+      });
+    });
+  });
+}
+
+void Server::Impl::begin_stop() {
+  std::call_once(stop_once, [this] {
+    stopping = true;
+    net::post(ioc, [this] {
+      error_code ignored;
+      acceptor.close(ignored);
+      lease_timer.cancel();
+      signals.cancel(ignored);
+      std::vector<std::shared_ptr<Connection>> live;
+      {
+        std::lock_guard lock(connections_mutex);
+        for (auto& [ptr, weak] : connections) {
+          if (auto c = weak.lock()) live.push_back(std::move(c));
+        }
+      }
+      for (auto& c : live) c->close_if_idle();
+    });
+    watchdog = std::thread([this] {
+      std::unique_lock lock(done_mutex);
+      if (!done_cv.wait_for(lock, options.shutdown_grace, [this] { return done; })) {
+        spdlog::warn("requests still running after the shutdown grace period; closing them");
+        ioc.stop();
+      }
+    });
+  });
+}
+
+Server::Server(Service& service, ServerOptions options)
+    : impl_(std::make_unique<Impl>(service, std::move(options))) {
+  impl_->listen();
+}
+
+Server::~Server() {
+  stop();
+  wait();
+}
+
+std::uint16_t Server::port() const { return impl_->port; }
+
+void Server::start() {
+  if (impl_->started.exchange(true)) return;
+  if (impl_->options.handle_signals) {
+    impl_->signals.add(SIGINT);
+    impl_->signals.add(SIGTERM);
+    impl_->signals.async_wait([this](error_code ec, int signal) {
+      if (ec) return;
+      spdlog::info("signal {}: finishing requests in flight, then stopping", signal);
+      stop();
+    });
+  }
+  impl_->accept();
+  impl_->schedule_lease_check();
+  for (std::size_t i = 0; i < std::max<std::size_t>(impl_->options.compute_threads, 1); ++i) {
+    impl_->compute_threads.emplace_back([this] {
+      // Per-thread niceness (Linux: a thread id is a process id for setpriority).
+      if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kComputeNiceness) !=
+          0) {
+        spdlog::debug("could not lower the priority of a compute thread");
+      }
+      impl_->compute.run();
+    });
+  }
+  impl_->writer = std::thread([this] { impl_->run_writer(); });
+  const auto n = std::max<std::size_t>(impl_->options.io_threads, 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  }
+}
+
+void Server::stop() { impl_->begin_stop(); }
+
+void Server::wait() {
+  std::call_once(impl_->join_once, [this] {
+    if (!impl_->started) {
+      impl_->begin_stop();
+      impl_->ioc.run();  // runs the stop handler (closes the acceptor)
+    }
+    for (auto& t : impl_->threads) t.join();
+    {
+      std::lock_guard lock(impl_->write_mutex);
+      impl_->writer_stop = true;
+    }
+    impl_->write_cv.notify_all();
+    if (impl_->writer.joinable()) impl_->writer.join();
+    impl_->compute_work.reset();
+    for (auto& t : impl_->compute_threads) t.join();
+    {
+      std::lock_guard lock(impl_->done_mutex);
+      impl_->done = true;
+    }
+    impl_->done_cv.notify_all();
+    if (impl_->watchdog.joinable()) impl_->watchdog.join();
+  });
+}
+
+}  // namespace tunebase::api

@@ -1,0 +1,900 @@
+#include "api/service.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+#include "api/errors.h"
+#include "api/json_reader.h"
+#include "core/measurements.h"
+#include "tuner/strategy.h"
+
+namespace tunebase::api {
+
+namespace {
+
+// Limits on what one request may ask for.
+constexpr std::int64_t kMaxSuggestionsPerRequest = 1000;
+constexpr double kDefaultLeaseSeconds = 3600.0;
+constexpr double kMaxLeaseSeconds = 7 * 24 * 3600.0;
+constexpr std::size_t kMaxPredictConfigs = 100000;
+constexpr std::size_t kMaxMeasurementsPerRequest = 100000;
+constexpr std::int64_t kMaxBudget = 1'000'000'000;
+constexpr double kMaxCostSeconds = 1e9;
+constexpr std::size_t kMaxNameLength = 200;
+constexpr auto kPredictedBestTtl = std::chrono::seconds(60);
+
+const std::vector<std::string> kResultStatuses = {"ok", "failed", "timeout", "invalid"};
+
+std::string bearer_token(const std::string& authorization) {
+  constexpr std::string_view kScheme = "Bearer ";
+  if (authorization.size() <= kScheme.size()) return {};
+  std::string scheme = authorization.substr(0, kScheme.size());
+  std::transform(scheme.begin(), scheme.end(), scheme.begin(), ::tolower);
+  if (scheme != "bearer ") return {};
+  auto token = authorization.substr(kScheme.size());
+  token.erase(0, token.find_first_not_of(' '));
+  return token;
+}
+
+std::string checked_name(JsonReader& r, const std::string& key, bool required) {
+  auto name = required ? std::optional(r.required_string(key)) : r.optional_string(key);
+  if (!name) return {};
+  if (name->empty() || name->size() > kMaxNameLength ||
+      name->find_first_of("\r\n\t") != std::string::npos) {
+    throw FieldError(r.field(key), "\"" + r.field(key) + "\" must be 1 to " +
+                                       std::to_string(kMaxNameLength) +
+                                       " characters without tabs or line breaks");
+  }
+  return *name;
+}
+
+std::int64_t integer_query(const Request& request, const std::string& name) {
+  const auto text = *request.query_value(name);
+  std::int64_t v = 0;
+  std::from_chars(text.data(), text.data() + text.size(), v);  // checked by check_query
+  return v;
+}
+
+/// A result as the API writes it: {"status", "value", "raw", "cost_seconds", "message",
+/// "metrics"}; reports for ok results need a value or raw measurements.
+Measurement read_result(JsonReader& r) {
+  const auto status_text = r.optional_choice("status", kResultStatuses).value_or("ok");
+  const auto status = trial_status_from_string(status_text);
+  const auto value = r.optional_number("value");
+  auto raw = r.optional_numbers("raw");
+  const double cost = r.optional_number("cost_seconds", 0.0, kMaxCostSeconds).value_or(0.0);
+  const auto message = r.optional_string("message").value_or("");
+  const auto* metrics = r.optional_object("metrics");
+  Measurement m;
+  if (status == TrialStatus::ok) {
+    if (!value && raw.empty()) {
+      throw FieldError(r.field("value"), "a result with status ok needs \"" + r.field("value") +
+                                             "\" (the objective) or \"" + r.field("raw") +
+                                             "\" (repeated measurements; the median is used)");
+    }
+    m = Measurement::success(value ? *value : median(raw), raw, cost);
+  } else {
+    if (value) {
+      throw FieldError(r.field("value"),
+                       "a result with status " + status_text + " has no \"value\"; leave it out");
+    }
+    m = Measurement::failure(status, message, cost);
+    m.raw = std::move(raw);
+  }
+  m.message = message;
+  if (metrics) m.metrics = *metrics;
+  return m;
+}
+
+nlohmann::json machine_json(const db::MachineRecord& m) {
+  return {{"id", m.id.value},
+          {"name", m.name},
+          {"fingerprint", m.fingerprint},
+          {"fingerprint_hash", m.fingerprint_hash},
+          {"created_at", m.created_at}};
+}
+
+nlohmann::json trial_json(const db::TrialRecord& t) {
+  nlohmann::json j{{"id", t.id.value},
+                   {"study_id", t.study_id.value},
+                   {"config", t.config},
+                   {"status", std::string(to_string(t.result.status))},
+                   {"value", t.result.ok() ? nlohmann::json(t.result.objective) : nlohmann::json()},
+                   {"raw", t.result.raw},
+                   {"cost_seconds", t.result.cost_seconds},
+                   {"message", t.result.message},
+                   {"metrics", t.result.metrics},
+                   {"client_id", t.client_id},
+                   {"created_at", t.created_at}};
+  j["lease_expires_at"] =
+      t.lease_expires_at ? nlohmann::json(*t.lease_expires_at) : nlohmann::json();
+  j["started_at"] = t.started_at ? nlohmann::json(*t.started_at) : nlohmann::json();
+  j["finished_at"] = t.finished_at ? nlohmann::json(*t.finished_at) : nlohmann::json();
+  j["lease_expired"] = t.lease_expired();
+  return j;
+}
+
+nlohmann::json counts_json(const db::TrialCounts& c) {
+  return {{"total", c.total},   {"pending", c.pending}, {"ok", c.ok},
+          {"failed", c.failed}, {"timeout", c.timeout}, {"invalid", c.invalid}};
+}
+
+// --- JSON schemas for the OpenAPI document
+
+nlohmann::json object_schema(nlohmann::json properties, std::vector<std::string> required = {}) {
+  nlohmann::json s{
+      {"type", "object"}, {"properties", std::move(properties)}, {"additionalProperties", false}};
+  if (!required.empty()) s["required"] = required;
+  return s;
+}
+const nlohmann::json kAnyObject = {{"type", "object"}};
+const nlohmann::json kString = {{"type", "string"}};
+const nlohmann::json kInteger = {{"type", "integer"}};
+const nlohmann::json kNumber = {{"type", "number"}};
+const nlohmann::json kBoolean = {{"type", "boolean"}};
+const nlohmann::json kConfig = {{"type", "object"}, {"description", "{\"parameter\": value, ...}"}};
+
+nlohmann::json result_properties() {
+  return {
+      {"status", {{"type", "string"}, {"enum", kResultStatuses}}},
+      {"value",
+       {{"type", "number"}, {"description", "the objective; needed when ok unless raw is given"}}},
+      {"raw", {{"type", "array"}, {"items", kNumber}}},
+      {"cost_seconds", {{"type", "number"}, {"minimum", 0}}},
+      {"message", kString},
+      {"metrics", kAnyObject}};
+}
+
+}  // namespace
+
+Service::Service(db::Store& store, ServiceOptions options)
+    : store_(store), options_(options), studies_(store) {
+  add_routes();
+  std::vector<std::string> labels;
+  for (const auto& r : router_.routes()) labels.push_back(r.method + " " + r.pattern);
+  metrics_ = std::make_unique<Metrics>(labels);
+}
+
+Service::~Service() = default;
+
+void Service::add_routes() {
+  auto route = [&](std::string method, std::string pattern, std::string id, std::string summary,
+                   Access access, Handler handler) -> Route& {
+    Route r;
+    r.method = std::move(method);
+    r.pattern = std::move(pattern);
+    r.operation_id = std::move(id);
+    r.summary = std::move(summary);
+    r.access = access;
+    r.handler = std::move(handler);
+    router_.add(std::move(r));
+    return const_cast<Route&>(router_.routes().back());
+  };
+  auto bind = [this](Response (Service::*f)(Request&)) {
+    return [this, f](Request& r) { return (this->*f)(r); };
+  };
+  // A batch handler serving one request (when a writer route is called outside a batch).
+  auto batch_one = [this](std::vector<Response> (Service::*f)(std::vector<Request*>&)) {
+    return [this, f](Request& r) {
+      std::vector<Request*> one{&r};
+      return (this->*f)(one).front();
+    };
+  };
+
+  {
+    auto& r = route("GET", "/healthz", "health", "Liveness: the server answers", Access::open,
+                    [this](Request&) {
+                      return Response::json({{"status", "ok"}, {"database", store_.path()}});
+                    });
+    r.response_schema = object_schema({{"status", kString}, {"database", kString}});
+  }
+  {
+    auto& r = route("GET", "/metrics", "metrics", "Prometheus metrics (text format 0.0.4)",
+                    Access::open, [this](Request&) {
+                      return Response::text(
+                          metrics_->render(studies_.active_studies(), studies_.pending_leases()),
+                          "text/plain; version=0.0.4");
+                    });
+    r.response_content_type = "text/plain";
+    r.response_schema = kString;
+  }
+  {
+    auto& r = route("GET", "/openapi.json", "openapi", "This API as an OpenAPI 3 document",
+                    Access::open, [this](Request&) {
+                      return Response::json(openapi_document(router_, options_.auth_reads));
+                    });
+    r.response_schema = kAnyObject;
+  }
+  {
+    auto& r = route("POST", "/v1/machines", "createMachine",
+                    "Register a machine (or update its fingerprint)", Access::write,
+                    bind(&Service::create_machine));
+    r.request_schema = object_schema({{"name", kString}, {"fingerprint", kAnyObject}}, {"name"});
+    r.success_status = 201;
+    r.response_schema = kAnyObject;
+  }
+  {
+    auto& r = route("GET", "/v1/machines", "listMachines", "Every registered machine", Access::read,
+                    bind(&Service::list_machines));
+    r.response_schema = object_schema({{"machines", {{"type", "array"}, {"items", kAnyObject}}}});
+  }
+  {
+    auto& r = route("POST", "/v1/studies", "createStudy",
+                    "Create a study: a kernel and its space tuned on a machine and task",
+                    Access::write, bind(&Service::create_study));
+    // Checking a space may enumerate its valid configurations.
+    r.runs = Runs::compute;
+    r.request_schema = object_schema(
+        {{"name", kString},
+         {"kernel", kString},
+         {"space",
+          {{"type", "object"},
+           {"description",
+            "tunebase space: {\"parameters\": [{\"name\", \"type\": integer|ordinal|"
+            "categorical|real, \"values\" | \"low\"/\"high\"/\"step\", \"log\", \"default\"}], "
+            "\"constraints\": [\"expr\", ...]}; optional when the kernel is known"}}},
+         {"machine", kString},
+         {"task", kAnyObject},
+         {"task_features", kAnyObject},
+         {"objective", kString},
+         {"direction", {{"type", "string"}, {"enum", {"minimize", "maximize"}}}},
+         {"strategy", {{"type", "string"}, {"enum", strategy_names()}}},
+         {"strategy_options", kAnyObject},
+         {"budget", {{"type", "integer"}, {"minimum", 1}}},
+         {"transfer", kBoolean},
+         {"seed", {{"type", "integer"}, {"minimum", 0}}}},
+        {"kernel", "machine"});
+    r.success_status = 201;
+    r.response_schema = kAnyObject;
+  }
+  {
+    auto& r = route("GET", "/v1/studies", "listStudies", "Every study, or those of one kernel",
+                    Access::read, bind(&Service::list_studies));
+    r.query = {{"kernel", "string", false, "kernel name", {}}};
+    r.response_schema = object_schema({{"studies", {{"type", "array"}, {"items", kAnyObject}}}});
+  }
+  {
+    auto& r = route("GET", "/v1/studies/{id}", "getStudy",
+                    "A study with its space, trial counts and best trial", Access::read,
+                    bind(&Service::get_study));
+    r.response_schema = kAnyObject;
+  }
+  {
+    auto& r = route("GET", "/v1/studies/{id}/trials", "listTrials", "The trials of a study",
+                    Access::read, bind(&Service::list_trials));
+    r.query = {{"status",
+                "string",
+                false,
+                "only trials with this status",
+                {"pending", "ok", "failed", "timeout", "invalid"}}};
+    r.response_schema = object_schema({{"trials", {{"type", "array"}, {"items", kAnyObject}}}});
+  }
+  {
+    auto& r = route("POST", "/v1/studies/{id}/suggestions", "suggest",
+                    "Lease n configurations to a client as pending trials", Access::write,
+                    bind(&Service::suggest));
+    r.runs = Runs::compute;
+    r.request_schema = object_schema(
+        {{"n", {{"type", "integer"}, {"minimum", 1}, {"maximum", kMaxSuggestionsPerRequest}}},
+         {"client_id", kString},
+         {"lease_seconds",
+          {{"type", "number"}, {"exclusiveMinimum", 0}, {"maximum", kMaxLeaseSeconds}}}},
+        {"client_id"});
+    r.response_schema =
+        object_schema({{"study_id", kInteger},
+                       {"suggestions",
+                        {{"type", "array"},
+                         {"items", object_schema({{"trial_id", kInteger},
+                                                  {"config", kConfig},
+                                                  {"lease_expires_at", kString}})}}},
+                       {"done", kBoolean},
+                       {"reason", kString},
+                       {"retry_after_seconds", kNumber},
+                       {"propose_seconds", kNumber}});
+  }
+  {
+    auto& r = route("GET", "/v1/trials/{id}", "getTrial", "One trial", Access::read,
+                    bind(&Service::get_trial));
+    r.response_schema = kAnyObject;
+  }
+  {
+    auto& r = route("POST", "/v1/trials/{id}/result", "reportResult",
+                    "Report the result (or failure) of a leased trial; accepted once",
+                    Access::write, batch_one(&Service::report_results));
+    r.runs = Runs::writer;
+    r.batch_handler = [this](std::vector<Request*>& all) { return report_results(all); };
+    auto props = result_properties();
+    props["client_id"] = kString;
+    r.request_schema = object_schema(props, {"client_id"});
+    r.response_schema = kAnyObject;
+  }
+  {
+    auto& r = route("POST", "/v1/studies/{id}/measurements", "addMeasurements",
+                    "Add results measured outside the service (all or none)", Access::write,
+                    batch_one(&Service::add_measurements));
+    r.runs = Runs::writer;
+    r.batch_handler = [this](std::vector<Request*>& all) { return add_measurements(all); };
+    auto item = result_properties();
+    item["config"] = kConfig;
+    r.request_schema = object_schema(
+        {{"client_id", kString},
+         {"measurements", {{"type", "array"}, {"items", object_schema(item, {"config"})}}}},
+        {"measurements"});
+    r.success_status = 201;
+    r.response_schema = object_schema({{"trial_ids", {{"type", "array"}, {"items", kInteger}}}});
+  }
+  {
+    auto& r = route("GET", "/v1/best", "best",
+                    "Best known configuration of a kernel on a machine (and task): measured, "
+                    "or predicted when nothing was measured there",
+                    Access::read, bind(&Service::best));
+    r.query = {{"kernel", "string", true, "kernel name", {}},
+               {"machine", "string", true, "machine name", {}},
+               {"task", "integer", false, "task id (default: any input)", {}},
+               {"direction", "string", false, "default minimize", {"minimize", "maximize"}},
+               {"objective", "string", false, "objective name (default: any)", {}}};
+    r.response_schema =
+        object_schema({{"source", {{"type", "string"}, {"enum", {"measured", "predicted"}}}},
+                       {"kernel", kString},
+                       {"machine", kString},
+                       {"config", kConfig},
+                       {"objective", kNumber},
+                       {"trial_id", kInteger},
+                       {"study_id", kInteger},
+                       {"task_id", kInteger},
+                       {"lower", kNumber},
+                       {"upper", kNumber},
+                       {"probability_feasible", kNumber},
+                       {"based_on", kAnyObject}});
+  }
+  {
+    auto& r = route("POST", "/v1/predict", "predict",
+                    "Predicted objective (mean and uncertainty) of configurations of a study",
+                    Access::read, bind(&Service::predict));
+    r.runs = Runs::compute;
+    r.request_schema = object_schema(
+        {{"study_id", kInteger}, {"configs", {{"type", "array"}, {"items", kConfig}}}},
+        {"study_id", "configs"});
+    r.response_schema =
+        object_schema({{"study_id", kInteger},
+                       {"predictions",
+                        {{"type", "array"},
+                         {"items", object_schema({{"config", kConfig},
+                                                  {"mean", kNumber},
+                                                  {"lower", kNumber},
+                                                  {"upper", kNumber},
+                                                  {"std", kNumber},
+                                                  {"probability_feasible", kNumber}})}}}});
+  }
+  {
+    auto& r = route("POST", "/v1/import", "importMeasurements",
+                    "Upload a Kernel Tuner cache (.json or .json.gz) or T4 file as the "
+                    "measurements of a machine",
+                    Access::write, bind(&Service::import_file));
+    r.runs = Runs::compute;
+    r.body_limit = kMaxImportBytes;
+    r.query = {{"machine", "string", false, "machine name (default: the file's device_name)", {}},
+               {"study_name", "string", false, "name of the new study", {}}};
+    r.request_content_type = "application/octet-stream";
+    r.request_schema = {{"type", "string"}, {"format", "binary"}};
+    r.success_status = 201;
+    r.response_schema = kAnyObject;
+  }
+  {
+    auto& r =
+        route("GET", "/v1/studies/{id}/export", "exportStudy",
+              "A study and its trials as JSON or CSV", Access::read, bind(&Service::export_study));
+    r.query = {{"format", "string", false, "json (default) or csv", {"json", "csv"}}};
+    r.response_schema = kAnyObject;
+  }
+}
+
+void Service::authorize(const Route& route, Request& request) const {
+  const bool needs_token =
+      route.access == Access::write || (route.access == Access::read && options_.auth_reads);
+  if (!needs_token || !request.token_name.empty()) return;
+  if (request.authorization.empty()) {
+    throw Unauthorized(route.method + " " + route.pattern +
+                       " needs a token: send the header \"Authorization: Bearer <token>\" "
+                       "(create one with `tunebase token create NAME --db FILE`)");
+  }
+  const auto token = bearer_token(request.authorization);
+  if (token.empty()) {
+    throw Unauthorized("the Authorization header must be \"Bearer <token>\"");
+  }
+  const auto record = store_.verify_token(token);
+  if (!record) throw Unauthorized("the bearer token is not valid (unknown or revoked)");
+  request.token_name = record->name;
+}
+
+Outcome Service::handle(Request& request, const std::string& target, Runs here) {
+  Outcome out;
+  out.route = router_.routes().size();
+  try {
+    if (here == Runs::io) split_target(target, request.path, request.query);
+    const auto match = router_.match(request.method, request.path);
+    out.route = match.index;
+    request.params = match.params;
+    check_query(*match.route, request);
+    authorize(*match.route, request);
+    // Routes leave the I/O threads; the compute pool may also run quick handlers that found
+    // they need it (best known -> predicted).
+    if (here == Runs::io && match.route->runs != Runs::io) {
+      out.defer_to = match.route->runs;
+      return out;
+    }
+    out.response = dispatch(*match.route, request, here);
+    if (out.response.needs_compute) {
+      // The handler found it must fit a model: run it again on the compute pool.
+      out.defer_to = Runs::compute;
+      return out;
+    }
+    if (match.route->access == Access::write && out.response.status < 300) {
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+  } catch (...) {
+    out.response = error_response(std::current_exception());
+  }
+  return out;
+}
+
+std::vector<Outcome> Service::handle_batch(std::vector<Request*>& requests) {
+  std::vector<Outcome> out(requests.size());
+  // Requests of one route, in arrival order.
+  std::map<std::size_t, std::vector<std::size_t>> by_route;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    out[i].route = router_.routes().size();
+    try {
+      const auto match = router_.match(requests[i]->method, requests[i]->path);
+      out[i].route = match.index;
+      by_route[match.index].push_back(i);
+    } catch (...) {
+      out[i].response = error_response(std::current_exception());
+    }
+  }
+  bool wrote = false;
+  for (auto& [route_index, members] : by_route) {
+    const auto& route = router_.routes()[route_index];
+    if (!route.batch_handler) {
+      for (auto i : members) out[i] = handle(*requests[i], {}, Runs::writer);
+      continue;
+    }
+    std::vector<Request*> batch;
+    for (auto i : members) {
+      requests[i]->running_on = Runs::writer;
+      batch.push_back(requests[i]);
+    }
+    std::vector<Response> responses;
+    try {
+      responses = route.batch_handler(batch);
+    } catch (...) {
+      responses.assign(batch.size(), error_response(std::current_exception()));
+    }
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      out[members[k]].response = std::move(responses[k]);
+      wrote = wrote || out[members[k]].response.status < 300;
+    }
+  }
+  if (wrote) generation_.fetch_add(1, std::memory_order_release);
+  return out;
+}
+
+Response Service::error_response(std::exception_ptr error) {
+  auto reply = error_reply(error);
+  auto response = Response::json(reply.body, reply.status);
+  if (!reply.header_name.empty())
+    response.headers.emplace_back(reply.header_name, reply.header_value);
+  return response;
+}
+
+Response Service::dispatch(const Route& route, Request& request, Runs here) {
+  request.running_on = here;
+  auto response = route.handler(request);
+  if (response.status == 200 && route.success_status != 200) response.status = route.success_status;
+  return response;
+}
+
+// --- machines
+
+Response Service::create_machine(Request& request) {
+  const auto body = parse_json_body(request.body);
+  JsonReader r(body);
+  MachineInfo info;
+  info.name = checked_name(r, "name", true);
+  if (const auto* fp = r.optional_object("fingerprint")) info.fingerprint = *fp;
+  r.finish();
+  refresh_fingerprint_hash(info);
+  return Response::json(machine_json(store_.upsert_machine(info)), 201);
+}
+
+Response Service::list_machines(Request&) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& m : store_.list_machines()) list.push_back(machine_json(m));
+  return Response::json({{"machines", list}});
+}
+
+// --- studies
+
+nlohmann::json Service::study_json(const db::StudyRecord& s, bool with_space) const {
+  nlohmann::json j{
+      {"id", s.id.value},
+      {"name", s.name},
+      {"kernel",
+       {{"id", s.kernel_id.value}, {"name", s.kernel_name}, {"version", s.kernel_version}}},
+      {"machine", s.machine_name},
+      {"machine_id", s.machine_id.value},
+      {"task_id", s.task_id.value},
+      {"objective", s.objective},
+      {"direction", std::string(db::to_string(s.direction))},
+      {"strategy", s.strategy},
+      {"budget", s.budget ? nlohmann::json(*s.budget) : nlohmann::json()},
+      {"settings", s.settings},
+      {"status", std::string(db::to_string(s.status))},
+      {"created_at", s.created_at}};
+  j["trials"] = counts_json(store_.trial_counts(s.id));
+  if (with_space) {
+    j["kernel"]["space"] = store_.get_kernel(s.kernel_id).space;
+    j["task"] = store_.get_task(s.task_id).description;
+  }
+  return j;
+}
+
+Response Service::create_study(Request& request) {
+  const auto body = parse_json_body(request.body);
+  JsonReader r(body);
+  db::NewStudy study;
+  study.name = checked_name(r, "name", false);
+  const auto kernel_name = checked_name(r, "kernel", true);
+  const auto* space_json = r.optional_object("space");
+  const auto machine_name = checked_name(r, "machine", true);
+  const auto* task = r.optional_object("task");
+  const auto* task_features = r.optional_object("task_features");
+  study.objective = r.optional_string("objective").value_or("time");
+  study.direction = db::direction_from_string(
+      r.optional_choice("direction", {"minimize", "maximize"}).value_or("minimize"));
+  study.strategy = r.optional_choice("strategy", strategy_names()).value_or("bo");
+  const auto* strategy_options = r.optional_object("strategy_options");
+  study.budget = r.optional_integer("budget", 1, kMaxBudget);
+  const bool transfer = r.optional_bool("transfer").value_or(true);
+  const auto seed = r.optional_integer("seed", 0);
+  r.finish();
+
+  // The space: given, or the latest version of a known kernel.
+  std::optional<SearchSpace> space;
+  if (space_json) {
+    space = in_field("space", [&] { return SearchSpace::from_json(*space_json); });
+  } else if (auto known = store_.find_kernel(kernel_name)) {
+    space = SearchSpace::from_json(known->space);
+  } else {
+    throw FieldError("space",
+                     "kernel \"" + kernel_name + "\" is not known yet, so \"space\" is required");
+  }
+  in_field("space", [&] {
+    if (space->enumerable() && space->valid_count() == 0) {
+      throw InvalidInput("no configuration of the space satisfies its constraints");
+    }
+    return 0;
+  });
+  const nlohmann::json options = strategy_options ? *strategy_options : nlohmann::json::object();
+  in_field("strategy_options", [&] { return make_strategy(study.strategy, options); });
+
+  if (!study.name.empty() && store_.find_study(study.name)) {
+    throw Conflict("a study named \"" + study.name + "\" exists already; choose another name");
+  }
+  const auto machine = store_.find_machine(machine_name);
+  if (!machine) {
+    throw FieldError("machine", "unknown machine \"" + machine_name +
+                                    "\"; register it with POST /v1/machines (GET /v1/machines "
+                                    "lists the known ones)");
+  }
+  const auto kernel = store_.upsert_kernel(kernel_name, *space);
+  const auto task_record =
+      store_.upsert_task(kernel_name, task ? *task : nlohmann::json::object(),
+                         task_features ? *task_features : nlohmann::json::object());
+  study.kernel = kernel.id;
+  study.machine = machine->id;
+  study.task = task_record.id;
+  if (study.name.empty()) {
+    study.name = kernel_name + "@" + machine_name + " " +
+                 db::format_timestamp(std::chrono::system_clock::now());
+  }
+  study.settings = {{"transfer", transfer}, {"strategy_options", options}};
+  if (seed) study.settings["seed"] = *seed;
+  const auto created = store_.create_study(study);
+  return Response::json(study_json(created, true), 201);
+}
+
+Response Service::list_studies(Request& request) {
+  const auto kernel = request.query_value("kernel").value_or("");
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& s : store_.list_studies(kernel)) list.push_back(study_json(s, false));
+  return Response::json({{"studies", list}});
+}
+
+Response Service::get_study(Request& request) {
+  const db::StudyId id{request.id_param("id")};
+  const auto study = store_.get_study(id);
+  auto j = study_json(study, true);
+  const auto best = store_.best_trial(study.kernel_name, study.machine_id, study.task_id,
+                                      study.direction, study.objective);
+  j["best"] = nullptr;
+  if (best && best->study_id == id) j["best"] = trial_json(*best);
+  return Response::json(j);
+}
+
+Response Service::list_trials(Request& request) {
+  const db::StudyId id{request.id_param("id")};
+  const auto status = request.query_value("status");
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& t : store_.trials(id)) {
+    if (status && to_string(t.result.status) != *status) continue;
+    list.push_back(trial_json(t));
+  }
+  return Response::json({{"study_id", id.value}, {"trials", list}});
+}
+
+Response Service::get_trial(Request& request) {
+  return Response::json(trial_json(store_.get_trial(db::TrialId{request.id_param("id")})));
+}
+
+// --- ask / tell
+
+Response Service::suggest(Request& request) {
+  const db::StudyId id{request.id_param("id")};
+  const auto body = parse_json_body(request.body);
+  JsonReader r(body);
+  const auto n = r.optional_integer("n", 1, kMaxSuggestionsPerRequest).value_or(1);
+  const auto client_id = checked_name(r, "client_id", true);
+  const double lease =
+      r.optional_number("lease_seconds", 0.0, kMaxLeaseSeconds).value_or(kDefaultLeaseSeconds);
+  if (lease <= 0.0) {
+    throw FieldError("lease_seconds", "\"lease_seconds\" must be > 0 and at most " +
+                                          nlohmann::json(kMaxLeaseSeconds).dump());
+  }
+  r.finish();
+  const auto result = studies_.suggest(id, static_cast<std::size_t>(n), client_id, lease);
+  metrics_->record_suggestions(result.propose_seconds, result.leases.size());
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& l : result.leases) {
+    list.push_back(
+        {{"trial_id", l.trial.value}, {"config", l.config}, {"lease_expires_at", l.expires_at}});
+  }
+  nlohmann::json j{{"study_id", id.value},
+                   {"suggestions", list},
+                   {"done", result.done},
+                   {"propose_seconds", result.propose_seconds}};
+  if (!result.reason.empty()) j["reason"] = result.reason;
+  // Leases held by other clients may expire and be proposed again: ask again later.
+  if (result.leases.empty() && !result.done) j["retry_after_seconds"] = 1.0;
+  return Response::json(j);
+}
+
+std::vector<Response> Service::report_results(std::vector<Request*>& requests) {
+  std::vector<Response> out(requests.size());
+  std::vector<StudyManager::Report> reports;
+  std::vector<std::size_t> positions;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    try {
+      const db::TrialId id{requests[i]->id_param("id")};
+      const auto body = parse_json_body(requests[i]->body);
+      JsonReader r(body);
+      auto client_id = r.required_string("client_id");
+      auto result = read_result(r);
+      r.finish();
+      reports.push_back({id, std::move(client_id), std::move(result)});
+      positions.push_back(i);
+    } catch (...) {
+      out[i] = error_response(std::current_exception());
+    }
+  }
+  auto outcomes = studies_.report_all(reports);
+  for (std::size_t k = 0; k < outcomes.size(); ++k) {
+    if (outcomes[k].error) {
+      out[positions[k]] = error_response(outcomes[k].error);
+      continue;
+    }
+    metrics_->record_result(reports[k].result.status);
+    out[positions[k]] = Response::json(trial_json(*outcomes[k].record));
+  }
+  return out;
+}
+
+std::vector<Response> Service::add_measurements(std::vector<Request*>& requests) {
+  std::vector<Response> out(requests.size());
+  std::vector<StudyManager::MeasurementBatch> batches;
+  std::vector<std::size_t> positions;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    try {
+      StudyManager::MeasurementBatch batch;
+      batch.study = db::StudyId{requests[i]->id_param("id")};
+      const auto body = parse_json_body(requests[i]->body);
+      JsonReader r(body);
+      batch.client_id = r.optional_string("client_id").value_or("external");
+      const auto& list = r.required_array("measurements");
+      r.finish();
+      if (list.empty() || list.size() > kMaxMeasurementsPerRequest) {
+        throw FieldError("measurements", "\"measurements\" must hold 1 to " +
+                                             std::to_string(kMaxMeasurementsPerRequest) +
+                                             " entries");
+      }
+      for (std::size_t j = 0; j < list.size(); ++j) {
+        JsonReader item(list[j], "measurements[" + std::to_string(j) + "]");
+        batch.configs.push_back(item.required_object("config"));
+        batch.results.push_back(read_result(item));
+        item.finish();
+      }
+      batches.push_back(std::move(batch));
+      positions.push_back(i);
+    } catch (...) {
+      out[i] = error_response(std::current_exception());
+    }
+  }
+  auto outcomes = studies_.add_measurements_all(batches);
+  for (std::size_t k = 0; k < outcomes.size(); ++k) {
+    if (outcomes[k].error) {
+      out[positions[k]] = error_response(outcomes[k].error);
+      continue;
+    }
+    for (const auto& m : batches[k].results) metrics_->record_result(m.status);
+    nlohmann::json ids = nlohmann::json::array();
+    for (const auto& t : outcomes[k].trials) ids.push_back(t.value);
+    out[positions[k]] =
+        Response::json({{"study_id", batches[k].study.value}, {"trial_ids", ids}}, 201);
+  }
+  return out;
+}
+
+// --- queries
+
+Response Service::best(Request& request) {
+  const auto kernel = *request.query_value("kernel");
+  const auto machine_name = *request.query_value("machine");
+  std::optional<db::TaskId> task;
+  if (request.query_value("task")) task = db::TaskId{integer_query(request, "task")};
+  const auto direction =
+      db::direction_from_string(request.query_value("direction").value_or("minimize"));
+  const auto objective = request.query_value("objective").value_or("");
+
+  const std::string cache_key = kernel + '\n' + machine_name + '\n' +
+                                (task ? std::to_string(task->value) : "") + '\n' +
+                                std::string(db::to_string(direction)) + '\n' + objective;
+  const auto generation = generation_.load(std::memory_order_acquire);
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::shared_lock lock(cache_mutex_);
+    auto it = best_cache_.find(cache_key);
+    if (it != best_cache_.end() && it->second.generation == generation &&
+        now < it->second.expires) {
+      return it->second.response;
+    }
+  }
+  auto remember = [&](Response response, std::chrono::steady_clock::duration ttl) {
+    std::unique_lock lock(cache_mutex_);
+    best_cache_[cache_key] = {generation, now + ttl, response};
+    return response;
+  };
+
+  const auto machine = store_.find_machine(machine_name);
+  if (!machine) {
+    throw FieldError("query.machine", "unknown machine \"" + machine_name +
+                                          "\" (GET /v1/machines lists the known ones)");
+  }
+  if (const auto trial = store_.best_trial(kernel, machine->id, task, direction, objective)) {
+    const auto study = store_.get_study(trial->study_id);
+    return remember(Response::json({{"source", "measured"},
+                                    {"kernel", kernel},
+                                    {"machine", machine_name},
+                                    {"config", trial->config},
+                                    {"objective", trial->result.objective},
+                                    {"objective_name", study.objective},
+                                    {"trial_id", trial->id.value},
+                                    {"study_id", study.id.value},
+                                    {"study", study.name},
+                                    {"task_id", study.task_id.value}}),
+                    options_.best_cache_ttl);
+  }
+  // Nothing measured here: a prediction from other machines' measurements needs a model fit.
+  if (request.running_on != Runs::compute) return Response::compute_needed();
+  const auto predicted = studies_.predict_best(kernel, machine->id, direction, objective);
+  if (!predicted) {
+    throw NotFound("nothing measured for kernel \"" + kernel + "\" on machine \"" + machine_name +
+                   "\"" + (task ? " (task " + std::to_string(task->value) + ")" : "") +
+                   ", and too few measurements of it on other machines to predict from");
+  }
+  return remember(
+      Response::json({{"source", "predicted"},
+                      {"kernel", kernel},
+                      {"machine", machine_name},
+                      {"config", predicted->config},
+                      {"objective", predicted->forecast.mean},
+                      {"lower", predicted->forecast.lower},
+                      {"upper", predicted->forecast.upper},
+                      {"probability_feasible", predicted->forecast.probability_feasible},
+                      {"based_on",
+                       {{"trials", predicted->trials},
+                        {"machines", predicted->machines},
+                        {"kernel_version", predicted->kernel_version},
+                        {"model", "GP over the pooled results of other machines"}}}}),
+      kPredictedBestTtl);
+}
+
+Response Service::predict(Request& request) {
+  const auto body = parse_json_body(request.body);
+  JsonReader r(body);
+  const db::StudyId id{r.required_integer("study_id", 1)};
+  const auto& list = r.required_array("configs");
+  r.finish();
+  if (list.empty() || list.size() > kMaxPredictConfigs) {
+    throw FieldError(
+        "configs", "\"configs\" must hold 1 to " + std::to_string(kMaxPredictConfigs) + " entries");
+  }
+  const auto space = studies_.space(id);
+  std::vector<Configuration> configs;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    configs.push_back(in_field("configs[" + std::to_string(i) + "]",
+                               [&] { return space->config_from_json(list[i]); }));
+  }
+  const auto forecasts = studies_.predict(id, configs);
+  if (forecasts.empty()) {
+    throw Conflict("study " + std::to_string(id.value) +
+                   " has too few successful results for a model; report more results first");
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t i = 0; i < forecasts.size(); ++i) {
+    const auto& f = forecasts[i];
+    out.push_back({{"config", space->config_to_json(configs[i])},
+                   {"mean", f.mean},
+                   {"lower", f.lower},
+                   {"upper", f.upper},
+                   {"std", f.std},
+                   {"probability_feasible", f.probability_feasible}});
+  }
+  return Response::json({{"study_id", id.value}, {"predictions", out}});
+}
+
+// --- import / export
+
+Response Service::import_file(Request& request) {
+  // The upload is parsed from memory: no name from the request reaches the filesystem.
+  MeasuredDataset dataset;
+  try {
+    dataset =
+        in_field("body", [&] { return parse_measurements(request.body, "the uploaded file"); });
+  } catch (const IoError& e) {
+    throw FieldError("body", e.what());
+  }
+  db::ImportOptions options;
+  if (auto m = request.query_value("machine")) {
+    if (m->empty() || m->size() > kMaxNameLength) {
+      throw FieldError("query.machine",
+                       "machine names are 1 to " + std::to_string(kMaxNameLength) + " characters");
+    }
+    options.machine_name = *m;
+  }
+  if (auto s = request.query_value("study_name")) options.study_name = *s;
+  options.client_id = "import:" + request.token_name;
+  const auto result = store_.import_dataset(dataset, options);
+  return Response::json({{"machine_id", result.machine.value},
+                         {"kernel_id", result.kernel.value},
+                         {"kernel", dataset.kernel_name},
+                         {"task_id", result.task.value},
+                         {"study_id", result.study.value},
+                         {"trials", result.trials},
+                         {"failed", result.failed},
+                         {"format", dataset.format}},
+                        201);
+}
+
+Response Service::export_study(Request& request) {
+  const db::StudyId id{request.id_param("id")};
+  const auto format = request.query_value("format").value_or("json");
+  const std::string filename = "study-" + std::to_string(id.value) + "." + format;
+  auto response = format == "csv"
+                      ? Response::text(store_.export_study_csv(id), "text/csv; charset=utf-8")
+                      : Response::text(store_.export_study_json(id), "application/json");
+  response.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + filename + "\"");
+  return response;
+}
+
+}  // namespace tunebase::api

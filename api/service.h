@@ -1,0 +1,103 @@
+// The tunebase HTTP API, independent of the transport: the route table, authorisation, and
+// handlers that translate requests to Store and StudyManager calls and back.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+#include "api/metrics.h"
+#include "api/router.h"
+#include "api/study_manager.h"
+#include "db/store.h"
+
+namespace tunebase::api {
+
+struct ServiceOptions {
+  /// Reads need a token too (by default only writes do).
+  bool auth_reads = false;
+  /// How long a best-known answer may be served from memory. Writes through this server
+  /// invalidate it at once; this bounds how stale it can be after another process (a CLI
+  /// import) wrote to the same database file.
+  std::chrono::milliseconds best_cache_ttl{1000};
+};
+
+/// What handling a request produced.
+struct Outcome {
+  Response response;
+  /// Index of the matched route in router().routes(), or routes().size() when none matched.
+  std::size_t route = 0;
+  /// The request must be handled (again) elsewhere: by handle(request, target, *defer_to) on
+  /// the compute pool, or by handle_batch on the writer thread.
+  std::optional<Runs> defer_to;
+};
+
+class Service {
+ public:
+  Service(db::Store& store, ServiceOptions options = {});
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  /// Handles one request: matching, query check, authorisation, the handler; every error
+  /// becomes its JSON reply. `here` says which thread this is; when the route runs elsewhere
+  /// the outcome says where (defer_to) and nothing ran. The first call (here == io) fills
+  /// `request.path` and `query` from `target`.
+  Outcome handle(Request& request, const std::string& target, Runs here);
+  /// Handles requests deferred to the writer thread, those of one route together. Outcomes
+  /// are in the order of `requests`.
+  std::vector<Outcome> handle_batch(std::vector<Request*>& requests);
+
+  const Router& router() const { return router_; }
+  Metrics& metrics() { return *metrics_; }
+  StudyManager& studies() { return studies_; }
+  db::Store& store() { return store_; }
+  const ServiceOptions& options() const { return options_; }
+
+ private:
+  void add_routes();
+  void authorize(const Route& route, Request& request) const;
+  Response dispatch(const Route& route, Request& request, Runs here);
+  static Response error_response(std::exception_ptr error);
+
+  // Handlers.
+  Response create_machine(Request& request);
+  Response list_machines(Request& request);
+  Response create_study(Request& request);
+  Response list_studies(Request& request);
+  Response get_study(Request& request);
+  Response list_trials(Request& request);
+  Response get_trial(Request& request);
+  Response suggest(Request& request);
+  std::vector<Response> report_results(std::vector<Request*>& requests);
+  std::vector<Response> add_measurements(std::vector<Request*>& requests);
+  Response best(Request& request);
+  Response predict(Request& request);
+  Response import_file(Request& request);
+  Response export_study(Request& request);
+
+  nlohmann::json study_json(const db::StudyRecord& study, bool with_space) const;
+
+  db::Store& store_;
+  ServiceOptions options_;
+  Router router_;
+  std::unique_ptr<Metrics> metrics_;
+  StudyManager studies_;
+
+  /// Bumped by every write through this server; cached answers from before are stale.
+  std::atomic<std::uint64_t> generation_{0};
+  struct CachedAnswer {
+    std::uint64_t generation = 0;
+    std::chrono::steady_clock::time_point expires;
+    Response response;
+  };
+  mutable std::shared_mutex cache_mutex_;
+  std::unordered_map<std::string, CachedAnswer> best_cache_;
+};
+
+}  // namespace tunebase::api

@@ -1,0 +1,573 @@
+#include "api/study_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <unordered_set>
+
+#include "api/errors.h"
+#include "core/error.h"
+#include "tuner/session.h"
+
+namespace tunebase::api {
+
+namespace {
+
+using Clock = std::chrono::system_clock;
+
+// The Store stamps a lease with its own clock, a little after ours and truncated to
+// milliseconds; counting a lease as ended this much later than the Store does guarantees that
+// the Store has expired it before a session proposes its configuration again.
+constexpr auto kLeaseSlack = std::chrono::milliseconds(10);
+
+// A GP fit costs O(n^3); predictions for studies with more results than this (imported
+// datasets) use a random subset, seeded by the study id.
+constexpr std::size_t kMaxModelObservations = 1000;
+
+// Predicting the best configuration of a kernel scores at most this many candidates (the
+// enumerated valid set when it is smaller, else a uniform sample of kSampledPredictionCandidates).
+constexpr std::size_t kMaxPredictionCandidates = 200000;
+constexpr std::size_t kSampledPredictionCandidates = 20000;
+// A predicted best must be more likely to run than to fail.
+constexpr double kMinFeasibility = 0.5;
+
+Clock::duration seconds_to_duration(double seconds) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+}  // namespace
+
+struct StudyManager::Entry {
+  struct PendingLease {
+    std::string key;
+    Configuration config;
+    std::string client_id;
+    Clock::time_point expires;
+  };
+  /// A result (or, without one, a release) the session has not taken in yet.
+  struct Event {
+    Configuration config;
+    std::optional<Measurement> result;
+  };
+
+  db::StudyRecord record;
+  std::shared_ptr<const SearchSpace> space;
+
+  // Held while proposing or predicting (seconds for a large study).
+  std::mutex session_mutex;
+  std::unique_ptr<Session> session;
+  std::unique_ptr<SearchStrategy> predictor;
+  /// The trials read at load time, until the session is built from them.
+  std::vector<db::TrialRecord> initial_trials;
+
+  // Held for bookkeeping only, never while a model is fitted.
+  mutable std::mutex state_mutex;
+  std::unordered_map<std::int64_t, PendingLease> pending;
+  /// config_key -> trial id of every configuration with a stored result.
+  std::unordered_map<std::string, std::int64_t> finished;
+  std::vector<Event> inbox;
+};
+
+StudyManager::StudyManager(db::Store& store) : store_(store) {}
+StudyManager::~StudyManager() = default;
+
+std::shared_ptr<StudyManager::Entry> StudyManager::find_loaded(db::StudyId study) const {
+  std::lock_guard lock(mutex_);
+  auto it = studies_.find(study.value);
+  return it == studies_.end() ? nullptr : it->second;
+}
+
+// Loading under mutex_ orders it with report(): a result stored before the trials are read is
+// among them, one stored after finds the entry and is queued (both at once is harmless:
+// sessions ignore a result they already have).
+std::shared_ptr<StudyManager::Entry> StudyManager::load(db::StudyId study) {
+  std::lock_guard lock(mutex_);
+  if (auto it = studies_.find(study.value); it != studies_.end()) return it->second;
+  auto entry = std::make_shared<Entry>();
+  entry->record = store_.get_study(study);
+  const auto kernel = store_.get_kernel(entry->record.kernel_id);
+  entry->space = std::make_shared<const SearchSpace>(SearchSpace::from_json(kernel.space));
+  auto trials = store_.trials(study);
+  for (const auto& t : trials) {
+    if (t.finished_at) {
+      entry->finished[t.config_key] = t.id.value;
+    } else if (t.result.status == TrialStatus::pending && t.lease_expires_at) {
+      try {
+        entry->pending[t.id.value] = {t.config_key, entry->space->config_from_json(t.config),
+                                      t.client_id,
+                                      db::parse_timestamp(*t.lease_expires_at) + kLeaseSlack};
+      } catch (const InvalidInput& e) {
+        spdlog::warn("study {}: pending trial {} is not valid in its space: {}", study.value,
+                     t.id.value, e.what());
+      }
+    }
+  }
+  if (entry->record.status == db::StudyStatus::active) entry->initial_trials = std::move(trials);
+  studies_.emplace(study.value, entry);
+  return entry;
+}
+
+void StudyManager::ensure_session(Entry& entry) {
+  if (entry.session) return;
+  const auto& record = entry.record;
+  SessionOptions options;
+  options.strategy = record.strategy;
+  options.seed = static_cast<std::uint64_t>(
+      record.settings.value("seed", static_cast<std::int64_t>(record.id.value)));
+  if (record.settings.contains("strategy_options")) {
+    options.strategy_options = record.settings["strategy_options"];
+  }
+  options.budget =
+      record.budget ? static_cast<std::size_t>(*record.budget) : kUnlimitedBudgetDesign;
+  options.minimize = record.direction == db::Direction::minimize;
+  auto session = std::make_unique<Session>(*entry.space, options);
+
+  std::vector<Observation> finished;
+  std::vector<Configuration> pending;
+  for (const auto& t : entry.initial_trials) {
+    if (!t.finished_at && t.result.status != TrialStatus::pending) continue;  // expired lease
+    try {
+      auto config = entry.space->config_from_json(t.config);
+      if (t.finished_at) {
+        finished.push_back({std::move(config), t.result});
+      } else {
+        pending.push_back(std::move(config));
+      }
+    } catch (const InvalidInput& e) {
+      spdlog::warn("study {}: trial {} is not valid in its space, left out: {}", record.id.value,
+                   t.id.value, e.what());
+    }
+  }
+  session->restore(finished, pending);
+  entry.session = std::move(session);
+  entry.initial_trials.clear();
+  entry.initial_trials.shrink_to_fit();
+}
+
+void StudyManager::take_in_events(Entry& entry) {
+  std::vector<Entry::Event> events;
+  {
+    std::lock_guard lock(entry.state_mutex);
+    events.swap(entry.inbox);
+  }
+  for (auto& e : events) {
+    if (!e.result) {
+      entry.session->release(e.config);
+      continue;
+    }
+    try {
+      entry.session->observe(e.config, *e.result);
+    } catch (const Conflict&) {
+      // Already known: read from the Store at load time, or a second result for a
+      // configuration proposed again after its lease expired. The Store keeps both.
+    }
+  }
+}
+
+std::size_t StudyManager::release_expired(Entry& entry, Clock::time_point now) {
+  {
+    std::lock_guard lock(entry.state_mutex);
+    const bool any = std::any_of(entry.pending.begin(), entry.pending.end(),
+                                 [&](const auto& p) { return p.second.expires < now; });
+    if (!any) return 0;
+  }
+  // The Store first: a released configuration may be leased again at once, and the Store
+  // allows one pending lease per configuration.
+  const auto expired = store_.expire_leases(now);
+  std::size_t released = 0;
+  std::lock_guard lock(entry.state_mutex);
+  for (auto it = entry.pending.begin(); it != entry.pending.end();) {
+    if (it->second.expires < now) {
+      entry.inbox.push_back({std::move(it->second.config), std::nullopt});
+      it = entry.pending.erase(it);
+      ++released;
+    } else {
+      ++it;
+    }
+  }
+  (void)expired;
+  return released;
+}
+
+StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n,
+                                                const std::string& client_id,
+                                                double lease_seconds) {
+  auto entry = load(study);
+  Suggestions out;
+  std::lock_guard session_lock(entry->session_mutex);
+  if (entry->record.status != db::StudyStatus::active) {
+    out.done = true;
+    out.reason = "study " + std::to_string(study.value) + " is " +
+                 std::string(db::to_string(entry->record.status)) + "; it takes no more trials";
+    return out;
+  }
+  ensure_session(*entry);
+  release_expired(*entry, Clock::now());
+  take_in_events(*entry);
+  auto& session = *entry->session;
+
+  const std::size_t observed = session.observations().size();
+  const std::size_t pending = session.pending_count();
+  std::size_t allowed = n;
+  if (const auto budget = entry->record.budget) {
+    const auto limit = static_cast<std::size_t>(*budget);
+    if (observed >= limit) {
+      out.done = true;
+      out.reason = "the budget of " + std::to_string(limit) + " evaluations is spent";
+      if (pending == 0) {
+        store_.set_study_status(study, db::StudyStatus::completed);
+        entry->record.status = db::StudyStatus::completed;
+      }
+      return out;
+    }
+    const std::size_t left = observed + pending >= limit ? 0 : limit - observed - pending;
+    if (left < n) {
+      allowed = left;
+      out.reason = "the rest of the budget (" + std::to_string(left) +
+                   " evaluations) is what is not leased to other clients";
+    }
+  }
+  if (allowed == 0) return out;
+
+  const auto start = std::chrono::steady_clock::now();
+  auto configs = session.propose(allowed);
+  out.propose_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (configs.size() < allowed) {
+    if (session.exhausted()) {
+      out.done = configs.empty() && session.pending_count() == 0;
+      out.reason = "every candidate configuration is measured or leased";
+    } else if (configs.empty()) {
+      out.reason = "the strategy found no new configuration";
+    }
+  }
+
+  const auto& space = *entry->space;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const auto& config = configs[i];
+    const auto config_json = space.config_to_json(config);
+    const auto key = space.key(config);
+    db::TrialId id;
+    try {
+      id = store_.add_pending_trial(study, config_json, key, client_id, lease_seconds);
+    } catch (const Conflict&) {
+      // Leased by another process sharing the database: it stays taken in this session.
+      continue;
+    } catch (...) {
+      for (std::size_t j = i; j < configs.size(); ++j) session.release(configs[j]);
+      throw;
+    }
+    const auto leased_at = Clock::now();
+    {
+      std::lock_guard lock(entry->state_mutex);
+      entry->pending[id.value] = {key, config, client_id,
+                                  leased_at + seconds_to_duration(lease_seconds) + kLeaseSlack};
+    }
+    out.leases.push_back(
+        {id, config_json, db::format_timestamp(leased_at + seconds_to_duration(lease_seconds))});
+  }
+  return out;
+}
+
+std::vector<StudyManager::ReportOutcome> StudyManager::report_all(
+    const std::vector<Report>& reports) {
+  std::vector<ReportOutcome> out(reports.size());
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    const auto& r = reports[i];
+    try {
+      const auto current = store_.get_trial(r.trial);
+      if (current.client_id != r.client_id) {
+        throw Forbidden("trial " + std::to_string(r.trial.value) + " belongs to client \"" +
+                        current.client_id + "\", not \"" + r.client_id +
+                        "\"; report results with the client_id the suggestion was made for");
+      }
+      // TODO(db): one Store::complete_trials transaction for the whole batch would make this a
+      // group commit like add_measurements_all; complete_trial commits each result alone.
+      out[i].record = store_.complete_trial(r.trial, r.result);
+    } catch (...) {
+      out[i].error = std::current_exception();
+      continue;
+    }
+    const auto& stored = *out[i].record;
+    auto entry = find_loaded(stored.study_id);
+    if (!entry) continue;
+    std::lock_guard lock(entry->state_mutex);
+    Configuration config;
+    if (auto it = entry->pending.find(r.trial.value); it != entry->pending.end()) {
+      config = std::move(it->second.config);
+      entry->pending.erase(it);
+    } else {
+      try {
+        config = entry->space->config_from_json(stored.config);
+      } catch (const InvalidInput& e) {
+        spdlog::warn("trial {} is not valid in its study's space: {}", r.trial.value, e.what());
+        continue;
+      }
+    }
+    entry->finished[stored.config_key] = r.trial.value;
+    entry->inbox.push_back({std::move(config), r.result});
+  }
+  return out;
+}
+
+db::TrialRecord StudyManager::report(db::TrialId trial, const std::string& client_id,
+                                     const Measurement& result) {
+  auto outcome = report_all({{trial, client_id, result}}).front();
+  if (outcome.error) std::rethrow_exception(outcome.error);
+  return *outcome.record;
+}
+
+std::vector<StudyManager::MeasurementOutcome> StudyManager::add_measurements_all(
+    const std::vector<MeasurementBatch>& batches) {
+  std::vector<MeasurementOutcome> out(batches.size());
+  std::map<std::int64_t, std::vector<std::size_t>> by_study;
+  for (std::size_t b = 0; b < batches.size(); ++b) by_study[batches[b].study.value].push_back(b);
+
+  for (const auto& [study_id, members] : by_study) {
+    std::shared_ptr<Entry> entry;
+    try {
+      entry = load(db::StudyId{study_id});
+    } catch (...) {
+      for (auto b : members) out[b].error = std::current_exception();
+      continue;
+    }
+    const auto& space = *entry->space;
+    // Parse each batch on its own: a bad one fails alone.
+    std::vector<std::vector<db::NewTrial>> trials(batches.size());
+    std::vector<std::vector<Configuration>> parsed(batches.size());
+    std::vector<std::size_t> valid;
+    for (auto b : members) {
+      try {
+        std::unordered_set<std::string> keys;
+        const auto& batch = batches[b];
+        for (std::size_t i = 0; i < batch.configs.size(); ++i) {
+          const std::string field = "measurements[" + std::to_string(i) + "].config";
+          auto config = in_field(field, [&] { return space.config_from_json(batch.configs[i]); });
+          auto key = space.key(config);
+          if (!keys.insert(key).second) {
+            throw FieldError(field, "configuration " + batch.configs[i].dump() +
+                                        " appears twice in this request; send each once");
+          }
+          trials[b].push_back(
+              {space.config_to_json(config), key, batch.results[i], batch.client_id});
+          parsed[b].push_back(std::move(config));
+        }
+        valid.push_back(b);
+      } catch (...) {
+        out[b].error = std::current_exception();
+      }
+    }
+    // The state lock spans the checks and the insert, so that two requests cannot both add
+    // one configuration.
+    std::lock_guard lock(entry->state_mutex);
+    std::unordered_map<std::string, std::size_t> in_this_call;
+    std::vector<db::NewTrial> combined;
+    std::vector<std::size_t> accepted;
+    for (auto b : valid) {
+      try {
+        for (std::size_t i = 0; i < trials[b].size(); ++i) {
+          const auto& t = trials[b][i];
+          const std::string field = "measurements[" + std::to_string(i) + "].config";
+          if (auto it = entry->finished.find(t.config_key); it != entry->finished.end()) {
+            throw Conflict("configuration " + t.config.dump() + " (" + field +
+                           ") already has a result in study " + std::to_string(study_id) +
+                           " (trial " + std::to_string(it->second) + ")");
+          }
+          if (in_this_call.count(t.config_key)) {
+            throw Conflict("configuration " + t.config.dump() + " (" + field +
+                           ") is being added by another request to study " +
+                           std::to_string(study_id));
+          }
+          for (const auto& [id, lease] : entry->pending) {
+            if (lease.key == t.config_key) {
+              throw Conflict("configuration " + t.config.dump() + " (" + field +
+                             ") is leased to client \"" + lease.client_id + "\" as trial " +
+                             std::to_string(id) + "; that client reports it with POST /v1/trials/" +
+                             std::to_string(id) + "/result");
+            }
+          }
+        }
+      } catch (...) {
+        out[b].error = std::current_exception();
+        continue;
+      }
+      for (const auto& t : trials[b]) in_this_call.emplace(t.config_key, b);
+      combined.insert(combined.end(), trials[b].begin(), trials[b].end());
+      accepted.push_back(b);
+    }
+    if (combined.empty()) continue;
+    std::vector<db::TrialId> ids;
+    try {
+      ids = store_.add_trials(db::StudyId{study_id}, combined);
+    } catch (...) {
+      for (auto b : accepted) out[b].error = std::current_exception();
+      continue;
+    }
+    std::size_t next = 0;
+    for (auto b : accepted) {
+      for (std::size_t i = 0; i < trials[b].size(); ++i, ++next) {
+        out[b].trials.push_back(ids[next]);
+        entry->finished[trials[b][i].config_key] = ids[next].value;
+        entry->inbox.push_back({std::move(parsed[b][i]), trials[b][i].result});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<db::TrialId> StudyManager::add_measurements(db::StudyId study,
+                                                        const std::vector<nlohmann::json>& configs,
+                                                        const std::vector<Measurement>& results,
+                                                        const std::string& client_id) {
+  auto outcome = add_measurements_all({{study, configs, results, client_id}}).front();
+  if (outcome.error) std::rethrow_exception(outcome.error);
+  return outcome.trials;
+}
+
+std::shared_ptr<const SearchSpace> StudyManager::space(db::StudyId study) {
+  return load(study)->space;
+}
+
+std::vector<Forecast> StudyManager::predict(db::StudyId study,
+                                            const std::vector<Configuration>& configs) {
+  auto entry = load(study);
+  std::lock_guard session_lock(entry->session_mutex);
+  std::vector<Observation> observations;
+  if (entry->record.status == db::StudyStatus::active) {
+    ensure_session(*entry);
+    take_in_events(*entry);
+    observations = entry->session->observations();
+  } else {
+    for (const auto& t : store_.trials(study)) {
+      if (!t.finished_at) continue;
+      try {
+        observations.push_back({entry->space->config_from_json(t.config), t.result});
+      } catch (const InvalidInput&) {
+        // Not in the space (cannot happen for trials stored through the service).
+      }
+    }
+  }
+  if (observations.size() > kMaxModelObservations) {
+    Rng rng(static_cast<std::uint64_t>(study.value));
+    std::shuffle(observations.begin(), observations.end(), rng);
+    observations.resize(kMaxModelObservations);
+  }
+  if (!entry->predictor) {
+    entry->predictor =
+        make_strategy("bo", {{"seed", entry->record.settings.value("seed", std::int64_t{0})}});
+  }
+  auto* model = dynamic_cast<ModelBasedStrategy*>(entry->predictor.get());
+  if (!model) throw Error("the bo strategy carries no model to predict with");
+  TuningState state;
+  state.space = entry->space.get();
+  state.observations = std::move(observations);
+  state.minimize = entry->record.direction == db::Direction::minimize;
+  return model->forecast(state, configs);
+}
+
+std::optional<StudyManager::PredictedBest> StudyManager::predict_best(
+    const std::string& kernel_name, db::MachineId machine, db::Direction direction,
+    const std::string& objective) {
+  const auto kernel = store_.find_kernel(kernel_name);
+  if (!kernel) return std::nullopt;
+  const auto space = SearchSpace::from_json(kernel->space);
+  std::vector<Observation> observations;
+  std::unordered_set<std::int64_t> machines;
+  for (const auto& p : store_.trials_for_kernel(kernel_name, kernel->version, machine)) {
+    if (p.direction != direction || (!objective.empty() && p.objective_name != objective)) continue;
+    try {
+      Measurement m = p.status == TrialStatus::ok
+                          ? Measurement::success(p.objective)
+                          : Measurement::failure(p.status, "measured on another machine");
+      observations.push_back({space.config_from_json(p.config), m});
+      machines.insert(p.machine.value);
+    } catch (const InvalidInput&) {
+      // Not valid in this version's space.
+    }
+  }
+  if (observations.size() > kMaxModelObservations) {
+    Rng rng(kernel->id.value);
+    std::shuffle(observations.begin(), observations.end(), rng);
+    observations.resize(kMaxModelObservations);
+  }
+  // Candidates: every valid configuration when the space can be enumerated, else a sample.
+  std::vector<Configuration> candidates;
+  if (space.enumerable() && space.valid_count().value_or(0) <= kMaxPredictionCandidates) {
+    candidates = space.valid_configurations();
+  } else {
+    Rng rng(kernel->id.value);
+    for (std::size_t i = 0; i < kSampledPredictionCandidates; ++i) {
+      candidates.push_back(space.sample(rng));
+    }
+  }
+  auto strategy = make_strategy("bo", {{"seed", kernel->id.value}});
+  auto* model = dynamic_cast<ModelBasedStrategy*>(strategy.get());
+  if (!model) return std::nullopt;
+  TuningState state;
+  state.space = &space;
+  state.observations = std::move(observations);
+  state.minimize = direction == db::Direction::minimize;
+  const auto forecasts = model->forecast(state, candidates);
+  if (forecasts.empty()) return std::nullopt;
+  // The best predicted objective among configurations more likely to run than to fail.
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < forecasts.size(); ++i) {
+    if (forecasts[i].probability_feasible < kMinFeasibility) continue;
+    const bool better = !best || (state.minimize ? forecasts[i].mean < forecasts[*best].mean
+                                                 : forecasts[i].mean > forecasts[*best].mean);
+    if (better) best = i;
+  }
+  if (!best) return std::nullopt;
+  PredictedBest out;
+  out.config = space.config_to_json(candidates[*best]);
+  out.forecast = forecasts[*best];
+  out.trials = state.observations.size();
+  out.machines = machines.size();
+  out.kernel_version = kernel->version;
+  return out;
+}
+
+std::size_t StudyManager::expire_leases() {
+  const auto now = Clock::now();
+  const auto expired = store_.expire_leases(now);
+  std::vector<std::shared_ptr<Entry>> entries;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, e] : studies_) entries.push_back(e);
+  }
+  for (const auto& e : entries) {
+    std::lock_guard lock(e->state_mutex);
+    for (auto it = e->pending.begin(); it != e->pending.end();) {
+      if (it->second.expires < now) {
+        e->inbox.push_back({std::move(it->second.config), std::nullopt});
+        it = e->pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return expired;
+}
+
+std::size_t StudyManager::active_studies() const {
+  std::lock_guard lock(mutex_);
+  return studies_.size();
+}
+
+std::size_t StudyManager::pending_leases() const {
+  std::vector<std::shared_ptr<Entry>> entries;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [id, e] : studies_) entries.push_back(e);
+  }
+  std::size_t n = 0;
+  for (const auto& e : entries) {
+    std::lock_guard lock(e->state_mutex);
+    n += e->pending.size();
+  }
+  return n;
+}
+
+}  // namespace tunebase::api

@@ -1,0 +1,144 @@
+// The tuning sessions of the studies the service is driving: one Session per active study,
+// restored from the Store on first use, with the leases its clients hold.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/space.h"
+#include "core/trial.h"
+#include "db/store.h"
+#include "tuner/bo.h"
+
+namespace tunebase::api {
+
+/// Session options a study does not store explicitly.
+inline constexpr std::size_t kUnlimitedBudgetDesign = 100;
+
+/// Keeps one tuning Session per study in memory and serialises access to it.
+///
+/// Two locks per study: the session lock is held while proposing (which fits a model and may
+/// take seconds), the state lock only for brief bookkeeping. Results and releases never wait
+/// for a proposal: they are stored at once and queued for the session, which takes them in
+/// before its next proposal. The Store is the truth; sessions catch up with it.
+///
+/// suggest() and predict() block while a model is fitted: call them from a compute thread.
+class StudyManager {
+ public:
+  explicit StudyManager(db::Store& store);
+  ~StudyManager();
+  StudyManager(const StudyManager&) = delete;
+  StudyManager& operator=(const StudyManager&) = delete;
+
+  struct Lease {
+    db::TrialId trial;
+    nlohmann::json config;
+    std::string expires_at;
+  };
+  struct Suggestions {
+    std::vector<Lease> leases;
+    /// No more suggestions will come: the budget is spent, or every candidate is measured, or
+    /// the study is not active.
+    bool done = false;
+    /// Why fewer than asked for were given (empty when all were).
+    std::string reason;
+    double propose_seconds = 0.0;
+  };
+
+  /// Leases up to `n` configurations to `client_id` for `lease_seconds`. Several clients never
+  /// receive the same configuration: the session takes each once, and the Store allows one
+  /// pending lease per configuration.
+  Suggestions suggest(db::StudyId study, std::size_t n, const std::string& client_id,
+                      double lease_seconds);
+
+  struct Report {
+    db::TrialId trial;
+    std::string client_id;
+    Measurement result;
+  };
+  /// What became of one report or measurement batch: the stored record(s), or the error.
+  struct ReportOutcome {
+    std::optional<db::TrialRecord> record;
+    std::exception_ptr error;
+  };
+  /// Stores results of leased trials and queues them for their studies' sessions. A result is
+  /// accepted once, also late (after the lease expired). Each report succeeds or fails alone:
+  /// Forbidden when its client_id is not the client the trial was leased to, Conflict when the
+  /// trial already has a result, NotFound for an unknown trial.
+  std::vector<ReportOutcome> report_all(const std::vector<Report>& reports);
+  /// One report; throws its error.
+  db::TrialRecord report(db::TrialId trial, const std::string& client_id,
+                         const Measurement& result);
+
+  /// Results measured outside the service for one study: all of a batch or none.
+  struct MeasurementBatch {
+    db::StudyId study;
+    std::vector<nlohmann::json> configs;
+    std::vector<Measurement> results;
+    std::string client_id;
+  };
+  struct MeasurementOutcome {
+    std::vector<db::TrialId> trials;
+    std::exception_ptr error;
+  };
+  /// Adds measurement batches, those of one study in one transaction (group commit).
+  /// Configurations are checked against the study's space (FieldError
+  /// "measurements[i].config"); one that already has a result or is leased in the study (or
+  /// comes earlier in this call) fails its batch with Conflict. Other batches are unaffected.
+  std::vector<MeasurementOutcome> add_measurements_all(
+      const std::vector<MeasurementBatch>& batches);
+  /// One batch; throws its error.
+  std::vector<db::TrialId> add_measurements(db::StudyId study,
+                                            const std::vector<nlohmann::json>& configs,
+                                            const std::vector<Measurement>& results,
+                                            const std::string& client_id);
+
+  /// The study's space (NotFound for an unknown study).
+  std::shared_ptr<const SearchSpace> space(db::StudyId study);
+
+  /// Forecasts of the objective of `configs` from a GP fitted on the study's results. Empty
+  /// when the study has too few results for a model.
+  std::vector<Forecast> predict(db::StudyId study, const std::vector<Configuration>& configs);
+
+  struct PredictedBest {
+    nlohmann::json config;
+    Forecast forecast;
+    std::size_t trials = 0;
+    std::size_t machines = 0;
+    std::string kernel_version;
+  };
+  /// The configuration with the best predicted objective on `machine`, from a GP fitted on the
+  /// pooled results of the kernel's latest version on other machines (a stand-in until the
+  /// transfer model can be asked). None when those machines have too few results.
+  std::optional<PredictedBest> predict_best(const std::string& kernel, db::MachineId machine,
+                                            db::Direction direction, const std::string& objective);
+
+  /// Expires leases that ended (in the Store, and releases them in the sessions, so that their
+  /// configurations are proposed again). Returns how many the Store expired.
+  std::size_t expire_leases();
+
+  std::size_t active_studies() const;
+  std::size_t pending_leases() const;
+
+ private:
+  struct Entry;
+  std::shared_ptr<Entry> load(db::StudyId study);
+  std::shared_ptr<Entry> find_loaded(db::StudyId study) const;
+  void ensure_session(Entry& entry);
+  void take_in_events(Entry& entry);
+  std::size_t release_expired(Entry& entry, std::chrono::system_clock::time_point now);
+
+  db::Store& store_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::int64_t, std::shared_ptr<Entry>> studies_;
+};
+
+}  // namespace tunebase::api

@@ -1,0 +1,33 @@
+// Shared pieces of the tunebase command line: exit codes, the interrupt flag, output helpers.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <string>
+
+namespace tunebase::cli {
+
+/// Exit codes, one per error class (mapped in one place: main.cc).
+enum ExitCode : int {
+  kOk = 0,
+  kError = 1,         ///< any other tunebase::Error
+  kInvalidInput = 2,  ///< a bad flag, file or value
+  kNotFound = 3,      ///< an unknown study, kernel, machine or file
+  kStorage = 4,       ///< the database cannot be used (locked, read-only, not SQLite)
+  kConflict = 5,
+  kInterrupted = 130, ///< Ctrl-C: every finished trial is stored
+};
+
+/// Set by SIGINT/SIGTERM; long loops finish the current step, store it, and stop.
+extern std::atomic<bool> g_interrupted;
+/// Installs the handler: the first signal sets g_interrupted, a second one ends the process.
+void install_interrupt_handler();
+
+/// Registers a subcommand's options on `app`; the callbacks run it.
+void add_sweep_command(CLI::App& app);
+void add_query_commands(CLI::App& app);
+void add_benchmark_command(CLI::App& app);
+/// serve, worker, token (apps/serve.cc, apps/worker.cc).
+void add_service_commands(CLI::App& app);
+
+}  // namespace tunebase::cli

@@ -1,0 +1,305 @@
+// The subcommands: sweep, best, trials, studies, machines, export, import.
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+
+#include "apps/cli.h"
+#include "apps/evaluators.h"
+#include "apps/sweep.h"
+#include "core/error.h"
+#include "core/machine.h"
+#include "db/store.h"
+
+namespace tunebase::cli {
+
+namespace {
+
+constexpr const char* kDefaultDb = "tunebase.db";
+
+db::StudyRecord resolve_study(const db::Store& store, const std::string& study) {
+  if (!study.empty() && std::all_of(study.begin(), study.end(), ::isdigit)) {
+    return store.get_study(db::StudyId{std::stoll(study)});
+  }
+  if (auto s = store.find_study(study)) return *s;
+  throw NotFound("no study named '" + study + "' in " + store.path() +
+                 " (tunebase studies lists them)");
+}
+
+std::string objective_text(const db::StudyRecord& study, double value) {
+  // Sweeps record their unit; imported Kernel Tuner / T4 data is in milliseconds.
+  const std::string fallback = study.strategy == "import" ? "ms" : "s";
+  const std::string unit =
+      study.settings.is_object() ? study.settings.value("unit", fallback) : fallback;
+  return format_objective(value, study.objective == "time" ? unit : "");
+}
+
+void print_sweep_summary(const SweepSummary& s) {
+  std::cout << "study:      " << s.study_name << " (id " << s.study.value << ")\n";
+  std::cout << "trials:     " << s.total << " stored (" << s.evaluated << " in this run, "
+            << s.failed << " failed)" << (s.interrupted ? ", interrupted" : "") << "\n";
+  if (!s.best) {
+    std::cout << "best:       none (no successful evaluation)\n";
+    return;
+  }
+  std::cout << "best:       " << s.best_config.dump() << "\n";
+  std::cout << "objective:  " << format_objective(s.best->result.objective, s.unit);
+  for (const auto& key : {"gflops", "gbs", "GFLOP/s", "GB/s"}) {
+    if (s.best->result.metrics.contains(key)) {
+      std::cout << "  " << key << " " << s.best->result.metrics[key].dump();
+    }
+  }
+  std::cout << "\n";
+  if (s.default_result && s.default_result->result.ok()) {
+    const double speedup = s.default_result->result.objective / s.best->result.objective;
+    std::cout << "default:    " << format_objective(s.default_result->result.objective, s.unit)
+              << "  -> speedup " << std::fixed << std::setprecision(2) << speedup
+              << "x over the default configuration\n";
+  } else if (s.default_result) {
+    std::cout << "default:    failed (" << s.default_result->result.message << ")\n";
+  }
+}
+
+nlohmann::json trial_json(const db::TrialRecord& t) {
+  nlohmann::json j{{"id", t.id.value},
+                   {"config", t.config},
+                   {"status", std::string(to_string(t.result.status))},
+                   {"cost_seconds", t.result.cost_seconds},
+                   {"client_id", t.client_id},
+                   {"created_at", t.created_at}};
+  j["objective"] = t.result.ok() ? nlohmann::json(t.result.objective) : nlohmann::json();
+  if (!t.result.message.empty()) j["message"] = t.result.message;
+  if (!t.result.metrics.empty()) j["metrics"] = t.result.metrics;
+  return j;
+}
+
+}  // namespace
+
+void add_sweep_command(CLI::App& app) {
+  struct Args {
+    EvaluatorSpec spec;
+    SweepOptions sweep;
+    std::string db = kDefaultDb;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand("sweep", "Tune a kernel on this machine and store every trial");
+  add_evaluator_options(*cmd, args->spec);
+  cmd->add_option("--strategy,-s", args->sweep.strategy,
+                  "Search strategy: bo (default), random, lhs, exhaustive, ga");
+  cmd->add_option("--budget,-b", args->sweep.budget, "Number of evaluations in the study")
+      ->capture_default_str();
+  cmd->add_option("--seed", args->sweep.seed, "Random seed (runs are reproducible)")
+      ->capture_default_str();
+  cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
+  cmd->add_option("--study", args->sweep.study_name, "Study name; an existing study is resumed");
+  cmd->add_option("--machine", args->sweep.machine_name, "Machine name (default: host name)");
+  cmd->add_flag("--no-progress", [args](std::int64_t) { args->sweep.progress = false; },
+                "No progress bar");
+  cmd->add_flag("--json", args->json, "Print the summary as JSON");
+  cmd->callback([args] {
+    install_interrupt_handler();
+    auto evaluator = make_evaluator(args->spec);
+    db::Store store(args->db);
+    const auto summary = run_sweep(*evaluator, store, args->sweep);
+    if (args->json) {
+      nlohmann::json j{{"study", summary.study_name},
+                       {"study_id", summary.study.value},
+                       {"trials", summary.total},
+                       {"evaluated", summary.evaluated},
+                       {"failed", summary.failed},
+                       {"interrupted", summary.interrupted},
+                       {"unit", summary.unit}};
+      if (summary.best) {
+        j["best"] = {{"config", summary.best_config},
+                     {"objective", summary.best->result.objective},
+                     {"metrics", summary.best->result.metrics}};
+      }
+      if (summary.default_result && summary.default_result->result.ok() && summary.best) {
+        j["default_objective"] = summary.default_result->result.objective;
+        j["speedup_over_default"] =
+            summary.default_result->result.objective / summary.best->result.objective;
+      }
+      std::cout << j.dump(2) << "\n";
+    } else {
+      print_sweep_summary(summary);
+    }
+  });
+}
+
+void add_query_commands(CLI::App& app) {
+  // --- best
+  {
+    struct Args {
+      std::string kernel, machine, db = kDefaultDb;
+      std::int64_t task = 0;
+      bool json = false, maximize = false;
+    };
+    auto args = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand("best", "Best known configuration of a kernel on a machine");
+    cmd->add_option("--kernel,-k", args->kernel, "Kernel name")->required();
+    cmd->add_option("--machine", args->machine, "Machine name (default: this host)");
+    cmd->add_option("--task", args->task, "Task id (default: any input)");
+    cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
+    cmd->add_flag("--maximize", args->maximize, "Higher objective is better");
+    cmd->add_flag("--json", args->json, "Print JSON");
+    cmd->callback([args] {
+      db::Store store(args->db, {.read_only = true});
+      const std::string machine_name =
+          args->machine.empty() ? detect_machine().name : args->machine;
+      const auto machine = store.find_machine(machine_name);
+      if (!machine) {
+        throw NotFound("no machine named '" + machine_name + "' in " + args->db +
+                       " (tunebase machines lists them)");
+      }
+      std::optional<db::TaskId> task;
+      if (args->task > 0) task = db::TaskId{args->task};
+      const auto best = store.best_trial(
+          args->kernel, machine->id, task,
+          args->maximize ? db::Direction::maximize : db::Direction::minimize);
+      if (!best) {
+        throw NotFound("nothing measured for kernel '" + args->kernel + "' on machine '" +
+                       machine_name + "'");
+      }
+      const auto study = store.get_study(best->study_id);
+      if (args->json) {
+        std::cout << nlohmann::json{{"kernel", args->kernel},
+                                    {"machine", machine_name},
+                                    {"source", "measured"},
+                                    {"config", best->config},
+                                    {"objective", best->result.objective},
+                                    {"study", study.name},
+                                    {"trial_id", best->id.value}}
+                         .dump(2)
+                  << "\n";
+        return;
+      }
+      std::cout << "kernel:    " << args->kernel << "\nmachine:   " << machine_name
+                << "\nsource:    measured (study " << study.name << ", trial " << best->id.value
+                << ")\nconfig:    " << best->config.dump()
+                << "\nobjective: " << objective_text(study, best->result.objective) << "\n";
+    });
+  }
+  // --- trials
+  {
+    struct Args {
+      std::string study, db = kDefaultDb;
+      bool json = false;
+    };
+    auto args = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand("trials", "History of a study, trial by trial");
+    cmd->add_option("--study", args->study, "Study name or id")->required();
+    cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
+    cmd->add_flag("--json", args->json, "Print JSON");
+    cmd->callback([args] {
+      db::Store store(args->db, {.read_only = true});
+      const auto study = resolve_study(store, args->study);
+      const auto trials = store.trials(study.id);
+      if (args->json) {
+        nlohmann::json j = nlohmann::json::array();
+        for (const auto& t : trials) j.push_back(trial_json(t));
+        std::cout << j.dump(2) << "\n";
+        return;
+      }
+      std::cout << "study " << study.name << ": " << study.kernel_name << " on "
+                << study.machine_name << ", strategy " << study.strategy << "\n";
+      std::optional<double> best;
+      const bool minimize = study.direction == db::Direction::minimize;
+      for (const auto& t : trials) {
+        std::string mark = " ";
+        if (t.result.ok() && (!best || (minimize ? t.result.objective < *best
+                                                 : t.result.objective > *best))) {
+          best = t.result.objective;
+          mark = "*";
+        }
+        std::cout << std::setw(5) << t.id.value << " " << mark << " " << std::setw(8)
+                  << to_string(t.result.status) << "  " << std::setw(12)
+                  << (t.result.ok() ? objective_text(study, t.result.objective) : "-") << "  "
+                  << t.config.dump();
+        if (!t.result.ok() && !t.result.message.empty()) std::cout << "  (" << t.result.message << ")";
+        std::cout << "\n";
+      }
+      std::cout << trials.size() << " trials; * marks a new best\n";
+    });
+  }
+  // --- studies
+  {
+    auto db_path = std::make_shared<std::string>(kDefaultDb);
+    auto* cmd = app.add_subcommand("studies", "List the studies in a database");
+    cmd->add_option("--db", *db_path, "SQLite database file")->capture_default_str();
+    cmd->callback([db_path] {
+      db::Store store(*db_path, {.read_only = true});
+      for (const auto& s : store.list_studies()) {
+        const auto counts = store.trial_counts(s.id);
+        std::cout << std::setw(4) << s.id.value << "  " << s.name << "  [" << s.kernel_name
+                  << " on " << s.machine_name << ", " << s.strategy << ", " << counts.total
+                  << " trials, " << counts.ok << " ok]\n";
+      }
+    });
+  }
+  // --- machines
+  {
+    auto db_path = std::make_shared<std::string>(kDefaultDb);
+    auto* cmd = app.add_subcommand("machines", "List the machines in a database");
+    cmd->add_option("--db", *db_path, "SQLite database file")->capture_default_str();
+    cmd->callback([db_path] {
+      db::Store store(*db_path, {.read_only = true});
+      for (const auto& m : store.list_machines()) {
+        std::cout << std::setw(4) << m.id.value << "  " << m.name << "  "
+                  << m.fingerprint.value("cpu_model", std::string()) << "\n";
+      }
+    });
+  }
+  // --- export
+  {
+    struct Args {
+      std::string study, db = kDefaultDb, format = "json", output;
+    };
+    auto args = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand("export", "Export a study as JSON or CSV");
+    cmd->add_option("--study", args->study, "Study name or id")->required();
+    cmd->add_option("--format", args->format, "json or csv")
+        ->check(CLI::IsMember({"json", "csv"}))
+        ->capture_default_str();
+    cmd->add_option("--output,-o", args->output, "Output file (default: standard output)");
+    cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
+    cmd->callback([args] {
+      db::Store store(args->db, {.read_only = true});
+      const auto study = resolve_study(store, args->study);
+      const std::string text = args->format == "csv" ? store.export_study_csv(study.id)
+                                                     : store.export_study_json(study.id);
+      if (args->output.empty()) {
+        std::cout << text;
+        if (!text.empty() && text.back() != '\n') std::cout << "\n";
+        return;
+      }
+      std::ofstream out(args->output, std::ios::binary);
+      if (!(out << text)) throw IoError("cannot write " + args->output);
+    });
+  }
+  // --- import
+  {
+    struct Args {
+      std::string file, db = kDefaultDb, machine;
+    };
+    auto args = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand(
+        "import", "Store a Kernel Tuner cache (.json/.json.gz) or T4 file as measurements");
+    cmd->add_option("file", args->file, "The file to import")->required();
+    cmd->add_option("--machine", args->machine, "Machine name (default: the file's device)");
+    cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
+    cmd->callback([args] {
+      const auto dataset = read_measurements(args->file);
+      db::Store store(args->db);
+      db::ImportOptions options;
+      options.machine_name = args->machine;
+      const auto result = store.import_dataset(dataset, options);
+      std::cout << "imported " << result.trials << " trials (" << result.failed
+                << " failed) of " << dataset.kernel_name << " on "
+                << (args->machine.empty() ? dataset.device_name : args->machine) << " as study "
+                << result.study.value << "\n";
+    });
+  }
+}
+
+}  // namespace tunebase::cli

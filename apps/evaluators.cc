@@ -1,0 +1,116 @@
+#include "apps/evaluators.h"
+
+#include "core/error.h"
+#include "kernels/command.h"
+#include "kernels/gpu_evaluators.h"
+#include "kernels/pde_problems.h"
+#include "kernels/petsc_solver.h"
+#include "kernels/replay.h"
+#include "kernels/sparse_matrix.h"
+#include "kernels/spmv.h"
+
+namespace tunebase::cli {
+
+namespace {
+
+// Grid points per side of the generated Laplacian when neither --matrix nor --size is given:
+// 64^3 = 262,144 rows, large enough to be memory bound, small enough for a quick sweep.
+constexpr std::int64_t kDefaultGridSize = 64;
+
+CsrMatrix load_matrix(const EvaluatorSpec& spec) {
+  if (!spec.matrix.empty()) return read_matrix_market(spec.matrix);
+  const std::int64_t n = spec.size > 0 ? spec.size : kDefaultGridSize;
+  if (spec.problem == "laplacian3d") return laplacian_3d(n);
+  if (spec.problem == "laplacian2d") return laplacian_2d(n);
+  return generate_problem(spec.problem, n);
+}
+
+nlohmann::json gpu_options(const EvaluatorSpec& spec) {
+  nlohmann::json options = nlohmann::json::object();
+  if (spec.size > 0) options["size"] = spec.size;
+  if (!spec.matrix.empty()) options["matrix"] = spec.matrix;
+  if (spec.repeats > 0) options["repeats"] = spec.repeats;
+  options["time_limit"] = spec.timeout_seconds;
+  return options;
+}
+
+}  // namespace
+
+std::string known_kernels() {
+  return "spmv, petsc, command, replay, opencl-gemm, opencl-spmv, opencl-conv, cuda-gemm, "
+         "cuda-spmv, cuda-conv";
+}
+
+MachineInfo this_machine(const std::string& name) {
+  MachineInfo info = detect_machine();
+  if (!name.empty()) info.name = name;
+  try {
+    info.fingerprint["devices"] = compute_devices();
+  } catch (const Error& e) {
+    // A broken OpenCL installation must not stop a CPU sweep; the fingerprint says so.
+    info.fingerprint["devices_error"] = e.what();
+  }
+  refresh_fingerprint_hash(info);
+  return info;
+}
+
+void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
+  cmd.add_option("--kernel,-k", spec.kernel, "What to tune: " + known_kernels())
+      ->capture_default_str();
+  cmd.add_option("--matrix", spec.matrix, "Matrix Market file (.mtx or .mtx.gz)");
+  cmd.add_option("--problem", spec.problem,
+                 "Generated matrix when no --matrix: laplacian3d (size^3 rows), laplacian2d, "
+                 "poisson2d, poisson3d, anisotropic2d, convdiff2d, convdiff3d")
+      ->capture_default_str();
+  cmd.add_option("--size", spec.size, "Grid points per side of the generated problem");
+  cmd.add_option("--cmd", spec.command,
+                 "Command evaluator: command with {NAME} placeholders (also exported as NAME "
+                 "and TUNEBASE_NAME)");
+  cmd.add_option("--space", spec.space_file,
+                 "Search space file: tunebase JSON, T1, or Kernel Tuner tune_params");
+  cmd.add_option("--regex", spec.regex,
+                 "Objective = first capture group of this regex in stdout (default: last number)");
+  cmd.add_option("--timeout", spec.timeout_seconds, "Seconds before a command is killed")
+      ->capture_default_str();
+  cmd.add_flag("--maximize", spec.maximize, "Higher objective is better (command evaluator)");
+  cmd.add_option("--replay", spec.replay_file,
+                 "Replay evaluator: answer from a Kernel Tuner cache or T4 file");
+  cmd.add_option("--repeats", spec.repeats, "Timed repetitions per configuration");
+}
+
+std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
+  if (spec.kernel == "spmv") {
+    SpmvOptions options;
+    if (spec.repeats > 0) options.repeats = spec.repeats;
+    return std::make_unique<SpmvEvaluator>(load_matrix(spec), options);
+  }
+  if (spec.kernel == "petsc") {
+    PetscSolverOptions options;
+    options.time_limit_seconds = spec.timeout_seconds;
+    if (spec.repeats > 0) options.repeats = spec.repeats;
+    return std::make_unique<PetscSolverEvaluator>(load_matrix(spec), options);
+  }
+  if (spec.kernel.rfind("opencl-", 0) == 0) return make_opencl_evaluator(spec.kernel, gpu_options(spec));
+  if (spec.kernel.rfind("cuda-", 0) == 0) return make_cuda_evaluator(spec.kernel, gpu_options(spec));
+  if (spec.kernel == "command") {
+    if (spec.command.empty() || spec.space_file.empty()) {
+      throw InvalidInput("--kernel command needs --cmd 'program {param} ...' and --space FILE");
+    }
+    CommandOptions options;
+    options.timeout_seconds = spec.timeout_seconds;
+    if (!spec.regex.empty()) options.objective_regex = spec.regex;
+    if (spec.repeats > 0) options.repeats = spec.repeats;
+    options.minimize = !spec.maximize;
+    return std::make_unique<CommandEvaluator>(SearchSpace::load(spec.space_file), spec.command,
+                                              options);
+  }
+  if (spec.kernel == "replay") {
+    if (spec.replay_file.empty()) {
+      throw InvalidInput("--kernel replay needs --replay FILE (a Kernel Tuner cache or T4 file)");
+    }
+    return std::make_unique<ReplayEvaluator>(ReplayEvaluator::from_file(spec.replay_file));
+  }
+  throw InvalidInput("unknown kernel '" + spec.kernel + "'; known kernels: " + known_kernels());
+}
+
+}  // namespace tunebase::cli

@@ -1,0 +1,43 @@
+// Building an evaluator from command-line options (shared by sweep and worker).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "core/machine.h"
+#include "kernels/evaluator.h"
+
+namespace tunebase::cli {
+
+struct EvaluatorSpec {
+  /// spmv, command, replay (and the GPU and solver kernels where built).
+  std::string kernel = "spmv";
+  /// Matrix Market file (plain or .gz) for matrix kernels.
+  std::string matrix;
+  /// Generated problem when no matrix is given, and its size.
+  std::string problem = "laplacian3d";
+  std::int64_t size = 0;
+  /// Command evaluator: the command template, its space file, an objective regex, a timeout.
+  std::string command;
+  std::string space_file;
+  std::string regex;
+  double timeout_seconds = 60.0;
+  bool maximize = false;
+  /// Replay evaluator: a Kernel Tuner cache or T4 file.
+  std::string replay_file;
+  int repeats = 0;  ///< 0: the evaluator's default
+};
+
+/// Registers the evaluator options on a subcommand.
+void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec);
+/// Builds the evaluator; InvalidInput names what is missing or unknown.
+std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec);
+/// This machine as stored: detect_machine() plus the compute devices (OpenCL, CUDA) in the
+/// fingerprint, named `name` when given.
+MachineInfo this_machine(const std::string& name = {});
+
+/// Names accepted by --kernel.
+std::string known_kernels();
+
+}  // namespace tunebase::cli

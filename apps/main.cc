@@ -1,0 +1,70 @@
+// tunebase: autotuning for sparse solvers and GPU kernels.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <iostream>
+
+#include "apps/cli.h"
+#include "core/error.h"
+
+namespace tunebase::cli {
+
+std::atomic<bool> g_interrupted{false};
+
+namespace {
+extern "C" void on_signal(int sig) {
+  if (g_interrupted.exchange(true)) {
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+}
+}  // namespace
+
+void install_interrupt_handler() {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+}
+
+}  // namespace tunebase::cli
+
+int main(int argc, char** argv) {
+  using namespace tunebase;
+  CLI::App app{"tunebase: autotuning of sparse solvers and GPU kernels with Gaussian processes"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tunebase 0.1.0");
+  cli::add_sweep_command(app);
+  cli::add_query_commands(app);
+  cli::add_benchmark_command(app);
+  cli::add_service_commands(app);
+  spdlog::set_pattern("%^%l%$: %v");
+
+  // Every error ends here and becomes one exit code; messages say what was wrong.
+  try {
+    app.parse(argc, argv);
+    return cli::g_interrupted ? cli::kInterrupted : cli::kOk;
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const ParseError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return cli::kInvalidInput;
+  } catch (const InvalidInput& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return cli::kInvalidInput;
+  } catch (const NotFound& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return cli::kNotFound;
+  } catch (const StorageError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return cli::kStorage;
+  } catch (const Conflict& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return cli::kConflict;
+  } catch (const IoError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return cli::kNotFound;
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return cli::kError;
+  }
+}

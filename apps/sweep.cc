@@ -1,0 +1,207 @@
+#include "apps/sweep.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "apps/cli.h"
+#include "apps/evaluators.h"
+#include "core/error.h"
+#include "tuner/session.h"
+
+namespace tunebase::cli {
+
+namespace {
+
+constexpr const char* kDefaultStrategy = "bo";
+constexpr int kProgressBarWidth = 24;
+
+std::string format_duration(double seconds) {
+  const auto s = static_cast<long long>(std::llround(std::max(seconds, 0.0)));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
+  return buf;
+}
+
+class ProgressBar {
+ public:
+  ProgressBar(std::size_t total, bool enabled)
+      : total_(total), enabled_(enabled), tty_(isatty(STDERR_FILENO) != 0),
+        start_(std::chrono::steady_clock::now()) {}
+
+  void update(std::size_t done, std::size_t done_here, const std::string& best) {
+    if (!enabled_) return;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double per_eval = done_here ? elapsed / static_cast<double>(done_here) : 0.0;
+    const double left = per_eval * static_cast<double>(total_ > done ? total_ - done : 0);
+    const int filled = total_ ? static_cast<int>(kProgressBarWidth * done / total_) : 0;
+    std::string bar(static_cast<std::size_t>(filled), '#');
+    bar.resize(kProgressBarWidth, '.');
+    char line[256];
+    std::snprintf(line, sizeof line, "[%s] %zu/%zu  best %s  elapsed %s  left %s", bar.c_str(),
+                  done, total_, best.c_str(), format_duration(elapsed).c_str(),
+                  format_duration(left).c_str());
+    if (tty_) {
+      std::cerr << "\r" << line << "\033[K" << std::flush;
+    } else {
+      std::cerr << line << "\n";
+    }
+  }
+  void finish() {
+    if (enabled_ && tty_) std::cerr << "\n";
+  }
+
+ private:
+  std::size_t total_;
+  bool enabled_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+db::StudyRecord find_or_create_study(db::Store& store, const SweepOptions& options,
+                                     const db::KernelRecord& kernel,
+                                     const db::MachineRecord& machine, const db::TaskRecord& task,
+                                     bool minimize, const std::string& strategy,
+                                     const std::string& unit) {
+  if (!options.study_name.empty()) {
+    if (auto existing = store.find_study(options.study_name)) {
+      if (existing->kernel_id != kernel.id || existing->machine_id != machine.id ||
+          existing->task_id != task.id) {
+        throw Conflict("study '" + options.study_name + "' tunes " + existing->kernel_name +
+                       " on " + existing->machine_name +
+                       " with another space, machine or input; choose another --study name");
+      }
+      return *existing;
+    }
+  }
+  db::NewStudy study;
+  study.name = options.study_name;
+  if (study.name.empty()) {
+    study.name = kernel.name + "@" + machine.name + " " +
+                 db::format_timestamp(std::chrono::system_clock::now());
+  }
+  study.kernel = kernel.id;
+  study.machine = machine.id;
+  study.task = task.id;
+  study.direction = minimize ? db::Direction::minimize : db::Direction::maximize;
+  study.strategy = strategy;
+  study.budget = static_cast<std::int64_t>(options.budget);
+  study.settings = {{"seed", options.seed}, {"unit", unit}};
+  return store.create_study(study);
+}
+
+}  // namespace
+
+std::string format_objective(double value, const std::string& unit) {
+  if (unit == "s") return format_seconds(value);
+  if (unit == "ms") return format_seconds(value * 1e-3);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", value);
+  return buf;
+}
+
+std::string format_seconds(double s) {
+  char buf[32];
+  if (!std::isfinite(s)) return "n/a";
+  if (s < 1e-6) std::snprintf(buf, sizeof buf, "%.1f ns", s * 1e9);
+  else if (s < 1e-3) std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
+  else if (s < 1.0) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.3f s", s);
+  return buf;
+}
+
+SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOptions& options) {
+  const auto& space = evaluator.space();
+  const std::string strategy = options.strategy.empty() ? kDefaultStrategy : options.strategy;
+
+  const auto machine = store.upsert_machine(this_machine(options.machine_name));
+  const auto kernel = store.upsert_kernel(evaluator.kernel_name(), space);
+  nlohmann::json description = evaluator.task();
+  nlohmann::json features = nlohmann::json::object();
+  if (description.contains("features")) {
+    features = description["features"];
+    description.erase("features");
+  }
+  const auto task = store.upsert_task(kernel.name, description, features);
+  const auto study = find_or_create_study(store, options, kernel, machine, task,
+                                          evaluator.minimize(), strategy,
+                                          evaluator.objective_unit());
+
+  SessionOptions session_options;
+  session_options.strategy = strategy;
+  session_options.seed = options.seed;
+  session_options.budget = options.budget;
+  session_options.minimize = evaluator.minimize();
+  if (const auto* cands = evaluator.candidates()) session_options.candidates = *cands;
+  Session session(space, session_options);
+
+  // Resume: everything stored in the study, pending leases of vanished workers left out.
+  std::vector<Observation> finished;
+  for (const auto& t : store.trials(study.id)) {
+    if (t.result.status == TrialStatus::pending) continue;
+    finished.push_back({space.config_from_json(t.config), t.result});
+  }
+  session.restore(finished, {});
+
+  SweepSummary summary;
+  summary.study = study.id;
+  summary.study_name = study.name;
+  summary.unit = evaluator.objective_unit();
+  const Configuration default_config = space.default_configuration();
+  const auto default_key = space.key(default_config);
+  for (const auto& o : finished) {
+    if (space.key(o.config) == default_key) summary.default_result = o;
+  }
+
+  ProgressBar progress(options.budget, options.progress);
+  auto best_text = [&] {
+    auto best = session.best();
+    return best ? format_objective(best->result.objective, evaluator.objective_unit()) : std::string("-");
+  };
+  auto evaluate_and_store = [&](const Configuration& config) {
+    Measurement m;
+    try {
+      m = evaluator.evaluate(config);
+    } catch (const BackendError& e) {
+      m = Measurement::failure(TrialStatus::failed, e.what());
+    }
+    store.add_trial(study.id, space.config_to_json(config), space.key(config), m, "cli");
+    session.observe(config, m);
+    ++summary.evaluated;
+    if (space.key(config) == default_key) summary.default_result = Observation{config, m};
+    progress.update(session.observations().size(), summary.evaluated, best_text());
+  };
+
+  // The default configuration first: the baseline every tuned result is compared with.
+  const bool default_measurable = space.is_valid(default_config) &&
+                                  (!evaluator.candidates() || session.candidate_count());
+  if (options.measure_default && !summary.default_result && default_measurable &&
+      session.observations().size() < options.budget) {
+    bool is_candidate = true;
+    if (const auto* cands = evaluator.candidates()) {
+      is_candidate = false;
+      for (const auto& c : *cands) is_candidate = is_candidate || space.key(c) == default_key;
+    }
+    if (is_candidate) evaluate_and_store(default_config);
+  }
+
+  while (session.observations().size() < options.budget && !g_interrupted) {
+    auto batch = session.propose(1);
+    if (batch.empty()) break;  // every candidate measured
+    evaluate_and_store(batch.front());
+  }
+  progress.finish();
+
+  summary.interrupted = g_interrupted;
+  summary.total = session.observations().size();
+  for (const auto& o : session.observations()) summary.failed += !o.result.ok();
+  summary.best = session.best();
+  if (summary.best) summary.best_config = space.config_to_json(summary.best->config);
+  return summary;
+}
+
+}  // namespace tunebase::cli

@@ -1,0 +1,46 @@
+// The in-process tuning sweep: Session + Evaluator + Store, with a progress bar.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "db/store.h"
+#include "kernels/evaluator.h"
+
+namespace tunebase::cli {
+
+struct SweepOptions {
+  std::string study_name;  ///< resume when it exists; empty: a new study with a generated name
+  std::string strategy;    ///< empty: the default strategy
+  std::size_t budget = 30;
+  std::uint64_t seed = 0;
+  std::string machine_name;  ///< empty: this host's name
+  bool measure_default = true;
+  bool progress = true;
+};
+
+struct SweepSummary {
+  db::StudyId study;
+  std::string study_name;
+  std::size_t evaluated = 0;  ///< in this run
+  std::size_t total = 0;      ///< in the study
+  std::size_t failed = 0;     ///< in the study
+  bool interrupted = false;
+  std::optional<Observation> best;
+  std::optional<Observation> default_result;
+  nlohmann::json best_config;
+  std::string unit = "s";  ///< of the objective
+};
+
+/// Tunes `evaluator` until the study holds `budget` trials, the candidates run out, or Ctrl-C.
+/// Every finished trial is stored before the next starts.
+SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOptions& options);
+
+/// "12.3 us", "4.56 ms", "1.23 s": a time for people.
+std::string format_seconds(double s);
+/// A value in `unit` ("s", "ms", or anything else, printed as a plain number) for people.
+std::string format_objective(double value, const std::string& unit);
+
+}  // namespace tunebase::cli

@@ -1,0 +1,241 @@
+#include "apps/worker.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "apps/cli.h"
+#include "apps/evaluators.h"
+#include "core/error.h"
+#include "core/machine.h"
+
+namespace tunebase::cli {
+
+namespace {
+
+// A result that cannot be delivered is retried this often, waiting kRetryDelay longer each time
+// (the server may be restarting); the measurement is never dropped silently.
+constexpr int kMaxAttempts = 5;
+constexpr auto kRetryDelay = std::chrono::seconds(1);
+constexpr auto kPollStep = std::chrono::milliseconds(100);
+
+std::string default_client_id() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return std::string(host) + ":" + std::to_string(getpid());
+}
+
+/// Sleeps up to `seconds`, waking early on Ctrl-C.
+void interruptible_sleep(double seconds) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(seconds));
+  while (!g_interrupted && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(kPollStep);
+  }
+}
+
+/// Sends a request, retrying when the server cannot be reached or is unavailable (503).
+api::HttpReply post_with_retry(api::HttpClient& client, const std::string& target,
+                               const nlohmann::json& body, const std::string& token) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      auto reply = client.post(target, body, token);
+      if (reply.status != 503 || attempt == kMaxAttempts) return reply;
+    } catch (const IoError&) {
+      if (attempt == kMaxAttempts) throw;
+    }
+    std::this_thread::sleep_for(kRetryDelay * attempt);
+  }
+}
+
+[[noreturn]] void fail_reply(const std::string& what, const api::HttpReply& reply) {
+  const std::string message =
+      what + " failed (HTTP " + std::to_string(reply.status) + "): " + reply.error_message();
+  if (reply.status == 401 || reply.status == 403) throw Unauthorized(message);
+  if (reply.status == 404) throw NotFound(message);
+  if (reply.status == 409) throw Conflict(message);
+  if (reply.status >= 400 && reply.status < 500) throw InvalidInput(message);
+  throw Error(message);
+}
+
+nlohmann::json result_body(const Measurement& m, const std::string& client_id) {
+  nlohmann::json body{
+      {"client_id", client_id},
+      {"cost_seconds",
+       std::isfinite(m.cost_seconds) && m.cost_seconds >= 0 ? m.cost_seconds : 0.0}};
+  nlohmann::json raw = nlohmann::json::array();
+  for (double r : m.raw) {
+    if (std::isfinite(r)) raw.push_back(r);
+  }
+  body["raw"] = raw;
+  if (m.ok()) {
+    body["status"] = "ok";
+    body["value"] = m.objective;
+  } else {
+    const bool ok_without_value = m.status == TrialStatus::ok;
+    body["status"] = ok_without_value ? "failed" : std::string(to_string(m.status));
+    body["message"] = ok_without_value ? "the evaluator returned no finite objective" : m.message;
+  }
+  if (m.ok() && !m.message.empty()) body["message"] = m.message;
+  if (m.metrics.is_object()) body["metrics"] = m.metrics;
+  return body;
+}
+
+}  // namespace
+
+WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
+                         const WorkerOptions& options) {
+  const std::string study_path = "/v1/studies/" + std::to_string(options.study);
+  const auto study_reply = client.get(study_path, options.token);
+  if (study_reply.status != 200)
+    fail_reply("reading study " + std::to_string(options.study), study_reply);
+  const auto study = study_reply.json();
+  const auto kernel_name = study["kernel"]["name"].get<std::string>();
+  const auto version = study["kernel"]["version"].get<std::string>();
+  const auto& space = evaluator.space();
+  if (kernel_name != evaluator.kernel_name() || version != space.fingerprint()) {
+    throw InvalidInput("study " + std::to_string(options.study) + " tunes kernel \"" + kernel_name +
+                       "\" (space " + version + "), but this worker's evaluator is \"" +
+                       evaluator.kernel_name() + "\" (space " + space.fingerprint() +
+                       "); start the worker with the evaluator options the study was created with");
+  }
+  const std::string client_id = options.client_id.empty() ? default_client_id() : options.client_id;
+
+  WorkerSummary summary;
+  auto waited_since = std::chrono::steady_clock::time_point{};
+  while (!g_interrupted) {
+    if (options.max_trials && summary.evaluated >= options.max_trials) {
+      summary.stop_reason = "evaluated --max-trials " + std::to_string(options.max_trials);
+      break;
+    }
+    const auto reply = post_with_retry(
+        client, study_path + "/suggestions",
+        {{"n", 1}, {"client_id", client_id}, {"lease_seconds", options.lease_seconds}},
+        options.token);
+    if (reply.status != 200) fail_reply("asking for a suggestion", reply);
+    const auto answer = reply.json();
+    const auto& suggestions = answer["suggestions"];
+    if (suggestions.empty()) {
+      const std::string reason = answer.value("reason", std::string("no suggestion"));
+      const auto now = std::chrono::steady_clock::now();
+      if (waited_since == std::chrono::steady_clock::time_point{}) waited_since = now;
+      const double waited = std::chrono::duration<double>(now - waited_since).count();
+      if (answer.value("done", false) || waited >= options.patience_seconds) {
+        summary.stop_reason = reason;
+        break;
+      }
+      interruptible_sleep(answer.value("retry_after_seconds", 1.0));
+      continue;
+    }
+    waited_since = {};
+    const auto& suggestion = suggestions.front();
+    const auto trial_id = suggestion["trial_id"].get<std::int64_t>();
+    const auto config = space.config_from_json(suggestion["config"]);
+    Measurement m;
+    try {
+      m = evaluator.evaluate(config);
+    } catch (const BackendError& e) {
+      m = Measurement::failure(TrialStatus::failed, e.what());
+    }
+    const auto told = post_with_retry(client, "/v1/trials/" + std::to_string(trial_id) + "/result",
+                                      result_body(m, client_id), options.token);
+    if (told.status != 200)
+      fail_reply("reporting the result of trial " + std::to_string(trial_id), told);
+    ++summary.evaluated;
+    if (!m.ok()) ++summary.failed;
+    if (!options.quiet) {
+      std::cerr << "trial " << trial_id << " " << suggestion["config"].dump() << " -> "
+                << (m.ok() ? std::to_string(m.objective)
+                           : std::string(to_string(m.status)) + " (" + m.message + ")")
+                << "\n";
+    }
+  }
+  summary.interrupted = g_interrupted;
+  if (summary.interrupted) summary.stop_reason = "interrupted";
+  return summary;
+}
+
+void add_worker_command(CLI::App& app) {
+  struct Args {
+    EvaluatorSpec spec;
+    WorkerOptions worker;
+    std::string server = "http://127.0.0.1:8080";
+    std::string create_study, machine, strategy = "bo";
+    std::int64_t budget = 0;
+    std::int64_t seed = -1;
+  };
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "worker", "Ask a tunebase server for configurations, evaluate them here, report results");
+  add_evaluator_options(*cmd, args->spec);
+  cmd->add_option("--server", args->server, "Server URL, http://HOST:PORT")->capture_default_str();
+  cmd->add_option("--study", args->worker.study, "Study id to work on");
+  cmd->add_option("--token", args->worker.token,
+                  "API token (default: $TUNEBASE_TOKEN); see `tunebase token create`");
+  cmd->add_option("--client-id", args->worker.client_id, "Name of this worker (default host:pid)");
+  cmd->add_option("--lease", args->worker.lease_seconds,
+                  "Seconds a suggestion is reserved for this worker")
+      ->capture_default_str();
+  cmd->add_option("--max-trials", args->worker.max_trials, "Stop after this many trials");
+  cmd->add_option("--patience", args->worker.patience_seconds,
+                  "Seconds to wait for leases of other workers to come back before stopping")
+      ->capture_default_str();
+  cmd->add_option("--create-study", args->create_study,
+                  "Create a study with this name for the evaluator's kernel and work on it "
+                  "(prints its id for more workers)");
+  cmd->add_option("--machine", args->machine, "With --create-study: machine name (default host)");
+  cmd->add_option("--strategy", args->strategy, "With --create-study: search strategy")
+      ->capture_default_str();
+  cmd->add_option("--budget", args->budget, "With --create-study: number of evaluations");
+  cmd->add_option("--seed", args->seed, "With --create-study: random seed");
+  cmd->add_flag("--quiet,-q", args->worker.quiet, "Print only the summary");
+  cmd->callback([args] {
+    install_interrupt_handler();
+    if (args->worker.token.empty()) {
+      if (const char* t = std::getenv("TUNEBASE_TOKEN")) args->worker.token = t;
+    }
+    if (args->worker.study <= 0 && args->create_study.empty()) {
+      throw InvalidInput("worker needs --study ID (or --create-study NAME)");
+    }
+    auto evaluator = make_evaluator(args->spec);
+    api::HttpClient client(args->server);
+    if (!args->create_study.empty()) {
+      const MachineInfo info = this_machine(args->machine);
+      const auto m =
+          client.post("/v1/machines", {{"name", info.name}, {"fingerprint", info.fingerprint}},
+                      args->worker.token);
+      if (m.status != 201) fail_reply("registering machine " + info.name, m);
+      nlohmann::json task = evaluator->task();
+      nlohmann::json features = nlohmann::json::object();
+      if (task.contains("features")) {
+        features = task["features"];
+        task.erase("features");
+      }
+      nlohmann::json body{{"name", args->create_study},
+                          {"kernel", evaluator->kernel_name()},
+                          {"space", evaluator->space().to_json()},
+                          {"machine", info.name},
+                          {"task", task},
+                          {"task_features", features},
+                          {"strategy", args->strategy},
+                          {"direction", evaluator->minimize() ? "minimize" : "maximize"}};
+      if (args->budget > 0) body["budget"] = args->budget;
+      if (args->seed >= 0) body["seed"] = args->seed;
+      const auto s = client.post("/v1/studies", body, args->worker.token);
+      if (s.status != 201) fail_reply("creating study " + args->create_study, s);
+      args->worker.study = s.json()["id"].get<std::int64_t>();
+      std::cout << "created study " << args->worker.study << " (" << args->create_study << ")\n"
+                << std::flush;
+    }
+    const auto summary = run_worker(*evaluator, client, args->worker);
+    std::cout << "worker: " << summary.evaluated << " trials evaluated (" << summary.failed
+              << " failed); stopped: " << summary.stop_reason << "\n";
+  });
+}
+
+}  // namespace tunebase::cli

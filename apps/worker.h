@@ -1,0 +1,44 @@
+// The sweep worker: asks a tunebase server for configurations, evaluates them here, tells the
+// results. Several workers on one study never receive the same configuration.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "api/client.h"
+#include "kernels/evaluator.h"
+
+namespace tunebase::cli {
+
+struct WorkerOptions {
+  std::int64_t study = 0;
+  std::string token;
+  /// Names this worker in the study's trials; default "<host>:<pid>".
+  std::string client_id;
+  double lease_seconds = 3600.0;
+  /// Stop after this many trials (0: until the study has no more suggestions).
+  std::size_t max_trials = 0;
+  /// Seconds to keep asking while the remaining budget is leased to other workers (their
+  /// leases may expire and come back); 0: stop at the first empty answer.
+  double patience_seconds = 0.0;
+  bool quiet = false;
+};
+
+struct WorkerSummary {
+  std::size_t evaluated = 0;
+  std::size_t failed = 0;
+  bool interrupted = false;
+  std::string stop_reason;
+};
+
+/// Checks that `evaluator` tunes the study's kernel and space (InvalidInput naming both when
+/// not), then loops ask (n=1), evaluate, tell until the study is done, max_trials, or Ctrl-C
+/// (the trial in progress is finished and reported first).
+WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
+                         const WorkerOptions& options);
+
+void add_worker_command(CLI::App& app);
+
+}  // namespace tunebase::cli

@@ -1,0 +1,570 @@
+#include "core/expression.h"
+
+#include <charconv>
+#include <cmath>
+#include <optional>
+
+#include "core/error.h"
+
+namespace tunebase {
+
+namespace {
+
+enum class Op {
+  add, sub, mul, truediv, floordiv, mod, pow, neg, pos, lt, le, gt, ge, eq, ne, in, not_in
+};
+
+enum class TokenKind { number, string, name, op, end };
+
+struct Token {
+  TokenKind kind;
+  std::string text;
+  Value value;
+  std::size_t pos;
+};
+
+std::vector<Token> tokenize(std::string_view s) {
+  // Longest operators first so that `**` wins over `*` and `<=` over `<`.
+  static const char* const kOperators[] = {"**", "//", "<=", ">=", "==", "!=", "&&", "||", "+",
+                                           "-",  "*",  "/",  "%",  "<",  ">",  "(",  ")",  ",",
+                                           "[",  "]",  "!"};
+  std::vector<Token> tokens;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const char c = s[i];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+      continue;
+    }
+    const std::size_t start = i;
+    if (std::isdigit(static_cast<unsigned char>(c)) ||
+        (c == '.' && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
+      bool is_real = false;
+      while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' ||
+                              s[i] == 'e' || s[i] == 'E' ||
+                              ((s[i] == '+' || s[i] == '-') && (s[i - 1] == 'e' || s[i - 1] == 'E')))) {
+        if (s[i] == '.' || s[i] == 'e' || s[i] == 'E') is_real = true;
+        ++i;
+      }
+      const std::string text(s.substr(start, i - start));
+      Token t{TokenKind::number, text, std::int64_t{0}, start};
+      if (is_real) {
+        double d = 0;
+        auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
+        if (ec != std::errc() || p != text.data() + text.size()) {
+          throw ParseError("malformed number '" + text + "' at position " + std::to_string(start),
+                           start);
+        }
+        t.value = d;
+      } else {
+        std::int64_t v = 0;
+        auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || p != text.data() + text.size()) {
+          throw ParseError("malformed integer '" + text + "' at position " + std::to_string(start),
+                           start);
+        }
+        t.value = v;
+      }
+      tokens.push_back(std::move(t));
+      continue;
+    }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '_')) ++i;
+      tokens.push_back({TokenKind::name, std::string(s.substr(start, i - start)), {}, start});
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      ++i;
+      std::string text;
+      while (i < s.size() && s[i] != c) text += s[i++];
+      if (i >= s.size()) {
+        throw ParseError("unterminated string starting at position " + std::to_string(start),
+                         start);
+      }
+      ++i;
+      tokens.push_back({TokenKind::string, text, text, start});
+      continue;
+    }
+    bool matched = false;
+    for (const char* op : kOperators) {
+      const std::string_view o(op);
+      if (s.substr(i, o.size()) == o) {
+        tokens.push_back({TokenKind::op, std::string(o), {}, start});
+        i += o.size();
+        matched = true;
+        break;
+      }
+    }
+    if (!matched) {
+      throw ParseError("unexpected character '" + std::string(1, c) + "' at position " +
+                           std::to_string(start),
+                       start);
+    }
+  }
+  tokens.push_back({TokenKind::end, "", {}, s.size()});
+  return tokens;
+}
+
+}  // namespace
+
+struct Expression::Node {
+  enum class Kind { constant, name, unary, binary, compare, logical_and, logical_or, logical_not,
+                    call, list };
+  Kind kind = Kind::constant;
+  Value constant;
+  std::size_t name_index = 0;
+  Op op = Op::add;
+  std::vector<Op> compare_ops;
+  std::string function;
+  std::vector<std::shared_ptr<const Node>> children;
+};
+
+namespace {
+
+using NodePtr = std::shared_ptr<const Expression::Node>;
+using Node = Expression::Node;
+
+class Parser {
+ public:
+  Parser(std::string_view text, std::vector<std::string>& names)
+      : text_(text), tokens_(tokenize(text)), names_(names) {}
+
+  NodePtr parse() {
+    auto root = parse_or();
+    if (peek().kind != TokenKind::end) fail("unexpected '" + peek().text + "'");
+    return root;
+  }
+
+ private:
+  const Token& peek() const { return tokens_[pos_]; }
+  Token next() { return tokens_[pos_++]; }
+  bool accept_op(std::string_view op) {
+    if (peek().kind == TokenKind::op && peek().text == op) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  bool accept_word(std::string_view word) {
+    if (peek().kind == TokenKind::name && peek().text == word) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    const auto p = peek().pos;
+    throw ParseError("syntax error in \"" + std::string(text_) + "\" at position " +
+                         std::to_string(p) + ": " + what,
+                     p);
+  }
+
+  static NodePtr make(Node n) { return std::make_shared<const Node>(std::move(n)); }
+
+  NodePtr parse_or() {
+    auto left = parse_and();
+    while (accept_word("or") || accept_op("||")) {
+      Node n;
+      n.kind = Node::Kind::logical_or;
+      n.children = {left, parse_and()};
+      left = make(std::move(n));
+    }
+    return left;
+  }
+  NodePtr parse_and() {
+    auto left = parse_not();
+    while (accept_word("and") || accept_op("&&")) {
+      Node n;
+      n.kind = Node::Kind::logical_and;
+      n.children = {left, parse_not()};
+      left = make(std::move(n));
+    }
+    return left;
+  }
+  NodePtr parse_not() {
+    if (accept_word("not") || accept_op("!")) {
+      Node n;
+      n.kind = Node::Kind::logical_not;
+      n.children = {parse_not()};
+      return make(std::move(n));
+    }
+    return parse_comparison();
+  }
+  std::optional<Op> comparison_op() {
+    static const std::pair<const char*, Op> kOps[] = {{"<", Op::lt},  {"<=", Op::le},
+                                                      {">", Op::gt},  {">=", Op::ge},
+                                                      {"==", Op::eq}, {"!=", Op::ne}};
+    if (peek().kind == TokenKind::op) {
+      for (auto [text, op] : kOps) {
+        if (peek().text == text) {
+          ++pos_;
+          return op;
+        }
+      }
+    }
+    if (accept_word("in")) return Op::in;
+    if (peek().kind == TokenKind::name && peek().text == "not" &&
+        tokens_[pos_ + 1].kind == TokenKind::name && tokens_[pos_ + 1].text == "in") {
+      pos_ += 2;
+      return Op::not_in;
+    }
+    return std::nullopt;
+  }
+  NodePtr parse_comparison() {
+    auto first = parse_sum();
+    Node n;
+    n.kind = Node::Kind::compare;
+    n.children.push_back(first);
+    while (auto op = comparison_op()) {
+      n.compare_ops.push_back(*op);
+      n.children.push_back(parse_sum());
+    }
+    if (n.compare_ops.empty()) return first;
+    return make(std::move(n));
+  }
+  NodePtr binary(Op op, NodePtr a, NodePtr b) {
+    Node n;
+    n.kind = Node::Kind::binary;
+    n.op = op;
+    n.children = {std::move(a), std::move(b)};
+    return make(std::move(n));
+  }
+  NodePtr parse_sum() {
+    auto left = parse_term();
+    for (;;) {
+      if (accept_op("+")) left = binary(Op::add, left, parse_term());
+      else if (accept_op("-")) left = binary(Op::sub, left, parse_term());
+      else return left;
+    }
+  }
+  NodePtr parse_term() {
+    auto left = parse_factor();
+    for (;;) {
+      if (accept_op("*")) left = binary(Op::mul, left, parse_factor());
+      else if (accept_op("//")) left = binary(Op::floordiv, left, parse_factor());
+      else if (accept_op("/")) left = binary(Op::truediv, left, parse_factor());
+      else if (accept_op("%")) left = binary(Op::mod, left, parse_factor());
+      else return left;
+    }
+  }
+  NodePtr parse_factor() {
+    const bool negate = accept_op("-");
+    if (negate || accept_op("+")) {
+      Node n;
+      n.kind = Node::Kind::unary;
+      n.op = negate ? Op::neg : Op::pos;
+      n.children = {parse_factor()};
+      return make(std::move(n));
+    }
+    auto base = parse_atom();
+    if (accept_op("**")) return binary(Op::pow, base, parse_factor());
+    return base;
+  }
+  std::vector<NodePtr> parse_list(std::string_view close) {
+    std::vector<NodePtr> items;
+    if (accept_op(close)) return items;
+    for (;;) {
+      items.push_back(parse_or());
+      if (accept_op(close)) return items;
+      if (!accept_op(",")) fail("expected ',' or '" + std::string(close) + "'");
+      if (accept_op(close)) return items;
+    }
+  }
+  NodePtr parse_atom() {
+    const Token& t = peek();
+    if (t.kind == TokenKind::number || t.kind == TokenKind::string) {
+      Node n;
+      n.kind = Node::Kind::constant;
+      n.constant = next().value;
+      return make(std::move(n));
+    }
+    if (t.kind == TokenKind::name) {
+      static const char* const kReserved[] = {"and", "or", "not", "in"};
+      for (const char* r : kReserved) {
+        if (t.text == r) fail("unexpected keyword '" + t.text + "'");
+      }
+      const std::string name = next().text;
+      if (name == "True" || name == "False") {
+        Node n;
+        n.kind = Node::Kind::constant;
+        n.constant = std::int64_t{name == "True" ? 1 : 0};
+        return make(std::move(n));
+      }
+      if (accept_op("(")) {
+        static const char* const kFunctions[] = {"min", "max", "abs", "int", "float", "round",
+                                                 "pow"};
+        bool known = false;
+        for (const char* f : kFunctions) known = known || name == f;
+        if (!known) {
+          fail("unknown function '" + name + "'; allowed: min, max, abs, int, float, round, pow");
+        }
+        Node n;
+        n.kind = Node::Kind::call;
+        n.function = name;
+        n.children = parse_list(")");
+        if (n.children.empty()) fail("function '" + name + "' needs at least one argument");
+        return make(std::move(n));
+      }
+      Node n;
+      n.kind = Node::Kind::name;
+      auto it = std::find(names_.begin(), names_.end(), name);
+      n.name_index = static_cast<std::size_t>(it - names_.begin());
+      if (it == names_.end()) names_.push_back(name);
+      return make(std::move(n));
+    }
+    if (accept_op("(")) {
+      auto inner = parse_or();
+      if (accept_op(",")) {  // a tuple, used with `in`
+        Node n;
+        n.kind = Node::Kind::list;
+        n.children.push_back(inner);
+        for (auto& item : parse_list(")")) n.children.push_back(item);
+        return make(std::move(n));
+      }
+      if (!accept_op(")")) fail("expected ')'");
+      return inner;
+    }
+    if (accept_op("[")) {
+      Node n;
+      n.kind = Node::Kind::list;
+      n.children = parse_list("]");
+      return make(std::move(n));
+    }
+    if (t.kind == TokenKind::end) fail("unexpected end of expression");
+    fail("unexpected '" + t.text + "'");
+  }
+
+  std::string_view text_;
+  std::vector<Token> tokens_;
+  std::size_t pos_ = 0;
+  std::vector<std::string>& names_;
+};
+
+bool truthy(const Value& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return *i != 0;
+  if (const auto* d = std::get_if<double>(&v)) return *d != 0.0;
+  return !std::get<std::string>(v).empty();
+}
+
+[[noreturn]] void type_error(const char* op, const Value& a, const Value& b) {
+  throw InvalidInput(std::string("cannot apply '") + op + "' to " + to_string(a) + " and " +
+                     to_string(b));
+}
+
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  std::int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+Value arithmetic(Op op, const Value& a, const Value& b) {
+  const char* names[] = {"+", "-", "*", "/", "//", "%", "**"};
+  const char* name = names[static_cast<int>(op)];
+  if (!is_number(a) || !is_number(b)) {
+    if (op == Op::add && !is_number(a) && !is_number(b)) {
+      return std::get<std::string>(a) + std::get<std::string>(b);
+    }
+    type_error(name, a, b);
+  }
+  const bool ints = std::holds_alternative<std::int64_t>(a) && std::holds_alternative<std::int64_t>(b);
+  if (ints) {
+    const auto x = std::get<std::int64_t>(a);
+    const auto y = std::get<std::int64_t>(b);
+    switch (op) {
+      case Op::add: return x + y;
+      case Op::sub: return x - y;
+      case Op::mul: return x * y;
+      case Op::truediv:
+        if (y == 0) throw InvalidInput("division by zero");
+        return static_cast<double>(x) / static_cast<double>(y);
+      case Op::floordiv:
+        if (y == 0) throw InvalidInput("integer division by zero");
+        return floor_div(x, y);
+      case Op::mod: {
+        if (y == 0) throw InvalidInput("modulo by zero");
+        // Python: the result takes the sign of the divisor.
+        return x - floor_div(x, y) * y;
+      }
+      case Op::pow:
+        if (y >= 0) {
+          std::int64_t r = 1;
+          for (std::int64_t k = 0; k < y; ++k) r *= x;
+          return r;
+        }
+        return std::pow(static_cast<double>(x), static_cast<double>(y));
+      default: break;
+    }
+  }
+  const double x = as_double(a);
+  const double y = as_double(b);
+  switch (op) {
+    case Op::add: return x + y;
+    case Op::sub: return x - y;
+    case Op::mul: return x * y;
+    case Op::truediv:
+      if (y == 0) throw InvalidInput("division by zero");
+      return x / y;
+    case Op::floordiv:
+      if (y == 0) throw InvalidInput("division by zero");
+      return std::floor(x / y);
+    case Op::mod: {
+      if (y == 0) throw InvalidInput("modulo by zero");
+      const double r = std::fmod(x, y);
+      return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+    }
+    case Op::pow: return std::pow(x, y);
+    default: break;
+  }
+  type_error(name, a, b);
+}
+
+bool compare(Op op, const Value& a, const Value& b) {
+  if (op == Op::eq) return same_value(a, b);
+  if (op == Op::ne) return !same_value(a, b);
+  if (is_number(a) && is_number(b)) {
+    if (std::holds_alternative<std::int64_t>(a) && std::holds_alternative<std::int64_t>(b)) {
+      const auto x = std::get<std::int64_t>(a), y = std::get<std::int64_t>(b);
+      switch (op) {
+        case Op::lt: return x < y;
+        case Op::le: return x <= y;
+        case Op::gt: return x > y;
+        case Op::ge: return x >= y;
+        default: break;
+      }
+    }
+    const double x = as_double(a), y = as_double(b);
+    switch (op) {
+      case Op::lt: return x < y;
+      case Op::le: return x <= y;
+      case Op::gt: return x > y;
+      case Op::ge: return x >= y;
+      default: break;
+    }
+  }
+  if (!is_number(a) && !is_number(b)) {
+    const auto& x = std::get<std::string>(a);
+    const auto& y = std::get<std::string>(b);
+    switch (op) {
+      case Op::lt: return x < y;
+      case Op::le: return x <= y;
+      case Op::gt: return x > y;
+      case Op::ge: return x >= y;
+      default: break;
+    }
+  }
+  throw InvalidInput("cannot compare " + to_string(a) + " with " + to_string(b));
+}
+
+struct Evaluator {
+  const std::vector<Value>& values;
+  const std::vector<std::size_t>& slots;
+
+  Value eval(const Node& n) const {
+    switch (n.kind) {
+      case Node::Kind::constant: return n.constant;
+      case Node::Kind::name: return values[slots[n.name_index]];
+      case Node::Kind::unary: {
+        Value v = eval(*n.children[0]);
+        if (n.op == Op::pos) return v;
+        if (const auto* i = std::get_if<std::int64_t>(&v)) return -*i;
+        if (const auto* d = std::get_if<double>(&v)) return -*d;
+        throw InvalidInput("cannot negate the string " + to_string(v));
+      }
+      case Node::Kind::binary:
+        return arithmetic(n.op, eval(*n.children[0]), eval(*n.children[1]));
+      case Node::Kind::compare: {
+        Value left = eval(*n.children[0]);
+        for (std::size_t k = 0; k < n.compare_ops.size(); ++k) {
+          const Op op = n.compare_ops[k];
+          if (op == Op::in || op == Op::not_in) {
+            const Node& list = *n.children[k + 1];
+            if (list.kind != Node::Kind::list) {
+              throw InvalidInput("'in' needs a list such as [1, 2, 4]");
+            }
+            bool found = false;
+            for (const auto& item : list.children) found = found || same_value(left, eval(*item));
+            if (found != (op == Op::in)) return std::int64_t{0};
+            continue;
+          }
+          Value right = eval(*n.children[k + 1]);
+          if (!compare(op, left, right)) return std::int64_t{0};
+          left = std::move(right);
+        }
+        return std::int64_t{1};
+      }
+      case Node::Kind::logical_and:
+        return std::int64_t{truthy(eval(*n.children[0])) && truthy(eval(*n.children[1]))};
+      case Node::Kind::logical_or:
+        return std::int64_t{truthy(eval(*n.children[0])) || truthy(eval(*n.children[1]))};
+      case Node::Kind::logical_not: return std::int64_t{!truthy(eval(*n.children[0]))};
+      case Node::Kind::call: return call(n);
+      case Node::Kind::list: throw InvalidInput("a list can only stand after 'in'");
+    }
+    return std::int64_t{0};
+  }
+
+  Value call(const Node& n) const {
+    std::vector<Value> args;
+    for (const auto& c : n.children) args.push_back(eval(*c));
+    const std::string& f = n.function;
+    if (f == "min" || f == "max") {
+      Value best = args[0];
+      for (std::size_t k = 1; k < args.size(); ++k) {
+        const bool better = compare(f == "min" ? Op::lt : Op::gt, args[k], best);
+        if (better) best = args[k];
+      }
+      return best;
+    }
+    if (f == "pow") {
+      if (args.size() != 2) throw InvalidInput("pow takes two arguments");
+      return arithmetic(Op::pow, args[0], args[1]);
+    }
+    if (args.size() != 1) throw InvalidInput(f + " takes one argument");
+    const Value& v = args[0];
+    if (f == "abs") {
+      if (const auto* i = std::get_if<std::int64_t>(&v)) return *i < 0 ? -*i : *i;
+      return std::fabs(as_double(v));
+    }
+    if (f == "int") {
+      if (const auto* i = std::get_if<std::int64_t>(&v)) return *i;
+      return static_cast<std::int64_t>(std::trunc(as_double(v)));
+    }
+    if (f == "float") return as_double(v);
+    // round: Python rounds half to even.
+    return static_cast<std::int64_t>(std::nearbyint(as_double(v)));
+  }
+};
+
+}  // namespace
+
+Expression Expression::parse(std::string_view text) {
+  Expression e;
+  e.text_ = std::string(text);
+  Parser parser(text, e.names_);
+  e.root_ = parser.parse();
+  auto slots = std::make_shared<std::vector<std::size_t>>(e.names_.size());
+  for (std::size_t i = 0; i < slots->size(); ++i) (*slots)[i] = i;
+  e.slots_ = std::move(slots);
+  return e;
+}
+
+void Expression::bind(const std::function<std::size_t(const std::string&)>& slot_of) {
+  auto slots = std::make_shared<std::vector<std::size_t>>(names_.size());
+  for (std::size_t i = 0; i < names_.size(); ++i) (*slots)[i] = slot_of(names_[i]);
+  slots_ = std::move(slots);
+}
+
+Value Expression::evaluate(const std::vector<Value>& values) const {
+  if (!root_) throw InvalidInput("empty expression");
+  try {
+    return Evaluator{values, *slots_}.eval(*root_);
+  } catch (const ParseError&) {
+    throw;
+  } catch (const InvalidInput& e) {
+    throw InvalidInput("evaluating \"" + text_ + "\": " + e.what());
+  }
+}
+
+bool Expression::holds(const std::vector<Value>& values) const { return truthy(evaluate(values)); }
+
+}  // namespace tunebase

@@ -1,0 +1,798 @@
+// Readers for Kernel Tuner cache files and T4 result files, plain or gzip-compressed.
+//
+// Formats (see ../shared/data/README.md for real examples):
+//  - Kernel Tuner cache: {"device_name", "kernel_name", "problem_size", "tune_params_keys",
+//    "tune_params": {name: [values]}, "cache": {"v1,v2,...": {name: value, ..., "time": ms or
+//    "CompilationFailedConfig", "times": [ms...], other metrics}}}.
+//  - T4 results (github.com/odgaard/TuningSchema, results-schema.json): {"schema_version",
+//    "metadata": {"timeunit"}, "results": [{"configuration": {...}, "invalidity":
+//    "correct"|"compile"|"runtime"|"correctness"|"timeout"|"constraints", "measurements":
+//    [{"name": "time", "value": ...}], "times": {"compilation", "runtimes": [...], ...}}]}.
+#include "core/measurements.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string_view>
+#include <unordered_set>
+#include <utility>
+
+#include "core/error.h"
+
+namespace tunebase {
+namespace {
+
+using nlohmann::json;
+
+constexpr unsigned char kGzipMagic[2] = {0x1f, 0x8b};
+// zlib windowBits: 15 = the 32 KiB window every gzip file may use; +16 = expect a gzip
+// header and trailer (not a raw zlib stream).
+constexpr int kGzipWindowBits = 15 + 16;
+// Inflating stops here: a small upload must not expand into an unbounded buffer.
+constexpr std::size_t kMaxInflatedBytes = std::size_t{4} << 30;
+constexpr std::size_t kInflateFirstChunk = std::size_t{1} << 20;
+// Deflate never compresses better than about 1032:1, which bounds what a gzip trailer's
+// size field can honestly claim (used only to pre-allocate).
+constexpr std::size_t kMaxDeflateRatio = 1032;
+// Size of a gzip header (10) plus trailer (8): anything shorter cannot be complete.
+constexpr std::size_t kMinGzipBytes = 18;
+// How many allowed values an error message lists before "...".
+constexpr std::size_t kMaxListedValues = 20;
+constexpr double kMillisecondsPerSecond = 1000.0;
+
+// Kernel Tuner's per-entry timing fields (milliseconds) that add up to what evaluating
+// the configuration cost.
+constexpr std::string_view kKtCostFields[] = {"compile_time", "verification_time",
+                                              "benchmark_time"};
+
+bool starts_with_gzip_magic(const std::string& bytes, std::size_t at = 0) {
+  return bytes.size() >= at + 2 && static_cast<unsigned char>(bytes[at]) == kGzipMagic[0] &&
+         static_cast<unsigned char>(bytes[at + 1]) == kGzipMagic[1];
+}
+
+/// Owns a zlib inflate stream.
+class Inflater {
+ public:
+  explicit Inflater(const std::string& origin) {
+    if (inflateInit2(&stream_, kGzipWindowBits) != Z_OK) {
+      throw IoError(origin + ": cannot initialise zlib to decompress the gzip stream");
+    }
+  }
+  ~Inflater() { inflateEnd(&stream_); }
+  Inflater(const Inflater&) = delete;
+  Inflater& operator=(const Inflater&) = delete;
+  z_stream& stream() { return stream_; }
+
+ private:
+  z_stream stream_{};
+};
+
+std::string gunzip(const std::string& bytes, const std::string& origin) {
+  const auto truncated = [&] {
+    return InvalidInput(origin +
+                        ": the gzip stream is truncated (it ends before the compressed "
+                        "data does); the file was probably cut off while copying or downloading");
+  };
+  if (bytes.size() < kMinGzipBytes) throw truncated();
+
+  Inflater inflater(origin);
+  z_stream& zs = inflater.stream();
+
+  // The trailer's ISIZE field is the uncompressed size modulo 2^32 (little endian).
+  const auto* tail = reinterpret_cast<const unsigned char*>(bytes.data() + bytes.size() - 4);
+  const std::size_t claimed =
+      static_cast<std::size_t>(tail[0]) | (static_cast<std::size_t>(tail[1]) << 8) |
+      (static_cast<std::size_t>(tail[2]) << 16) | (static_cast<std::size_t>(tail[3]) << 24);
+  std::string out;
+  out.resize(std::max(kInflateFirstChunk,
+                      std::min({claimed + 1, bytes.size() * kMaxDeflateRatio, kMaxInflatedBytes})));
+
+  std::size_t consumed = 0;  // bytes handed to zlib so far
+  std::size_t produced = 0;
+  for (;;) {
+    if (zs.avail_in == 0 && consumed < bytes.size()) {
+      const std::size_t n = std::min<std::size_t>(bytes.size() - consumed, UINT_MAX);
+      zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data() + consumed));
+      zs.avail_in = static_cast<uInt>(n);
+      consumed += n;
+    }
+    if (produced == out.size()) {
+      if (out.size() >= kMaxInflatedBytes) {
+        throw InvalidInput(origin + ": decompresses to more than " +
+                           std::to_string(kMaxInflatedBytes >> 20) +
+                           " MiB, larger than any measurement file tunebase accepts");
+      }
+      out.resize(std::min(out.size() * 2, kMaxInflatedBytes));
+    }
+    zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
+    zs.avail_out = static_cast<uInt>(std::min<std::size_t>(out.size() - produced, UINT_MAX));
+    const uInt room = zs.avail_out;
+    const int rc = inflate(&zs, Z_NO_FLUSH);
+    produced += room - zs.avail_out;
+
+    if (rc == Z_STREAM_END) {
+      const std::size_t rest = zs.avail_in + (bytes.size() - consumed);
+      if (rest == 0) break;
+      // `gzip a b > c` concatenates members; each decompresses in turn.
+      if (starts_with_gzip_magic(bytes, bytes.size() - rest)) {
+        inflateReset(&zs);
+        continue;
+      }
+      throw InvalidInput(origin + ": the gzip stream is corrupt: " + std::to_string(rest) +
+                         " bytes of unexpected data follow its end");
+    }
+    if (rc == Z_OK) continue;
+    if (rc == Z_BUF_ERROR) {
+      // No progress possible: either the output is full (grown above) or input ran out.
+      if (zs.avail_in == 0 && consumed == bytes.size()) throw truncated();
+      continue;
+    }
+    if (rc == Z_MEM_ERROR) throw std::bad_alloc();
+    throw InvalidInput(
+        origin + ": the gzip stream is corrupt (" +
+        (zs.msg != nullptr ? std::string(zs.msg) : "zlib error " + std::to_string(rc)) +
+        " at compressed byte " + std::to_string(consumed - zs.avail_in) + ")");
+  }
+  out.resize(produced);
+  return out;
+}
+
+std::string read_file_bytes(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw IoError("cannot read measurement file " + path + ": it is a directory");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw IoError("cannot open measurement file " + path + ": " + std::strerror(errno));
+  }
+  std::string bytes;
+  in.seekg(0, std::ios::end);
+  const auto size = in.tellg();
+  if (size > 0) {
+    bytes.resize(static_cast<std::size_t>(size));
+    in.seekg(0, std::ios::beg);
+    in.read(bytes.data(), size);
+    if (!in) throw IoError("reading measurement file " + path + " failed");
+  }
+  return bytes;
+}
+
+// ---------------------------------------------------------------- JSON helpers
+
+/// nlohmann's messages start with "[json.exception.parse_error.101] "; users need the rest.
+std::string without_exception_tag(const char* what) {
+  std::string s(what);
+  if (!s.empty() && s.front() == '[') {
+    if (auto close = s.find("] "); close != std::string::npos) s.erase(0, close + 2);
+  }
+  return s;
+}
+
+json parse_json(const std::string& text, const std::string& origin) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    const std::size_t position = e.byte > 0 ? e.byte - 1 : 0;
+    throw ParseError(origin + " is not valid JSON (" + without_exception_tag(e.what()) +
+                         "); expected a Kernel Tuner cache file or a T4 results file",
+                     position);
+  }
+}
+
+std::string short_dump(const json& j) {
+  constexpr std::size_t kMaxShown = 60;
+  std::string s = j.dump();
+  if (s.size() > kMaxShown) s = s.substr(0, kMaxShown) + "...";
+  return s;
+}
+
+std::string describe(const json& j) { return std::string(j.type_name()) + " " + short_dump(j); }
+
+const json& required(const json& object, const std::string& key, const std::string& where,
+                     const char* what_file) {
+  auto it = object.find(key);
+  if (it == object.end()) {
+    throw InvalidInput(where + " has no \"" + key + "\" key, which " + what_file + " must have");
+  }
+  return *it;
+}
+
+std::string optional_string(const json& object, const std::string& key, const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return {};
+  if (!it->is_string()) {
+    throw InvalidInput(where + ": \"" + key + "\" must be a string, got " + describe(*it));
+  }
+  return it->get<std::string>();
+}
+
+std::vector<double> numbers(const json& list, const std::string& where, double scale) {
+  if (!list.is_array())
+    throw InvalidInput(where + " must be a list of numbers, got " + describe(list));
+  std::vector<double> out;
+  out.reserve(list.size());
+  for (const auto& x : list) {
+    if (!x.is_number()) {
+      throw InvalidInput(where + " must be a list of numbers, but holds " + describe(x));
+    }
+    out.push_back(x.get<double>() * scale);
+  }
+  return out;
+}
+
+std::string allowed_values(const Parameter& p) {
+  std::string s;
+  for (std::size_t i = 0; i < p.values.size() && i < kMaxListedValues; ++i) {
+    if (i > 0) s += ", ";
+    s += to_string(p.values[i]);
+  }
+  if (p.values.size() > kMaxListedValues) s += ", ...";
+  return s;
+}
+
+Value scalar_value(const json& j, const std::string& where, const std::string& name) {
+  try {
+    return value_from_json(j);
+  } catch (const InvalidInput&) {
+    throw InvalidInput(where + ": parameter '" + name + "' must be a number or a string, got " +
+                       describe(j));
+  }
+}
+
+/// The listed value of `p` equal to `j` (so 2.0 in an entry becomes the listed 2).
+Value domain_value(const Parameter& p, const json& j, const std::string& where,
+                   const char* domain_name) {
+  const Value v = scalar_value(j, where, p.name);
+  const auto index = p.index_of(v);
+  if (!index) {
+    throw InvalidInput(where + ": value " + j.dump() + " of parameter '" + p.name + "' is not in " +
+                       domain_name + " (allowed: " + allowed_values(p) + ")");
+  }
+  return p.values[*index];
+}
+
+// ---------------------------------------------------------------- Kernel Tuner
+
+/// Whether the cache key names the same values as the entry. Kernel Tuner writes the key as
+/// Python's str() of each value joined by commas, so compare value by value (1.0 and 1 are
+/// the same number) rather than as text.
+bool key_matches(std::string_view key, const Configuration& config, const SearchSpace& space) {
+  std::vector<std::string_view> pieces;
+  std::size_t start = 0;
+  for (;;) {
+    const auto comma = key.find(',', start);
+    pieces.push_back(key.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  // A string value holding a comma splits into several pieces: compare the whole text.
+  if (pieces.size() != config.size()) return key == space.key(config);
+  for (std::size_t i = 0; i < config.size(); ++i) {
+    std::string_view piece = pieces[i];
+    while (!piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+    if (const auto* s = std::get_if<std::string>(&config[i])) {
+      if (piece != *s) return false;
+      continue;
+    }
+    double parsed = 0.0;
+    const auto [end, ec] = std::from_chars(piece.data(), piece.data() + piece.size(), parsed);
+    if (ec != std::errc() || end != piece.data() + piece.size()) return false;
+    if (parsed != as_double(config[i])) return false;
+  }
+  return true;
+}
+
+double kt_cost_seconds(const json& entry, const std::vector<double>& raw) {
+  double ms = 0.0;
+  bool benchmark_known = false;
+  for (std::string_view field : kKtCostFields) {
+    auto it = entry.find(std::string(field));
+    if (it != entry.end() && it->is_number()) {
+      ms += it->get<double>();
+      if (field == "benchmark_time") benchmark_known = true;
+    }
+  }
+  // Caches without timing fields (the GPU benchmarking paper's) still cost their repeats.
+  if (!benchmark_known) {
+    for (double t : raw) ms += t;
+  }
+  return ms / kMillisecondsPerSecond;
+}
+
+Observation parse_kt_entry(const std::string& key, const json& entry, const SearchSpace& space,
+                           const std::unordered_set<std::string>& reserved,
+                           const std::string& origin) {
+  const std::string where = origin + ": cache entry \"" + key + "\"";
+  if (!entry.is_object()) throw InvalidInput(where + " must be an object, got " + describe(entry));
+  Observation obs;
+  obs.config.reserve(space.dimension());
+  for (const auto& p : space.parameters()) {
+    auto it = entry.find(p.name);
+    if (it == entry.end()) {
+      throw InvalidInput(where + " has no value for parameter '" + p.name + "'");
+    }
+    obs.config.push_back(domain_value(p, *it, where, "tune_params"));
+  }
+  if (!key_matches(key, obs.config, space)) {
+    throw InvalidInput(where + " does not match its values: they give the key \"" +
+                       space.key(obs.config) +
+                       "\" (the key must be the values of tune_params_keys joined by commas)");
+  }
+
+  std::vector<double> raw;
+  if (auto it = entry.find("times"); it != entry.end())
+    raw = numbers(*it, where + ": \"times\"", 1.0);
+  const double cost = kt_cost_seconds(entry, raw);
+
+  auto time = entry.find("time");
+  if (time == entry.end()) {
+    throw InvalidInput(where +
+                       " has no \"time\" (milliseconds, or a string such as "
+                       "\"CompilationFailedConfig\" for a failed configuration)");
+  }
+  if (time->is_number()) {
+    obs.result = Measurement::success(time->get<double>(), std::move(raw), cost);
+  } else if (time->is_string()) {
+    obs.result = Measurement::failure(TrialStatus::failed, time->get<std::string>(), cost);
+  } else {
+    throw InvalidInput(where +
+                       ": \"time\" must be a number (milliseconds) or a string naming the "
+                       "failure (e.g. \"RuntimeFailedConfig\"), got " +
+                       describe(*time));
+  }
+  for (auto it = entry.begin(); it != entry.end(); ++it) {
+    if (!reserved.count(it.key())) obs.result.metrics[it.key()] = it.value();
+  }
+  return obs;
+}
+
+MeasuredDataset parse_kernel_tuner(const json& root, const std::string& origin) {
+  constexpr const char* kWhat = "a Kernel Tuner cache file";
+  std::string device_name = optional_string(root, "device_name", origin);
+  std::string kernel_name = optional_string(root, "kernel_name", origin);
+  json problem_size;
+  if (auto it = root.find("problem_size"); it != root.end()) problem_size = *it;
+
+  const json& keys = required(root, "tune_params_keys", origin, kWhat);
+  if (!keys.is_array() || keys.empty()) {
+    throw InvalidInput(origin +
+                       ": \"tune_params_keys\" must be a non-empty list of parameter "
+                       "names, got " +
+                       describe(keys));
+  }
+  std::vector<std::string> order;
+  for (const auto& k : keys) {
+    if (!k.is_string()) {
+      throw InvalidInput(origin +
+                         ": \"tune_params_keys\" must list parameter names (strings), "
+                         "but holds " +
+                         describe(k));
+    }
+    order.push_back(k.get<std::string>());
+  }
+  const json& tune_params = required(root, "tune_params", origin, kWhat);
+  if (!tune_params.is_object()) {
+    throw InvalidInput(origin +
+                       ": \"tune_params\" must be an object {\"name\": [values...]}, got " +
+                       describe(tune_params));
+  }
+  for (const auto& [name, values] : tune_params.items()) {
+    if (std::find(order.begin(), order.end(), name) == order.end()) {
+      throw InvalidInput(origin + ": tune_params has parameter '" + name +
+                         "' that tune_params_keys does not list");
+    }
+  }
+  auto space = [&] {
+    try {
+      return SearchSpace::from_kernel_tuner(tune_params, {}, order);
+    } catch (const ParseError& e) {
+      throw ParseError(origin + ": " + e.what(), e.position());
+    } catch (const InvalidInput& e) {
+      throw InvalidInput(origin + ": " + e.what());
+    }
+  }();
+
+  const json& cache = required(root, "cache", origin, kWhat);
+  if (!cache.is_object()) {
+    throw InvalidInput(origin + ": \"cache\" must be an object {\"key\": {entry}}, got " +
+                       describe(cache));
+  }
+  std::unordered_set<std::string> reserved(order.begin(), order.end());
+  reserved.insert({"time", "times"});
+  std::vector<Observation> entries;
+  entries.reserve(cache.size());
+  for (auto it = cache.begin(); it != cache.end(); ++it) {
+    entries.push_back(parse_kt_entry(it.key(), it.value(), space, reserved, origin));
+  }
+  return MeasuredDataset{.device_name = std::move(device_name),
+                         .kernel_name = std::move(kernel_name),
+                         .format = "kernel_tuner",
+                         .problem_size = std::move(problem_size),
+                         .space = std::move(space),
+                         .entries = std::move(entries)};
+}
+
+// ---------------------------------------------------------------- T4
+
+/// Records the key order of results[0].configuration and stops parsing there: nlohmann::json
+/// sorts object keys, and the T4 format has no other record of the parameter order.
+class FirstConfigurationKeys : public nlohmann::json_sax<json> {
+ public:
+  std::vector<std::string> keys;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    ++depth_;
+    if (depth_ == kResultDepth && in_results_ && !seen_first_result_) {
+      in_first_result_ = seen_first_result_ = true;
+    }
+    if (depth_ == kConfigurationDepth && in_first_result_ && result_key_ == "configuration") {
+      recording_ = true;
+    }
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (depth_ == kRootDepth) root_key_ = k;
+    if (depth_ == kResultDepth) result_key_ = k;
+    if (recording_ && depth_ == kConfigurationDepth) keys.push_back(k);
+    return true;
+  }
+  bool end_object() override {
+    // Done once the first configuration (or the first result, lacking one) closes.
+    if (depth_ == kConfigurationDepth && recording_) return false;
+    if (depth_ == kResultDepth && in_first_result_) return false;
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    ++depth_;
+    if (depth_ == kResultsDepth && root_key_ == "results") in_results_ = true;
+    return true;
+  }
+  bool end_array() override {
+    if (depth_ == kResultsDepth) in_results_ = false;
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  static constexpr int kRootDepth = 1;           // keys of the top-level object
+  static constexpr int kResultsDepth = 2;        // the "results" array
+  static constexpr int kResultDepth = 3;         // one result object
+  static constexpr int kConfigurationDepth = 4;  // its "configuration" object
+  int depth_ = 0;
+  std::string root_key_;
+  std::string result_key_;
+  bool in_results_ = false;
+  bool seen_first_result_ = false;
+  bool in_first_result_ = false;
+  bool recording_ = false;
+};
+
+/// Milliseconds per unit of the T4 metadata's "timeunit" (Kernel Tuner writes the misspelt
+/// "miliseconds"); results are converted to milliseconds like Kernel Tuner's caches.
+double t4_time_scale(const json& root, const std::string& origin) {
+  auto meta = root.find("metadata");
+  if (meta == root.end() || !meta->is_object()) return 1.0;
+  auto unit = meta->find("timeunit");
+  if (unit == meta->end()) return 1.0;
+  if (!unit->is_string()) {
+    throw InvalidInput(origin + ": metadata \"timeunit\" must be a string, got " + describe(*unit));
+  }
+  static const std::map<std::string, double, std::less<>> kScales = {{"milliseconds", 1.0},
+                                                                     {"miliseconds", 1.0},
+                                                                     {"ms", 1.0},
+                                                                     {"seconds", 1e3},
+                                                                     {"s", 1e3},
+                                                                     {"microseconds", 1e-3},
+                                                                     {"us", 1e-3},
+                                                                     {"nanoseconds", 1e-6},
+                                                                     {"ns", 1e-6}};
+  auto it = kScales.find(unit->get<std::string>());
+  if (it == kScales.end()) {
+    throw InvalidInput(origin + ": unknown metadata timeunit \"" + unit->get<std::string>() +
+                       "\"; allowed: seconds, milliseconds, microseconds, nanoseconds");
+  }
+  return it->second;
+}
+
+struct T4Status {
+  TrialStatus status;
+  const char* description;
+};
+
+T4Status t4_status(const std::string& invalidity, const std::string& where) {
+  static const std::map<std::string, T4Status, std::less<>> kStatuses = {
+      {"correct", {TrialStatus::ok, "correct"}},
+      {"compile", {TrialStatus::failed, "compilation failed"}},
+      {"runtime", {TrialStatus::failed, "the kernel failed at run time"}},
+      {"correctness", {TrialStatus::failed, "the kernel gave a wrong result"}},
+      {"timeout", {TrialStatus::timeout, "the kernel timed out"}},
+      {"constraints", {TrialStatus::invalid, "the configuration violates a constraint"}}};
+  auto it = kStatuses.find(invalidity);
+  if (it == kStatuses.end()) {
+    throw InvalidInput(where + ": unknown invalidity \"" + invalidity +
+                       "\"; allowed: correct, compile, runtime, correctness, timeout, constraints");
+  }
+  return it->second;
+}
+
+/// Distinct values of one parameter, numbers ascending then strings in text order.
+struct SeenValues {
+  std::map<double, Value> numbers;
+  std::map<std::string, Value> strings;
+
+  void add(const Value& v) {
+    if (const auto* s = std::get_if<std::string>(&v))
+      strings.emplace(*s, v);
+    else
+      numbers.emplace(as_double(v), v);
+  }
+  json to_json_list() const {
+    json list = json::array();
+    for (const auto& [key, v] : numbers) list.push_back(tunebase::to_json(v));
+    for (const auto& [key, v] : strings) list.push_back(tunebase::to_json(v));
+    return list;
+  }
+};
+
+MeasuredDataset parse_t4(const json& root, const std::string& text, const std::string& origin) {
+  constexpr const char* kWhat = "a T4 results file";
+  constexpr int kSupportedMajor = 1;
+  std::string device_name;
+  std::string kernel_name;
+  json problem_size;
+
+  const json& version = required(root, "schema_version", origin, kWhat);
+  if (!version.is_string()) {
+    throw InvalidInput(origin + ": \"schema_version\" must be a string such as \"1.0.0\", got " +
+                       describe(version));
+  }
+  const std::string v = version.get<std::string>();
+  if (v.substr(0, v.find('.')) != std::to_string(kSupportedMajor)) {
+    throw InvalidInput(origin + ": T4 schema_version \"" + v + "\" is not supported; supported: " +
+                       std::to_string(kSupportedMajor) + ".x.y");
+  }
+  const double scale = t4_time_scale(root, origin);
+  // T4 has no standard place for these; accept them in metadata when a producer writes them.
+  if (auto meta = root.find("metadata"); meta != root.end() && meta->is_object()) {
+    device_name = optional_string(*meta, "device_name", origin + ": metadata");
+    kernel_name = optional_string(*meta, "kernel_name", origin + ": metadata");
+    if (auto ps = meta->find("problem_size"); ps != meta->end()) problem_size = *ps;
+  }
+
+  const json& results = required(root, "results", origin, kWhat);
+  if (!results.is_array()) {
+    throw InvalidInput(origin + ": \"results\" must be a list of result objects, got " +
+                       describe(results));
+  }
+
+  std::vector<std::string> order;
+  if (!results.empty()) {
+    FirstConfigurationKeys sax;
+    json::sax_parse(text, &sax);
+    order = std::move(sax.keys);
+    const auto& first = results.front();
+    if (first.is_object()) {
+      auto config = first.find("configuration");
+      // The scan only fails on input that the full parse accepted if a producer wrote the
+      // keys in an unusual nesting; fall back to the (sorted) names of the first result.
+      if (config != first.end() && config->is_object() && order.size() != config->size()) {
+        order.clear();
+        for (const auto& [name, value] : config->items()) order.push_back(name);
+      }
+    }
+  }
+
+  std::vector<SeenValues> seen(order.size());
+  std::vector<Observation> entries;
+  entries.reserve(results.size());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const std::string where = origin + ": results[" + std::to_string(i) + "]";
+    const json& r = results[i];
+    if (!r.is_object()) throw InvalidInput(where + " must be an object, got " + describe(r));
+    const json& config = required(r, "configuration", where, "every T4 result");
+    if (!config.is_object()) {
+      throw InvalidInput(where + ": \"configuration\" must be an object {\"name\": value}, got " +
+                         describe(config));
+    }
+    if (order.empty()) {
+      throw InvalidInput(where + ": \"configuration\" names no parameter");
+    }
+    Observation obs;
+    obs.config.reserve(order.size());
+    for (std::size_t p = 0; p < order.size(); ++p) {
+      auto it = config.find(order[p]);
+      if (it == config.end()) {
+        throw InvalidInput(where + ": configuration has no value for parameter '" + order[p] +
+                           "' (results[0] has it)");
+      }
+      obs.config.push_back(scalar_value(*it, where, order[p]));
+      seen[p].add(obs.config.back());
+    }
+    if (config.size() != order.size()) {
+      for (const auto& [name, value] : config.items()) {
+        if (std::find(order.begin(), order.end(), name) == order.end()) {
+          throw InvalidInput(where + ": configuration has parameter '" + name +
+                             "' that results[0] does not have");
+        }
+      }
+    }
+
+    const json& invalidity = required(r, "invalidity", where, "every T4 result");
+    if (!invalidity.is_string()) {
+      throw InvalidInput(where + ": \"invalidity\" must be a string, got " + describe(invalidity));
+    }
+    const T4Status status = t4_status(invalidity.get<std::string>(), where);
+
+    std::vector<double> raw;
+    double cost_ms = 0.0;
+    json metrics = json::object();
+    if (auto times = r.find("times"); times != r.end()) {
+      if (!times->is_object()) {
+        throw InvalidInput(where + ": \"times\" must be an object, got " + describe(*times));
+      }
+      // T4 timing names, and Kernel Tuner's for the same thing (as in its caches).
+      static const std::pair<const char*, const char*> kTimeNames[] = {
+          {"compilation", "compile_time"},
+          {"validation", "verification_time"},
+          {"framework", "framework_time"},
+          {"search_algorithm", "strategy_time"}};
+      for (const auto& [t4_name, kt_name] : kTimeNames) {
+        auto it = times->find(t4_name);
+        if (it == times->end()) continue;
+        if (!it->is_number()) {
+          throw InvalidInput(where + ": times \"" + t4_name + "\" must be a number, got " +
+                             describe(*it));
+        }
+        metrics[kt_name] = it->get<double>() * scale;
+      }
+      if (auto rt = times->find("runtimes"); rt != times->end()) {
+        raw = numbers(*rt, where + ": times \"runtimes\"", scale);
+      }
+      for (const char* cost_name : {"compile_time", "verification_time"}) {
+        if (metrics.contains(cost_name)) cost_ms += metrics[cost_name].get<double>();
+      }
+      for (double t : raw) cost_ms += t;
+    }
+
+    const json* time_value = nullptr;
+    if (auto ms = r.find("measurements"); ms != r.end()) {
+      if (!ms->is_array()) {
+        throw InvalidInput(where + ": \"measurements\" must be a list, got " + describe(*ms));
+      }
+      for (const auto& m : *ms) {
+        if (!m.is_object() || !m.contains("name") || !m.at("name").is_string() ||
+            !m.contains("value")) {
+          throw InvalidInput(where +
+                             ": each measurement must be {\"name\": ..., \"value\": ...}, "
+                             "got " +
+                             describe(m));
+        }
+        const auto& name = m.at("name").get_ref<const std::string&>();
+        if (name == "time")
+          time_value = &m.at("value");
+        else
+          metrics[name] = m.at("value");
+      }
+    }
+    if (auto ts = r.find("timestamp"); ts != r.end()) metrics["timestamp"] = *ts;
+
+    const double cost = cost_ms / kMillisecondsPerSecond;
+    if (status.status == TrialStatus::ok) {
+      double objective = 0.0;
+      if (time_value != nullptr && time_value->is_number()) {
+        objective = time_value->get<double>() * scale;
+      } else if (time_value != nullptr) {
+        throw InvalidInput(where + ": invalidity is \"correct\" but the \"time\" measurement is " +
+                           describe(*time_value) + ", not a number");
+      } else if (!raw.empty()) {
+        // Kernel Tuner's time is the mean of the repeated runs.
+        double sum = 0.0;
+        for (double t : raw) sum += t;
+        objective = sum / static_cast<double>(raw.size());
+      } else {
+        throw InvalidInput(where +
+                           ": invalidity is \"correct\" but it has neither a measurement "
+                           "named \"time\" nor times \"runtimes\"");
+      }
+      obs.result = Measurement::success(objective, std::move(raw), cost);
+    } else {
+      // Kernel Tuner writes its failure string (e.g. "CompilationFailedConfig") as the value.
+      std::string message = time_value != nullptr && time_value->is_string()
+                                ? time_value->get<std::string>()
+                                : std::string(status.description) + " (T4 invalidity \"" +
+                                      invalidity.get<std::string>() + "\")";
+      obs.result = Measurement::failure(status.status, std::move(message), cost);
+      obs.result.raw = std::move(raw);
+    }
+    obs.result.metrics = std::move(metrics);
+    entries.push_back(std::move(obs));
+  }
+
+  json tune_params = json::object();
+  for (std::size_t p = 0; p < order.size(); ++p) tune_params[order[p]] = seen[p].to_json_list();
+  if (order.empty()) {
+    throw InvalidInput(origin + ": \"results\" is empty, so the file spans no search space");
+  }
+  auto space = [&] {
+    try {
+      return SearchSpace::from_kernel_tuner(tune_params, {}, order);
+    } catch (const InvalidInput& e) {
+      throw InvalidInput(origin + ": " + e.what());
+    }
+  }();
+  // Store the listed values themselves so that every entry compares and prints alike.
+  for (auto& obs : entries) {
+    for (std::size_t p = 0; p < order.size(); ++p) {
+      const Parameter& param = space.parameter(p);
+      obs.config[p] = param.values[*param.index_of(obs.config[p])];
+    }
+  }
+  return MeasuredDataset{.device_name = std::move(device_name),
+                         .kernel_name = std::move(kernel_name),
+                         .format = "t4",
+                         .problem_size = std::move(problem_size),
+                         .space = std::move(space),
+                         .entries = std::move(entries)};
+}
+
+}  // namespace
+
+std::string gunzip_if_needed(const std::string& bytes, const std::string& origin) {
+  if (!starts_with_gzip_magic(bytes)) return bytes;
+  return gunzip(bytes, origin);
+}
+
+std::string read_maybe_gzipped(const std::string& path) {
+  return gunzip_if_needed(read_file_bytes(path), path);
+}
+
+MeasuredDataset parse_measurements(const std::string& bytes, const std::string& origin) {
+  const bool compressed = starts_with_gzip_magic(bytes);
+  const std::string inflated = compressed ? gunzip(bytes, origin) : std::string();
+  const std::string& text = compressed ? inflated : bytes;
+  const json root = parse_json(text, origin);
+  if (!root.is_object()) {
+    throw InvalidInput(origin +
+                       ": expected a JSON object (a Kernel Tuner cache file or a T4 "
+                       "results file) at the top level, got " +
+                       std::string(root.type_name()));
+  }
+  const bool kernel_tuner =
+      root.contains("cache") || root.contains("tune_params") || root.contains("tune_params_keys");
+  const bool t4 = root.contains("results") || root.contains("schema_version");
+  if (kernel_tuner && !t4) return parse_kernel_tuner(root, origin);
+  if (t4 && !kernel_tuner) return parse_t4(root, text, origin);
+  std::string keys;
+  for (const auto& [key, value] : root.items()) keys += (keys.empty() ? "" : ", ") + key;
+  throw InvalidInput(origin + (kernel_tuner ? " mixes the keys of both formats: it" : "") +
+                     " is neither a Kernel Tuner cache file (keys tune_params_keys, "
+                     "tune_params, cache) nor a T4 results file (keys schema_version, "
+                     "results); its top-level keys are: " +
+                     (keys.empty() ? std::string("(none)") : keys));
+}
+
+MeasuredDataset read_measurements(const std::string& path) {
+  return parse_measurements(read_file_bytes(path), path);
+}
+
+}  // namespace tunebase

@@ -1,0 +1,38 @@
+// Readers for measurement files users already have: Kernel Tuner cache files and T4 results.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/space.h"
+#include "core/trial.h"
+
+namespace tunebase {
+
+/// Every measurement of one kernel on one device, as read from a file.
+struct MeasuredDataset {
+  std::string device_name;
+  std::string kernel_name;
+  std::string format;  ///< "kernel_tuner" or "t4"
+  nlohmann::json problem_size;
+  /// The space spanned by the file: its tune_params with no constraints (the set of entries
+  /// is the valid set, as in Kernel Tuner's simulation mode).
+  SearchSpace space;
+  /// One observation per entry, failures included (status failed, message the string time).
+  std::vector<Observation> entries;
+};
+
+/// Reads `.json` or `.json.gz` (gzip detected by its magic bytes, not its name), Kernel Tuner
+/// cache or T4 format. Throws IoError / InvalidInput naming the file and what is wrong.
+MeasuredDataset read_measurements(const std::string& path);
+/// Same from the bytes of a file (plain or gzip), e.g. an HTTP upload; `origin` names it in
+/// error messages.
+MeasuredDataset parse_measurements(const std::string& bytes, const std::string& origin);
+
+/// Reads a whole file, gunzipping when it starts with the gzip magic bytes.
+std::string read_maybe_gzipped(const std::string& path);
+/// Gunzips bytes that start with the gzip magic; returns other bytes unchanged.
+std::string gunzip_if_needed(const std::string& bytes, const std::string& origin);
+
+}  // namespace tunebase

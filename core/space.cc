@@ -1,0 +1,750 @@
+#include "core/space.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace tunebase {
+
+namespace {
+
+constexpr std::size_t kMaxRejections = 2'000'000;
+// Relative step of a real parameter's neighbour, as a share of its (scaled) interval.
+constexpr double kRealNeighbourStep = 0.1;
+
+std::string join_names(const std::vector<Parameter>& params) {
+  std::string out;
+  for (const auto& p : params) out += (out.empty() ? "" : ", ") + p.name;
+  return out;
+}
+
+std::string describe_domain(const Parameter& p) {
+  if (p.kind == ParamKind::real) {
+    std::ostringstream os;
+    os << "a number in [" << p.low << ", " << p.high << "]";
+    return os.str();
+  }
+  std::string out = "one of [";
+  const std::size_t shown = std::min<std::size_t>(p.values.size(), 20);
+  for (std::size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + to_string(p.values[i]);
+  if (shown < p.values.size()) out += ", ... (" + std::to_string(p.values.size()) + " values)";
+  return out + "]";
+}
+
+// FNV-1a, 64 bit: a stable content hash (not for security).
+std::string fnv1a_hex(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+bool all_numeric_positive(const std::vector<Value>& values) {
+  return std::all_of(values.begin(), values.end(),
+                     [](const Value& v) { return is_number(v) && as_double(v) > 0; });
+}
+
+// Position of a discrete value on [0,1] (log of the value when log_scale).
+double scaled_position(const Parameter& p, std::size_t index) {
+  const std::size_t n = p.values.size();
+  if (n <= 1) return 0.0;
+  if (p.log_scale) {
+    const double lo = std::log(as_double(p.values.front()));
+    const double hi = std::log(as_double(p.values.back()));
+    if (hi == lo) return 0.0;
+    return (std::log(as_double(p.values[index])) - lo) / (hi - lo);
+  }
+  return static_cast<double>(index) / static_cast<double>(n - 1);
+}
+
+double real_to_unit(const Parameter& p, double x) {
+  if (p.high == p.low) return 0.0;
+  if (p.log_scale) return (std::log(x) - std::log(p.low)) / (std::log(p.high) - std::log(p.low));
+  return (x - p.low) / (p.high - p.low);
+}
+
+double unit_to_real(const Parameter& p, double u) {
+  u = std::clamp(u, 0.0, 1.0);
+  if (p.log_scale) return std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)));
+  return p.low + u * (p.high - p.low);
+}
+
+Value draw(const Parameter& p, Rng& rng) {
+  if (p.kind == ParamKind::real) {
+    return unit_to_real(p, std::uniform_real_distribution<double>(0.0, 1.0)(rng));
+  }
+  return p.values[std::uniform_int_distribution<std::size_t>(0, p.values.size() - 1)(rng)];
+}
+
+// Parses a T1 "Values" string such as "[16, 32]" or "['a', 'b']" (a Python list literal).
+nlohmann::json python_list(const nlohmann::json& v, const std::string& where) {
+  if (v.is_array()) return v;
+  if (!v.is_string()) throw InvalidInput(where + ": Values must be a list or a list literal");
+  std::string s = v.get<std::string>();
+  std::replace(s.begin(), s.end(), '\'', '"');
+  // Python literals that JSON spells differently.
+  for (auto [from, to] : {std::pair<std::string, std::string>{"True", "true"}, {"False", "false"},
+                          {"None", "null"}}) {
+    for (std::size_t pos; (pos = s.find(from)) != std::string::npos;) s.replace(pos, from.size(), to);
+  }
+  auto j = nlohmann::json::parse(s, nullptr, false);
+  if (j.is_discarded() || !j.is_array()) {
+    throw InvalidInput(where + ": cannot read Values \"" + v.get<std::string>() +
+                       "\" as a list such as [1, 2, 4]");
+  }
+  for (auto& e : j) {
+    if (e.is_boolean()) e = e.get<bool>() ? 1 : 0;
+  }
+  return j;
+}
+
+std::vector<Value> values_from_json(const nlohmann::json& list, const std::string& where) {
+  if (!list.is_array() || list.empty()) {
+    throw InvalidInput(where + ": values must be a non-empty list");
+  }
+  std::vector<Value> values;
+  for (const auto& e : list) {
+    try {
+      values.push_back(value_from_json(e));
+    } catch (const InvalidInput& err) {
+      throw InvalidInput(where + ": " + err.what());
+    }
+  }
+  return values;
+}
+
+Parameter list_parameter(std::string name, std::vector<Value> values, std::optional<Value> def) {
+  const bool numeric = std::all_of(values.begin(), values.end(), is_number);
+  if (numeric) return ordinal(std::move(name), std::move(values), std::move(def));
+  return categorical(std::move(name), std::move(values), std::move(def));
+}
+
+}  // namespace
+
+std::string_view to_string(ParamKind k) {
+  switch (k) {
+    case ParamKind::integer: return "integer";
+    case ParamKind::ordinal: return "ordinal";
+    case ParamKind::categorical: return "categorical";
+    case ParamKind::real: return "real";
+  }
+  return "unknown";
+}
+
+std::optional<std::size_t> Parameter::index_of(const Value& v) const {
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (same_value(values[i], v)) return i;
+  }
+  return std::nullopt;
+}
+
+bool Parameter::contains(const Value& v) const {
+  if (kind == ParamKind::real) {
+    if (!is_number(v)) return false;
+    const double x = as_double(v);
+    return x >= low && x <= high;
+  }
+  return index_of(v).has_value();
+}
+
+Parameter integer_range(std::string name, std::int64_t low, std::int64_t high, std::int64_t step,
+                        std::optional<std::int64_t> default_value) {
+  if (step <= 0) throw InvalidInput("parameter '" + name + "': step must be positive");
+  if (high < low) {
+    throw InvalidInput("parameter '" + name + "': low " + std::to_string(low) +
+                       " is above high " + std::to_string(high));
+  }
+  if ((high - low) / step + 1 > static_cast<std::int64_t>(SearchSpace::kMaxIntegerRange)) {
+    throw InvalidInput("parameter '" + name + "': the range has more than " +
+                       std::to_string(SearchSpace::kMaxIntegerRange) +
+                       " values; use a larger step or a real parameter");
+  }
+  Parameter p;
+  p.name = std::move(name);
+  p.kind = ParamKind::integer;
+  p.low = static_cast<double>(low);
+  p.high = static_cast<double>(high);
+  p.step = step;
+  for (std::int64_t v = low; v <= high; v += step) p.values.emplace_back(v);
+  p.default_value = default_value ? Value(*default_value) : p.values.front();
+  return p;
+}
+
+Parameter ordinal(std::string name, std::vector<Value> values, std::optional<Value> default_value,
+                  bool log_scale) {
+  Parameter p;
+  p.name = std::move(name);
+  p.kind = ParamKind::ordinal;
+  p.values = std::move(values);
+  p.log_scale = log_scale;
+  if (!p.values.empty()) p.default_value = default_value ? *default_value : p.values.front();
+  return p;
+}
+
+Parameter categorical(std::string name, std::vector<Value> values,
+                      std::optional<Value> default_value) {
+  Parameter p = ordinal(std::move(name), std::move(values), std::move(default_value));
+  p.kind = ParamKind::categorical;
+  return p;
+}
+
+Parameter real_interval(std::string name, double low, double high, bool log_scale,
+                        std::optional<double> default_value) {
+  Parameter p;
+  p.name = std::move(name);
+  p.kind = ParamKind::real;
+  p.low = low;
+  p.high = high;
+  p.log_scale = log_scale;
+  p.default_value = default_value ? *default_value : (log_scale ? std::sqrt(low * high)
+                                                                : 0.5 * (low + high));
+  return p;
+}
+
+struct SearchSpace::Cache {
+  std::once_flag enumerated;
+  std::vector<Configuration> valid;
+};
+
+SearchSpace::SearchSpace(std::vector<Parameter> parameters,
+                         const std::vector<std::string>& constraints)
+    : parameters_(std::move(parameters)), cache_(std::make_unique<Cache>()) {
+  if (parameters_.empty()) throw InvalidInput("a search space needs at least one parameter");
+  std::set<std::string> seen;
+  for (const auto& p : parameters_) {
+    if (p.name.empty()) throw InvalidInput("a parameter has an empty name");
+    if (!seen.insert(p.name).second) {
+      throw InvalidInput("parameter '" + p.name + "' is declared twice");
+    }
+    if (p.kind == ParamKind::real) {
+      if (!(p.low < p.high) || !std::isfinite(p.low) || !std::isfinite(p.high)) {
+        throw InvalidInput("parameter '" + p.name + "': a real parameter needs finite low < high");
+      }
+      if (p.log_scale && p.low <= 0) {
+        throw InvalidInput("parameter '" + p.name + "': a log-scale parameter needs low > 0");
+      }
+    } else {
+      if (p.values.empty()) throw InvalidInput("parameter '" + p.name + "' has no values");
+      // Numbers compare by value (2 == 2.0), strings by text.
+      std::set<double> numbers;
+      std::set<std::string> strings;
+      for (const auto& v : p.values) {
+        const bool fresh = is_number(v) ? numbers.insert(as_double(v)).second
+                                        : strings.insert(std::get<std::string>(v)).second;
+        if (!fresh) {
+          throw InvalidInput("parameter '" + p.name + "' lists the value " + to_string(v) +
+                             " twice");
+        }
+      }
+      if (p.kind != ParamKind::categorical && !std::all_of(p.values.begin(), p.values.end(), is_number)) {
+        throw InvalidInput("parameter '" + p.name + "': " + std::string(to_string(p.kind)) +
+                           " values must be numbers; use type categorical for strings");
+      }
+      if (p.log_scale && !all_numeric_positive(p.values)) {
+        throw InvalidInput("parameter '" + p.name + "': a log-scale parameter needs values > 0");
+      }
+    }
+    if (!p.contains(p.default_value)) {
+      throw InvalidInput("parameter '" + p.name + "': default " + to_string(p.default_value) +
+                         " is not allowed; allowed: " + describe_domain(p));
+    }
+  }
+  for (const auto& text : constraints) {
+    Constraint c;
+    c.text = text;
+    try {
+      c.expression = Expression::parse(text);
+    } catch (const ParseError& e) {
+      throw ParseError(std::string("constraint: ") + e.what(), e.position());
+    }
+    c.expression.bind([&](const std::string& name) {
+      auto idx = index_of(name);
+      if (!idx) {
+        throw InvalidInput("constraint \"" + text + "\" names unknown parameter '" + name +
+                           "'; parameters are: " + join_names(parameters_));
+      }
+      c.parameters.push_back(*idx);
+      return *idx;
+    });
+    std::sort(c.parameters.begin(), c.parameters.end());
+    if (c.parameters.empty()) {
+      // A constant constraint: decide it now so that a false one is reported clearly.
+      if (!c.expression.holds({})) {
+        throw InvalidInput("constraint \"" + text + "\" is always false: no configuration is valid");
+      }
+      continue;
+    }
+    constraints_.push_back(std::move(c));
+  }
+}
+
+SearchSpace::SearchSpace(const SearchSpace& other)
+    : parameters_(other.parameters_),
+      constraints_(other.constraints_),
+      cache_(std::make_unique<Cache>()) {}
+
+SearchSpace& SearchSpace::operator=(const SearchSpace& other) {
+  if (this != &other) {
+    parameters_ = other.parameters_;
+    constraints_ = other.constraints_;
+    cache_ = std::make_unique<Cache>();
+  }
+  return *this;
+}
+
+SearchSpace::SearchSpace() = default;
+SearchSpace::SearchSpace(SearchSpace&&) noexcept = default;
+SearchSpace& SearchSpace::operator=(SearchSpace&&) noexcept = default;
+SearchSpace::~SearchSpace() = default;
+
+std::optional<std::size_t> SearchSpace::index_of(std::string_view name) const {
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    if (parameters_[i].name == name) return i;
+  }
+  return std::nullopt;
+}
+
+bool SearchSpace::all_discrete() const {
+  return std::all_of(parameters_.begin(), parameters_.end(),
+                     [](const Parameter& p) { return p.is_discrete(); });
+}
+
+double SearchSpace::cartesian_size() const {
+  double size = 1.0;
+  for (const auto& p : parameters_) {
+    if (!p.is_discrete()) return std::numeric_limits<double>::infinity();
+    size *= static_cast<double>(p.values.size());
+  }
+  return size;
+}
+
+const std::vector<Configuration>& SearchSpace::valid_configurations() const {
+  if (!enumerable()) {
+    throw InvalidInput("the space is too large to enumerate (" +
+                       std::to_string(cartesian_size()) + " points, limit " +
+                       std::to_string(kMaxEnumerate) + ") or has real parameters");
+  }
+  if (!cache_) throw InvalidInput("an empty search space has no configurations");
+  std::call_once(cache_->enumerated, [this] {
+    // Depth-first over the Cartesian product; each constraint is checked as soon as the last
+    // parameter it names is assigned, which prunes whole subtrees.
+    const std::size_t d = parameters_.size();
+    std::vector<std::vector<const Constraint*>> check_at(d);
+    for (const auto& c : constraints_) check_at[c.parameters.back()].push_back(&c);
+    Configuration current(d);
+    std::vector<std::size_t> index(d, 0);
+    std::size_t depth = 0;
+    auto& out = cache_->valid;
+    while (true) {
+      current[depth] = parameters_[depth].values[index[depth]];
+      bool ok = true;
+      for (const Constraint* c : check_at[depth]) {
+        if (!c->expression.holds(current)) {
+          ok = false;
+          break;
+        }
+      }
+      if (ok && depth + 1 == d) out.push_back(current);
+      if (ok && depth + 1 < d) {
+        ++depth;
+        index[depth] = 0;
+        continue;
+      }
+      // Advance to the next value, backtracking over exhausted parameters.
+      while (true) {
+        if (++index[depth] < parameters_[depth].values.size()) break;
+        if (depth == 0) return;
+        --depth;
+      }
+    }
+  });
+  return cache_->valid;
+}
+
+std::optional<std::size_t> SearchSpace::valid_count() const {
+  if (!enumerable()) return std::nullopt;
+  return valid_configurations().size();
+}
+
+bool SearchSpace::satisfies_constraints(const Configuration& c) const {
+  for (const auto& constraint : constraints_) {
+    if (!constraint.expression.holds(c)) return false;
+  }
+  return true;
+}
+
+bool SearchSpace::is_valid(const Configuration& c) const {
+  if (c.size() != parameters_.size()) return false;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (!parameters_[i].contains(c[i])) return false;
+  }
+  return satisfies_constraints(c);
+}
+
+void SearchSpace::check(const Configuration& c) const {
+  if (c.size() != parameters_.size()) {
+    throw InvalidInput("a configuration needs " + std::to_string(parameters_.size()) +
+                       " values (" + join_names(parameters_) + "), got " +
+                       std::to_string(c.size()));
+  }
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const auto& p = parameters_[i];
+    if (!p.contains(c[i])) {
+      throw InvalidInput("value " + to_string(c[i]) + " of parameter '" + p.name +
+                         "' is not allowed; allowed: " + describe_domain(p));
+    }
+  }
+  for (const auto& constraint : constraints_) {
+    if (!constraint.expression.holds(c)) {
+      throw InvalidInput("configuration " + config_to_json(c).dump() + " violates constraint \"" +
+                         constraint.text + "\"");
+    }
+  }
+}
+
+Configuration SearchSpace::sample(Rng& rng) const {
+  if (enumerable()) {
+    const auto& valid = valid_configurations();
+    if (valid.empty()) throw InvalidInput("no configuration satisfies the constraints");
+    return valid[std::uniform_int_distribution<std::size_t>(0, valid.size() - 1)(rng)];
+  }
+  // Rejection from the uniform product distribution is uniform over the valid set.
+  Configuration c(parameters_.size());
+  for (std::size_t attempt = 0; attempt < kMaxRejections; ++attempt) {
+    for (std::size_t i = 0; i < parameters_.size(); ++i) c[i] = draw(parameters_[i], rng);
+    if (satisfies_constraints(c)) return c;
+  }
+  throw InvalidInput("no valid configuration found in " + std::to_string(kMaxRejections) +
+                     " random draws: the constraints allow (almost) nothing");
+}
+
+Configuration SearchSpace::default_configuration() const {
+  Configuration c;
+  for (const auto& p : parameters_) c.push_back(p.default_value);
+  return c;
+}
+
+nlohmann::json SearchSpace::config_to_json(const Configuration& c) const {
+  nlohmann::json j = nlohmann::json::object();
+  for (std::size_t i = 0; i < parameters_.size() && i < c.size(); ++i) {
+    j[parameters_[i].name] = tunebase::to_json(c[i]);
+  }
+  return j;
+}
+
+Configuration SearchSpace::config_from_json(const nlohmann::json& j, bool fill_defaults) const {
+  if (!j.is_object()) {
+    throw InvalidInput("a configuration must be a JSON object {\"name\": value}, got " +
+                       std::string(j.type_name()));
+  }
+  for (const auto& [name, value] : j.items()) {
+    if (!index_of(name)) {
+      throw InvalidInput("unknown parameter '" + name + "'; parameters are: " +
+                         join_names(parameters_));
+    }
+  }
+  Configuration c;
+  for (const auto& p : parameters_) {
+    auto it = j.find(p.name);
+    if (it == j.end()) {
+      if (!fill_defaults) throw InvalidInput("parameter '" + p.name + "' is missing");
+      c.push_back(p.default_value);
+      continue;
+    }
+    Value v;
+    try {
+      v = value_from_json(*it);
+    } catch (const InvalidInput& e) {
+      throw InvalidInput("parameter '" + p.name + "': " + e.what() + "; allowed: " +
+                         describe_domain(p));
+    }
+    if (!p.contains(v)) {
+      throw InvalidInput("value " + it->dump() + " of parameter '" + p.name +
+                         "' is not allowed; allowed: " + describe_domain(p));
+    }
+    // Store the listed value itself so that 2.0 given for 2 compares and prints as 2.
+    if (p.is_discrete()) v = p.values[*p.index_of(v)];
+    else v = as_double(v);
+    c.push_back(std::move(v));
+  }
+  check(c);
+  return c;
+}
+
+std::string SearchSpace::key(const Configuration& c) const {
+  std::string k;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (i) k += ',';
+    k += to_string(c[i]);
+  }
+  return k;
+}
+
+std::size_t SearchSpace::encoded_dimension() const {
+  std::size_t d = 0;
+  for (const auto& p : parameters_) d += p.kind == ParamKind::categorical ? p.values.size() : 1;
+  return d;
+}
+
+std::vector<double> SearchSpace::encode(const Configuration& c) const {
+  std::vector<double> x;
+  x.reserve(encoded_dimension());
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    const auto& p = parameters_[i];
+    if (p.kind == ParamKind::real) {
+      x.push_back(real_to_unit(p, as_double(c[i])));
+      continue;
+    }
+    const auto idx = p.index_of(c[i]);
+    if (!idx) throw InvalidInput("cannot encode value " + to_string(c[i]) + " of '" + p.name + "'");
+    if (p.kind == ParamKind::categorical) {
+      for (std::size_t k = 0; k < p.values.size(); ++k) x.push_back(k == *idx ? 1.0 : 0.0);
+    } else {
+      x.push_back(scaled_position(p, *idx));
+    }
+  }
+  return x;
+}
+
+std::vector<Configuration> SearchSpace::neighbours(const Configuration& c, Rng& rng) const {
+  std::vector<Configuration> out;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    const auto& p = parameters_[i];
+    auto try_value = [&](Value v) {
+      Configuration n = c;
+      n[i] = std::move(v);
+      if (satisfies_constraints(n)) out.push_back(std::move(n));
+    };
+    if (p.kind == ParamKind::real) {
+      const double u = real_to_unit(p, as_double(c[i]));
+      const double step = kRealNeighbourStep * std::uniform_real_distribution<double>(0.2, 1.0)(rng);
+      if (u > 0) try_value(unit_to_real(p, u - step));
+      if (u < 1) try_value(unit_to_real(p, u + step));
+      continue;
+    }
+    const auto idx = p.index_of(c[i]);
+    if (!idx) continue;
+    if (p.kind == ParamKind::categorical) {
+      for (std::size_t k = 0; k < p.values.size(); ++k) {
+        if (k != *idx) try_value(p.values[k]);
+      }
+    } else {
+      if (*idx > 0) try_value(p.values[*idx - 1]);
+      if (*idx + 1 < p.values.size()) try_value(p.values[*idx + 1]);
+    }
+  }
+  return out;
+}
+
+nlohmann::json SearchSpace::to_json() const {
+  nlohmann::json params = nlohmann::json::array();
+  for (const auto& p : parameters_) {
+    nlohmann::json j;
+    j["name"] = p.name;
+    j["type"] = std::string(to_string(p.kind));
+    if (p.kind == ParamKind::integer) {
+      j["low"] = static_cast<std::int64_t>(p.low);
+      j["high"] = static_cast<std::int64_t>(p.high);
+      j["step"] = p.step;
+    } else if (p.kind == ParamKind::real) {
+      j["low"] = p.low;
+      j["high"] = p.high;
+    } else {
+      j["values"] = nlohmann::json::array();
+      for (const auto& v : p.values) j["values"].push_back(tunebase::to_json(v));
+    }
+    if (p.log_scale) j["log"] = true;
+    j["default"] = tunebase::to_json(p.default_value);
+    params.push_back(std::move(j));
+  }
+  nlohmann::json constraints = nlohmann::json::array();
+  for (const auto& c : constraints_) constraints.push_back(c.text);
+  return {{"parameters", params}, {"constraints", constraints}};
+}
+
+std::string SearchSpace::fingerprint() const { return fnv1a_hex(to_json().dump()); }
+
+SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("parameters") || !j["parameters"].is_array()) {
+    throw InvalidInput(
+        "a space is a JSON object with \"parameters\": [...] and optional \"constraints\": "
+        "[...] (see docs/space-format.md)");
+  }
+  std::vector<Parameter> params;
+  std::size_t position = 0;
+  for (const auto& pj : j["parameters"]) {
+    const std::string where = "parameter #" + std::to_string(position++);
+    if (!pj.is_object()) throw InvalidInput(where + " must be an object");
+    if (!pj.contains("name") || !pj["name"].is_string()) {
+      throw InvalidInput(where + " needs a string \"name\"");
+    }
+    const std::string name = pj["name"].get<std::string>();
+    const std::string here = "parameter '" + name + "'";
+    static const std::set<std::string> kKeys = {"name", "type", "values", "low", "high",
+                                                "step", "log", "default"};
+    for (const auto& [key, value] : pj.items()) {
+      if (!kKeys.count(key)) {
+        throw InvalidInput(here + ": unknown field \"" + key +
+                           "\"; allowed: name, type, values, low, high, step, log, default");
+      }
+    }
+    std::string type = pj.value("type", pj.contains("values") ? "ordinal" : "");
+    std::optional<Value> def;
+    if (pj.contains("default")) def = value_from_json(pj["default"]);
+    const bool log_scale = pj.contains("log") && pj["log"].is_boolean() && pj["log"].get<bool>();
+    auto number = [&](const char* key) {
+      if (!pj.contains(key) || !pj[key].is_number()) {
+        throw InvalidInput(here + ": type " + type + " needs a number \"" + key + "\"");
+      }
+      return pj[key].get<double>();
+    };
+    if (type == "integer" || type == "int") {
+      if (pj.contains("values")) {
+        params.push_back(ordinal(name, values_from_json(pj["values"], here), def, log_scale));
+        continue;
+      }
+      const auto step = pj.contains("step") ? static_cast<std::int64_t>(number("step")) : 1;
+      std::optional<std::int64_t> idef;
+      if (def) idef = static_cast<std::int64_t>(as_double(*def));
+      params.push_back(integer_range(name, static_cast<std::int64_t>(number("low")),
+                                     static_cast<std::int64_t>(number("high")), step, idef));
+    } else if (type == "ordinal") {
+      params.push_back(ordinal(name, values_from_json(pj.value("values", nlohmann::json()), here),
+                               def, log_scale));
+    } else if (type == "categorical") {
+      params.push_back(categorical(name, values_from_json(pj.value("values", nlohmann::json()), here), def));
+    } else if (type == "real" || type == "float") {
+      std::optional<double> ddef;
+      if (def) ddef = as_double(*def);
+      params.push_back(real_interval(name, number("low"), number("high"), log_scale, ddef));
+    } else {
+      throw InvalidInput(here + ": unknown type \"" + type +
+                         "\"; allowed: integer, ordinal, categorical, real");
+    }
+  }
+  std::vector<std::string> constraints;
+  if (j.contains("constraints")) {
+    if (!j["constraints"].is_array()) throw InvalidInput("\"constraints\" must be a list of strings");
+    for (const auto& c : j["constraints"]) {
+      if (!c.is_string()) throw InvalidInput("each constraint must be a string, got " + c.dump());
+      constraints.push_back(c.get<std::string>());
+    }
+  }
+  return SearchSpace(std::move(params), constraints);
+}
+
+SearchSpace SearchSpace::from_t1(const nlohmann::json& j) {
+  const auto cs = j.find("ConfigurationSpace");
+  if (cs == j.end() || !cs->contains("TuningParameters") ||
+      !(*cs)["TuningParameters"].is_array()) {
+    throw InvalidInput("a T1 file needs ConfigurationSpace.TuningParameters (a list)");
+  }
+  std::vector<Parameter> params;
+  for (const auto& tp : (*cs)["TuningParameters"]) {
+    if (!tp.contains("Name") || !tp["Name"].is_string()) {
+      throw InvalidInput("a T1 tuning parameter needs a string Name");
+    }
+    const std::string name = tp["Name"].get<std::string>();
+    const std::string here = "T1 parameter '" + name + "'";
+    auto values = values_from_json(python_list(tp.value("Values", nlohmann::json()), here), here);
+    std::optional<Value> def;
+    if (tp.contains("Default")) {
+      auto d = tp["Default"];
+      if (d.is_array() && !d.empty()) d = d[0];
+      if (!d.is_null()) def = value_from_json(d);
+    }
+    if (def && !std::any_of(values.begin(), values.end(),
+                            [&](const Value& v) { return same_value(v, *def); })) {
+      def.reset();  // T1 files in the wild carry defaults outside their value lists.
+    }
+    params.push_back(list_parameter(name, std::move(values), def));
+  }
+  std::vector<std::string> constraints;
+  if (cs->contains("Conditions")) {
+    for (const auto& c : (*cs)["Conditions"]) {
+      if (c.is_string()) constraints.push_back(c.get<std::string>());
+      else if (c.is_object() && c.contains("Expression") && c["Expression"].is_string()) {
+        constraints.push_back(c["Expression"].get<std::string>());
+      } else {
+        throw InvalidInput("a T1 condition needs a string Expression, got " + c.dump());
+      }
+    }
+  }
+  return SearchSpace(std::move(params), constraints);
+}
+
+SearchSpace SearchSpace::from_kernel_tuner(const nlohmann::json& tune_params,
+                                           const std::vector<std::string>& restrictions,
+                                           const std::vector<std::string>& order) {
+  if (!tune_params.is_object()) {
+    throw InvalidInput("tune_params must be an object {\"name\": [values...]}");
+  }
+  std::vector<std::string> names = order;
+  if (names.empty()) {
+    for (const auto& [name, values] : tune_params.items()) names.push_back(name);
+  }
+  std::vector<Parameter> params;
+  for (const auto& name : names) {
+    auto it = tune_params.find(name);
+    if (it == tune_params.end()) {
+      throw InvalidInput("tune_params has no parameter '" + name + "' named in the key order");
+    }
+    params.push_back(list_parameter(name, values_from_json(*it, "tune_params '" + name + "'"), {}));
+  }
+  return SearchSpace(std::move(params), restrictions);
+}
+
+SearchSpace SearchSpace::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("cannot open space file " + path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  // ordered_json keeps the parameter order of Kernel Tuner's tune_params.
+  nlohmann::ordered_json ordered;
+  try {
+    ordered = nlohmann::ordered_json::parse(buffer.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ParseError(path + " is not valid JSON: " + e.what(), e.byte);
+  }
+  const nlohmann::json j = nlohmann::json::parse(buffer.str());
+  SearchSpace space;
+  try {
+    if (j.contains("ConfigurationSpace")) {
+      space = from_t1(j);
+    } else if (j.contains("tune_params")) {
+      std::vector<std::string> order;
+      for (const auto& [name, values] : ordered["tune_params"].items()) order.push_back(name);
+      std::vector<std::string> restrictions;
+      for (const auto& r : j.value("restrictions", nlohmann::json::array())) {
+        if (!r.is_string()) throw InvalidInput("each restriction must be a string");
+        restrictions.push_back(r.get<std::string>());
+      }
+      space = from_kernel_tuner(j["tune_params"], restrictions, order);
+    } else {
+      space = from_json(j);
+    }
+  } catch (const ParseError& e) {
+    throw ParseError(path + ": " + e.what(), e.position());
+  } catch (const InvalidInput& e) {
+    throw InvalidInput(path + ": " + e.what());
+  }
+  // A space with nothing valid is an error the user should hear about at once.
+  Rng rng(0);
+  try {
+    (void)space.sample(rng);
+  } catch (const InvalidInput& e) {
+    throw InvalidInput(path + ": " + e.what());
+  }
+  return space;
+}
+
+}  // namespace tunebase

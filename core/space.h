@@ -1,0 +1,161 @@
+// Search spaces: parameters, constraints, enumeration, sampling and encoding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/expression.h"
+#include "core/value.h"
+
+namespace tunebase {
+
+/// Every random choice in tunebase draws from one of these, seeded by the caller.
+using Rng = std::mt19937_64;
+
+enum class ParamKind {
+  integer,      ///< integer range low..high with a step (expanded to its values)
+  ordinal,      ///< ordered list of numbers, e.g. powers of two
+  categorical,  ///< unordered list of values (usually strings); one-hot encoded
+  real,         ///< continuous interval [low, high], optionally on a log scale
+};
+
+std::string_view to_string(ParamKind k);
+
+struct Parameter {
+  std::string name;
+  ParamKind kind = ParamKind::ordinal;
+  /// Discrete kinds: every allowed value, in order. Empty for real parameters.
+  std::vector<Value> values;
+  /// Real parameters: the interval. Integer ranges keep their declared bounds here too.
+  double low = 0.0;
+  double high = 0.0;
+  std::int64_t step = 1;
+  /// Encode on a log scale (reals; ordinals whose values are all positive).
+  bool log_scale = false;
+  Value default_value;
+
+  bool is_discrete() const { return kind != ParamKind::real; }
+  /// Number of values of a discrete parameter.
+  std::size_t size() const { return values.size(); }
+  /// Position of `v` among the values (2 and 2.0 match), if present.
+  std::optional<std::size_t> index_of(const Value& v) const;
+  /// Whether `v` is in the domain (a listed value, or a number inside a real interval).
+  bool contains(const Value& v) const;
+};
+
+/// A constraint: an expression in Kernel Tuner's restriction syntax that must be true.
+struct Constraint {
+  std::string text;
+  Expression expression;
+  /// Indices of the parameters the expression names, ascending.
+  std::vector<std::size_t> parameters;
+};
+
+/// A search space: named parameters plus constraints over them. Immutable once built.
+///
+/// The valid configurations of a discrete space are enumerated lazily (once, thread-safe)
+/// when the Cartesian product is at most kMaxEnumerate; larger spaces are sampled uniformly
+/// from the valid set by rejection, without enumerating.
+class SearchSpace {
+ public:
+  static constexpr double kMaxEnumerate = 2.0e7;
+  static constexpr std::size_t kMaxIntegerRange = 1'000'000;
+
+  SearchSpace();
+  /// Validates names (unique, non-empty), domains (non-empty, defaults inside) and
+  /// constraints (syntax, known names). Throws InvalidInput / ParseError.
+  SearchSpace(std::vector<Parameter> parameters, const std::vector<std::string>& constraints);
+
+  SearchSpace(const SearchSpace& other);
+  SearchSpace& operator=(const SearchSpace& other);
+  SearchSpace(SearchSpace&&) noexcept;
+  SearchSpace& operator=(SearchSpace&&) noexcept;
+  ~SearchSpace();
+
+  /// Our own JSON space format (docs/space-format.md).
+  static SearchSpace from_json(const nlohmann::json& j);
+  /// A T1 input file (`ConfigurationSpace.TuningParameters` and `.Conditions`).
+  static SearchSpace from_t1(const nlohmann::json& j);
+  /// Kernel Tuner's `tune_params` (name -> list of values, in order) plus restrictions.
+  static SearchSpace from_kernel_tuner(const nlohmann::json& tune_params,
+                                       const std::vector<std::string>& restrictions,
+                                       const std::vector<std::string>& order = {});
+  /// Reads a file in any of the formats above, detected from its content.
+  static SearchSpace load(const std::string& path);
+
+  /// Our JSON format; `from_json(to_json())` gives an equal space.
+  nlohmann::json to_json() const;
+  /// Stable hash of the canonical JSON: a changed space is a new kernel version.
+  std::string fingerprint() const;
+
+  const std::vector<Parameter>& parameters() const { return parameters_; }
+  const std::vector<Constraint>& constraints() const { return constraints_; }
+  std::size_t dimension() const { return parameters_.size(); }
+  const Parameter& parameter(std::size_t i) const { return parameters_.at(i); }
+  std::optional<std::size_t> index_of(std::string_view name) const;
+  bool all_discrete() const;
+
+  /// Product of the domain sizes (infinity when a parameter is real).
+  double cartesian_size() const;
+  bool enumerable() const { return all_discrete() && cartesian_size() <= kMaxEnumerate; }
+  /// Every valid configuration, in lexicographic order of value positions. Throws
+  /// InvalidInput when the space is not enumerable.
+  const std::vector<Configuration>& valid_configurations() const;
+  /// Number of valid configurations if enumerable.
+  std::optional<std::size_t> valid_count() const;
+
+  /// Domain and constraint check; false on any violation.
+  bool is_valid(const Configuration& c) const;
+  /// Like is_valid but throws InvalidInput naming the parameter or constraint violated.
+  void check(const Configuration& c) const;
+  /// Whether the constraints hold (domains assumed fine).
+  bool satisfies_constraints(const Configuration& c) const;
+
+  /// Uniform draw from the valid configurations. Throws InvalidInput when the space has no
+  /// valid configuration (or none was found in kMaxRejections draws of a huge space).
+  Configuration sample(Rng& rng) const;
+  /// The declared defaults; may violate constraints (see default_valid_configuration).
+  Configuration default_configuration() const;
+
+  /// Configuration <-> JSON object {"name": value, ...}. from_json checks names, domains and
+  /// constraints and throws InvalidInput naming the offending field; missing parameters take
+  /// their default when `fill_defaults`.
+  nlohmann::json config_to_json(const Configuration& c) const;
+  Configuration config_from_json(const nlohmann::json& j, bool fill_defaults = false) const;
+  /// Kernel Tuner cache key: the values joined by commas, in parameter order.
+  std::string key(const Configuration& c) const;
+
+  /// Features in [0,1] for surrogates: discrete numeric parameters by position (or log value
+  /// when log_scale), reals on their declared scale, categoricals one-hot.
+  std::size_t encoded_dimension() const;
+  std::vector<double> encode(const Configuration& c) const;
+  /// Valid configurations that differ from `c` in one parameter by one step (discrete) or
+  /// by a perturbation (real).
+  std::vector<Configuration> neighbours(const Configuration& c, Rng& rng) const;
+
+ private:
+  std::vector<Parameter> parameters_;
+  std::vector<Constraint> constraints_;
+  struct Cache;
+  std::unique_ptr<Cache> cache_;
+};
+
+/// Helpers to build parameters.
+Parameter integer_range(std::string name, std::int64_t low, std::int64_t high,
+                        std::int64_t step = 1, std::optional<std::int64_t> default_value = {});
+Parameter ordinal(std::string name, std::vector<Value> values, std::optional<Value> default_value = {},
+                  bool log_scale = false);
+Parameter categorical(std::string name, std::vector<Value> values,
+                      std::optional<Value> default_value = {});
+Parameter real_interval(std::string name, double low, double high, bool log_scale = false,
+                        std::optional<double> default_value = {});
+
+}  // namespace tunebase

@@ -1,0 +1,56 @@
+#include "core/trial.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tunebase {
+
+std::string_view to_string(TrialStatus s) {
+  switch (s) {
+    case TrialStatus::pending: return "pending";
+    case TrialStatus::ok: return "ok";
+    case TrialStatus::failed: return "failed";
+    case TrialStatus::timeout: return "timeout";
+    case TrialStatus::invalid: return "invalid";
+  }
+  return "unknown";
+}
+
+TrialStatus trial_status_from_string(std::string_view s) {
+  for (auto status : {TrialStatus::pending, TrialStatus::ok, TrialStatus::failed,
+                      TrialStatus::timeout, TrialStatus::invalid}) {
+    if (s == to_string(status)) return status;
+  }
+  throw InvalidInput("unknown trial status \"" + std::string(s) +
+                     "\"; allowed: pending, ok, failed, timeout, invalid");
+}
+
+Measurement Measurement::success(double objective, std::vector<double> raw, double cost_seconds) {
+  Measurement m;
+  m.status = TrialStatus::ok;
+  m.objective = objective;
+  m.raw = std::move(raw);
+  m.cost_seconds = cost_seconds;
+  return m;
+}
+
+Measurement Measurement::failure(TrialStatus status, std::string message, double cost_seconds) {
+  Measurement m;
+  m.status = status;
+  m.message = std::move(message);
+  m.cost_seconds = cost_seconds;
+  return m;
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) throw InvalidInput("median of an empty list");
+  const auto mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  if (values.size() % 2 == 1) return values[mid];
+  const double upper = values[mid];
+  const double lower = *std::max_element(values.begin(), values.begin() + mid);
+  return 0.5 * (lower + upper);
+}
+
+}  // namespace tunebase

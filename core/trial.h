@@ -1,0 +1,52 @@
+// What one evaluation of a configuration produced.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/value.h"
+
+namespace tunebase {
+
+enum class TrialStatus { pending, ok, failed, timeout, invalid };
+
+std::string_view to_string(TrialStatus s);
+/// Parses `pending ok failed timeout invalid`; throws InvalidInput naming the allowed values.
+TrialStatus trial_status_from_string(std::string_view s);
+
+/// Result of evaluating one configuration. A failed evaluation is data: its status and
+/// message are kept and stored like any other result.
+struct Measurement {
+  TrialStatus status = TrialStatus::ok;
+  /// The objective (median of `raw` for timed kernels); NaN unless status is ok.
+  double objective = std::numeric_limits<double>::quiet_NaN();
+  /// Every repeated raw measurement, in the order taken.
+  std::vector<double> raw;
+  /// Wall time the evaluation cost, seconds (compile + warm-up + repeats).
+  double cost_seconds = 0.0;
+  /// Why it failed, or anything worth knowing about a success.
+  std::string message;
+  /// Extra values reported by the evaluator (GFLOP/s, GB/s, iterations...).
+  nlohmann::json metrics = nlohmann::json::object();
+
+  bool ok() const { return status == TrialStatus::ok && std::isfinite(objective); }
+
+  static Measurement success(double objective, std::vector<double> raw = {},
+                             double cost_seconds = 0.0);
+  static Measurement failure(TrialStatus status, std::string message, double cost_seconds = 0.0);
+};
+
+/// A configuration together with its result.
+struct Observation {
+  Configuration config;
+  Measurement result;
+};
+
+/// Median of a non-empty list (average of the two middle values for an even count).
+double median(std::vector<double> values);
+
+}  // namespace tunebase

@@ -1,0 +1,59 @@
+#include "core/value.h"
+
+#include <charconv>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace tunebase {
+
+bool is_number(const Value& v) { return !std::holds_alternative<std::string>(v); }
+
+double as_double(const Value& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  throw InvalidInput("expected a number, got the string \"" + std::get<std::string>(v) + "\"");
+}
+
+std::string to_string(const Value& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&v)) {
+    // Shortest text that reads back to the same double, as Python's repr does.
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, *d);
+    std::string s(buf, end);
+    if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+    return s;
+  }
+  return std::get<std::string>(v);
+}
+
+nlohmann::json to_json(const Value& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return *i;
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  return std::get<std::string>(v);
+}
+
+Value value_from_json(const nlohmann::json& j) {
+  if (j.is_number_integer()) return j.get<std::int64_t>();
+  if (j.is_number_float()) {
+    const double d = j.get<double>();
+    return d;
+  }
+  if (j.is_string()) return j.get<std::string>();
+  throw InvalidInput("expected a number or a string, got " + std::string(j.type_name()) + " " +
+                     j.dump());
+}
+
+bool same_value(const Value& a, const Value& b) {
+  if (is_number(a) && is_number(b)) {
+    if (std::holds_alternative<std::int64_t>(a) && std::holds_alternative<std::int64_t>(b)) {
+      return std::get<std::int64_t>(a) == std::get<std::int64_t>(b);
+    }
+    return as_double(a) == as_double(b);
+  }
+  if (!is_number(a) && !is_number(b)) return std::get<std::string>(a) == std::get<std::string>(b);
+  return false;
+}
+
+}  // namespace tunebase

@@ -1,0 +1,30 @@
+// The value of one tuning parameter and its conversions.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace tunebase {
+
+/// A parameter value: an integer, a real, or a string (categorical).
+using Value = std::variant<std::int64_t, double, std::string>;
+
+/// One point of a search space: one value per parameter, in the space's parameter order.
+using Configuration = std::vector<Value>;
+
+bool is_number(const Value& v);
+/// The numeric value of an integer or real; throws InvalidInput for a string.
+double as_double(const Value& v);
+/// Text of a value as Kernel Tuner writes it in cache keys: `16`, `0.5`, `abc`.
+std::string to_string(const Value& v);
+nlohmann::json to_json(const Value& v);
+/// Integer for a JSON integer (or a real with an integral value), real, or string; throws
+/// InvalidInput for anything else (null, bool, array, object).
+Value value_from_json(const nlohmann::json& j);
+/// Equality that treats 2 and 2.0 as the same number.
+bool same_value(const Value& a, const Value& b);
+
+}  // namespace tunebase

@@ -1,0 +1,184 @@
+#include "db/schema.h"
+
+#include <string>
+
+namespace tunebase::db {
+
+namespace {
+
+// Version 1: the first schema. JSON columns hold compact JSON text written by the store;
+// timestamps are ISO-8601 UTC text ("2024-05-01T12:00:00.000Z"), which sorts by time.
+//
+// Trial life cycle:
+//   pending (a client leased it; lease_expires_at set, finished_at NULL)
+//     -> ok | failed | timeout | invalid      (result reported; finished_at set)
+//     -> timeout with finished_at NULL        (lease expired, no result yet)
+//          -> ok | failed | timeout | invalid (the late result, accepted once)
+// "finished_at IS NULL" therefore means "no result has been reported yet".
+constexpr std::string_view kSchemaV1 = R"sql(
+CREATE TABLE machines (
+  id               INTEGER PRIMARY KEY,
+  name             TEXT NOT NULL UNIQUE,
+  fingerprint      TEXT NOT NULL,
+  fingerprint_hash TEXT NOT NULL,
+  created_at       TEXT NOT NULL
+);
+
+CREATE TABLE kernels (
+  id         INTEGER PRIMARY KEY,
+  name       TEXT NOT NULL,
+  version    TEXT NOT NULL,          -- SearchSpace::fingerprint() of the space
+  space      TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  UNIQUE (name, version)
+);
+
+CREATE TABLE tasks (
+  id          INTEGER PRIMARY KEY,
+  kernel_name TEXT NOT NULL,         -- tasks outlive kernel versions
+  description TEXT NOT NULL,
+  features    TEXT NOT NULL,
+  hash        TEXT NOT NULL,         -- stable hash of description
+  created_at  TEXT NOT NULL,
+  UNIQUE (kernel_name, hash)
+);
+
+CREATE TABLE studies (
+  id         INTEGER PRIMARY KEY,
+  name       TEXT NOT NULL UNIQUE,
+  kernel_id  INTEGER NOT NULL REFERENCES kernels (id),
+  machine_id INTEGER NOT NULL REFERENCES machines (id),
+  task_id    INTEGER NOT NULL REFERENCES tasks (id),
+  objective  TEXT NOT NULL,
+  direction  TEXT NOT NULL CHECK (direction IN ('minimize', 'maximize')),
+  strategy   TEXT NOT NULL,
+  budget     INTEGER,
+  settings   TEXT NOT NULL,
+  status     TEXT NOT NULL CHECK (status IN ('active', 'completed', 'stopped')),
+  created_at TEXT NOT NULL
+);
+-- best per (kernel, machine, task) and priors per kernel
+CREATE INDEX studies_by_kernel_machine_task ON studies (kernel_id, machine_id, task_id);
+CREATE INDEX studies_by_machine ON studies (machine_id);
+CREATE INDEX studies_by_task ON studies (task_id);
+
+CREATE TABLE trials (
+  id               INTEGER PRIMARY KEY,
+  study_id         INTEGER NOT NULL REFERENCES studies (id),
+  config           TEXT NOT NULL,
+  config_key       TEXT NOT NULL,
+  status           TEXT NOT NULL
+                   CHECK (status IN ('pending', 'ok', 'failed', 'timeout', 'invalid')),
+  objective        REAL CHECK (status <> 'ok' OR objective IS NOT NULL),
+  raw              TEXT NOT NULL DEFAULT '[]',
+  cost_seconds     REAL NOT NULL DEFAULT 0,
+  message          TEXT NOT NULL DEFAULT '',
+  metrics          TEXT NOT NULL DEFAULT '{}',
+  client_id        TEXT NOT NULL DEFAULT '',
+  lease_expires_at TEXT,
+  created_at       TEXT NOT NULL,
+  started_at       TEXT,
+  finished_at      TEXT
+);
+-- trials of a study in order; best of a study: (study_id, status = 'ok', min/max objective)
+CREATE INDEX trials_by_study_status_objective ON trials (study_id, status, objective);
+-- leases to expire
+CREATE INDEX trials_pending_by_lease ON trials (lease_expires_at) WHERE status = 'pending';
+-- one live lease per configuration and study: two workers never evaluate the same pending one
+CREATE UNIQUE INDEX trials_one_pending_per_key ON trials (study_id, config_key)
+  WHERE status = 'pending';
+
+CREATE TABLE tokens (
+  id         INTEGER PRIMARY KEY,
+  name       TEXT NOT NULL,
+  hash       TEXT NOT NULL UNIQUE,   -- SHA-256 of the token, hex; the token itself is not kept
+  created_at TEXT NOT NULL,
+  revoked_at TEXT
+);
+CREATE UNIQUE INDEX tokens_active_name ON tokens (name) WHERE revoked_at IS NULL;
+)sql";
+
+constexpr std::string_view kCreateVersionTable = R"sql(
+CREATE TABLE IF NOT EXISTS schema_version (
+  version     INTEGER PRIMARY KEY,
+  description TEXT NOT NULL,
+  applied_at  TEXT NOT NULL
+))sql";
+
+bool has_table(Database& db, std::string_view name) {
+  auto st = db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+                       "looking for the schema_version table");
+  st.bind(1, name);
+  return st.step();
+}
+
+int read_version(Database& db) {
+  if (!has_table(db, "schema_version")) {
+    auto tables = db.prepare(
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+        "counting tables");
+    tables.step();
+    if (tables.column_int64(0) > 0) {
+      throw SqliteError("database " + db.path() +
+                            " is a SQLite database but not a tunebase one (it has tables but "
+                            "no schema_version table); give the path of a tunebase database or "
+                            "of a new file",
+                        SQLITE_ERROR);
+    }
+    return 0;
+  }
+  auto st = db.prepare("SELECT coalesce(max(version), 0) FROM schema_version",
+                       "reading the schema version");
+  st.step();
+  return static_cast<int>(st.column_int64(0));
+}
+
+}  // namespace
+
+const std::vector<Migration>& migrations() {
+  static const std::vector<Migration> all = {
+      {1, "machines, kernels, tasks, studies, trials, tokens", kSchemaV1},
+  };
+  return all;
+}
+
+int latest_schema_version() { return migrations().back().version; }
+
+int schema_version(Database& db) { return read_version(db); }
+
+void migrate(Database& db) {
+  const int latest = latest_schema_version();
+  const int current = read_version(db);
+  if (current > latest) {
+    throw SqliteError("database " + db.path() + " has schema version " + std::to_string(current) +
+                          ", newer than this build of tunebase knows (" + std::to_string(latest) +
+                          "); use a newer tunebase",
+                      SQLITE_ERROR);
+  }
+  if (current == latest) return;
+  if (db.read_only()) {
+    throw SqliteError(
+        "database " + db.path() + " has schema version " + std::to_string(current) +
+            " but this build of tunebase needs version " + std::to_string(latest) +
+            (current == 0 ? " (it is empty)" : "") +
+            "; it was opened read-only, so open it once for writing to create or upgrade it",
+        SQLITE_READONLY);
+  }
+  for (const auto& m : migrations()) {
+    if (m.version <= current) continue;
+    const std::string what = "migrating the schema to version " + std::to_string(m.version);
+    Transaction tx(db, what);
+    // Another process may have applied it between our read and our write lock.
+    if (read_version(db) >= m.version) continue;
+    db.exec(kCreateVersionTable, what);
+    db.exec(m.sql, what);
+    auto record = db.prepare(
+        "INSERT INTO schema_version (version, description, applied_at) "
+        "VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+        what);
+    record.bind(1, m.version).bind(2, m.description).run();
+    tx.commit();
+  }
+}
+
+}  // namespace tunebase::db

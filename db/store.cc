@@ -1,0 +1,1156 @@
+#include "db/store.h"
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <limits>
+#include <utility>
+
+#include "core/error.h"
+#include "db/schema.h"
+
+namespace tunebase::db {
+
+namespace {
+
+constexpr std::size_t kTokenBytes = 32;
+constexpr std::int64_t kMillisPerSecond = 1000;
+constexpr double kMaxLeaseSeconds = 365.0 * 24 * 3600;
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+
+std::string now_text() { return format_timestamp(std::chrono::system_clock::now()); }
+
+// Compact JSON; invalid UTF-8 in user strings is replaced rather than refused.
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+nlohmann::json parse_json_column(const std::string& text, const Database& db,
+                                 std::string_view column) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    throw StorageError("database " + db.path() + " is corrupt: column " + std::string(column) +
+                       " holds text that is not JSON: " + text.substr(0, 80));
+  }
+  return j;
+}
+
+nlohmann::json raw_to_json(const std::vector<double>& raw) {
+  nlohmann::json out = nlohmann::json::array();
+  for (double v : raw) {
+    if (std::isfinite(v)) {
+      out.push_back(v);
+    } else {
+      out.push_back(nullptr);
+    }
+  }
+  return out;
+}
+
+std::vector<double> raw_from_json(const nlohmann::json& j) {
+  std::vector<double> out;
+  if (!j.is_array()) return out;
+  out.reserve(j.size());
+  for (const auto& v : j) {
+    out.push_back(v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN());
+  }
+  return out;
+}
+
+std::string hex(const unsigned char* bytes, std::size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out += kDigits[bytes[i] >> 4];
+    out += kDigits[bytes[i] & 0xf];
+  }
+  return out;
+}
+
+std::string sha256_hex(std::string_view text) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  if (EVP_Digest(text.data(), text.size(), digest.data(), &length, EVP_sha256(), nullptr) != 1) {
+    throw StorageError("computing a SHA-256 digest with OpenSSL failed");
+  }
+  return hex(digest.data(), length);
+}
+
+bool is_unique_violation(const SqliteError& e) {
+  return e.extended_code() == SQLITE_CONSTRAINT_UNIQUE ||
+         e.extended_code() == SQLITE_CONSTRAINT_PRIMARYKEY;
+}
+
+std::string format_number(double v) {
+  std::array<char, 64> buf{};
+  auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  if (ec != std::errc()) return std::to_string(v);
+  return std::string(buf.data(), end);
+}
+
+// RFC 4180: quote a field holding a comma, quote or line break; double inner quotes.
+std::string csv_field(std::string_view s) {
+  if (s.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(s);
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string csv_value(const nlohmann::json& v) {
+  if (v.is_null()) return {};
+  if (v.is_string()) return csv_field(v.get<std::string>());
+  if (v.is_number_float()) return format_number(v.get<double>());
+  return csv_field(json_text(v));
+}
+
+void check_result(const Measurement& m, std::string_view where) {
+  if (m.status == TrialStatus::pending) {
+    throw InvalidInput(std::string(where) +
+                       ": a result cannot have status pending; report ok, failed, timeout or "
+                       "invalid (leases are taken with add_pending_trial)");
+  }
+  if (m.status == TrialStatus::ok && !std::isfinite(m.objective)) {
+    throw InvalidInput(std::string(where) +
+                       ": a result with status ok needs a finite objective value (got " +
+                       format_number(m.objective) + "); report a failure status instead");
+  }
+  if (!std::isfinite(m.cost_seconds) || m.cost_seconds < 0) {
+    throw InvalidInput(std::string(where) + ": cost_seconds must be a finite number >= 0 (got " +
+                       format_number(m.cost_seconds) + ")");
+  }
+}
+
+void check_config(const nlohmann::json& config, std::string_view key, std::string_view where) {
+  if (!config.is_object()) {
+    throw InvalidInput(std::string(where) +
+                       ": a configuration is a JSON object {\"parameter\": value, ...}, got " +
+                       json_text(config).substr(0, 80));
+  }
+  if (key.empty()) {
+    throw InvalidInput(std::string(where) +
+                       ": the configuration key is empty (use SearchSpace::key)");
+  }
+}
+
+void check_name(std::string_view name, std::string_view what) {
+  if (name.empty()) throw InvalidInput(std::string(what) + " name must not be empty");
+}
+
+// Column lists and row readers. Each reader expects the columns in the order of its list.
+constexpr std::string_view kMachineColumns = "id, name, fingerprint, fingerprint_hash, created_at";
+constexpr std::string_view kKernelColumns = "id, name, version, space, created_at";
+constexpr std::string_view kTaskColumns =
+    "id, kernel_name, description, features, hash, created_at";
+constexpr std::string_view kStudySelect =
+    "SELECT s.id, s.name, s.kernel_id, s.machine_id, s.task_id, s.objective, s.direction, "
+    "s.strategy, s.budget, s.settings, s.status, s.created_at, k.name, k.version, m.name "
+    "FROM studies s JOIN kernels k ON k.id = s.kernel_id JOIN machines m ON m.id = s.machine_id ";
+constexpr std::string_view kTrialColumns =
+    "t.id, t.study_id, t.config, t.config_key, t.status, t.objective, t.raw, t.cost_seconds, "
+    "t.message, t.metrics, t.client_id, t.lease_expires_at, t.created_at, t.started_at, "
+    "t.finished_at";
+constexpr std::string_view kTokenColumns = "id, name, created_at, revoked_at";
+
+std::string sql(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (auto p : parts) out += p;
+  return out;
+}
+
+MachineRecord read_machine(const Statement& st, const Database& db) {
+  MachineRecord r;
+  r.id = MachineId{st.column_int64(0)};
+  r.name = st.column_text(1);
+  r.fingerprint = parse_json_column(st.column_text(2), db, "machines.fingerprint");
+  r.fingerprint_hash = st.column_text(3);
+  r.created_at = st.column_text(4);
+  return r;
+}
+
+KernelRecord read_kernel(const Statement& st, const Database& db) {
+  KernelRecord r;
+  r.id = KernelId{st.column_int64(0)};
+  r.name = st.column_text(1);
+  r.version = st.column_text(2);
+  r.space = parse_json_column(st.column_text(3), db, "kernels.space");
+  r.created_at = st.column_text(4);
+  return r;
+}
+
+TaskRecord read_task(const Statement& st, const Database& db) {
+  TaskRecord r;
+  r.id = TaskId{st.column_int64(0)};
+  r.kernel_name = st.column_text(1);
+  r.description = parse_json_column(st.column_text(2), db, "tasks.description");
+  r.features = parse_json_column(st.column_text(3), db, "tasks.features");
+  r.hash = st.column_text(4);
+  r.created_at = st.column_text(5);
+  return r;
+}
+
+StudyRecord read_study(const Statement& st, const Database& db) {
+  StudyRecord r;
+  r.id = StudyId{st.column_int64(0)};
+  r.name = st.column_text(1);
+  r.kernel_id = KernelId{st.column_int64(2)};
+  r.machine_id = MachineId{st.column_int64(3)};
+  r.task_id = TaskId{st.column_int64(4)};
+  r.objective = st.column_text(5);
+  r.direction = direction_from_string(st.column_text(6));
+  r.strategy = st.column_text(7);
+  r.budget = st.column_optional_int64(8);
+  r.settings = parse_json_column(st.column_text(9), db, "studies.settings");
+  r.status = study_status_from_string(st.column_text(10));
+  r.created_at = st.column_text(11);
+  r.kernel_name = st.column_text(12);
+  r.kernel_version = st.column_text(13);
+  r.machine_name = st.column_text(14);
+  return r;
+}
+
+TrialRecord read_trial(const Statement& st, const Database& db) {
+  TrialRecord r;
+  r.id = TrialId{st.column_int64(0)};
+  r.study_id = StudyId{st.column_int64(1)};
+  r.config = parse_json_column(st.column_text(2), db, "trials.config");
+  r.config_key = st.column_text(3);
+  r.result.status = trial_status_from_string(st.column_text(4));
+  r.result.objective = st.column_double(5);
+  r.result.raw = raw_from_json(parse_json_column(st.column_text(6), db, "trials.raw"));
+  r.result.cost_seconds = st.column_double(7);
+  r.result.message = st.column_text(8);
+  r.result.metrics = parse_json_column(st.column_text(9), db, "trials.metrics");
+  r.client_id = st.column_text(10);
+  r.lease_expires_at = st.column_optional_text(11);
+  r.created_at = st.column_text(12);
+  r.started_at = st.column_optional_text(13);
+  r.finished_at = st.column_optional_text(14);
+  return r;
+}
+
+TokenRecord read_token(const Statement& st) {
+  TokenRecord r;
+  r.id = TokenId{st.column_int64(0)};
+  r.name = st.column_text(1);
+  r.created_at = st.column_text(2);
+  r.revoked_at = st.column_optional_text(3);
+  return r;
+}
+
+// The INSERT of a finished trial, shared by add_trial(s) and import_dataset.
+constexpr std::string_view kInsertFinishedTrial =
+    "INSERT INTO trials (study_id, config, config_key, status, objective, raw, cost_seconds, "
+    "message, metrics, client_id, created_at, finished_at) "
+    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)";
+
+std::int64_t insert_finished_trial(Statement& insert, const Database& db, StudyId study,
+                                   const nlohmann::json& config, std::string_view key,
+                                   const Measurement& m, std::string_view client_id,
+                                   const std::string& now) {
+  insert.reset();
+  insert.bind(1, study.value)
+      .bind(2, json_text(config))
+      .bind(3, key)
+      .bind(4, to_string(m.status))
+      .bind(5, std::isfinite(m.objective) ? m.objective : std::nan(""))
+      .bind(6, json_text(raw_to_json(m.raw)))
+      .bind(7, m.cost_seconds)
+      .bind(8, m.message)
+      .bind(9, json_text(m.metrics.is_null() ? nlohmann::json::object() : m.metrics))
+      .bind(10, client_id)
+      .bind(11, now);
+  insert.run();
+  return db.last_insert_rowid();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Enums and timestamps
+
+std::string_view to_string(Direction d) {
+  return d == Direction::maximize ? "maximize" : "minimize";
+}
+
+Direction direction_from_string(std::string_view s) {
+  if (s == "minimize") return Direction::minimize;
+  if (s == "maximize") return Direction::maximize;
+  throw InvalidInput("unknown direction \"" + std::string(s) + "\"; allowed: minimize, maximize");
+}
+
+std::string_view to_string(StudyStatus s) {
+  switch (s) {
+    case StudyStatus::active:
+      return "active";
+    case StudyStatus::completed:
+      return "completed";
+    case StudyStatus::stopped:
+      return "stopped";
+  }
+  return "active";
+}
+
+StudyStatus study_status_from_string(std::string_view s) {
+  for (auto status : {StudyStatus::active, StudyStatus::completed, StudyStatus::stopped}) {
+    if (s == to_string(status)) return status;
+  }
+  throw InvalidInput("unknown study status \"" + std::string(s) +
+                     "\"; allowed: active, completed, stopped");
+}
+
+std::string format_timestamp(std::chrono::system_clock::time_point t) {
+  const auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  // Floor division, so that times before 1970 still get a millisecond part in [0, 999].
+  std::int64_t seconds = millis / kMillisPerSecond;
+  std::int64_t rest = millis % kMillisPerSecond;
+  if (rest < 0) {
+    rest += kMillisPerSecond;
+    --seconds;
+  }
+  const std::time_t tt = static_cast<std::time_t>(seconds);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(rest));
+  return buf;
+}
+
+std::chrono::system_clock::time_point parse_timestamp(std::string_view text) {
+  const std::string s(text);
+  std::tm tm{};
+  int millis = 0;
+  int consumed = 0;
+  const int fields = std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon,
+                                 &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed);
+  bool good = fields == 6;
+  std::size_t pos = static_cast<std::size_t>(consumed);
+  if (good && pos < s.size() && s[pos] == '.') {
+    int digits = 0;
+    ++pos;
+    while (pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos]))) {
+      if (digits < 3) millis = millis * 10 + (s[pos] - '0');
+      ++digits;
+      ++pos;
+    }
+    for (int d = digits; d < 3; ++d) millis *= 10;
+    good = digits > 0;
+  }
+  good = good && pos + 1 == s.size() && s[pos] == 'Z';
+  if (!good) {
+    throw InvalidInput("timestamp \"" + s + "\" is not ISO-8601 UTC like 2024-05-01T12:00:00.000Z");
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  const std::time_t seconds = timegm(&tm);
+  return std::chrono::system_clock::time_point(std::chrono::seconds(seconds)) +
+         std::chrono::milliseconds(millis);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Store
+
+struct Store::Impl {
+  Impl(const std::string& path, const StoreOptions& options)
+      : db(path, DatabaseOptions{options.read_only, options.busy_timeout}) {
+    migrate(db);
+  }
+
+  Database db;
+  std::mutex mutex;
+
+  void require_writable(std::string_view what) const {
+    if (db.read_only()) {
+      throw SqliteError("database " + db.path() + " is read-only: it was opened read-only, and " +
+                            std::string(what) + " needs write access",
+                        SQLITE_READONLY);
+    }
+  }
+
+  // --- lookups that assume the mutex is held
+  std::optional<MachineRecord> find_machine(std::string_view name) {
+    auto st = db.prepare(sql({"SELECT ", kMachineColumns, " FROM machines WHERE name = ?1"}),
+                         "looking up a machine");
+    st.bind(1, name);
+    if (!st.step()) return std::nullopt;
+    return read_machine(st, db);
+  }
+
+  MachineRecord get_machine(MachineId id) {
+    auto st = db.prepare(sql({"SELECT ", kMachineColumns, " FROM machines WHERE id = ?1"}),
+                         "reading a machine");
+    st.bind(1, id.value);
+    if (!st.step()) throw NotFound("machine " + std::to_string(id.value) + " does not exist");
+    return read_machine(st, db);
+  }
+
+  MachineRecord insert_or_update_machine(const MachineInfo& info, bool update_fingerprint) {
+    const std::string hash =
+        info.fingerprint_hash.empty() ? stable_json_hash(info.fingerprint) : info.fingerprint_hash;
+    const std::string conflict = update_fingerprint
+                                     ? "DO UPDATE SET fingerprint = excluded.fingerprint, "
+                                       "fingerprint_hash = excluded.fingerprint_hash"
+                                     : "DO UPDATE SET name = name";
+    auto st =
+        db.prepare(sql({"INSERT INTO machines (name, fingerprint, fingerprint_hash, created_at) "
+                        "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name) ",
+                        conflict, " RETURNING ", kMachineColumns}),
+                   "storing machine " + info.name);
+    st.bind(1, info.name).bind(2, json_text(info.fingerprint)).bind(3, hash).bind(4, now_text());
+    st.step();
+    auto record = read_machine(st, db);
+    st.run();
+    return record;
+  }
+
+  KernelRecord get_kernel(KernelId id) {
+    auto st = db.prepare(sql({"SELECT ", kKernelColumns, " FROM kernels WHERE id = ?1"}),
+                         "reading a kernel");
+    st.bind(1, id.value);
+    if (!st.step()) throw NotFound("kernel " + std::to_string(id.value) + " does not exist");
+    return read_kernel(st, db);
+  }
+
+  KernelRecord upsert_kernel(std::string_view name, const SearchSpace& space) {
+    const std::string version = space.fingerprint();
+    auto insert = db.prepare(
+        "INSERT INTO kernels (name, version, space, created_at) VALUES (?1, ?2, ?3, ?4) "
+        "ON CONFLICT (name, version) DO NOTHING",
+        "storing kernel " + std::string(name));
+    insert.bind(1, name).bind(2, version).bind(3, json_text(space.to_json())).bind(4, now_text());
+    insert.run();
+    auto st = db.prepare(
+        sql({"SELECT ", kKernelColumns, " FROM kernels WHERE name = ?1 AND version = ?2"}),
+        "reading kernel " + std::string(name));
+    st.bind(1, name).bind(2, version);
+    st.step();
+    return read_kernel(st, db);
+  }
+
+  TaskRecord get_task(TaskId id) {
+    auto st =
+        db.prepare(sql({"SELECT ", kTaskColumns, " FROM tasks WHERE id = ?1"}), "reading a task");
+    st.bind(1, id.value);
+    if (!st.step()) throw NotFound("task " + std::to_string(id.value) + " does not exist");
+    return read_task(st, db);
+  }
+
+  TaskRecord upsert_task(std::string_view kernel_name, const nlohmann::json& description,
+                         const nlohmann::json& features) {
+    const bool has_features = !features.is_null() && !features.empty();
+    auto st = db.prepare(
+        sql({"INSERT INTO tasks (kernel_name, description, features, hash, created_at) "
+             "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (kernel_name, hash) DO UPDATE SET "
+             "features = CASE WHEN ?6 THEN excluded.features ELSE features END RETURNING ",
+             kTaskColumns}),
+        "storing a task of kernel " + std::string(kernel_name));
+    st.bind(1, kernel_name)
+        .bind(2, json_text(description))
+        .bind(3, json_text(has_features ? features : nlohmann::json::object()))
+        .bind(4, stable_json_hash(description))
+        .bind(5, now_text())
+        .bind(6, has_features ? 1 : 0);
+    st.step();
+    auto record = read_task(st, db);
+    st.run();
+    return record;
+  }
+
+  std::optional<StudyRecord> find_study_where(std::string_view where, auto bind_value) {
+    auto st = db.prepare(sql({kStudySelect, where}), "reading a study");
+    st.bind(1, bind_value);
+    if (!st.step()) return std::nullopt;
+    return read_study(st, db);
+  }
+
+  StudyRecord get_study(StudyId id) {
+    auto s = find_study_where("WHERE s.id = ?1", id.value);
+    if (!s) throw NotFound("study " + std::to_string(id.value) + " does not exist");
+    return *s;
+  }
+
+  void require_study(StudyId id) {
+    auto st = db.prepare("SELECT 1 FROM studies WHERE id = ?1", "checking a study exists");
+    st.bind(1, id.value);
+    if (!st.step()) throw NotFound("study " + std::to_string(id.value) + " does not exist");
+  }
+
+  StudyRecord insert_study(const NewStudy& s, StudyStatus status) {
+    check_name(s.name, "a study");
+    if (s.budget && *s.budget < 0) {
+      throw InvalidInput("study " + s.name + ": budget must be >= 0 (got " +
+                         std::to_string(*s.budget) + ")");
+    }
+    const auto kernel = get_kernel(s.kernel);
+    get_machine(s.machine);
+    const auto task = get_task(s.task);
+    if (task.kernel_name != kernel.name) {
+      throw InvalidInput("study " + s.name + ": task " + std::to_string(s.task.value) +
+                         " is a task of kernel " + task.kernel_name + ", not of " + kernel.name);
+    }
+    auto st = db.prepare(
+        "INSERT INTO studies (name, kernel_id, machine_id, task_id, objective, direction, "
+        "strategy, budget, settings, status, created_at) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        "creating study " + s.name);
+    st.bind(1, s.name)
+        .bind(2, s.kernel.value)
+        .bind(3, s.machine.value)
+        .bind(4, s.task.value)
+        .bind(5, s.objective)
+        .bind(6, to_string(s.direction))
+        .bind(7, s.strategy)
+        .bind(8, s.budget)
+        .bind(9, json_text(s.settings.is_null() ? nlohmann::json::object() : s.settings))
+        .bind(10, to_string(status))
+        .bind(11, now_text());
+    try {
+      st.run();
+    } catch (const SqliteError& e) {
+      if (!is_unique_violation(e)) throw;
+      throw Conflict("a study named \"" + s.name +
+                     "\" already exists; choose another name or continue that study");
+    }
+    return get_study(StudyId{db.last_insert_rowid()});
+  }
+
+  TrialRecord get_trial(TrialId id) {
+    auto st = db.prepare(sql({"SELECT ", kTrialColumns, " FROM trials t WHERE t.id = ?1"}),
+                         "reading a trial");
+    st.bind(1, id.value);
+    if (!st.step()) throw NotFound("trial " + std::to_string(id.value) + " does not exist");
+    return read_trial(st, db);
+  }
+};
+
+Store::Store(const std::string& path, StoreOptions options)
+    : impl_(std::make_unique<Impl>(path, options)) {}
+
+Store Store::open(const std::string& path, bool read_only) {
+  StoreOptions options;
+  options.read_only = read_only;
+  return Store(path, options);
+}
+
+Store::Store(Store&&) noexcept = default;
+Store& Store::operator=(Store&&) noexcept = default;
+Store::~Store() = default;
+
+const std::string& Store::path() const { return impl_->db.path(); }
+bool Store::read_only() const { return impl_->db.read_only(); }
+
+// --- machines
+
+MachineRecord Store::upsert_machine(const MachineInfo& info) {
+  std::lock_guard lock(impl_->mutex);
+  check_name(info.name, "a machine");
+  impl_->require_writable("storing machine " + info.name);
+  Transaction tx(impl_->db, "storing machine " + info.name);
+  auto record = impl_->insert_or_update_machine(info, /*update_fingerprint=*/true);
+  tx.commit();
+  return record;
+}
+
+std::optional<MachineRecord> Store::find_machine(std::string_view name) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->find_machine(name);
+}
+
+MachineRecord Store::get_machine(MachineId id) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->get_machine(id);
+}
+
+std::vector<MachineRecord> Store::list_machines() const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare(sql({"SELECT ", kMachineColumns, " FROM machines ORDER BY id"}),
+                              "listing machines");
+  std::vector<MachineRecord> out;
+  while (st.step()) out.push_back(read_machine(st, impl_->db));
+  return out;
+}
+
+// --- kernels
+
+KernelRecord Store::upsert_kernel(std::string_view name, const SearchSpace& space) {
+  std::lock_guard lock(impl_->mutex);
+  check_name(name, "a kernel");
+  const std::string what = "storing kernel " + std::string(name);
+  impl_->require_writable(what);
+  Transaction tx(impl_->db, what);
+  auto record = impl_->upsert_kernel(name, space);
+  tx.commit();
+  return record;
+}
+
+KernelRecord Store::get_kernel(KernelId id) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->get_kernel(id);
+}
+
+std::optional<KernelRecord> Store::find_kernel(std::string_view name,
+                                               std::string_view version) const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare(
+      sql({"SELECT ", kKernelColumns,
+           " FROM kernels WHERE name = ?1 AND (?2 = '' OR version = ?2) ORDER BY id DESC LIMIT 1"}),
+      "looking up kernel " + std::string(name));
+  st.bind(1, name).bind(2, version);
+  if (!st.step()) return std::nullopt;
+  return read_kernel(st, impl_->db);
+}
+
+std::vector<KernelRecord> Store::list_kernels() const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare(sql({"SELECT ", kKernelColumns, " FROM kernels ORDER BY id"}),
+                              "listing kernels");
+  std::vector<KernelRecord> out;
+  while (st.step()) out.push_back(read_kernel(st, impl_->db));
+  return out;
+}
+
+// --- tasks
+
+TaskRecord Store::upsert_task(std::string_view kernel_name, const nlohmann::json& description,
+                              const nlohmann::json& features) {
+  std::lock_guard lock(impl_->mutex);
+  check_name(kernel_name, "a task's kernel");
+  const std::string what = "storing a task of kernel " + std::string(kernel_name);
+  impl_->require_writable(what);
+  Transaction tx(impl_->db, what);
+  auto record = impl_->upsert_task(kernel_name, description, features);
+  tx.commit();
+  return record;
+}
+
+TaskRecord Store::get_task(TaskId id) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->get_task(id);
+}
+
+std::vector<TaskRecord> Store::list_tasks(std::string_view kernel_name) const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare(
+      sql({"SELECT ", kTaskColumns, " FROM tasks WHERE ?1 = '' OR kernel_name = ?1 ORDER BY id"}),
+      "listing tasks");
+  st.bind(1, kernel_name);
+  std::vector<TaskRecord> out;
+  while (st.step()) out.push_back(read_task(st, impl_->db));
+  return out;
+}
+
+// --- studies
+
+StudyRecord Store::create_study(const NewStudy& study) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "creating study " + study.name;
+  impl_->require_writable(what);
+  Transaction tx(impl_->db, what);
+  auto record = impl_->insert_study(study, StudyStatus::active);
+  tx.commit();
+  return record;
+}
+
+StudyRecord Store::get_study(StudyId id) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->get_study(id);
+}
+
+std::optional<StudyRecord> Store::find_study(std::string_view name) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->find_study_where("WHERE s.name = ?1", name);
+}
+
+std::vector<StudyRecord> Store::list_studies(std::string_view kernel_name) const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare(sql({kStudySelect, "WHERE ?1 = '' OR k.name = ?1 ORDER BY s.id"}),
+                              "listing studies");
+  st.bind(1, kernel_name);
+  std::vector<StudyRecord> out;
+  while (st.step()) out.push_back(read_study(st, impl_->db));
+  return out;
+}
+
+void Store::set_study_status(StudyId id, StudyStatus status) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "setting the status of study " + std::to_string(id.value);
+  impl_->require_writable(what);
+  auto st = impl_->db.prepare("UPDATE studies SET status = ?1 WHERE id = ?2", what);
+  st.bind(1, to_string(status)).bind(2, id.value).run();
+  if (impl_->db.changes() == 0) {
+    throw NotFound("study " + std::to_string(id.value) + " does not exist");
+  }
+}
+
+// --- trials
+
+TrialId Store::add_trial(StudyId study, const nlohmann::json& config, std::string_view config_key,
+                         const Measurement& result, std::string_view client_id) {
+  NewTrial t{config, std::string(config_key), result, std::string(client_id)};
+  return add_trials(study, {t}).front();
+}
+
+std::vector<TrialId> Store::add_trials(StudyId study, const std::vector<NewTrial>& trials) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "adding trials to study " + std::to_string(study.value);
+  for (const auto& t : trials) {
+    check_config(t.config, t.config_key, what);
+    check_result(t.result, what);
+  }
+  impl_->require_writable(what);
+  Transaction tx(impl_->db, what);
+  impl_->require_study(study);
+  auto insert = impl_->db.prepare(kInsertFinishedTrial, what);
+  const std::string now = now_text();
+  std::vector<TrialId> ids;
+  ids.reserve(trials.size());
+  for (const auto& t : trials) {
+    ids.push_back(TrialId{insert_finished_trial(insert, impl_->db, study, t.config, t.config_key,
+                                                t.result, t.client_id, now)});
+  }
+  tx.commit();
+  return ids;
+}
+
+TrialId Store::add_pending_trial(StudyId study, const nlohmann::json& config,
+                                 std::string_view config_key, std::string_view client_id,
+                                 double lease_seconds) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "leasing configuration " + std::string(config_key) + " of study " +
+                           std::to_string(study.value);
+  check_config(config, config_key, what);
+  if (!std::isfinite(lease_seconds) || lease_seconds <= 0 || lease_seconds > kMaxLeaseSeconds) {
+    throw InvalidInput(what + ": lease_seconds must be in (0, " + format_number(kMaxLeaseSeconds) +
+                       "], got " + format_number(lease_seconds));
+  }
+  impl_->require_writable(what);
+  Transaction tx(impl_->db, what);
+  impl_->require_study(study);
+  const auto now = std::chrono::system_clock::now();
+  const auto expires = now + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                 std::chrono::duration<double>(lease_seconds));
+  auto st = impl_->db.prepare(
+      "INSERT INTO trials (study_id, config, config_key, status, client_id, lease_expires_at, "
+      "created_at, started_at) VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6)",
+      what);
+  st.bind(1, study.value)
+      .bind(2, json_text(config))
+      .bind(3, config_key)
+      .bind(4, client_id)
+      .bind(5, format_timestamp(expires))
+      .bind(6, format_timestamp(now));
+  try {
+    st.run();
+  } catch (const SqliteError& e) {
+    if (!is_unique_violation(e)) throw;
+    throw Conflict("configuration " + std::string(config_key) + " of study " +
+                   std::to_string(study.value) +
+                   " is already leased to a client (a pending trial); propose another one or "
+                   "wait for that result");
+  }
+  const TrialId id{impl_->db.last_insert_rowid()};
+  tx.commit();
+  return id;
+}
+
+TrialRecord Store::complete_trial(TrialId trial, const Measurement& result) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "storing the result of trial " + std::to_string(trial.value);
+  check_result(result, what);
+  impl_->require_writable(what);
+  Transaction tx(impl_->db, what);
+  const auto current = impl_->get_trial(trial);
+  if (current.finished_at) {
+    throw Conflict("trial " + std::to_string(trial.value) + " already has a result (status " +
+                   std::string(to_string(current.result.status)) + ", stored " +
+                   *current.finished_at + "); a result is accepted once");
+  }
+  auto st = impl_->db.prepare(
+      "UPDATE trials SET status = ?1, objective = ?2, raw = ?3, cost_seconds = ?4, message = ?5, "
+      "metrics = ?6, finished_at = ?7 WHERE id = ?8 AND finished_at IS NULL",
+      what);
+  st.bind(1, to_string(result.status))
+      .bind(2, std::isfinite(result.objective) ? result.objective : std::nan(""))
+      .bind(3, json_text(raw_to_json(result.raw)))
+      .bind(4, result.cost_seconds)
+      .bind(5, result.message)
+      .bind(6, json_text(result.metrics.is_null() ? nlohmann::json::object() : result.metrics))
+      .bind(7, now_text())
+      .bind(8, trial.value)
+      .run();
+  auto record = impl_->get_trial(trial);
+  tx.commit();
+  return record;
+}
+
+std::size_t Store::expire_leases(std::chrono::system_clock::time_point now) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "expiring leases";
+  impl_->require_writable(what);
+  auto st = impl_->db.prepare(
+      "UPDATE trials SET status = 'timeout', message = 'lease expired at ' || lease_expires_at "
+      "|| ' before client ' || quote(client_id) || ' reported a result' "
+      "WHERE status = 'pending' AND lease_expires_at < ?1",
+      what);
+  st.bind(1, format_timestamp(now)).run();
+  return static_cast<std::size_t>(impl_->db.changes());
+}
+
+TrialRecord Store::get_trial(TrialId id) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->get_trial(id);
+}
+
+std::vector<TrialRecord> Store::trials(StudyId study) const {
+  std::lock_guard lock(impl_->mutex);
+  impl_->require_study(study);
+  auto st = impl_->db.prepare(
+      sql({"SELECT ", kTrialColumns, " FROM trials t WHERE t.study_id = ?1 ORDER BY t.id"}),
+      "reading the trials of study " + std::to_string(study.value));
+  st.bind(1, study.value);
+  std::vector<TrialRecord> out;
+  while (st.step()) out.push_back(read_trial(st, impl_->db));
+  return out;
+}
+
+std::vector<std::string> Store::pending_keys(StudyId study) const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare(
+      "SELECT config_key FROM trials WHERE study_id = ?1 AND status = 'pending' ORDER BY id",
+      "reading the pending trials of study " + std::to_string(study.value));
+  st.bind(1, study.value);
+  std::vector<std::string> out;
+  while (st.step()) out.push_back(st.column_text(0));
+  return out;
+}
+
+TrialCounts Store::trial_counts(StudyId study) const {
+  std::lock_guard lock(impl_->mutex);
+  impl_->require_study(study);
+  auto st =
+      impl_->db.prepare("SELECT status, count(*) FROM trials WHERE study_id = ?1 GROUP BY status",
+                        "counting the trials of study " + std::to_string(study.value));
+  st.bind(1, study.value);
+  TrialCounts c;
+  while (st.step()) {
+    const auto n = st.column_int64(1);
+    c.total += n;
+    switch (trial_status_from_string(st.column_text(0))) {
+      case TrialStatus::pending:
+        c.pending = n;
+        break;
+      case TrialStatus::ok:
+        c.ok = n;
+        break;
+      case TrialStatus::failed:
+        c.failed = n;
+        break;
+      case TrialStatus::timeout:
+        c.timeout = n;
+        break;
+      case TrialStatus::invalid:
+        c.invalid = n;
+        break;
+    }
+  }
+  return c;
+}
+
+// --- queries across studies
+
+std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, MachineId machine,
+                                             std::optional<TaskId> task, Direction direction,
+                                             std::string_view objective) const {
+  std::lock_guard lock(impl_->mutex);
+  const std::string_view order =
+      direction == Direction::maximize ? "t.objective DESC" : "t.objective ASC";
+  auto st = impl_->db.prepare(
+      sql({"SELECT ", kTrialColumns,
+           " FROM trials t JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = "
+           "s.kernel_id WHERE k.name = ?1 AND s.machine_id = ?2 AND (?3 IS NULL OR s.task_id = "
+           "?3) AND s.direction = ?4 AND (?5 = '' OR s.objective = ?5) AND t.status = 'ok' "
+           "ORDER BY ",
+           order, ", t.id LIMIT 1"}),
+      "finding the best trial of kernel " + std::string(kernel_name));
+  st.bind(1, kernel_name).bind(2, machine.value).bind(4, to_string(direction)).bind(5, objective);
+  if (task) st.bind(3, task->value);
+  if (!st.step()) return std::nullopt;
+  return read_trial(st, impl_->db);
+}
+
+std::vector<PriorTrial> Store::trials_for_kernel(std::string_view kernel_name,
+                                                 std::string_view version,
+                                                 std::optional<MachineId> exclude_machine,
+                                                 std::optional<StudyId> exclude_study) const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare(
+      "SELECT s.id, s.machine_id, s.task_id, k.version, s.objective, s.direction, t.id, "
+      "t.config, t.config_key, t.status, t.objective "
+      "FROM trials t JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
+      "WHERE k.name = ?1 AND (?2 = '' OR k.version = ?2) AND (?3 IS NULL OR s.machine_id <> ?3) "
+      "AND (?4 IS NULL OR s.id <> ?4) AND t.finished_at IS NOT NULL ORDER BY t.id",
+      "reading the trials of kernel " + std::string(kernel_name));
+  st.bind(1, kernel_name).bind(2, version);
+  if (exclude_machine) st.bind(3, exclude_machine->value);
+  if (exclude_study) st.bind(4, exclude_study->value);
+  std::vector<PriorTrial> out;
+  while (st.step()) {
+    PriorTrial p;
+    p.study = StudyId{st.column_int64(0)};
+    p.machine = MachineId{st.column_int64(1)};
+    p.task = TaskId{st.column_int64(2)};
+    p.kernel_version = st.column_text(3);
+    p.objective_name = st.column_text(4);
+    p.direction = direction_from_string(st.column_text(5));
+    p.trial = TrialId{st.column_int64(6)};
+    p.config = parse_json_column(st.column_text(7), impl_->db, "trials.config");
+    p.config_key = st.column_text(8);
+    p.status = trial_status_from_string(st.column_text(9));
+    p.objective = st.column_double(10);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// --- import / export
+
+ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportOptions& options) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string machine_name =
+      options.machine_name.empty() ? dataset.device_name : options.machine_name;
+  const std::string what = "importing " + dataset.kernel_name + " measurements of " + machine_name;
+  check_name(dataset.kernel_name, "the dataset's kernel");
+  check_name(machine_name, "the dataset's device (give a machine name)");
+  impl_->require_writable(what);
+
+  Transaction tx(impl_->db, what);
+  ImportResult result;
+
+  auto machine = impl_->find_machine(machine_name);
+  if (!machine) {
+    MachineInfo info;
+    info.name = machine_name;
+    info.fingerprint = {
+        {"device_name", dataset.device_name}, {"source", "import"}, {"format", dataset.format}};
+    refresh_fingerprint_hash(info);
+    machine = impl_->insert_or_update_machine(info, /*update_fingerprint=*/false);
+  }
+  result.machine = machine->id;
+  result.kernel = impl_->upsert_kernel(dataset.kernel_name, dataset.space).id;
+  result.task = impl_
+                    ->upsert_task(dataset.kernel_name, {{"problem_size", dataset.problem_size}},
+                                  nlohmann::json::object())
+                    .id;
+
+  NewStudy study;
+  study.name = options.study_name.empty()
+                   ? "import " + dataset.kernel_name + " on " + machine_name + " (task " +
+                         std::to_string(result.task.value) + ")"
+                   : options.study_name;
+  study.kernel = result.kernel;
+  study.machine = result.machine;
+  study.task = result.task;
+  study.objective = "time";
+  study.direction = Direction::minimize;
+  study.strategy = "import";
+  study.budget = static_cast<std::int64_t>(dataset.entries.size());
+  study.settings = {{"format", dataset.format}, {"device_name", dataset.device_name}};
+  if (impl_->find_study_where("WHERE s.name = ?1", study.name)) {
+    throw Conflict("study \"" + study.name +
+                   "\" already exists: this dataset was imported before; give another study "
+                   "name to import it again");
+  }
+  result.study = impl_->insert_study(study, StudyStatus::completed).id;
+
+  auto insert = impl_->db.prepare(kInsertFinishedTrial, what);
+  const std::string now = now_text();
+  const std::size_t dimension = dataset.space.dimension();
+  for (std::size_t i = 0; i < dataset.entries.size(); ++i) {
+    const auto& entry = dataset.entries[i];
+    const std::string where = what + ", entry " + std::to_string(i);
+    if (entry.config.size() != dimension) {
+      throw InvalidInput(where + ": the configuration has " + std::to_string(entry.config.size()) +
+                         " values but the space has " + std::to_string(dimension) + " parameters");
+    }
+    check_result(entry.result, where);
+    insert_finished_trial(insert, impl_->db, result.study,
+                          dataset.space.config_to_json(entry.config),
+                          dataset.space.key(entry.config), entry.result, options.client_id, now);
+    ++result.trials;
+    if (entry.result.status != TrialStatus::ok) ++result.failed;
+  }
+  tx.commit();
+  return result;
+}
+
+nlohmann::json Store::study_to_json(StudyId id) const {
+  const auto study = get_study(id);
+  const auto kernel = get_kernel(study.kernel_id);
+  const auto machine = get_machine(study.machine_id);
+  const auto task = get_task(study.task_id);
+  const auto all = trials(id);
+
+  auto optional_text = [](const std::optional<std::string>& s) -> nlohmann::json {
+    return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
+  };
+  auto number_or_null = [](double v) -> nlohmann::json {
+    return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+  };
+
+  nlohmann::json out;
+  out["format"] = "tunebase-study";
+  out["format_version"] = 1;
+  out["study"] = {{"id", study.id.value},
+                  {"name", study.name},
+                  {"objective", study.objective},
+                  {"direction", to_string(study.direction)},
+                  {"strategy", study.strategy},
+                  {"budget", study.budget ? nlohmann::json(*study.budget) : nlohmann::json()},
+                  {"settings", study.settings},
+                  {"status", to_string(study.status)},
+                  {"created_at", study.created_at}};
+  out["kernel"] = {{"name", kernel.name}, {"version", kernel.version}, {"space", kernel.space}};
+  out["machine"] = {{"name", machine.name},
+                    {"fingerprint", machine.fingerprint},
+                    {"fingerprint_hash", machine.fingerprint_hash}};
+  out["task"] = {
+      {"description", task.description}, {"features", task.features}, {"hash", task.hash}};
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& t : all) {
+    rows.push_back({{"id", t.id.value},
+                    {"config", t.config},
+                    {"config_key", t.config_key},
+                    {"status", to_string(t.result.status)},
+                    {"objective", number_or_null(t.result.objective)},
+                    {"raw", raw_to_json(t.result.raw)},
+                    {"cost_seconds", t.result.cost_seconds},
+                    {"message", t.result.message},
+                    {"metrics", t.result.metrics},
+                    {"client_id", t.client_id},
+                    {"lease_expires_at", optional_text(t.lease_expires_at)},
+                    {"created_at", t.created_at},
+                    {"started_at", optional_text(t.started_at)},
+                    {"finished_at", optional_text(t.finished_at)}});
+  }
+  out["trials"] = std::move(rows);
+  return out;
+}
+
+std::string Store::export_study_json(StudyId study) const {
+  return study_to_json(study).dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string Store::export_study_csv(StudyId id) const {
+  const auto study = get_study(id);
+  const auto kernel = get_kernel(study.kernel_id);
+  const auto all = trials(id);
+
+  // Parameter columns in the space's order; names found only in configs follow.
+  std::vector<std::string> names;
+  if (kernel.space.contains("parameters") && kernel.space["parameters"].is_array()) {
+    for (const auto& p : kernel.space["parameters"]) {
+      if (p.contains("name") && p["name"].is_string()) names.push_back(p["name"]);
+    }
+  }
+  for (const auto& t : all) {
+    for (const auto& [name, value] : t.config.items()) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+
+  // Fields are appended one by one: a row is `trial_id,<parameters...>,status,...`.
+  std::string out = "trial_id";
+  auto field = [&out](std::string_view text) {
+    out += ',';
+    out += text;
+  };
+  for (const auto& n : names) field(csv_field(n));
+  out += ",status,objective,cost_seconds,client_id,created_at,finished_at,message\r\n";
+  for (const auto& t : all) {
+    out += std::to_string(t.id.value);
+    for (const auto& n : names) field(t.config.contains(n) ? csv_value(t.config[n]) : "");
+    field(to_string(t.result.status));
+    field(std::isfinite(t.result.objective) ? format_number(t.result.objective) : "");
+    field(format_number(t.result.cost_seconds));
+    field(csv_field(t.client_id));
+    field(t.created_at);
+    field(t.finished_at.value_or(""));
+    field(csv_field(t.result.message));
+    out += "\r\n";
+  }
+  return out;
+}
+
+// --- API tokens
+
+std::string Store::create_token(std::string_view name) {
+  std::lock_guard lock(impl_->mutex);
+  check_name(name, "a token");
+  const std::string what = "creating token " + std::string(name);
+  impl_->require_writable(what);
+  std::array<unsigned char, kTokenBytes> bytes{};
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
+    throw StorageError("OpenSSL could not produce random bytes for a new token");
+  }
+  const std::string token = hex(bytes.data(), bytes.size());
+  auto st =
+      impl_->db.prepare("INSERT INTO tokens (name, hash, created_at) VALUES (?1, ?2, ?3)", what);
+  st.bind(1, name).bind(2, sha256_hex(token)).bind(3, now_text());
+  try {
+    st.run();
+  } catch (const SqliteError& e) {
+    if (!is_unique_violation(e)) throw;
+    throw Conflict("an active token named \"" + std::string(name) +
+                   "\" exists already; revoke it first or choose another name");
+  }
+  return token;
+}
+
+std::optional<TokenRecord> Store::verify_token(std::string_view token) const {
+  std::lock_guard lock(impl_->mutex);
+  if (token.empty()) return std::nullopt;
+  auto st = impl_->db.prepare(
+      sql({"SELECT ", kTokenColumns, " FROM tokens WHERE hash = ?1 AND revoked_at IS NULL"}),
+      "checking a token");
+  st.bind(1, sha256_hex(token));
+  if (!st.step()) return std::nullopt;
+  return read_token(st);
+}
+
+std::vector<TokenRecord> Store::list_tokens() const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare(sql({"SELECT ", kTokenColumns, " FROM tokens ORDER BY id"}),
+                              "listing tokens");
+  std::vector<TokenRecord> out;
+  while (st.step()) out.push_back(read_token(st));
+  return out;
+}
+
+void Store::revoke_token(std::string_view name) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "revoking token " + std::string(name);
+  impl_->require_writable(what);
+  auto st = impl_->db.prepare(
+      "UPDATE tokens SET revoked_at = ?1 WHERE name = ?2 AND revoked_at IS NULL", what);
+  st.bind(1, now_text()).bind(2, name).run();
+  if (impl_->db.changes() == 0) {
+    throw NotFound("no active token is named \"" + std::string(name) + "\"");
+  }
+}
+
+}  // namespace tunebase::db

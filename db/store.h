@@ -1,0 +1,339 @@
+// The typed storage API every other part of tunebase uses: machines, kernels, tasks, studies,
+// trials and API tokens in one SQLite file. Every write this class acknowledges (returns from)
+// is committed and durable; every multi-row write is one transaction (all or nothing).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/machine.h"
+#include "core/measurements.h"
+#include "core/space.h"
+#include "core/trial.h"
+#include "db/sqlite.h"
+
+namespace tunebase::db {
+
+// Strong ids: a StudyId cannot be passed where a TrialId is expected.
+struct MachineId {
+  std::int64_t value = 0;
+  friend auto operator<=>(const MachineId&, const MachineId&) = default;
+};
+struct KernelId {
+  std::int64_t value = 0;
+  friend auto operator<=>(const KernelId&, const KernelId&) = default;
+};
+struct TaskId {
+  std::int64_t value = 0;
+  friend auto operator<=>(const TaskId&, const TaskId&) = default;
+};
+struct StudyId {
+  std::int64_t value = 0;
+  friend auto operator<=>(const StudyId&, const StudyId&) = default;
+};
+struct TrialId {
+  std::int64_t value = 0;
+  friend auto operator<=>(const TrialId&, const TrialId&) = default;
+};
+struct TokenId {
+  std::int64_t value = 0;
+  friend auto operator<=>(const TokenId&, const TokenId&) = default;
+};
+
+enum class Direction { minimize, maximize };
+std::string_view to_string(Direction d);
+/// Parses `minimize` / `maximize`; throws InvalidInput naming the allowed values.
+Direction direction_from_string(std::string_view s);
+
+enum class StudyStatus { active, completed, stopped };
+std::string_view to_string(StudyStatus s);
+/// Parses `active` / `completed` / `stopped`; throws InvalidInput naming the allowed values.
+StudyStatus study_status_from_string(std::string_view s);
+
+/// ISO-8601 UTC with milliseconds, "2024-05-01T12:00:00.000Z": the form of every stored
+/// timestamp (it sorts as text in time order).
+std::string format_timestamp(std::chrono::system_clock::time_point t);
+/// Inverse of format_timestamp (milliseconds optional); throws InvalidInput otherwise.
+std::chrono::system_clock::time_point parse_timestamp(std::string_view text);
+
+struct MachineRecord {
+  MachineId id;
+  std::string name;
+  nlohmann::json fingerprint;
+  std::string fingerprint_hash;
+  std::string created_at;
+};
+
+struct KernelRecord {
+  KernelId id;
+  std::string name;
+  /// SearchSpace::fingerprint() of `space`: a changed space is a new version.
+  std::string version;
+  /// SearchSpace::to_json(); rebuild with SearchSpace::from_json.
+  nlohmann::json space;
+  std::string created_at;
+};
+
+struct TaskRecord {
+  TaskId id;
+  std::string kernel_name;
+  /// What the input is, e.g. {"problem_size": [4096, 4096]} or {"matrix": "bcsstk13"}.
+  nlohmann::json description;
+  /// Numbers that describe the input to a surrogate (rows, nnz, ...); may be empty.
+  nlohmann::json features;
+  /// stable_json_hash(description): one task per (kernel name, description).
+  std::string hash;
+  std::string created_at;
+};
+
+struct NewStudy {
+  /// Unique in the database.
+  std::string name;
+  KernelId kernel;
+  MachineId machine;
+  TaskId task;
+  std::string objective = "time";
+  Direction direction = Direction::minimize;
+  std::string strategy = "bo";
+  /// Number of evaluations allowed; none means unlimited.
+  std::optional<std::int64_t> budget;
+  nlohmann::json settings = nlohmann::json::object();
+};
+
+struct StudyRecord {
+  StudyId id;
+  std::string name;
+  KernelId kernel_id;
+  MachineId machine_id;
+  TaskId task_id;
+  std::string objective;
+  Direction direction = Direction::minimize;
+  std::string strategy;
+  std::optional<std::int64_t> budget;
+  nlohmann::json settings;
+  StudyStatus status = StudyStatus::active;
+  std::string created_at;
+  // Joined from kernels and machines, for display.
+  std::string kernel_name;
+  std::string kernel_version;
+  std::string machine_name;
+};
+
+struct TrialRecord {
+  TrialId id;
+  StudyId study_id;
+  /// {"parameter": value, ...} as SearchSpace::config_to_json writes it.
+  nlohmann::json config;
+  /// SearchSpace::key(config): the Kernel Tuner cache key.
+  std::string config_key;
+  /// status pending (and objective NaN) while a client holds the lease.
+  Measurement result;
+  std::string client_id;
+  std::optional<std::string> lease_expires_at;
+  std::string created_at;
+  /// When the lease was taken (pending trials); none for results added directly.
+  std::optional<std::string> started_at;
+  /// When the result was stored; none while no result has been reported.
+  std::optional<std::string> finished_at;
+
+  /// A lease that expired with no result: status timeout, no finished_at. A late result for
+  /// it is still accepted once by complete_trial.
+  bool lease_expired() const {
+    return result.status == TrialStatus::timeout && !finished_at.has_value();
+  }
+};
+
+/// A result to add: one evaluated configuration.
+struct NewTrial {
+  nlohmann::json config;
+  std::string config_key;
+  Measurement result;
+  std::string client_id;
+};
+
+/// A finished trial of a kernel seen from elsewhere (another machine, task or study), for
+/// transfer learning: only what a prior needs.
+struct PriorTrial {
+  StudyId study;
+  MachineId machine;
+  TaskId task;
+  std::string kernel_version;
+  std::string objective_name;
+  Direction direction = Direction::minimize;
+  TrialId trial;
+  nlohmann::json config;
+  std::string config_key;
+  TrialStatus status = TrialStatus::ok;
+  /// NaN unless status is ok.
+  double objective = 0.0;
+};
+
+struct TrialCounts {
+  std::int64_t total = 0;
+  std::int64_t pending = 0;
+  std::int64_t ok = 0;
+  std::int64_t failed = 0;
+  std::int64_t timeout = 0;
+  std::int64_t invalid = 0;
+};
+
+struct ImportOptions {
+  /// Name of the machine to file the measurements under; default: the dataset's device_name.
+  std::string machine_name;
+  /// Name of the new study; default "import <kernel> on <machine> (task <id>)".
+  std::string study_name;
+  /// client_id recorded on every imported trial.
+  std::string client_id = "import";
+};
+
+struct ImportResult {
+  MachineId machine;
+  KernelId kernel;
+  TaskId task;
+  StudyId study;
+  std::size_t trials = 0;
+  /// Entries whose status is not ok (failed compilations and runs).
+  std::size_t failed = 0;
+};
+
+struct TokenRecord {
+  TokenId id;
+  std::string name;
+  std::string created_at;
+  std::optional<std::string> revoked_at;
+};
+
+struct StoreOptions {
+  /// Never creates, migrates or writes the file; every write throws StorageError.
+  bool read_only = false;
+  /// How long a write waits for another process's write transaction.
+  std::chrono::milliseconds busy_timeout{5000};
+};
+
+/// One tunebase database. Thread-safe: one connection, calls serialised by a mutex. Several
+/// processes may open the same file (WAL mode; writers wait up to busy_timeout for each other).
+///
+/// Errors: StorageError (file unusable: not SQLite, read-only, locked, too new), NotFound (an
+/// id or name that does not exist), Conflict (a duplicate name, a trial already completed, a
+/// configuration already leased), InvalidInput (a malformed argument).
+class Store {
+ public:
+  /// Opens (and, unless read-only, creates and migrates) the database at `path`.
+  explicit Store(const std::string& path, StoreOptions options = {});
+  static Store open(const std::string& path, bool read_only = false);
+
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+  ~Store();
+
+  const std::string& path() const;
+  bool read_only() const;
+
+  // --- machines
+  /// Inserts the machine, or updates the fingerprint of the machine with that name.
+  MachineRecord upsert_machine(const MachineInfo& info);
+  std::optional<MachineRecord> find_machine(std::string_view name) const;
+  MachineRecord get_machine(MachineId id) const;
+  std::vector<MachineRecord> list_machines() const;
+
+  // --- kernels
+  /// The kernel (name, space.fingerprint()), inserted if new.
+  KernelRecord upsert_kernel(std::string_view name, const SearchSpace& space);
+  KernelRecord get_kernel(KernelId id) const;
+  /// Empty `version`: the most recently added version of that name.
+  std::optional<KernelRecord> find_kernel(std::string_view name,
+                                          std::string_view version = {}) const;
+  std::vector<KernelRecord> list_kernels() const;
+
+  // --- tasks
+  /// The task (kernel_name, stable_json_hash(description)), inserted if new. Non-empty
+  /// `features` replace the stored ones (features may be computed after the first insert).
+  TaskRecord upsert_task(std::string_view kernel_name, const nlohmann::json& description,
+                         const nlohmann::json& features = nlohmann::json::object());
+  TaskRecord get_task(TaskId id) const;
+  std::vector<TaskRecord> list_tasks(std::string_view kernel_name = {}) const;
+
+  // --- studies
+  /// Conflict for a duplicate name; NotFound for an unknown kernel, machine or task;
+  /// InvalidInput when the task belongs to another kernel name or the budget is negative.
+  StudyRecord create_study(const NewStudy& study);
+  StudyRecord get_study(StudyId id) const;
+  std::optional<StudyRecord> find_study(std::string_view name) const;
+  /// Every study, or those of one kernel name; in id order.
+  std::vector<StudyRecord> list_studies(std::string_view kernel_name = {}) const;
+  void set_study_status(StudyId id, StudyStatus status);
+
+  // --- trials
+  /// Stores an evaluated configuration (status not pending). One transaction.
+  TrialId add_trial(StudyId study, const nlohmann::json& config, std::string_view config_key,
+                    const Measurement& result, std::string_view client_id = {});
+  /// Stores many results in one transaction: all or none.
+  std::vector<TrialId> add_trials(StudyId study, const std::vector<NewTrial>& trials);
+  /// Leases a configuration to a client until now + lease_seconds. Conflict when the same
+  /// configuration already has a pending lease in this study.
+  TrialId add_pending_trial(StudyId study, const nlohmann::json& config,
+                            std::string_view config_key, std::string_view client_id,
+                            double lease_seconds);
+  /// Stores the result of a pending trial, or the late result of one whose lease expired
+  /// (accepted once). Conflict when a result was already stored; NotFound for an unknown id;
+  /// InvalidInput for a pending result.
+  TrialRecord complete_trial(TrialId trial, const Measurement& result);
+  /// Pending trials whose lease ended before `now` become timeout (no finished_at). Returns
+  /// how many.
+  std::size_t expire_leases(std::chrono::system_clock::time_point now);
+  TrialRecord get_trial(TrialId id) const;
+  /// Every trial of the study, in id (creation) order.
+  std::vector<TrialRecord> trials(StudyId study) const;
+  /// config_key of every pending trial of the study.
+  std::vector<std::string> pending_keys(StudyId study) const;
+  TrialCounts trial_counts(StudyId study) const;
+
+  // --- queries across studies
+  /// The best ok trial of any study of `kernel_name` (any version) on `machine` (and `task`
+  /// when given) whose direction is `direction` (and objective name `objective` when given).
+  std::optional<TrialRecord> best_trial(std::string_view kernel_name, MachineId machine,
+                                        std::optional<TaskId> task, Direction direction,
+                                        std::string_view objective = {}) const;
+  /// Finished trials of every study of `kernel_name` (of `version` when non-empty), leaving
+  /// out one machine and/or one study (the one being tuned): priors for transfer learning.
+  std::vector<PriorTrial> trials_for_kernel(std::string_view kernel_name,
+                                            std::string_view version = {},
+                                            std::optional<MachineId> exclude_machine = {},
+                                            std::optional<StudyId> exclude_study = {}) const;
+
+  // --- import / export
+  /// Files a measured dataset: machine (found by name, else created with a fingerprint from
+  /// the file), kernel (dataset kernel_name + space), task {"problem_size": ...}, a study with
+  /// strategy "import" and status completed, and one trial per entry: all in ONE transaction.
+  /// Conflict when the study name is taken (the dataset was imported already).
+  ImportResult import_dataset(const MeasuredDataset& dataset, const ImportOptions& options = {});
+  /// {"format": "tunebase-study", "study", "kernel", "machine", "task", "trials": [...]}
+  nlohmann::json study_to_json(StudyId study) const;
+  std::string export_study_json(StudyId study) const;
+  /// Header: trial_id, one column per parameter, status, objective, cost_seconds, client_id,
+  /// created_at, finished_at, message (RFC 4180 quoting).
+  std::string export_study_csv(StudyId study) const;
+
+  // --- API tokens
+  /// A new token (64 hex digits from 32 random bytes); only its SHA-256 is stored, so this
+  /// is the only time it can be read. Conflict when an active token has that name.
+  std::string create_token(std::string_view name);
+  /// The active (not revoked) token matching `token`, if any.
+  std::optional<TokenRecord> verify_token(std::string_view token) const;
+  std::vector<TokenRecord> list_tokens() const;
+  /// NotFound when no active token has that name.
+  void revoke_token(std::string_view name);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tunebase::db

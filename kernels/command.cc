@@ -1,0 +1,465 @@
+#include "kernels/command.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "core/error.h"
+
+extern char** environ;
+
+namespace tunebase {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Output kept per stream: the objective is usually printed last, so the tail is kept.
+constexpr std::size_t kMaxCapturedBytes = std::size_t{1} << 20;
+// How much of stderr / stdout a failure message quotes.
+constexpr std::size_t kMessageTailBytes = 2000;
+// Longest single wait in the polling loop, so that an exit is noticed promptly.
+constexpr int kPollMilliseconds = 10;
+// After SIGTERM on timeout, how long the group may clean up before SIGKILL.
+constexpr double kTerminateGraceSeconds = 0.5;
+// After the command ends, how long to wait for stray writers to release the pipes.
+constexpr double kDrainSeconds = 1.0;
+constexpr std::size_t kReadChunk = 65536;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+/// A value as one shell word: plain words as they are, anything else single-quoted.
+std::string shell_word(const std::string& s) {
+  const bool plain = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_.,+-/:=@%^", c);
+  });
+  if (plain) return s;
+  std::string quoted = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+/// The last `limit` bytes of `s`, starting at a line boundary when one is near.
+std::string tail(const std::string& s, std::size_t limit = kMessageTailBytes) {
+  std::string_view v(s);
+  while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.remove_suffix(1);
+  if (v.size() <= limit) return std::string(v);
+  v = v.substr(v.size() - limit);
+  if (auto nl = v.find('\n'); nl != std::string_view::npos && nl + 1 < v.size()) {
+    v = v.substr(nl + 1);
+  }
+  return "..." + std::string(v);
+}
+
+/// Appends to a capture buffer, keeping its last kMaxCapturedBytes.
+void append_capped(std::string& buffer, const char* data, std::size_t n) {
+  buffer.append(data, n);
+  if (buffer.size() > 2 * kMaxCapturedBytes) buffer.erase(0, buffer.size() - kMaxCapturedBytes);
+}
+
+std::optional<double> parse_whole_number(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  if (!s.empty() && s.front() == '+') s.remove_prefix(1);
+  double value = 0.0;
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(s.data(), end, value);
+  if (s.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+/// Closes its file descriptor on scope exit.
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+  void reset() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+
+/// The child's environment: ours, with `extra` entries replacing those of the same name.
+std::vector<std::string> merged_environment(const std::vector<std::string>& extra) {
+  auto name_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
+  std::vector<std::string> names;
+  names.reserve(extra.size());
+  for (const auto& e : extra) names.push_back(name_of(e));
+  std::vector<std::string> env;
+  for (char** p = environ; p && *p; ++p) {
+    std::string entry(*p);
+    if (std::find(names.begin(), names.end(), name_of(entry)) == names.end()) {
+      env.push_back(std::move(entry));
+    }
+  }
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+/// Reads what is available on the open descriptors, waiting at most `wait_ms`; closes a
+/// descriptor at end of file.
+void pump(Fd& out_fd, Fd& err_fd, std::string& out, std::string& err, int wait_ms) {
+  pollfd fds[2];
+  nfds_t n = 0;
+  Fd* owners[2];
+  std::string* sinks[2];
+  if (out_fd.fd >= 0) {
+    fds[n] = {out_fd.fd, POLLIN, 0};
+    owners[n] = &out_fd;
+    sinks[n++] = &out;
+  }
+  if (err_fd.fd >= 0) {
+    fds[n] = {err_fd.fd, POLLIN, 0};
+    owners[n] = &err_fd;
+    sinks[n++] = &err;
+  }
+  const int ready = ::poll(n ? fds : nullptr, n, std::max(wait_ms, 0));
+  if (ready <= 0) return;
+  char buffer[kReadChunk];
+  for (nfds_t i = 0; i < n; ++i) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    const ssize_t got = ::read(fds[i].fd, buffer, sizeof buffer);
+    if (got > 0) {
+      append_capped(*sinks[i], buffer, static_cast<std::size_t>(got));
+    } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+      owners[i]->reset();
+    }
+  }
+}
+
+/// Whether the child has exited, without reaping it (so that its pid, the group id, cannot be
+/// reused before the group is killed).
+bool has_exited(pid_t pid) {
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == pid;
+}
+
+int milliseconds_left(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, kPollMilliseconds));
+}
+
+}  // namespace
+
+CommandResult run_command(const std::string& command, const std::vector<std::string>& environment,
+                          double timeout_seconds, const std::string& working_directory) {
+  int out_pipe[2];
+  int err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
+    throw BackendError(std::string("cannot create a pipe for the command: ") +
+                       std::strerror(errno));
+  }
+  Fd out_read(out_pipe[0]);
+  Fd out_write(out_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    throw BackendError(std::string("cannot create a pipe for the command: ") +
+                       std::strerror(errno));
+  }
+  Fd err_read(err_pipe[0]);
+  Fd err_write(err_pipe[1]);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_write.fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err_write.fd, STDERR_FILENO);
+  if (!working_directory.empty()) {
+    posix_spawn_file_actions_addchdir_np(&actions, working_directory.c_str());
+  }
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  // Own process group (so a timeout kills everything it started), default signal handling
+  // and an empty signal mask whatever this process set.
+  posix_spawnattr_setflags(&attributes,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  sigset_t signals;
+  sigemptyset(&signals);
+  posix_spawnattr_setsigmask(&attributes, &signals);
+  sigfillset(&signals);
+  sigdelset(&signals, SIGKILL);
+  sigdelset(&signals, SIGSTOP);
+  posix_spawnattr_setsigdefault(&attributes, &signals);
+
+  std::vector<std::string> env = merged_environment(environment);
+  std::vector<char*> envp;
+  envp.reserve(env.size() + 1);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string shell = "/bin/sh";
+  std::string dash_c = "-c";
+  std::string text = command;
+  char* argv[] = {shell.data(), dash_c.data(), text.data(), nullptr};
+
+  const auto start = Clock::now();
+  pid_t pid = 0;
+  const int spawned = ::posix_spawn(&pid, shell.c_str(), &actions, &attributes, argv, envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  if (spawned != 0) {
+    throw BackendError("cannot start /bin/sh -c '" + command + "'" +
+                       (working_directory.empty() ? "" : " in " + working_directory) + ": " +
+                       std::strerror(spawned));
+  }
+  out_write.reset();
+  err_write.reset();
+
+  CommandResult result;
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(timeout_seconds));
+  while (!has_exited(pid)) {
+    if (Clock::now() >= deadline) {
+      result.timed_out = true;
+      ::kill(-pid, SIGTERM);
+      const auto grace = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(kTerminateGraceSeconds));
+      while (!has_exited(pid) && Clock::now() < grace) {
+        pump(out_read, err_read, result.out, result.err, milliseconds_left(grace));
+      }
+      break;
+    }
+    pump(out_read, err_read, result.out, result.err, milliseconds_left(deadline));
+  }
+  // Whatever the shell left running in its group goes with it.
+  ::kill(-pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.seconds = seconds_since(start);
+  const auto drain_until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(kDrainSeconds));
+  while ((out_read.fd >= 0 || err_read.fd >= 0) && Clock::now() < drain_until) {
+    pump(out_read, err_read, result.out, result.err, milliseconds_left(drain_until));
+  }
+  if (result.out.size() > kMaxCapturedBytes)
+    result.out.erase(0, result.out.size() - kMaxCapturedBytes);
+  if (result.err.size() > kMaxCapturedBytes)
+    result.err.erase(0, result.err.size() - kMaxCapturedBytes);
+  if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    result.signal = WTERMSIG(status);
+  }
+  return result;
+}
+
+std::optional<double> last_number(const std::string& text) {
+  std::optional<double> last;
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  const char* p = begin;
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  while (p < end) {
+    const char* start = p;
+    if ((*p == '-' || *p == '+') && p + 1 < end) ++p;
+    const bool starts_number = digit(*p) || (*p == '.' && p + 1 < end && digit(p[1]));
+    // A number glued to a word or another number ("x86", "v1.2", "1.2.3") does not start here.
+    const bool glued = start > begin && (is_name_char(start[-1]) || start[-1] == '.');
+    if (!starts_number || glued) {
+      p = start + 1;
+      continue;
+    }
+    double value = 0.0;
+    auto [ptr, ec] = std::from_chars(p, end, value);
+    if (ec == std::errc() || ec == std::errc::result_out_of_range) {
+      // from_chars saw the digits after the sign; an out-of-range number is skipped whole.
+      if (ec == std::errc()) last = (*start == '-') ? -value : value;
+      p = ptr;
+    } else {
+      p = start + 1;
+    }
+  }
+  return last;
+}
+
+CommandEvaluator::CommandEvaluator(SearchSpace space, std::string command_template,
+                                   CommandOptions options)
+    : space_(std::move(space)),
+      template_(std::move(command_template)),
+      options_(std::move(options)) {
+  if (template_.empty()) throw InvalidInput("command: the command template is empty");
+  if (!(options_.timeout_seconds > 0.0)) {
+    throw InvalidInput("command: timeout must be positive, got " +
+                       std::to_string(options_.timeout_seconds) + " s");
+  }
+  if (options_.repeats < 1) {
+    throw InvalidInput("command: repeats must be at least 1, got " +
+                       std::to_string(options_.repeats));
+  }
+  if (!options_.working_directory.empty() &&
+      !std::filesystem::is_directory(options_.working_directory)) {
+    throw InvalidInput("command: working directory '" + options_.working_directory +
+                       "' does not exist");
+  }
+  if (options_.objective_regex) {
+    try {
+      regex_.emplace(*options_.objective_regex, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw InvalidInput("command: objective regex '" + *options_.objective_regex +
+                         "' is invalid: " + e.what());
+    }
+  }
+
+  auto allowed = [&] {
+    std::string names;
+    for (const auto& p : space_.parameters()) names += (names.empty() ? "" : ", ") + p.name;
+    return names.empty() ? std::string("(none: the space has no parameters)") : names;
+  };
+  std::string literal;
+  const std::size_t n = template_.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const char c = template_[i];
+    if ((c == '{' || c == '}') && i + 1 < n && template_[i + 1] == c) {
+      literal += c;
+      ++i;
+      continue;
+    }
+    const bool shell_expansion = i > 0 && template_[i - 1] == '$';
+    if (c == '{' && !shell_expansion && i + 1 < n && is_name_start(template_[i + 1])) {
+      std::size_t j = i + 1;
+      while (j < n && is_name_char(template_[j])) ++j;
+      if (j < n && template_[j] == '}') {
+        const std::string name = template_.substr(i + 1, j - i - 1);
+        const auto index = space_.index_of(name);
+        if (!index) {
+          throw InvalidInput("command: unknown placeholder {" + name + "} in '" + template_ +
+                             "'; parameters: " + allowed() +
+                             " (write {{ and }} for literal braces)");
+        }
+        if (!literal.empty()) pieces_.push_back({std::move(literal), std::nullopt});
+        literal.clear();
+        pieces_.push_back({"", index});
+        i = j;
+        continue;
+      }
+    }
+    literal += c;
+  }
+  if (!literal.empty()) pieces_.push_back({std::move(literal), std::nullopt});
+}
+
+nlohmann::json CommandEvaluator::task() const {
+  if (!options_.task.is_null()) return options_.task;
+  return {{"command", template_}};
+}
+
+std::string CommandEvaluator::command_for(const Configuration& config) const {
+  std::string out;
+  for (const auto& piece : pieces_) {
+    out += piece.parameter ? shell_word(to_string(config.at(*piece.parameter))) : piece.text;
+  }
+  return out;
+}
+
+std::vector<std::string> CommandEvaluator::environment_for(const Configuration& config) const {
+  std::vector<std::string> env;
+  for (std::size_t i = 0; i < space_.dimension() && i < config.size(); ++i) {
+    const std::string value = to_string(config[i]);
+    env.push_back(space_.parameter(i).name + "=" + value);
+    env.push_back("TUNEBASE_" + space_.parameter(i).name + "=" + value);
+  }
+  return env;
+}
+
+std::optional<double> CommandEvaluator::objective_of(const std::string& out,
+                                                     std::string& why) const {
+  if (!regex_) {
+    if (auto v = last_number(out)) return v;
+    why = "no number in the output";
+    return std::nullopt;
+  }
+  // Line by line: libstdc++'s regex recurses per character and would overflow the stack on
+  // megabytes of output.
+  std::istringstream lines(out);
+  std::string line;
+  std::smatch match;
+  while (std::getline(lines, line)) {
+    if (!std::regex_search(line, match, *regex_)) continue;
+    const std::string found =
+        (regex_->mark_count() >= 1 && match[1].matched) ? match[1].str() : match[0].str();
+    if (auto v = parse_whole_number(found)) return v;
+    why = "the objective regex '" + *options_.objective_regex + "' matched '" + found +
+          "', which is not a number";
+    return std::nullopt;
+  }
+  why = "the objective regex '" + *options_.objective_regex + "' matched nothing in the output";
+  return std::nullopt;
+}
+
+Measurement CommandEvaluator::evaluate(const Configuration& config) {
+  const auto start = Clock::now();
+  if (!space_.is_valid(config)) {
+    return Measurement::failure(TrialStatus::invalid,
+                                "configuration is not in the command's search space",
+                                seconds_since(start));
+  }
+  const std::string command = command_for(config);
+  const auto env = environment_for(config);
+  std::vector<double> raw;
+  std::vector<double> wall;
+  auto fail = [&](TrialStatus status, std::string message) {
+    Measurement m = Measurement::failure(status, std::move(message), seconds_since(start));
+    m.raw = raw;
+    return m;
+  };
+  for (int r = 0; r < options_.repeats; ++r) {
+    const CommandResult run =
+        run_command(command, env, options_.timeout_seconds, options_.working_directory);
+    wall.push_back(run.seconds);
+    const std::string err_tail = run.err.empty() ? "" : "; stderr: " + tail(run.err);
+    if (run.timed_out) {
+      std::ostringstream message;
+      message << "`" << command << "` timed out after " << options_.timeout_seconds << " s"
+              << err_tail;
+      return fail(TrialStatus::timeout, message.str());
+    }
+    if (run.signal != 0) {
+      return fail(TrialStatus::failed, "`" + command + "` was killed by signal " +
+                                           std::to_string(run.signal) + " (" +
+                                           strsignal(run.signal) + ")" + err_tail);
+    }
+    if (run.exit_code != 0) {
+      return fail(TrialStatus::failed,
+                  "`" + command + "` exited with code " + std::to_string(run.exit_code) + err_tail);
+    }
+    std::string why;
+    const auto value = objective_of(run.out, why);
+    if (!value) {
+      const std::string out_tail =
+          run.out.empty() ? " (stdout was empty)" : "; stdout: " + tail(run.out);
+      return fail(TrialStatus::failed, "`" + command + "`: " + why + out_tail);
+    }
+    raw.push_back(*value);
+  }
+  Measurement m = Measurement::success(median(raw), raw, seconds_since(start));
+  m.metrics["wall_seconds"] = median(wall);
+  return m;
+}
+
+}  // namespace tunebase

@@ -1,0 +1,90 @@
+// Makes any program tunable: a command template is filled in with a configuration and run.
+#pragma once
+
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "core/space.h"
+#include "core/trial.h"
+#include "kernels/evaluator.h"
+
+namespace tunebase {
+
+struct CommandOptions {
+  /// Wall-clock limit of one run; the whole process group is killed when it passes.
+  double timeout_seconds = 60.0;
+  /// ECMAScript regex applied to stdout; its first capture group (else the whole match) of
+  /// the first match is the objective. Unset: the last number printed on stdout.
+  std::optional<std::string> objective_regex;
+  /// Runs per configuration; the objective is the median, every value kept in raw.
+  int repeats = 1;
+  /// Folder the command runs in; empty keeps the current one.
+  std::string working_directory;
+  /// Whether lower objective values are better (times) or higher (throughputs).
+  bool minimize = true;
+  /// The study's task; defaults to {"command": template}.
+  nlohmann::json task;
+};
+
+/// What one run of a command did.
+struct CommandResult {
+  int exit_code = -1;  ///< exit status when it exited normally, else -1
+  int signal = 0;      ///< signal that ended it, 0 when it exited
+  bool timed_out = false;
+  double seconds = 0.0;  ///< wall time of the run
+  std::string out;       ///< stdout (its last kMaxCapturedBytes when longer)
+  std::string err;       ///< stderr (same limit)
+};
+
+/// Runs `command` with /bin/sh -c in its own process group, stdin from /dev/null, with
+/// `environment` ("NAME=value" entries) added to (or replacing entries of) this process's
+/// environment. The group is killed when `timeout_seconds` pass. Throws BackendError only when
+/// the command cannot be started at all.
+CommandResult run_command(const std::string& command, const std::vector<std::string>& environment,
+                          double timeout_seconds, const std::string& working_directory = "");
+
+/// The last number (integer, decimal or exponent form, optionally signed) in `text` that is
+/// not part of a word (the 64 in "x86_64" does not count; "1.5ms" gives 1.5).
+std::optional<double> last_number(const std::string& text);
+
+/// Tunes an external program. The template names parameters as `{NAME}`; each is replaced by
+/// the configuration's value (shell-quoted when it is not a plain word), and every value is
+/// also exported as environment variables NAME and TUNEBASE_NAME. `{{` and `}}` stand for
+/// literal braces; braces around anything but a name (awk programs, `${VAR}`) are kept as is.
+class CommandEvaluator : public Evaluator {
+ public:
+  /// Throws InvalidInput for a placeholder that names no parameter (listing those allowed),
+  /// a bad regex, or bad options.
+  CommandEvaluator(SearchSpace space, std::string command_template, CommandOptions options = {});
+
+  std::string kernel_name() const override { return "command"; }
+  const SearchSpace& space() const override { return space_; }
+  nlohmann::json task() const override;
+  Measurement evaluate(const Configuration& config) override;
+  bool minimize() const override { return options_.minimize; }
+
+  /// The command line a configuration runs.
+  std::string command_for(const Configuration& config) const;
+  /// The "NAME=value" and "TUNEBASE_NAME=value" entries a configuration exports.
+  std::vector<std::string> environment_for(const Configuration& config) const;
+
+ private:
+  /// A piece of the template: literal text, or the index of a parameter.
+  struct Piece {
+    std::string text;
+    std::optional<std::size_t> parameter;
+  };
+
+  /// The objective in one run's stdout, or a message saying why there is none.
+  std::optional<double> objective_of(const std::string& out, std::string& why) const;
+
+  SearchSpace space_;
+  std::string template_;
+  CommandOptions options_;
+  std::vector<Piece> pieces_;
+  std::optional<std::regex> regex_;
+};
+
+}  // namespace tunebase

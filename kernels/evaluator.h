@@ -1,0 +1,39 @@
+// Evaluator: measures one configuration of a tunable kernel.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/space.h"
+#include "core/trial.h"
+
+namespace tunebase {
+
+/// Runs one configuration and reports what happened. Failures (compile error, wrong result,
+/// timeout, divergence) are returned as a Measurement with their status and message, never
+/// thrown; exceptions mean the evaluator itself is unusable.
+class Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+
+  /// Kernel name as stored (e.g. "spmv", "command", "replay:Xgemm").
+  virtual std::string kernel_name() const = 0;
+  /// The space this kernel is tuned over.
+  virtual const SearchSpace& space() const = 0;
+  /// The input of this tuning problem (matrix features, problem size): the study's task.
+  virtual nlohmann::json task() const { return nlohmann::json::object(); }
+  /// Measures `config` (which the caller guarantees is valid in space()).
+  virtual Measurement evaluate(const Configuration& config) = 0;
+  /// The configurations this evaluator can answer, when it knows them in advance (a replayed
+  /// file: Kernel Tuner's simulation mode); null when any valid configuration can be run.
+  virtual const std::vector<Configuration>* candidates() const { return nullptr; }
+  /// Unit of the objective: "s" for times measured here, "ms" for GPU kernel times (Kernel
+  /// Tuner's convention, so that our GPU kernels and imported datasets compare directly).
+  virtual std::string objective_unit() const { return "s"; }
+  /// Whether lower objective values are better (time) or higher (GFLOP/s).
+  virtual bool minimize() const { return true; }
+};
+
+}  // namespace tunebase

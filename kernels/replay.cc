@@ -1,0 +1,125 @@
+#include "kernels/replay.h"
+
+#include <filesystem>
+#include <utility>
+
+#include "core/error.h"
+
+namespace tunebase {
+namespace {
+
+/// "gpu/gemm/A100_T4.json.gz" -> "A100_T4".
+std::string file_stem(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  for (const char* suffix : {".gz", ".json"}) {
+    const std::string s(suffix);
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) {
+      name.erase(name.size() - s.size());
+    }
+  }
+  return name;
+}
+
+}  // namespace
+
+ReplayEvaluator::ReplayEvaluator(MeasuredDataset dataset, std::string origin,
+                                 std::string kernel_name)
+    : dataset_(std::move(dataset)),
+      origin_(std::move(origin)),
+      kernel_name_(std::move(kernel_name)) {
+  if (kernel_name_.empty()) kernel_name_ = dataset_.kernel_name;
+  if (kernel_name_.empty()) kernel_name_ = "replay:" + file_stem(origin_);
+
+  index_.reserve(dataset_.entries.size());
+  configurations_.reserve(dataset_.entries.size());
+  for (std::size_t i = 0; i < dataset_.entries.size(); ++i) {
+    const Observation& entry = dataset_.entries[i];
+    auto key = canonical_key(entry.config);
+    if (!key) {
+      throw InvalidInput(origin_ + ": entry " + dataset_.space.key(entry.config) +
+                         " has a value outside the file's parameter values");
+    }
+    // The first entry wins for a configuration listed twice (possible in T4 results).
+    if (!index_.emplace(std::move(*key), i).second) continue;
+    configurations_.push_back(entry.config);
+    if (entry.result.ok() &&
+        (!best_ || entry.result.objective < dataset_.entries[*best_].result.objective)) {
+      best_ = i;
+    }
+  }
+}
+
+ReplayEvaluator ReplayEvaluator::from_file(const std::string& path, std::string kernel_name) {
+  return ReplayEvaluator(read_measurements(path), path, std::move(kernel_name));
+}
+
+nlohmann::json ReplayEvaluator::task() const {
+  if (dataset_.problem_size.is_null()) return nlohmann::json::object();
+  return {{"problem_size", dataset_.problem_size}};
+}
+
+std::optional<std::string> ReplayEvaluator::canonical_key(const Configuration& config) const {
+  const SearchSpace& space = dataset_.space;
+  if (config.size() != space.dimension()) return std::nullopt;
+  Configuration canonical;
+  canonical.reserve(config.size());
+  for (std::size_t i = 0; i < config.size(); ++i) {
+    const Parameter& p = space.parameter(i);
+    const auto position = p.index_of(config[i]);
+    if (!position) return std::nullopt;
+    canonical.push_back(p.values[*position]);
+  }
+  return space.key(canonical);
+}
+
+Measurement ReplayEvaluator::lookup(const Configuration& config) const {
+  if (auto key = canonical_key(config)) {
+    if (auto it = index_.find(*key); it != index_.end()) return dataset_.entries[it->second].result;
+  }
+  return Measurement::failure(TrialStatus::failed, "configuration not in " + origin_);
+}
+
+Measurement ReplayEvaluator::lookup_json(const nlohmann::json& named) const {
+  if (!named.is_object()) {
+    throw InvalidInput("a configuration must be an object {\"name\": value}, got " +
+                       std::string(named.type_name()));
+  }
+  const SearchSpace& space = dataset_.space;
+  for (const auto& [name, value] : named.items()) {
+    if (!space.index_of(name)) {
+      throw InvalidInput("parameter '" + name + "' is not in " + origin_);
+    }
+  }
+  Configuration config;
+  config.reserve(space.dimension());
+  for (const auto& p : space.parameters()) {
+    auto it = named.find(p.name);
+    if (it == named.end()) {
+      throw InvalidInput("parameter '" + p.name + "' of " + origin_ + " is missing");
+    }
+    config.push_back(value_from_json(*it));
+  }
+  return lookup(config);
+}
+
+bool ReplayEvaluator::contains(const Configuration& config) const {
+  auto key = canonical_key(config);
+  return key && index_.count(*key) > 0;
+}
+
+double ReplayEvaluator::optimum() const { return best().result.objective; }
+
+const Observation& ReplayEvaluator::best() const {
+  if (!best_) {
+    throw InvalidInput(origin_ + " has no successful measurement, so its optimum is unknown");
+  }
+  return dataset_.entries[*best_];
+}
+
+std::size_t ReplayEvaluator::failed_count() const {
+  std::size_t failed = 0;
+  for (const auto& [key, i] : index_) failed += dataset_.entries[i].result.ok() ? 0 : 1;
+  return failed;
+}
+
+}  // namespace tunebase

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# End-to-end check of the build-system integration: start `tunebase serve` on an ephemeral port
+# with a temporary database, store a measurement, configure and build examples/configure_time
+# against the live server (then against the database file through the CLI, then with no
+# answer), and stop the server with SIGTERM.
+#
+#   scripts/example_e2e.sh path/to/tunebase
+set -euo pipefail
+
+tunebase=$(realpath "${1:?usage: example_e2e.sh path/to/tunebase}")
+repo=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then kill -TERM "$server_pid"; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "example_e2e: FAILED: $*" >&2; [ -f "$work/serve.log" ] && cat "$work/serve.log" >&2; exit 1; }
+
+db="$work/tunebase.db"
+token=$("$tunebase" token create e2e --db "$db" 2>/dev/null)
+"$tunebase" serve --db "$db" --port 0 --threads 1 --compute-threads 1 >"$work/serve.log" 2>&1 &
+server_pid=$!
+port=""
+for _ in $(seq 100); do
+  port=$(sed -n 's|^listening on http://[^:]*:\([0-9]*\).*|\1|p' "$work/serve.log")
+  [ -n "$port" ] && break
+  kill -0 "$server_pid" 2>/dev/null || fail "the server did not start"
+  sleep 0.1
+done
+[ -n "$port" ] || fail "the server did not print its port"
+url="http://127.0.0.1:$port"
+echo "example_e2e: server at $url"
+
+post() {  # post PATH JSON -> body; fails on an HTTP error
+  curl -sS --fail-with-body -X POST -H "Authorization: Bearer $token" \
+       -H 'Content-Type: application/json' --data "$2" "$url$1" || fail "POST $1"
+}
+post /v1/machines '{"name": "e2e-machine", "fingerprint": {"cpu_model": "example"}}' >/dev/null
+study=$(post /v1/studies '{"name": "e2e", "kernel": "blocked_sum", "machine": "e2e-machine",
+  "strategy": "random", "space": {"parameters": [
+    {"name": "block_size", "type": "ordinal", "values": [32, 64, 128, 256, 512]},
+    {"name": "unroll", "type": "ordinal", "values": [1, 2, 4, 8]}]}}' |
+  sed -n 's/.*"id":\([0-9]*\),"kernel".*/\1/p')
+[ -n "$study" ] || fail "no study id"
+post "/v1/studies/$study/measurements" '{"measurements": [
+  {"config": {"block_size": 64, "unroll": 1}, "value": 3.0e-3},
+  {"config": {"block_size": 256, "unroll": 4}, "value": 1.2e-3},
+  {"config": {"block_size": 512, "unroll": 8}, "status": "failed", "message": "spilled"}]}' >/dev/null
+
+check_build() {  # check_build NAME EXPECTED_SOURCE EXPECTED_BLOCK EXPECTED_UNROLL CMAKE_ARGS...
+  local name=$1 source=$2 block=$3 unroll=$4
+  shift 4
+  local build="$work/build-$name"
+  cmake -S "$repo/examples/configure_time" -B "$build" "$@" >"$work/$name.log" 2>&1 ||
+    { cat "$work/$name.log"; fail "$name: configure"; }
+  grep -q "#define BLOCKED_SUM_BLOCK_SIZE $block\$" "$build/generated/blocked_sum_config.h" ||
+    { cat "$build/generated/blocked_sum_config.h"; fail "$name: header"; }
+  cmake --build "$build" >>"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name: build"; }
+  local out
+  out=$("$build/blocked_sum")
+  echo "example_e2e: $name: $out"
+  [[ "$out" == "source=$source block_size=$block unroll=$unroll "* ]] || fail "$name: $out"
+}
+
+check_build server measured 256 4 -DTUNEBASE_SERVER="$url" -DTUNEBASE_MACHINE=e2e-machine
+# The CLI reads the same database while the server runs (WAL: readers never block).
+check_build database measured 256 4 -DTUNEBASE_DB="$db" -DTUNEBASE_EXECUTABLE="$tunebase" \
+  -DTUNEBASE_MACHINE=e2e-machine
+# No answer (a machine with nothing measured, no other machine to predict from): defaults.
+check_build fallback defaults 64 1 -DTUNEBASE_SERVER="$url" -DTUNEBASE_MACHINE=elsewhere
+grep -q "Using the defaults" "$work/fallback.log" || fail "fallback: no warning"
+
+kill -TERM "$server_pid"
+wait "$server_pid" || fail "the server exited with $?"
+server_pid=""
+grep -q "database .* closed" "$work/serve.log" || fail "the server did not close the database"
+echo "example_e2e: OK"

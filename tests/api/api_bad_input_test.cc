@@ -1,0 +1,297 @@
+// Every class of bad input gets the right 4xx with a JSON body naming the field and what is
+// allowed; the server keeps serving and nothing stored changes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "tests/api/api_test_util.h"
+
+namespace tunebase::api {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TestServer;
+
+struct BadRequest {
+  std::string name;
+  std::string method;
+  std::string target;
+  std::string body;
+  bool with_token = true;
+  int status = 400;
+  std::string field;             ///< expected error.field ("" = not checked)
+  std::string message_contains;  ///< expected in error.message ("" = not checked)
+};
+
+class BadInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<TestServer>();
+    client_ = std::make_unique<HttpClient>(server_->client());
+    study_ = testing::create_demo_study(*client_, server_->token, "random", 20);
+    const auto reply = client_->post("/v1/studies/" + std::to_string(study_) + "/suggestions",
+                                     {{"n", 2}, {"client_id", "owner"}}, server_->token);
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    trial_ = reply.json()["suggestions"][0]["trial_id"].get<std::int64_t>();
+    done_trial_ = reply.json()["suggestions"][1]["trial_id"].get<std::int64_t>();
+    ASSERT_EQ(post("/v1/trials/" + std::to_string(done_trial_) + "/result",
+                   {{"client_id", "owner"}, {"value", 3.0}})
+                  .status,
+              200);
+  }
+
+  HttpReply post(const std::string& target, const nlohmann::json& body) {
+    return client_->post(target, body, server_->token);
+  }
+
+  /// Everything a bad request could have changed.
+  nlohmann::json snapshot() {
+    auto& store = server_->store();
+    nlohmann::json s;
+    for (const auto& st : store.list_studies()) {
+      s["studies"].push_back(nlohmann::json::parse(store.export_study_json(st.id)));
+      s["status"].push_back(std::string(db::to_string(st.status)));
+    }
+    for (const auto& m : store.list_machines()) s["machines"].push_back(m.fingerprint);
+    for (const auto& k : store.list_kernels()) s["kernels"].push_back(k.version);
+    for (const auto& t : store.list_tokens()) s["tokens"].push_back(t.name);
+    return s;
+  }
+
+  void expect_rejected(const BadRequest& bad) {
+    SCOPED_TRACE(bad.name);
+    const auto reply =
+        client_->request(bad.method, bad.target, bad.body, bad.with_token ? server_->token : "");
+    EXPECT_EQ(reply.status, bad.status) << reply.body;
+    EXPECT_THAT(reply.content_type, HasSubstr("application/json"));
+    nlohmann::json body;
+    ASSERT_NO_THROW(body = nlohmann::json::parse(reply.body)) << reply.body;
+    ASSERT_TRUE(body.contains("error")) << reply.body;
+    EXPECT_FALSE(body["error"]["message"].get<std::string>().empty());
+    if (!bad.field.empty()) {
+      EXPECT_EQ(body["error"].value("field", ""), bad.field) << reply.body;
+    }
+    if (!bad.message_contains.empty()) {
+      EXPECT_THAT(body["error"]["message"].get<std::string>(), HasSubstr(bad.message_contains));
+    }
+  }
+
+  std::unique_ptr<TestServer> server_;
+  std::unique_ptr<HttpClient> client_;
+  std::int64_t study_ = 0;
+  std::int64_t trial_ = 0;
+  std::int64_t done_trial_ = 0;
+};
+
+TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
+  const auto before = snapshot();
+  const std::string study = "/v1/studies/" + std::to_string(study_);
+  const std::string trial = "/v1/trials/" + std::to_string(trial_) + "/result";
+  const std::string done = "/v1/trials/" + std::to_string(done_trial_) + "/result";
+  auto study_body = [](nlohmann::json patch) {
+    nlohmann::json b{
+        {"kernel", "demo2"}, {"space", testing::demo_space()}, {"machine", "test-machine"}};
+    b.merge_patch(patch);
+    return b.dump();
+  };
+  auto measurement = [](nlohmann::json config) {
+    return nlohmann::json{{"measurements", {{{"config", config}, {"value", 1.0}}}}}.dump();
+  };
+  const std::vector<BadRequest> cases = {
+      // Malformed JSON.
+      {"malformed json", "POST", "/v1/studies", "{\"kernel\": ", true, 400, "body",
+       "not valid JSON"},
+      {"body not an object", "POST", "/v1/studies", "[1,2]", true, 400, "body", "JSON object"},
+      {"malformed result", "POST", trial, "{value: 1}", true, 400, "body", ""},
+      // Wrong types.
+      {"budget as string", "POST", "/v1/studies", study_body({{"budget", "ten"}}), true, 400,
+       "budget", "must be an integer"},
+      {"n as float", "POST", study + "/suggestions", R"({"n": 1.5, "client_id": "x"})", true, 400,
+       "n", "integer"},
+      {"value as string", "POST", trial, R"({"client_id": "owner", "value": "fast"})", true, 400,
+       "value", "must be a number"},
+      {"raw with a string", "POST", trial, R"({"client_id": "owner", "raw": [1, "x"]})", true, 400,
+       "raw[1]", ""},
+      {"config not an object", "POST", study + "/measurements",
+       R"({"measurements": [{"config": [4, 2, 1], "value": 1}]})", true, 400,
+       "measurements[0].config", "JSON object"},
+      // Unknown fields and names.
+      {"unknown field", "POST", "/v1/studies", study_body({{"budgte", 5}}), true, 400, "budgte",
+       "allowed:"},
+      {"unknown strategy", "POST", "/v1/studies", study_body({{"strategy", "magic"}}), true, 400,
+       "strategy", "allowed: "},
+      {"unknown direction", "POST", "/v1/studies", study_body({{"direction", "down"}}), true, 400,
+       "direction", "minimize, maximize"},
+      {"unknown machine", "POST", "/v1/studies", study_body({{"machine", "nowhere"}}), true, 400,
+       "machine", "POST /v1/machines"},
+      {"unknown parameter type", "POST", "/v1/studies",
+       study_body(
+           {{"space", {{"parameters", {{{"name", "a"}, {"type", "fuzzy"}, {"values", {1}}}}}}}}),
+       true, 400, "space", "allowed: integer, ordinal, categorical, real"},
+      {"constraint naming nothing", "POST", "/v1/studies",
+       study_body(
+           {{"space",
+             {{"parameters", {{{"name", "a"}, {"values", {1, 2}}}}}, {"constraints", {"b < 2"}}}}}),
+       true, 400, "space", ""},
+      {"unknown parameter in config", "POST", study + "/measurements",
+       measurement({{"bx", 4}, {"by", 2}, {"unroll", 1}, {"bz", 1}}), true, 400,
+       "measurements[0].config", "unknown parameter 'bz'"},
+      {"unknown result status", "POST", trial, R"({"client_id": "owner", "status": "crashed"})",
+       true, 400, "status", "ok, failed, timeout, invalid"},
+      {"pending is not a result", "POST", trial, R"({"client_id": "owner", "status": "pending"})",
+       true, 400, "status", ""},
+      {"unknown query parameter", "GET", "/v1/best?kernel=demo&machine=test-machine&color=red", "",
+       true, 400, "query.color", "allowed: kernel, machine"},
+      {"export format", "GET", study + "/export?format=xml", "", true, 400, "query.format",
+       "json, csv"},
+      {"best without kernel", "GET", "/v1/best?machine=test-machine", "", true, 400, "query.kernel",
+       ""},
+      {"best for unknown machine", "GET", "/v1/best?kernel=demo&machine=nowhere", "", true, 400,
+       "query.machine", "GET /v1/machines"},
+      // Values outside a parameter's domain, and constraint violations.
+      {"value outside domain", "POST", study + "/measurements",
+       measurement({{"bx", 3}, {"by", 2}, {"unroll", 1}}), true, 400, "measurements[0].config",
+       "allowed"},
+      {"constraint violated", "POST", study + "/measurements",
+       measurement({{"bx", 16}, {"by", 8}, {"unroll", 1}}), true, 400, "measurements[0].config",
+       "bx*by <= 32"},
+      {"predict outside domain", "POST", "/v1/predict",
+       nlohmann::json{{"study_id", study_}, {"configs", {{{"bx", 5}, {"by", 2}, {"unroll", 1}}}}}
+           .dump(),
+       true, 400, "configs[0]", "allowed"},
+      {"n zero", "POST", study + "/suggestions", R"({"n": 0, "client_id": "x"})", true, 400, "n",
+       "[1, 1000]"},
+      {"n too many", "POST", study + "/suggestions", R"({"n": 5000, "client_id": "x"})", true, 400,
+       "n", "[1, 1000]"},
+      {"negative lease", "POST", study + "/suggestions",
+       R"({"n": 1, "client_id": "x", "lease_seconds": -1})", true, 400, "lease_seconds", ""},
+      {"negative cost", "POST", trial, R"({"client_id": "owner", "value": 1, "cost_seconds": -2})",
+       true, 400, "cost_seconds", ""},
+      {"budget zero", "POST", "/v1/studies", study_body({{"budget", 0}}), true, 400, "budget", ""},
+      {"ok without value", "POST", trial, R"({"client_id": "owner"})", true, 400, "value", "raw"},
+      {"failure with value", "POST", trial,
+       R"({"client_id": "owner", "status": "failed", "value": 2})", true, 400, "value", ""},
+      {"missing client id", "POST", trial, R"({"value": 1})", true, 400, "client_id", "required"},
+      {"empty space", "POST", "/v1/studies",
+       study_body(
+           {{"space",
+             {{"parameters", {{{"name", "a"}, {"values", {1, 2}}}}}, {"constraints", {"a > 5"}}}}}),
+       true, 400, "space", "no configuration"},
+      {"non-numeric id", "GET", "/v1/studies/abc", "", true, 400, "id", "positive integer"},
+      {"bad percent encoding", "GET", "/v1/best?kernel=%zz&machine=x", "", true, 400, "target", ""},
+      // Unknown ids.
+      {"unknown study", "GET", "/v1/studies/999", "", true, 404, "", "study 999"},
+      {"suggest unknown study", "POST", "/v1/studies/999/suggestions", R"({"client_id": "x"})",
+       true, 404, "", ""},
+      {"result unknown trial", "POST", "/v1/trials/999/result",
+       R"({"client_id": "owner", "value": 1})", true, 404, "", ""},
+      {"predict unknown study", "POST", "/v1/predict", R"({"study_id": 999, "configs": [{}]})",
+       true, 404, "", ""},
+      {"export unknown study", "GET", "/v1/studies/999/export", "", true, 404, "", ""},
+      // Someone else's trial, and a second result.
+      {"foreign trial", "POST", trial, R"({"client_id": "intruder", "value": 1})", true, 403, "",
+       "owner"},
+      {"second result", "POST", done, R"({"client_id": "owner", "value": 1})", true, 409, "",
+       "accepted once"},
+      {"measured configuration again", "POST", study + "/measurements",
+       measurement(server_->store().get_trial(db::TrialId{done_trial_}).config), true, 409, "",
+       "already has a result"},
+      {"leased configuration", "POST", study + "/measurements",
+       measurement(server_->store().get_trial(db::TrialId{trial_}).config), true, 409, "",
+       "leased to client"},
+      {"duplicate study name", "POST", "/v1/studies",
+       study_body({{"name", server_->store().get_study(db::StudyId{study_}).name}}), true, 409, "",
+       ""},
+      // Invalid tokens.
+      {"no token", "POST", "/v1/machines", R"({"name": "m"})", false, 401, "Authorization", ""},
+      {"invalid token", "POST", "/v1/machines", R"({"name": "m"})", false, 401, "", ""},
+      // Routes and methods.
+      {"unknown route", "GET", "/v1/nothing", "", true, 404, "", "/openapi.json"},
+      {"wrong method", "PUT", "/v1/studies", "{}", true, 405, "", "allowed: POST, GET"},
+  };
+  for (const auto& c : cases) {
+    if (c.name == "invalid token") {
+      SCOPED_TRACE(c.name);
+      const auto reply = client_->request(c.method, c.target, c.body, "0123456789abcdef");
+      EXPECT_EQ(reply.status, 401) << reply.body;
+      continue;
+    }
+    expect_rejected(c);
+  }
+  EXPECT_EQ(client_->get("/healthz").status, 200);
+  EXPECT_EQ(snapshot(), before);
+}
+
+TEST_F(BadInput, OversizeBodiesGet413) {
+  const auto before = snapshot();
+  // Over the 1 MiB limit of ordinary routes (sent in full).
+  const std::string big = "{\"name\": \"" + std::string(kMaxBodyBytes + 10, 'x') + "\"}";
+  const auto reply = client_->request("POST", "/v1/machines", big, server_->token);
+  EXPECT_EQ(reply.status, 413) << reply.body.substr(0, 200);
+  EXPECT_EQ(reply.json()["error"]["code"], "payload_too_large");
+
+  // A declared length over the limit is refused before the body is read.
+  const auto raw = testing::raw_exchange(
+      server_->port(),
+      "POST /v1/studies HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n\r\n{");
+  EXPECT_THAT(raw, HasSubstr("HTTP/1.1 413"));
+  EXPECT_THAT(raw, HasSubstr("payload_too_large"));
+
+  // Imports have a larger limit, but one too.
+  const auto import_raw = testing::raw_exchange(
+      server_->port(), "POST /v1/import HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                           std::to_string(kMaxImportBytes + 1) + "\r\n\r\n");
+  EXPECT_THAT(import_raw, HasSubstr("HTTP/1.1 413"));
+
+  // Headers over the header limit.
+  const auto headers = testing::raw_exchange(
+      server_->port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " +
+                           std::string(kMaxHeaderBytes + 100, 'y') + "\r\n\r\n");
+  EXPECT_THAT(headers, HasSubstr("HTTP/1.1 413"));
+
+  EXPECT_EQ(client_->get("/healthz").status, 200);
+  EXPECT_EQ(snapshot(), before);
+}
+
+TEST_F(BadInput, SlowClientsGet408AndOthersAreServedMeanwhile) {
+  namespace net = boost::asio;
+  const auto before = snapshot();
+  net::io_context ioc;
+  net::ip::tcp::socket slow(ioc);
+  slow.connect({net::ip::make_address("127.0.0.1"), server_->port()});
+  // Half a request line, then silence past the header timeout (500 ms in these tests).
+  net::write(slow, net::buffer(std::string("POST /v1/machines HTTP/1.1\r\nHost: x\r\n")));
+  const auto started = std::chrono::steady_clock::now();
+  // Others are served while the slow client dawdles.
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(client_->get("/healthz").status, 200);
+  std::string reply;
+  boost::system::error_code ec;
+  net::read(slow, net::dynamic_buffer(reply), ec);
+  const auto waited = std::chrono::steady_clock::now() - started;
+  EXPECT_THAT(reply, HasSubstr("HTTP/1.1 408"));
+  EXPECT_THAT(reply, HasSubstr("request_timeout"));
+  EXPECT_LT(waited, std::chrono::seconds(3));
+
+  // A body that stops half way: 408 after the body timeout.
+  net::ip::tcp::socket stalled(ioc);
+  stalled.connect({net::ip::make_address("127.0.0.1"), server_->port()});
+  net::write(
+      stalled,
+      net::buffer(std::string("POST /v1/machines HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                              "Authorization: Bearer " +
+                              server_->token + "\r\n\r\n{\"name\": ")));
+  std::string stalled_reply;
+  net::read(stalled, net::dynamic_buffer(stalled_reply), ec);
+  EXPECT_THAT(stalled_reply, HasSubstr("HTTP/1.1 408"));
+
+  // Garbage instead of HTTP.
+  const auto garbage = testing::raw_exchange(server_->port(), "HELLO\x01\x02 nonsense\r\n\r\n");
+  EXPECT_THAT(garbage, HasSubstr("HTTP/1.1 400"));
+
+  EXPECT_EQ(client_->get("/healthz").status, 200);
+  EXPECT_EQ(snapshot(), before);
+}
+
+}  // namespace
+}  // namespace tunebase::api

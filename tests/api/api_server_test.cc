@@ -1,0 +1,392 @@
+// Real HTTP round trips against a server on an ephemeral port: ask/tell, concurrent workers,
+// leases, tokens, imports, predictions, metrics and shutdown.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "tests/api/api_test_util.h"
+
+namespace tunebase::api {
+namespace {
+
+using testing::create_demo_study;
+using testing::demo_objective;
+using ::testing::HasSubstr;
+using testing::TestServer;
+
+nlohmann::json tell(HttpClient& c, const std::string& token, std::int64_t trial,
+                    const std::string& client, double value) {
+  auto r = c.post("/v1/trials/" + std::to_string(trial) + "/result",
+                  {{"client_id", client},
+                   {"value", value},
+                   {"raw", {value, value * 1.01}},
+                   {"cost_seconds", 0.01}},
+                  token);
+  EXPECT_EQ(r.status, 200) << r.body;
+  return r.json();
+}
+
+TEST(ApiServer, HealthOpenapiAndUnknownRoutes) {
+  TestServer server;
+  auto c = server.client();
+  EXPECT_EQ(c.get("/healthz").status, 200);
+  const auto doc = c.get("/openapi.json");
+  ASSERT_EQ(doc.status, 200);
+  EXPECT_TRUE(doc.json()["paths"].contains("/v1/studies/{id}/suggestions"));
+  const auto missing = c.get("/v2/studies");
+  EXPECT_EQ(missing.status, 404);
+  EXPECT_EQ(missing.json()["error"]["code"], "unknown_route");
+  const auto method = c.request("DELETE", "/v1/studies");
+  EXPECT_EQ(method.status, 405);
+}
+
+TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
+  TestServer server;
+  auto c = server.client();
+  constexpr std::int64_t kBudget = 12;
+  const auto study = create_demo_study(c, server.token, "bo", kBudget);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  std::set<std::string> seen;
+  double best = INFINITY;
+  for (int round = 0; round < 100; ++round) {
+    const auto reply = c.post(base + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token);
+    ASSERT_EQ(reply.status, 200) << reply.body;
+    const auto answer = reply.json();
+    if (answer["suggestions"].empty()) {
+      EXPECT_TRUE(answer["done"].get<bool>()) << answer.dump();
+      break;
+    }
+    const auto& s = answer["suggestions"][0];
+    EXPECT_TRUE(seen.insert(s["config"].dump()).second) << "repeated " << s["config"];
+    const double value = demo_objective(s["config"]);
+    best = std::min(best, value);
+    const auto stored = tell(c, server.token, s["trial_id"], "w", value);
+    EXPECT_EQ(stored["status"], "ok");
+    EXPECT_DOUBLE_EQ(stored["value"].get<double>(), value);
+  }
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(kBudget));
+
+  const auto info = c.get(base).json();
+  EXPECT_EQ(info["status"], "completed");
+  EXPECT_EQ(info["trials"]["ok"], kBudget);
+  EXPECT_DOUBLE_EQ(info["best"]["value"].get<double>(), best);
+  EXPECT_TRUE(info["kernel"]["space"].contains("parameters"));
+
+  const auto best_known = c.get("/v1/best?kernel=demo&machine=test-machine");
+  ASSERT_EQ(best_known.status, 200) << best_known.body;
+  EXPECT_EQ(best_known.json()["source"], "measured");
+  EXPECT_DOUBLE_EQ(best_known.json()["objective"].get<double>(), best);
+
+  const auto trials = c.get(base + "/trials?status=ok").json()["trials"];
+  EXPECT_EQ(trials.size(), static_cast<std::size_t>(kBudget));
+  const auto csv = c.get(base + "/export?format=csv");
+  ASSERT_EQ(csv.status, 200);
+  EXPECT_THAT(csv.content_type, HasSubstr("text/csv"));
+  EXPECT_THAT(csv.body, HasSubstr("bx"));
+  const auto exported = c.get(base + "/export");
+  ASSERT_EQ(exported.status, 200);
+  EXPECT_EQ(exported.json()["trials"].size(), static_cast<std::size_t>(kBudget));
+
+  // The model of a finished study predicts; its prediction of a measured point is close.
+  const auto& measured = trials[0];
+  const auto predicted =
+      c.post("/v1/predict", {{"study_id", study}, {"configs", {measured["config"]}}});
+  ASSERT_EQ(predicted.status, 200) << predicted.body;
+  const auto p = predicted.json()["predictions"][0];
+  EXPECT_GT(p["upper"].get<double>(), p["lower"].get<double>());
+  EXPECT_NEAR(p["mean"].get<double>(), measured["value"].get<double>(),
+              0.5 * measured["value"].get<double>());
+}
+
+TEST(ApiServer, ConcurrentWorkersNeverReceiveTheSameConfiguration) {
+  TestServer server;
+  auto setup = server.client();
+  const auto study = create_demo_study(setup, server.token, "random", testing::kDemoValid);
+  constexpr int kWorkers = 4;
+  std::mutex mutex;
+  std::multiset<std::string> handed_out;
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      auto c = server.client();
+      const std::string client = "worker-" + std::to_string(w);
+      for (;;) {
+        const auto reply = c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
+                                  {{"n", 2}, {"client_id", client}}, server.token);
+        ASSERT_EQ(reply.status, 200) << reply.body;
+        const auto answer = reply.json();
+        if (answer["suggestions"].empty()) {
+          if (answer["done"].get<bool>()) return;
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          continue;
+        }
+        for (const auto& s : answer["suggestions"]) {
+          {
+            std::lock_guard lock(mutex);
+            handed_out.insert(s["config"].dump());
+          }
+          tell(c, server.token, s["trial_id"], client, demo_objective(s["config"]));
+        }
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  EXPECT_EQ(handed_out.size(), testing::kDemoValid);
+  EXPECT_EQ(std::set<std::string>(handed_out.begin(), handed_out.end()).size(), handed_out.size());
+  const auto counts = server.store().trial_counts(db::StudyId{study});
+  EXPECT_EQ(counts.ok, static_cast<std::int64_t>(testing::kDemoValid));
+  EXPECT_EQ(counts.pending, 0);
+}
+
+TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedOnce) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "exhaustive", 3);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto first =
+      c.post(base + "/suggestions", {{"n", 1}, {"client_id", "vanishing"}, {"lease_seconds", 0.1}},
+             server.token)
+          .json()["suggestions"][0];
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // several lease checks
+
+  const auto expired = c.get("/v1/trials/" + std::to_string(first["trial_id"].get<int>())).json();
+  EXPECT_EQ(expired["status"], "timeout");
+  EXPECT_TRUE(expired["lease_expired"].get<bool>());
+
+  // Exhaustive search takes the lowest free configuration: the released one comes back.
+  const auto again =
+      c.post(base + "/suggestions", {{"n", 1}, {"client_id", "steady"}}, server.token)
+          .json()["suggestions"][0];
+  EXPECT_EQ(again["config"], first["config"]);
+  EXPECT_NE(again["trial_id"], first["trial_id"]);
+
+  // The vanished worker comes back: its late result is accepted once, never twice.
+  tell(c, server.token, first["trial_id"], "vanishing", 2.0);
+  const auto twice =
+      c.post("/v1/trials/" + std::to_string(first["trial_id"].get<int>()) + "/result",
+             {{"client_id", "vanishing"}, {"value", 2.0}}, server.token);
+  EXPECT_EQ(twice.status, 409);
+  EXPECT_EQ(twice.json()["error"]["code"], "conflict");
+  tell(c, server.token, again["trial_id"], "steady", 2.1);
+
+  // The study goes on with new configurations.
+  const auto next = c.post(base + "/suggestions", {{"n", 1}, {"client_id", "steady"}}, server.token)
+                        .json()["suggestions"];
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_NE(next[0]["config"], first["config"]);
+  const auto metrics = c.get("/metrics").body;
+  EXPECT_THAT(metrics, HasSubstr("tunebase_leases_expired_total 1"));
+}
+
+TEST(ApiServer, WritesNeedAValidTokenAndResultsTheirOwnClient) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 5);
+  const std::string target = "/v1/studies/" + std::to_string(study) + "/suggestions";
+  const nlohmann::json body{{"n", 1}, {"client_id", "a"}};
+
+  const auto none = c.post(target, body);
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(none.json()["error"]["field"], "Authorization");
+  EXPECT_EQ(c.post(target, body, "not-a-token").status, 401);
+  EXPECT_EQ(c.request("POST", target, body.dump(), "", "application/json").status, 401);
+  const auto basic = c.request("POST", target, body.dump());
+  EXPECT_EQ(basic.status, 401);
+
+  const auto second = server.store().create_token("second");
+  server.store().revoke_token("second");
+  EXPECT_EQ(c.post(target, body, second).status, 401);
+
+  // Reads stay open by default.
+  EXPECT_EQ(c.get("/v1/studies").status, 200);
+
+  const auto s = c.post(target, body, server.token).json()["suggestions"][0];
+  const auto foreign = c.post("/v1/trials/" + std::to_string(s["trial_id"].get<int>()) + "/result",
+                              {{"client_id", "b"}, {"value", 1.0}}, server.token);
+  EXPECT_EQ(foreign.status, 403);
+  EXPECT_THAT(foreign.json()["error"]["message"].get<std::string>(), HasSubstr("client \"a\""));
+  EXPECT_EQ(server.store().get_trial(db::TrialId{s["trial_id"].get<std::int64_t>()}).result.status,
+            TrialStatus::pending);
+}
+
+TEST(ApiServer, AuthReadsClosesReads) {
+  ServiceOptions closed;
+  closed.auth_reads = true;
+  TestServer server(testing::fast_options(), closed);
+  auto c = server.client();
+  EXPECT_EQ(c.get("/v1/studies").status, 401);
+  EXPECT_EQ(c.get("/v1/studies", server.token).status, 200);
+  EXPECT_EQ(c.get("/healthz").status, 200);
+}
+
+// A Kernel-Tuner-cache-like file: 4 x 3 configurations, one failed, time = f(block sizes).
+std::string kernel_tuner_cache(const std::string& device, double scale) {
+  nlohmann::json cache = nlohmann::json::object();
+  for (int bx : {16, 32, 64, 128}) {
+    for (int by : {1, 2, 4}) {
+      const std::string key = std::to_string(bx) + "," + std::to_string(by);
+      nlohmann::json entry{{"block_size_x", bx}, {"block_size_y", by}};
+      if (bx == 128 && by == 4) {
+        entry["time"] = "CompilationFailedConfig";
+      } else {
+        const double t = scale * (1.0 + std::abs(std::log2(bx / 64.0)) + 0.3 * std::abs(by - 2));
+        entry["time"] = t;
+        entry["times"] = {t, t * 1.02, t * 0.99};
+      }
+      cache[key] = entry;
+    }
+  }
+  return nlohmann::json{
+      {"device_name", device},
+      {"kernel_name", "convolution"},
+      {"problem_size", {4096, 4096}},
+      {"tune_params_keys", {"block_size_x", "block_size_y"}},
+      {"tune_params", {{"block_size_x", {16, 32, 64, 128}}, {"block_size_y", {1, 2, 4}}}},
+      {"cache", cache}}
+      .dump();
+}
+
+std::string gzip(const std::string& bytes) {
+  z_stream zs{};
+  // 15 + 16: a gzip header and trailer around the deflate stream.
+  EXPECT_EQ(deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY),
+            Z_OK);
+  std::string out(deflateBound(&zs, bytes.size()) + 64, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  zs.avail_in = static_cast<uInt>(bytes.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
+  TestServer server;
+  auto c = server.client();
+  const auto plain =
+      c.request("POST", "/v1/import?machine=gpu-a", kernel_tuner_cache("GPU A", 1.0), server.token);
+  ASSERT_EQ(plain.status, 201) << plain.body;
+  EXPECT_EQ(plain.json()["trials"], 12);
+  EXPECT_EQ(plain.json()["failed"], 1);
+
+  const auto zipped =
+      c.request("POST", "/v1/import?study_name=zipped", gzip(kernel_tuner_cache("GPU B", 2.0)),
+                server.token, "application/gzip");
+  ASSERT_EQ(zipped.status, 201) << zipped.body;
+  EXPECT_EQ(zipped.json()["trials"], 12);
+  const auto machines = c.get("/v1/machines").json()["machines"];
+  EXPECT_EQ(machines.size(), 2u);  // gpu-a and the file's own device name
+
+  // The same file again is a conflict (its study exists); nothing new is stored.
+  const auto again =
+      c.request("POST", "/v1/import?machine=gpu-a", kernel_tuner_cache("GPU A", 1.0), server.token);
+  EXPECT_EQ(again.status, 409);
+  EXPECT_EQ(c.get("/v1/studies").json()["studies"].size(), 2u);
+
+  const auto best = c.get("/v1/best?kernel=convolution&machine=gpu-a").json();
+  EXPECT_EQ(best["source"], "measured");
+  EXPECT_DOUBLE_EQ(best["objective"].get<double>(), 1.0);
+  EXPECT_EQ(best["config"], (nlohmann::json{{"block_size_x", 64}, {"block_size_y", 2}}));
+
+  // A machine with nothing measured gets a prediction from the others' measurements.
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "gpu-new"}}, server.token).status, 201);
+  const auto predicted = c.get("/v1/best?kernel=convolution&machine=gpu-new");
+  ASSERT_EQ(predicted.status, 200) << predicted.body;
+  const auto p = predicted.json();
+  EXPECT_EQ(p["source"], "predicted");
+  EXPECT_EQ(p["config"]["block_size_x"], 64);
+  EXPECT_EQ(p["based_on"]["machines"], 2);
+  EXPECT_GT(p["upper"].get<double>(), p["lower"].get<double>());
+
+  // Nothing measured anywhere: a clear 404.
+  const auto unknown = c.get("/v1/best?kernel=nothing&machine=gpu-new");
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_THAT(unknown.json()["error"]["message"].get<std::string>(), HasSubstr("nothing measured"));
+}
+
+TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 10);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& config : {nlohmann::json{{"bx", 4}, {"by", 2}, {"unroll", 1}},
+                             nlohmann::json{{"bx", 1}, {"by", 1}, {"unroll", 0}},
+                             nlohmann::json{{"bx", 16}, {"by", 2}, {"unroll", 1}}}) {
+    list.push_back({{"config", config}, {"value", demo_objective(config)}});
+  }
+  list.push_back({{"config", {{"bx", 2}, {"by", 8}, {"unroll", 0}}},
+                  {"status", "failed"},
+                  {"message", "out of registers"}});
+  const auto added = c.post(base + "/measurements", {{"measurements", list}}, server.token);
+  ASSERT_EQ(added.status, 201) << added.body;
+  EXPECT_EQ(added.json()["trial_ids"].size(), 4u);
+
+  // The session knows them: 6 more suggestions fill the budget of 10, none repeats them.
+  std::set<std::string> external;
+  for (const auto& m : list) external.insert(m["config"].dump());
+  const auto reply =
+      c.post(base + "/suggestions", {{"n", 10}, {"client_id", "w"}}, server.token).json();
+  EXPECT_EQ(reply["suggestions"].size(), 6u) << reply.dump();
+  for (const auto& s : reply["suggestions"]) EXPECT_FALSE(external.count(s["config"].dump()));
+
+  const auto predicted =
+      c.post("/v1/predict", {{"study_id", study}, {"configs", {list[0]["config"]}}});
+  ASSERT_EQ(predicted.status, 200) << predicted.body;
+  EXPECT_EQ(predicted.json()["predictions"].size(), 1u);
+}
+
+TEST(ApiServer, MetricsCountRequestsSuggestionsAndResults) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 4);
+  const auto s = c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
+                        {{"n", 1}, {"client_id", "w"}}, server.token)
+                     .json()["suggestions"][0];
+  tell(c, server.token, s["trial_id"], "w", 1.0);
+  c.get("/v1/studies/999");
+  const auto text = c.get("/metrics");
+  EXPECT_THAT(text.content_type, HasSubstr("text/plain"));
+  EXPECT_THAT(text.body, HasSubstr("route=\"POST /v1/studies/{id}/suggestions\",code=\"200\"} 1"));
+  EXPECT_THAT(text.body, HasSubstr("route=\"GET /v1/studies/{id}\",code=\"404\"} 1"));
+  EXPECT_THAT(text.body, HasSubstr("tunebase_trials_reported_total{status=\"ok\"} 1"));
+  EXPECT_THAT(text.body, HasSubstr("tunebase_suggestions_total 1"));
+  EXPECT_THAT(text.body, HasSubstr("tunebase_suggestion_duration_seconds_count 1"));
+}
+
+TEST(ApiServer, StopsPromptlyWithIdleKeepAliveConnections) {
+  tunebase::testing::TempDir dir;
+  const auto path = dir.file("kept.db");
+  auto server = std::make_unique<TestServer>(testing::fast_options(), ServiceOptions{}, path);
+  auto c = server->client();
+  ASSERT_EQ(c.get("/healthz").status, 200);  // leaves a kept-alive connection open
+  const auto start = std::chrono::steady_clock::now();
+  server.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  db::Store reopened(path);  // closed cleanly and usable
+  EXPECT_EQ(reopened.list_tokens().size(), 1u);
+}
+
+TEST(ApiServer, RefusesToListenOnABusyPort) {
+  TestServer first;
+  tunebase::testing::TempDir dir;
+  db::Store store(dir.file("b.db"));
+  Service service(store);
+  auto options = testing::fast_options();
+  options.port = first.port();
+  try {
+    Server second(service, options);
+    FAIL() << "a second server listened on a busy port";
+  } catch (const IoError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first.port())));
+  }
+}
+
+}  // namespace
+}  // namespace tunebase::api

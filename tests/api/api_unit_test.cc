@@ -1,0 +1,232 @@
+// The pieces of the service that need no network: routing, strict JSON reading, the error
+// mapping, the OpenAPI document and the metrics text.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "api/errors.h"
+#include "api/json_reader.h"
+#include "api/metrics.h"
+#include "api/router.h"
+#include "api/service.h"
+#include "tests/support/shared_data.h"
+
+namespace tunebase::api {
+namespace {
+
+using ::testing::HasSubstr;
+
+Route make_route(std::string method, std::string pattern) {
+  Route r;
+  r.method = std::move(method);
+  r.pattern = std::move(pattern);
+  r.operation_id = r.method + r.pattern;
+  r.handler = [](Request&) { return Response::json({{"ok", true}}); };
+  return r;
+}
+
+TEST(Router, MatchesLiteralAndParameterSegments) {
+  Router router;
+  router.add(make_route("GET", "/v1/studies"));
+  router.add(make_route("GET", "/v1/studies/{id}"));
+  router.add(make_route("POST", "/v1/studies/{id}/suggestions"));
+  const auto m = router.match("POST", "/v1/studies/42/suggestions");
+  EXPECT_EQ(m.index, 2u);
+  EXPECT_EQ(m.params.at("id"), "42");
+  EXPECT_EQ(router.match("GET", "/v1/studies/").index, 0u);
+  EXPECT_THROW(router.match("GET", "/v1/nothing"), UnknownRoute);
+  try {
+    router.match("DELETE", "/v1/studies/3");
+    FAIL() << "expected 405";
+  } catch (const MethodNotAllowed& e) {
+    EXPECT_EQ(e.allow(), "GET");
+  }
+}
+
+TEST(Router, SplitsAndDecodesTheTarget) {
+  std::string path;
+  std::map<std::string, std::string> query;
+  split_target("/v1/best?kernel=a%20b&machine=m+1&task=3", path, query);
+  EXPECT_EQ(path, "/v1/best");
+  EXPECT_EQ(query.at("kernel"), "a b");
+  EXPECT_EQ(query.at("machine"), "m 1");
+  EXPECT_THROW(split_target("/v1/best?kernel=%zz", path, query), FieldError);
+  EXPECT_THROW(split_target("/v1/best?kernel=%4", path, query), FieldError);
+  EXPECT_THROW(split_target("/v1/best?a=1&a=2", path, query), FieldError);
+}
+
+TEST(Router, ChecksQueryParameters) {
+  auto route = make_route("GET", "/v1/best");
+  route.query = {{"kernel", "string", true, "kernel name", {}},
+                 {"task", "integer", false, "task id", {}},
+                 {"format", "string", false, "f", {"json", "csv"}}};
+  Request r;
+  r.query = {{"kernel", "k"}, {"task", "12"}};
+  EXPECT_NO_THROW(check_query(route, r));
+  r.query = {{"kernel", "k"}, {"tsk", "1"}};
+  try {
+    check_query(route, r);
+    FAIL();
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "query.tsk");
+    EXPECT_THAT(e.what(), HasSubstr("allowed: kernel, task, format"));
+  }
+  r.query = {{"task", "1"}};
+  EXPECT_THROW(check_query(route, r), FieldError);
+  r.query = {{"kernel", "k"}, {"task", "x1"}};
+  EXPECT_THROW(check_query(route, r), FieldError);
+  r.query = {{"kernel", "k"}, {"format", "xml"}};
+  EXPECT_THROW(check_query(route, r), FieldError);
+}
+
+TEST(JsonReader, NamesTheFieldAndWhatIsAllowed) {
+  const auto body = nlohmann::json::parse(
+      R"({"n": 2, "name": "x", "ratio": 0.5, "flag": true, "nested": {"a": 1}, "extra": 1})");
+  JsonReader r(body);
+  EXPECT_EQ(r.required_integer("n", 1, 10), 2);
+  EXPECT_EQ(r.required_string("name"), "x");
+  EXPECT_DOUBLE_EQ(*r.optional_number("ratio", 0, 1), 0.5);
+  EXPECT_TRUE(*r.optional_bool("flag"));
+  EXPECT_EQ(r.optional_object("nested")->at("a"), 1);
+  EXPECT_FALSE(r.optional_string("absent"));
+  try {
+    r.finish();
+    FAIL();
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "extra");
+    EXPECT_THAT(e.what(), HasSubstr("allowed: n, name, ratio, flag, nested, absent"));
+  }
+
+  const nlohmann::json bad{{"n", "two"}, {"m", 11}, {"s", 3}};
+  JsonReader wrong(bad, "item[0]");
+  try {
+    wrong.required_integer("n");
+    FAIL();
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "item[0].n");
+    EXPECT_THAT(e.what(), HasSubstr("must be an integer, got a string"));
+  }
+  EXPECT_THROW(wrong.required_integer("m", 1, 10), FieldError);
+  EXPECT_THROW(wrong.required_string("s"), FieldError);
+  EXPECT_THROW(wrong.required_string("missing"), FieldError);
+  const auto array = nlohmann::json::array();
+  EXPECT_THROW(JsonReader{array}, FieldError);
+}
+
+TEST(JsonReader, MalformedBodyIsAFieldErrorOnBody) {
+  try {
+    parse_json_body("{\"n\": ");
+    FAIL();
+  } catch (const FieldError& e) {
+    EXPECT_EQ(e.field(), "body");
+  }
+  EXPECT_TRUE(parse_json_body("  ").is_object());
+}
+
+TEST(Errors, EachErrorTypeHasItsStatus) {
+  auto status = [](auto error) { return error_reply(std::make_exception_ptr(error)).status; };
+  EXPECT_EQ(status(InvalidInput("x")), 400);
+  EXPECT_EQ(status(ParseError("x", 3)), 400);
+  EXPECT_EQ(status(FieldError("f", "x")), 400);
+  EXPECT_EQ(status(Unauthorized("x")), 401);
+  EXPECT_EQ(status(Forbidden("x")), 403);
+  EXPECT_EQ(status(NotFound("x")), 404);
+  EXPECT_EQ(status(MethodNotAllowed("x", "GET")), 405);
+  EXPECT_EQ(status(RequestTimeout("x")), 408);
+  EXPECT_EQ(status(Conflict("x")), 409);
+  EXPECT_EQ(status(PayloadTooLarge("x")), 413);
+  EXPECT_EQ(status(StorageError("x")), 503);
+  EXPECT_EQ(status(IoError("x")), 500);
+  EXPECT_EQ(status(std::runtime_error("secret detail")), 500);
+
+  const auto reply = error_reply(std::make_exception_ptr(FieldError("budget", "too big")));
+  EXPECT_EQ(reply.body["error"]["field"], "budget");
+  EXPECT_EQ(reply.body["error"]["message"], "too big");
+  EXPECT_EQ(reply.body["error"]["code"], "invalid_input");
+  const auto internal = error_reply(std::make_exception_ptr(std::runtime_error("secret detail")));
+  EXPECT_THAT(internal.body.dump(), ::testing::Not(HasSubstr("secret")));
+}
+
+TEST(OpenApi, DocumentsEveryRegisteredRoute) {
+  tunebase::testing::TempDir dir;
+  db::Store store(dir.file("o.db"));
+  Service service(store);
+  const auto doc = openapi_document(service.router(), false);
+  EXPECT_EQ(doc["openapi"], "3.0.3");
+  std::set<std::string> operation_ids;
+  for (const auto& r : service.router().routes()) {
+    std::string method = r.method;
+    std::transform(method.begin(), method.end(), method.begin(), ::tolower);
+    ASSERT_TRUE(doc["paths"].contains(r.pattern)) << r.pattern << " is missing";
+    ASSERT_TRUE(doc["paths"][r.pattern].contains(method)) << r.method << " " << r.pattern;
+    const auto& op = doc["paths"][r.pattern][method];
+    EXPECT_FALSE(op["summary"].get<std::string>().empty()) << r.pattern;
+    EXPECT_TRUE(op["responses"].contains(std::to_string(r.success_status))) << r.pattern;
+    EXPECT_TRUE(op["responses"].contains("400")) << r.pattern;
+    EXPECT_TRUE(operation_ids.insert(op["operationId"].get<std::string>()).second)
+        << "duplicate operationId " << op["operationId"];
+    if (r.access == Access::write) {
+      EXPECT_TRUE(op.contains("security")) << r.pattern;
+      EXPECT_TRUE(op["responses"].contains("401")) << r.pattern;
+    }
+    if (r.pattern.find("{id}") != std::string::npos) {
+      EXPECT_EQ(op["parameters"][0]["in"], "path") << r.pattern;
+    }
+  }
+  // Every route the issue names is registered (and so documented).
+  for (const auto& [method, path] :
+       std::vector<std::pair<std::string, std::string>>{{"post", "/v1/studies"},
+                                                        {"get", "/v1/studies"},
+                                                        {"get", "/v1/studies/{id}"},
+                                                        {"get", "/v1/studies/{id}/trials"},
+                                                        {"post", "/v1/studies/{id}/suggestions"},
+                                                        {"post", "/v1/trials/{id}/result"},
+                                                        {"post", "/v1/studies/{id}/measurements"},
+                                                        {"get", "/v1/best"},
+                                                        {"post", "/v1/predict"},
+                                                        {"post", "/v1/machines"},
+                                                        {"get", "/v1/machines"},
+                                                        {"post", "/v1/import"},
+                                                        {"get", "/v1/studies/{id}/export"},
+                                                        {"get", "/healthz"},
+                                                        {"get", "/metrics"},
+                                                        {"get", "/openapi.json"}}) {
+    EXPECT_TRUE(doc["paths"].contains(path) && doc["paths"][path].contains(method))
+        << method << " " << path;
+  }
+}
+
+TEST(Metrics, RendersPrometheusText) {
+  Metrics m({"GET /v1/best", "POST /v1/trials/{id}/result"});
+  m.record_request(0, 200, 0.0004);
+  m.record_request(0, 200, 0.003);
+  m.record_request(1, 409, 0.002);
+  m.record_request(2, 404, 0.0001);  // unmatched
+  m.record_suggestions(0.25, 3);
+  m.record_result(TrialStatus::failed);
+  const auto text = m.render(2, 5);
+  EXPECT_THAT(text,
+              HasSubstr("tunebase_http_requests_total{route=\"GET /v1/best\",code=\"200\"} 2"));
+  EXPECT_THAT(text, HasSubstr("route=\"POST /v1/trials/{id}/result\",code=\"409\"} 1"));
+  EXPECT_THAT(text, HasSubstr("route=\"unmatched\",code=\"404\"} 1"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "tunebase_http_request_duration_seconds_bucket{route=\"GET /v1/best\",le=\"0.0005\"} 1"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "tunebase_http_request_duration_seconds_bucket{route=\"GET /v1/best\",le=\"0.005\"} 2"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "tunebase_http_request_duration_seconds_bucket{route=\"GET /v1/best\",le=\"+Inf\"} 2"));
+  EXPECT_THAT(text, HasSubstr("tunebase_suggestions_total 3"));
+  EXPECT_THAT(text, HasSubstr("tunebase_trials_reported_total{status=\"failed\"} 1"));
+  EXPECT_THAT(text, HasSubstr("tunebase_pending_leases 5"));
+  EXPECT_THAT(text, HasSubstr("tunebase_active_studies 2"));
+}
+
+}  // namespace
+}  // namespace tunebase::api

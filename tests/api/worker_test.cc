@@ -1,0 +1,142 @@
+// `tunebase worker` against a live server: two workers replaying a measured dataset share one
+// study without ever evaluating a configuration twice; a worker whose evaluator tunes another
+// space is refused with a clear message.
+#include "apps/worker.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+
+#include "apps/cli.h"
+#include "kernels/replay.h"
+#include "tests/api/api_test_util.h"
+
+// The interrupt flag lives in the tunebase executable's main.cc; the worker loop reads it.
+namespace tunebase::cli {
+std::atomic<bool> g_interrupted{false};
+void install_interrupt_handler() {}
+}  // namespace tunebase::cli
+
+namespace tunebase::api {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<Value> ints(std::initializer_list<std::int64_t> v) {
+  std::vector<Value> out;
+  for (auto x : v) out.emplace_back(x);
+  return out;
+}
+
+// Every configuration of a 4 x 4 x 2 space measured; every 7th failed to compile.
+MeasuredDataset measured_dataset(const std::string& kernel) {
+  MeasuredDataset d;
+  d.device_name = "Replay GPU";
+  d.kernel_name = kernel;
+  d.format = "kernel_tuner";
+  d.space =
+      SearchSpace({ordinal("block_size_x", ints({16, 32, 64, 128})),
+                   ordinal("block_size_y", ints({1, 2, 4, 8})), ordinal("unroll", ints({0, 1}))},
+                  {});
+  std::size_t i = 0;
+  for (const auto& config : d.space.valid_configurations()) {
+    Observation o;
+    o.config = config;
+    if (++i % 7 == 0) {
+      o.result = Measurement::failure(TrialStatus::failed, "CompilationFailedConfig");
+    } else {
+      const double t = 1.0 + std::abs(std::log2(as_double(config[0]) / 64.0)) +
+                       0.1 * as_double(config[1]) + 0.2 * as_double(config[2]);
+      o.result = Measurement::success(t, {t, t});
+    }
+    d.entries.push_back(std::move(o));
+  }
+  return d;
+}
+
+std::int64_t create_study(HttpClient& c, const std::string& token, const Evaluator& e,
+                          std::int64_t budget) {
+  EXPECT_EQ(c.post("/v1/machines", {{"name", "replay-host"}}, token).status, 201);
+  const auto s = c.post("/v1/studies",
+                        {{"kernel", e.kernel_name()},
+                         {"space", e.space().to_json()},
+                         {"machine", "replay-host"},
+                         {"strategy", "random"},
+                         {"budget", budget}},
+                        token);
+  EXPECT_EQ(s.status, 201) << s.body;
+  return s.json()["id"].get<std::int64_t>();
+}
+
+TEST(Worker, TwoWorkersShareAStudyWithoutRepeats) {
+  testing::TestServer server;
+  ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");
+  auto setup = server.client();
+  constexpr std::int64_t kBudget = 24;
+  const auto study = create_study(setup, server.token, evaluator, kBudget);
+
+  std::vector<cli::WorkerSummary> summaries(2);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      ReplayEvaluator mine(measured_dataset("conv"), "generated.json");
+      auto client = server.client();
+      cli::WorkerOptions options;
+      options.study = study;
+      options.token = server.token;
+      options.client_id = "worker-" + std::to_string(w);
+      options.quiet = true;
+      summaries[w] = cli::run_worker(mine, client, options);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(summaries[0].evaluated + summaries[1].evaluated, static_cast<std::size_t>(kBudget));
+  for (const auto& s : summaries) {
+    EXPECT_THAT(s.stop_reason, ::testing::AnyOf(HasSubstr("budget"), HasSubstr("completed")));
+  }
+
+  const auto trials = server.store().trials(db::StudyId{study});
+  ASSERT_EQ(trials.size(), static_cast<std::size_t>(kBudget));
+  std::set<std::string> keys;
+  std::size_t failed = 0;
+  for (const auto& t : trials) {
+    EXPECT_TRUE(keys.insert(t.config_key).second) << t.config_key << " evaluated twice";
+    EXPECT_NE(t.result.status, TrialStatus::pending);
+    failed += t.result.status == TrialStatus::failed;
+    // The stored result is the replayed one.
+    const auto expected = evaluator.lookup_json(t.config);
+    EXPECT_EQ(t.result.status, expected.status);
+    if (expected.ok()) {
+      EXPECT_DOUBLE_EQ(t.result.objective, expected.objective);
+    }
+  }
+  EXPECT_EQ(failed, summaries[0].failed + summaries[1].failed);
+}
+
+TEST(Worker, RefusesAnEvaluatorForAnotherSpace) {
+  testing::TestServer server;
+  ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");
+  auto client = server.client();
+  const auto study = create_study(client, server.token, evaluator, 5);
+  ReplayEvaluator other(measured_dataset("gemm"), "other.json");
+  cli::WorkerOptions options;
+  options.study = study;
+  options.token = server.token;
+  options.quiet = true;
+  try {
+    cli::run_worker(other, client, options);
+    FAIL() << "the worker accepted an evaluator of another kernel";
+  } catch (const InvalidInput& e) {
+    EXPECT_THAT(e.what(), HasSubstr("tunes kernel \"conv\""));
+    EXPECT_THAT(e.what(), HasSubstr("this worker's evaluator is \"gemm\""));
+  }
+  EXPECT_TRUE(server.store().trials(db::StudyId{study}).empty());
+
+  options.token = "wrong";
+  EXPECT_THROW(cli::run_worker(evaluator, client, options), Unauthorized);
+}
+
+}  // namespace
+}  // namespace tunebase::api

@@ -1,0 +1,340 @@
+// Readers of Kernel Tuner cache files and T4 results, on small files written here.
+#include "core/measurements.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+#include "tests/support/shared_data.h"
+
+namespace tunebase {
+namespace {
+
+using ::testing::HasSubstr;
+
+// zlib windowBits for a gzip wrapper (15-bit window + 16), as gzip(1) writes.
+constexpr int kGzipWindowBits = 15 + 16;
+constexpr int kZlibMemLevel = 8;
+
+std::string gzip(const std::string& text) {
+  z_stream zs{};
+  if (deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, kGzipWindowBits, kZlibMemLevel,
+                   Z_DEFAULT_STRATEGY) != Z_OK) {
+    throw std::runtime_error("deflateInit2 failed");
+  }
+  std::string out(deflateBound(&zs, text.size()), '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  zs.avail_in = static_cast<uInt>(text.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  if (rc != Z_STREAM_END) throw std::runtime_error("deflate did not finish");
+  return out;
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+/// Kernel Tuner cache with one success (with a GFLOP/s metric) and two failures. The key
+/// "32,2,1.0" is written the way Python's str() writes a float.
+const std::string kKernelTunerCache = R"({
+  "device_name": "Test GPU", "kernel_name": "vector_add", "problem_size": [1024],
+  "tune_params_keys": ["block_size_x", "tile", "scale"],
+  "tune_params": {"block_size_x": [16, 32], "tile": [1, 2], "scale": [0.5, 1.0]},
+  "objective": "time",
+  "cache": {
+    "16,1,0.5": {"block_size_x": 16, "tile": 1, "scale": 0.5, "time": 1.5,
+                 "times": [1.25, 1.75], "GFLOP/s": 100.0, "compile_time": 200.0,
+                 "verification_time": 0, "benchmark_time": 3.0},
+    "32,2,1.0": {"block_size_x": 32, "tile": 2, "scale": 1.0, "time": "CompilationFailedConfig"},
+    "16,2,1.0": {"block_size_x": 16, "tile": 2, "scale": 1.0, "time": "RuntimeFailedConfig"}
+  }})";
+
+/// T4 results in seconds, parameters in a non-alphabetical order, every invalidity kind.
+const std::string kT4Results = R"({
+  "schema_version": "1.0.0",
+  "metadata": {"timeunit": "seconds"},
+  "results": [
+    {"configuration": {"zeta": 32, "alpha": "fast"}, "invalidity": "correct", "correctness": 1,
+     "times": {"compilation": 0.5, "runtimes": [0.002, 0.004]},
+     "measurements": [{"name": "time", "value": 0.003, "unit": "s"},
+                      {"name": "GB/s", "value": 250.0, "unit": ""}]},
+    {"configuration": {"zeta": 8, "alpha": "fast"}, "invalidity": "compile", "correctness": 0,
+     "times": {"compilation": 1.0},
+     "measurements": [{"name": "time", "value": "CompilationFailedConfig", "unit": ""}]},
+    {"configuration": {"zeta": 16, "alpha": "slow"}, "invalidity": "runtime", "correctness": 0,
+     "times": {}},
+    {"configuration": {"zeta": 16, "alpha": "fast"}, "invalidity": "timeout", "correctness": 0,
+     "times": {}},
+    {"configuration": {"zeta": 8, "alpha": "slow"}, "invalidity": "correct", "correctness": 1,
+     "times": {"runtimes": [0.001, 0.003]}}
+  ]})";
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const InvalidInput& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected InvalidInput";
+  return {};
+}
+
+std::string parse_error(const std::string& text) {
+  return error_of([&] { parse_measurements(text, "broken.json"); });
+}
+
+TEST(KernelTunerCache, ReadsSuccessesFailuresAndMetrics) {
+  const MeasuredDataset d = parse_measurements(kKernelTunerCache, "cache.json");
+  EXPECT_EQ(d.format, "kernel_tuner");
+  EXPECT_EQ(d.device_name, "Test GPU");
+  EXPECT_EQ(d.kernel_name, "vector_add");
+  EXPECT_EQ(d.problem_size, nlohmann::json::array({1024}));
+  ASSERT_EQ(d.space.dimension(), 3u);
+  EXPECT_EQ(d.space.parameter(0).name, "block_size_x");
+  EXPECT_EQ(d.space.parameter(2).name, "scale");
+  EXPECT_TRUE(d.space.constraints().empty());
+  ASSERT_EQ(d.entries.size(), 3u);
+
+  int ok = 0;
+  int failed = 0;
+  for (const auto& e : d.entries) {
+    const std::string key = d.space.key(e.config);
+    if (key == "16,1,0.5") {
+      ++ok;
+      EXPECT_TRUE(e.result.ok());
+      EXPECT_DOUBLE_EQ(e.result.objective, 1.5);
+      EXPECT_EQ(e.result.raw, (std::vector<double>{1.25, 1.75}));
+      EXPECT_DOUBLE_EQ(e.result.metrics.at("GFLOP/s").get<double>(), 100.0);
+      EXPECT_FALSE(e.result.metrics.contains("time"));
+      EXPECT_FALSE(e.result.metrics.contains("block_size_x"));
+      // compile + verification + benchmark time, milliseconds -> seconds
+      EXPECT_DOUBLE_EQ(e.result.cost_seconds, 0.203);
+    } else {
+      ++failed;
+      EXPECT_EQ(e.result.status, TrialStatus::failed);
+      EXPECT_FALSE(e.result.ok());
+      EXPECT_TRUE(std::isnan(e.result.objective));
+      EXPECT_EQ(e.result.message,
+                key == "32,2,1.0" ? "CompilationFailedConfig" : "RuntimeFailedConfig");
+    }
+  }
+  EXPECT_EQ(ok, 1);
+  EXPECT_EQ(failed, 2);
+}
+
+TEST(KernelTunerCache, AcceptsIntegralFloatKeysWrittenEitherWay) {
+  std::string text = kKernelTunerCache;
+  const auto at = text.find("\"32,2,1.0\"");
+  text.replace(at, 10, "\"32,2,1\"");
+  EXPECT_EQ(parse_measurements(text, "cache.json").entries.size(), 3u);
+}
+
+TEST(T4Results, ReadsStatusesUnitsAndParameterOrder) {
+  const MeasuredDataset d = parse_measurements(kT4Results, "results_T4.json");
+  EXPECT_EQ(d.format, "t4");
+  ASSERT_EQ(d.space.dimension(), 2u);
+  // The file's order, not the alphabetical one.
+  EXPECT_EQ(d.space.parameter(0).name, "zeta");
+  EXPECT_EQ(d.space.parameter(1).name, "alpha");
+  // Values seen, sorted numerically (not as text: 8 < 16 < 32).
+  const auto& zeta = d.space.parameter(0).values;
+  ASSERT_EQ(zeta.size(), 3u);
+  EXPECT_EQ(to_string(zeta[0]), "8");
+  EXPECT_EQ(to_string(zeta[1]), "16");
+  EXPECT_EQ(to_string(zeta[2]), "32");
+  EXPECT_EQ(d.space.parameter(1).kind, ParamKind::categorical);
+
+  ASSERT_EQ(d.entries.size(), 5u);
+  const auto& first = d.entries[0].result;
+  ASSERT_TRUE(first.ok());
+  // seconds -> milliseconds, as in Kernel Tuner caches
+  EXPECT_DOUBLE_EQ(first.objective, 3.0);
+  EXPECT_DOUBLE_EQ(first.raw[0], 2.0);
+  EXPECT_DOUBLE_EQ(first.raw[1], 4.0);
+  EXPECT_DOUBLE_EQ(first.metrics.at("GB/s").get<double>(), 250.0);
+  EXPECT_DOUBLE_EQ(first.metrics.at("compile_time").get<double>(), 500.0);
+
+  EXPECT_EQ(d.entries[1].result.status, TrialStatus::failed);
+  EXPECT_EQ(d.entries[1].result.message, "CompilationFailedConfig");
+  EXPECT_EQ(d.entries[2].result.status, TrialStatus::failed);
+  EXPECT_THAT(d.entries[2].result.message, HasSubstr("runtime"));
+  EXPECT_EQ(d.entries[3].result.status, TrialStatus::timeout);
+  // No time measurement: the mean of the runtimes, as Kernel Tuner computes time.
+  ASSERT_TRUE(d.entries[4].result.ok());
+  EXPECT_DOUBLE_EQ(d.entries[4].result.objective, 2.0);
+}
+
+TEST(Gzip, RoundTripFromBytesAndFiles) {
+  const std::string compressed = gzip(kKernelTunerCache);
+  ASSERT_NE(compressed, kKernelTunerCache);
+  EXPECT_EQ(gunzip_if_needed(compressed, "x.gz"), kKernelTunerCache);
+  EXPECT_EQ(gunzip_if_needed(kKernelTunerCache, "x.json"), kKernelTunerCache);
+
+  const MeasuredDataset from_bytes = parse_measurements(compressed, "upload");
+  EXPECT_EQ(from_bytes.entries.size(), 3u);
+  EXPECT_EQ(from_bytes.kernel_name, "vector_add");
+
+  testing::TempDir dir;
+  // Detected by the magic bytes, whatever the name says.
+  const std::string misnamed = dir.file("cache.json");
+  write_file(misnamed, compressed);
+  EXPECT_EQ(read_maybe_gzipped(misnamed), kKernelTunerCache);
+  EXPECT_EQ(read_measurements(misnamed).entries.size(), 3u);
+
+  const std::string t4 = dir.file("results_T4.json.gz");
+  write_file(t4, gzip(kT4Results));
+  EXPECT_EQ(read_measurements(t4).entries.size(), 5u);
+}
+
+TEST(Gzip, ConcatenatedMembersDecompressInTurn) {
+  const std::string half = kKernelTunerCache.substr(0, kKernelTunerCache.size() / 2);
+  const std::string rest = kKernelTunerCache.substr(half.size());
+  EXPECT_EQ(gunzip_if_needed(gzip(half) + gzip(rest), "two.gz"), kKernelTunerCache);
+}
+
+TEST(BrokenFiles, TruncatedGzipSaysSo) {
+  const std::string compressed = gzip(kKernelTunerCache);
+  for (std::size_t keep : {compressed.size() / 2, compressed.size() - 4, std::size_t{10}}) {
+    const std::string message =
+        error_of([&] { parse_measurements(compressed.substr(0, keep), "gemm/A100.json.gz"); });
+    EXPECT_THAT(message, HasSubstr("gemm/A100.json.gz")) << keep;
+    EXPECT_THAT(message, HasSubstr("gzip stream is truncated")) << keep;
+  }
+}
+
+TEST(BrokenFiles, CorruptGzipSaysSo) {
+  std::string compressed = gzip(kKernelTunerCache);
+  for (std::size_t i = 20; i < 40; ++i) compressed[i] = static_cast<char>(compressed[i] ^ 0x5a);
+  const std::string message = error_of([&] { parse_measurements(compressed, "c.json.gz"); });
+  EXPECT_THAT(message, HasSubstr("c.json.gz"));
+  EXPECT_THAT(message, HasSubstr("gzip stream is corrupt"));
+}
+
+TEST(BrokenFiles, NotJsonGivesThePosition) {
+  const std::string text = "{\"cache\": {\"1\": {\"time\": 1.0,}}}";
+  try {
+    parse_measurements(text, "broken.json");
+    FAIL() << "expected ParseError";
+  } catch (const ParseError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("broken.json is not valid JSON"));
+    EXPECT_THAT(e.what(), HasSubstr("line 1, column"));
+    EXPECT_EQ(e.position(), text.find(",}") + 1);  // the '}' where a key should be
+  }
+  EXPECT_THAT(parse_error(""), HasSubstr("not valid JSON"));
+  EXPECT_THAT(parse_error("[1, 2]"), HasSubstr("expected a JSON object"));
+  EXPECT_THAT(parse_error(R"({"name": "x"})"), HasSubstr("neither a Kernel Tuner cache file"));
+}
+
+TEST(BrokenFiles, MissingKeysAreNamed) {
+  nlohmann::json j = nlohmann::json::parse(kKernelTunerCache);
+  for (const char* key : {"cache", "tune_params", "tune_params_keys"}) {
+    nlohmann::json broken = j;
+    broken.erase(key);
+    const std::string message = parse_error(broken.dump());
+    EXPECT_THAT(message, HasSubstr("broken.json"));
+    EXPECT_THAT(message, HasSubstr(std::string("\"") + key + "\"")) << message;
+  }
+  nlohmann::json no_time = j;
+  no_time["cache"]["16,1,0.5"].erase("time");
+  EXPECT_THAT(parse_error(no_time.dump()), HasSubstr("has no \"time\""));
+  nlohmann::json no_param = j;
+  no_param["cache"]["16,1,0.5"].erase("tile");
+  EXPECT_THAT(parse_error(no_param.dump()), HasSubstr("no value for parameter 'tile'"));
+
+  nlohmann::json t4 = nlohmann::json::parse(kT4Results);
+  t4["results"][2]["configuration"].erase("alpha");
+  EXPECT_THAT(parse_error(t4.dump()), HasSubstr("results[2]: configuration has no value for "
+                                                "parameter 'alpha'"));
+  nlohmann::json t4_results = nlohmann::json::parse(kT4Results);
+  t4_results.erase("results");
+  EXPECT_THAT(parse_error(t4_results.dump()), HasSubstr("\"results\""));
+}
+
+TEST(BrokenFiles, KeyThatDoesNotMatchItsEntry) {
+  nlohmann::json j = nlohmann::json::parse(kKernelTunerCache);
+  j["cache"]["32,1,0.5"] = j["cache"]["16,1,0.5"];
+  const std::string message = parse_error(j.dump());
+  EXPECT_THAT(message, HasSubstr("cache entry \"32,1,0.5\" does not match its values"));
+  EXPECT_THAT(message, HasSubstr("16,1,0.5"));
+}
+
+TEST(BrokenFiles, ValueOutsideTuneParams) {
+  nlohmann::json j = nlohmann::json::parse(kKernelTunerCache);
+  j["cache"]["64,1,0.5"] = j["cache"]["16,1,0.5"];
+  j["cache"]["64,1,0.5"]["block_size_x"] = 64;
+  const std::string message = parse_error(j.dump());
+  EXPECT_THAT(message, HasSubstr("value 64 of parameter 'block_size_x' is not in tune_params"));
+  EXPECT_THAT(message, HasSubstr("allowed: 16, 32"));
+}
+
+TEST(BrokenFiles, WrongTypes) {
+  nlohmann::json j = nlohmann::json::parse(kKernelTunerCache);
+  {
+    nlohmann::json b = j;
+    b["cache"]["16,1,0.5"]["time"] = nlohmann::json::array({1.0});
+    EXPECT_THAT(parse_error(b.dump()), HasSubstr("\"time\" must be a number"));
+  }
+  {
+    nlohmann::json b = j;
+    b["cache"]["16,1,0.5"]["times"] = {1.0, "fast"};
+    EXPECT_THAT(parse_error(b.dump()), HasSubstr("must be a list of numbers"));
+  }
+  {
+    nlohmann::json b = j;
+    b["tune_params_keys"] = "block_size_x";
+    EXPECT_THAT(parse_error(b.dump()), HasSubstr("\"tune_params_keys\" must be"));
+  }
+  {
+    nlohmann::json b = j;
+    b["cache"] = nlohmann::json::array();
+    EXPECT_THAT(parse_error(b.dump()), HasSubstr("\"cache\" must be an object"));
+  }
+  {
+    nlohmann::json b = j;
+    b["cache"]["16,1,0.5"]["tile"] = true;
+    EXPECT_THAT(parse_error(b.dump()), HasSubstr("parameter 'tile' must be a number or a string"));
+  }
+  {
+    nlohmann::json b = j;
+    b["device_name"] = 7;
+    EXPECT_THAT(parse_error(b.dump()), HasSubstr("\"device_name\" must be a string"));
+  }
+  nlohmann::json t4 = nlohmann::json::parse(kT4Results);
+  {
+    nlohmann::json b = t4;
+    b["results"][0]["invalidity"] = "exploded";
+    const std::string message = parse_error(b.dump());
+    EXPECT_THAT(message, HasSubstr("results[0]: unknown invalidity \"exploded\""));
+    EXPECT_THAT(message, HasSubstr("allowed: correct, compile"));
+  }
+  {
+    nlohmann::json b = t4;
+    b["results"][0]["measurements"][0]["value"] = nullptr;
+    EXPECT_THAT(parse_error(b.dump()), HasSubstr("\"time\" measurement is null"));
+  }
+  {
+    nlohmann::json b = t4;
+    b["schema_version"] = "2.0.0";
+    EXPECT_THAT(parse_error(b.dump()), HasSubstr("not supported"));
+  }
+}
+
+TEST(BrokenFiles, MissingFileIsAnIoError) {
+  testing::TempDir dir;
+  EXPECT_THROW(read_measurements(dir.file("absent.json.gz")), IoError);
+  EXPECT_THROW(read_maybe_gzipped(dir.path().string()), IoError);
+}
+
+}  // namespace
+}  // namespace tunebase

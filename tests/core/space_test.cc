@@ -1,0 +1,255 @@
+#include "core/space.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+
+#include "core/error.h"
+#include "core/measurements.h"
+#include "tests/support/shared_data.h"
+
+namespace tunebase {
+namespace {
+
+using nlohmann::json;
+
+SearchSpace small_space() {
+  return SearchSpace::from_json(json::parse(R"({
+    "parameters": [
+      {"name": "bx", "type": "ordinal", "values": [16, 32, 64, 128]},
+      {"name": "by", "type": "integer", "low": 1, "high": 8, "step": 1},
+      {"name": "fmt", "type": "categorical", "values": ["csr", "sell"]},
+      {"name": "omega", "type": "real", "low": 0.5, "high": 1.5}
+    ],
+    "constraints": ["32 <= bx * by <= 256", "fmt == 'sell' or by % 2 == 0"]
+  })"));
+}
+
+SearchSpace discrete_space() {
+  return SearchSpace::from_json(json::parse(R"({
+    "parameters": [
+      {"name": "bx", "values": [16, 32, 64, 128]},
+      {"name": "by", "type": "integer", "low": 1, "high": 8},
+      {"name": "fmt", "type": "categorical", "values": ["csr", "sell"]}
+    ],
+    "constraints": ["32 <= bx * by <= 256", "fmt == 'sell' or by % 2 == 0"]
+  })"));
+}
+
+std::size_t brute_force_count(const SearchSpace& s) {
+  std::size_t count = 0;
+  for (const auto& bx : s.parameter(0).values)
+    for (const auto& by : s.parameter(1).values)
+      for (const auto& fmt : s.parameter(2).values) {
+        const auto x = std::get<std::int64_t>(bx) * std::get<std::int64_t>(by);
+        const bool sell = std::get<std::string>(fmt) == "sell";
+        if (x >= 32 && x <= 256 && (sell || std::get<std::int64_t>(by) % 2 == 0)) ++count;
+      }
+  return count;
+}
+
+TEST(SearchSpace, EnumeratesExactlyTheValidConfigurations) {
+  auto s = discrete_space();
+  EXPECT_DOUBLE_EQ(s.cartesian_size(), 64.0);
+  const auto& valid = s.valid_configurations();
+  EXPECT_EQ(valid.size(), brute_force_count(s));
+  std::set<std::string> keys;
+  for (const auto& c : valid) {
+    EXPECT_TRUE(s.is_valid(c)) << s.key(c);
+    keys.insert(s.key(c));
+  }
+  EXPECT_EQ(keys.size(), valid.size()) << "duplicates in the enumeration";
+}
+
+TEST(SearchSpace, SamplingIsUniformOverTheValidSet) {
+  auto s = discrete_space();
+  const std::size_t n = s.valid_configurations().size();
+  Rng rng(7);
+  std::map<std::string, int> counts;
+  const int draws = 200 * static_cast<int>(n);
+  for (int i = 0; i < draws; ++i) counts[s.key(s.sample(rng))]++;
+  EXPECT_EQ(counts.size(), n);
+  for (const auto& [key, c] : counts) {
+    EXPECT_GT(c, 120) << key;
+    EXPECT_LT(c, 280) << key;
+  }
+}
+
+TEST(SearchSpace, HugeSpacesAreSampledWithoutEnumerating) {
+  std::vector<Parameter> params;
+  for (int i = 0; i < 12; ++i) params.push_back(integer_range("p" + std::to_string(i), 0, 9));
+  SearchSpace s(params, {"p0 + p1 < 5", "p2 != p3"});
+  EXPECT_FALSE(s.enumerable());
+  EXPECT_THROW(s.valid_configurations(), InvalidInput);
+  Rng rng(1);
+  for (int i = 0; i < 100; ++i) {
+    auto c = s.sample(rng);
+    EXPECT_TRUE(s.is_valid(c));
+  }
+}
+
+TEST(SearchSpace, MixedSpaceWithRealsSamplesAndChecks) {
+  auto s = small_space();
+  EXPECT_FALSE(s.enumerable());
+  Rng rng(3);
+  for (int i = 0; i < 200; ++i) {
+    auto c = s.sample(rng);
+    ASSERT_TRUE(s.is_valid(c));
+    const double omega = as_double(c[3]);
+    EXPECT_GE(omega, 0.5);
+    EXPECT_LE(omega, 1.5);
+  }
+}
+
+TEST(SearchSpace, UnknownParameterInConstraintIsNamed) {
+  try {
+    SearchSpace({ordinal("a", {std::int64_t{1}, std::int64_t{2}})}, {"a < b"});
+    FAIL();
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown parameter 'b'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("parameters are: a"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SearchSpace, ConstraintSyntaxErrorHasPosition) {
+  try {
+    SearchSpace({ordinal("a", {std::int64_t{1}})}, {"a <= = 2"});
+    FAIL();
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.position(), 5u);
+  }
+}
+
+TEST(SearchSpace, NoValidConfigurationIsAnErrorOnLoad) {
+  tunebase::testing::TempDir dir;
+  const auto path = dir.file("empty.json");
+  std::ofstream(path) << R"({"parameters": [{"name": "a", "values": [1, 2]}],
+                             "constraints": ["a > 5"]})";
+  try {
+    SearchSpace::load(path);
+    FAIL();
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("no configuration satisfies"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(SearchSpace, MalformedSpaceFilesAreExplained) {
+  tunebase::testing::TempDir dir;
+  auto load_text = [&](const std::string& text) {
+    const auto path = dir.file("s.json");
+    std::ofstream(path) << text;
+    return SearchSpace::load(path);
+  };
+  EXPECT_THROW(load_text("{\"parameters\": [ {\"name\": \"a\""), ParseError);
+  EXPECT_THROW(load_text("[1, 2]"), InvalidInput);
+  EXPECT_THROW(load_text(R"({"parameters": [{"name": "a", "type": "bogus", "values": [1]}]})"),
+               InvalidInput);
+  EXPECT_THROW(load_text(R"({"parameters": [{"name": "a", "values": []}]})"), InvalidInput);
+  EXPECT_THROW(load_text(R"({"parameters": [{"name": "a", "values": [1], "colour": 3}]})"),
+               InvalidInput);
+  EXPECT_THROW(load_text(R"({"parameters": [{"name": "a", "values": [1]}, {"name": "a", "values": [2]}]})"),
+               InvalidInput);
+  EXPECT_THROW(load_text(R"({"parameters": [{"name": "a", "values": [1, 2], "default": 3}]})"),
+               InvalidInput);
+  EXPECT_THROW(load_text(R"({"parameters": [{"name": "r", "type": "real", "low": 2, "high": 1}]})"),
+               InvalidInput);
+  EXPECT_THROW(SearchSpace::load(dir.file("missing.json")), IoError);
+}
+
+TEST(SearchSpace, ConfigurationJsonIsChecked) {
+  auto s = discrete_space();
+  auto c = s.config_from_json(json{{"bx", 32}, {"by", 2}, {"fmt", "csr"}});
+  EXPECT_EQ(s.key(c), "32,2,csr");
+  EXPECT_EQ(s.config_to_json(c), (json{{"bx", 32}, {"by", 2}, {"fmt", "csr"}}));
+  EXPECT_THROW(s.config_from_json(json{{"bx", 32}, {"by", 2}, {"fmt", "csr"}, {"zz", 1}}),
+               InvalidInput);
+  EXPECT_THROW(s.config_from_json(json{{"bx", 33}, {"by", 2}, {"fmt", "csr"}}), InvalidInput);
+  EXPECT_THROW(s.config_from_json(json{{"bx", 32}, {"by", 1}, {"fmt", "csr"}}), InvalidInput);
+  EXPECT_THROW(s.config_from_json(json{{"bx", "x"}, {"by", 2}, {"fmt", "csr"}}), InvalidInput);
+  EXPECT_THROW(s.config_from_json(json{{"bx", 32}}), InvalidInput);
+  EXPECT_THROW(s.config_from_json(json::array()), InvalidInput);
+  // 32.0 is the listed 32.
+  EXPECT_EQ(s.key(s.config_from_json(json{{"bx", 32.0}, {"by", 2}, {"fmt", "csr"}})), "32,2,csr");
+}
+
+TEST(SearchSpace, JsonRoundTripKeepsTheFingerprint) {
+  auto s = small_space();
+  auto again = SearchSpace::from_json(s.to_json());
+  EXPECT_EQ(s.to_json(), again.to_json());
+  EXPECT_EQ(s.fingerprint(), again.fingerprint());
+  auto other = discrete_space();
+  EXPECT_NE(s.fingerprint(), other.fingerprint());
+}
+
+TEST(SearchSpace, EncodingIsInUnitCubeWithOneHotCategoricals) {
+  auto s = small_space();
+  EXPECT_EQ(s.encoded_dimension(), 5u);
+  Rng rng(5);
+  for (int i = 0; i < 50; ++i) {
+    auto x = s.encode(s.sample(rng));
+    ASSERT_EQ(x.size(), 5u);
+    for (double v : x) {
+      EXPECT_GE(v, 0.0);
+      EXPECT_LE(v, 1.0);
+    }
+    EXPECT_DOUBLE_EQ(x[2] + x[3], 1.0);
+  }
+}
+
+TEST(SearchSpace, NeighboursAreValidAndDifferInOneParameter) {
+  auto s = discrete_space();
+  Rng rng(11);
+  for (const auto& c : s.valid_configurations()) {
+    for (const auto& n : s.neighbours(c, rng)) {
+      EXPECT_TRUE(s.is_valid(n));
+      int differing = 0;
+      for (std::size_t i = 0; i < c.size(); ++i) differing += !same_value(c[i], n[i]);
+      EXPECT_EQ(differing, 1);
+    }
+  }
+}
+
+TEST(SearchSpace, KernelTunerTuneParamsKeepTheirOrder) {
+  tunebase::testing::TempDir dir;
+  const auto path = dir.file("kt.json");
+  std::ofstream(path) << R"({"tune_params": {"zeta": [1, 2], "alpha": [4, 8, 16]},
+                             "restrictions": ["zeta * alpha <= 16"]})";
+  auto s = SearchSpace::load(path);
+  EXPECT_EQ(s.parameter(0).name, "zeta");
+  EXPECT_EQ(s.parameter(1).name, "alpha");
+  EXPECT_EQ(s.valid_configurations().size(), 5u);
+}
+
+// The T1 files of the Benchmark Hub describe exactly the spaces their caches measured.
+void expect_t1_matches_cache(const std::string& t1_path, const std::string& cache_path,
+                             std::size_t expected) {
+  auto space = SearchSpace::load(t1_path);
+  const auto& valid = space.valid_configurations();
+  EXPECT_EQ(valid.size(), expected);
+  auto data = read_measurements(cache_path);
+  ASSERT_EQ(data.entries.size(), expected);
+  std::set<std::string> enumerated;
+  for (const auto& c : valid) enumerated.insert(space.config_to_json(c).dump());
+  std::size_t found = 0;
+  for (const auto& e : data.entries) {
+    found += enumerated.count(data.space.config_to_json(e.config).dump());
+  }
+  EXPECT_EQ(found, expected);
+}
+
+TEST(SearchSpace, T1ConvolutionMatchesTheMeasuredCache) {
+  TUNEBASE_SHARED_FILE_OR_SKIP(t1, "gpu/t1/convolution_milo.json");
+  TUNEBASE_SHARED_FILE_OR_SKIP(cache, "gpu/convolution_hub/A100.json.gz");
+  expect_t1_matches_cache(t1, cache, 4362);
+}
+
+TEST(SearchSpace, T1DedispersionMatchesTheMeasuredCache) {
+  TUNEBASE_SHARED_FILE_OR_SKIP(t1, "gpu/t1/dedispersion_milo.json");
+  TUNEBASE_SHARED_FILE_OR_SKIP(cache, "gpu/dedispersion/A100.json.gz");
+  expect_t1_matches_cache(t1, cache, 11130);
+}
+
+}  // namespace
+}  // namespace tunebase

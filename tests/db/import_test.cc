@@ -1,0 +1,216 @@
+// import_dataset: a generated Kernel-Tuner-cache-like dataset and the real A100 GEMM cache.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <random>
+
+#include "core/measurements.h"
+#include "db/sqlite.h"
+#include "db/store.h"
+#include "tests/db/db_test_util.h"
+#include "tests/support/shared_data.h"
+
+namespace tunebase::db {
+namespace {
+
+using ::testing::HasSubstr;
+using tunebase::testing::TempDir;
+
+constexpr int kRepeats = 32;
+
+std::vector<Value> ints(std::initializer_list<std::int64_t> v) {
+  std::vector<Value> out;
+  for (auto x : v) out.emplace_back(x);
+  return out;
+}
+
+// Like a Kernel Tuner cache: every configuration of a small space measured `kRepeats` times
+// with a time that depends on the parameters, every `failure_every`-th one failed to compile.
+MeasuredDataset generated_dataset(const std::string& device, std::uint64_t seed,
+                                  std::size_t failure_every = 17) {
+  MeasuredDataset d;
+  d.device_name = device;
+  d.kernel_name = "convolution";
+  d.format = "kernel_tuner";
+  d.problem_size = {4096, 4096};
+  d.space =
+      SearchSpace({ordinal("block_size_x", ints({16, 32, 64, 128})),
+                   ordinal("block_size_y", ints({1, 2, 4, 8})),
+                   ordinal("tile_size_x", ints({1, 2, 4})), ordinal("use_padding", ints({0, 1}))},
+                  {});
+  Rng rng(seed);
+  std::normal_distribution<double> noise(0.0, 0.01);
+  std::size_t i = 0;
+  for (const auto& config : d.space.valid_configurations()) {
+    Observation o;
+    o.config = config;
+    if (++i % failure_every == 0) {
+      o.result = Measurement::failure(TrialStatus::failed, "CompilationFailedConfig");
+    } else {
+      const double base = 1.0 + std::abs(std::log2(as_double(config[0]) / 64.0)) +
+                          0.5 * std::abs(std::log2(as_double(config[1]) / 4.0)) +
+                          0.1 * as_double(config[3]);
+      std::vector<double> raw;
+      for (int r = 0; r < kRepeats; ++r) raw.push_back(base * (1.0 + noise(rng)));
+      o.result = Measurement::success(median(raw), raw);
+    }
+    d.entries.push_back(std::move(o));
+  }
+  return d;
+}
+
+TEST(Import, GeneratedCacheRoundTrips) {
+  TempDir dir;
+  Store store(dir.file("t.db"));
+  const auto data = generated_dataset("Test GPU 1", 1);
+  const auto result = store.import_dataset(data);
+  EXPECT_EQ(result.trials, data.entries.size());
+  EXPECT_EQ(result.failed, data.entries.size() / 17);
+
+  const auto machine = store.get_machine(result.machine);
+  EXPECT_EQ(machine.name, "Test GPU 1");
+  EXPECT_EQ(machine.fingerprint["device_name"], "Test GPU 1");
+  const auto kernel = store.get_kernel(result.kernel);
+  EXPECT_EQ(kernel.name, "convolution");
+  EXPECT_EQ(kernel.version, data.space.fingerprint());
+  EXPECT_EQ(store.get_task(result.task).description["problem_size"], data.problem_size);
+  const auto study = store.get_study(result.study);
+  EXPECT_EQ(study.strategy, "import");
+  EXPECT_EQ(study.status, StudyStatus::completed);
+
+  const auto trials = store.trials(result.study);
+  ASSERT_EQ(trials.size(), data.entries.size());
+  double best = INFINITY;
+  for (std::size_t i = 0; i < trials.size(); ++i) {
+    const auto& entry = data.entries[i];
+    EXPECT_EQ(trials[i].config_key, data.space.key(entry.config));
+    EXPECT_EQ(trials[i].config, data.space.config_to_json(entry.config));
+    EXPECT_EQ(trials[i].result.status, entry.result.status);
+    if (entry.result.ok()) {
+      EXPECT_DOUBLE_EQ(trials[i].result.objective, entry.result.objective);
+      EXPECT_EQ(trials[i].result.raw, entry.result.raw);
+      best = std::min(best, entry.result.objective);
+    } else {
+      EXPECT_EQ(trials[i].result.message, "CompilationFailedConfig");
+    }
+  }
+  const auto top =
+      store.best_trial("convolution", result.machine, result.task, Direction::minimize);
+  ASSERT_TRUE(top.has_value());
+  EXPECT_DOUBLE_EQ(top->result.objective, best);
+}
+
+TEST(Import, SecondImportIsAConflictUnlessRenamed) {
+  TempDir dir;
+  const auto path = dir.file("t.db");
+  Store store(path);
+  const auto data = generated_dataset("Test GPU 1", 1);
+  const auto first = store.import_dataset(data);
+  const auto before = testing::snapshot(path);
+  EXPECT_THROW(store.import_dataset(data), Conflict);
+  EXPECT_EQ(testing::snapshot(path), before);
+
+  ImportOptions renamed;
+  renamed.study_name = "re-measured";
+  const auto again = store.import_dataset(data, renamed);
+  EXPECT_NE(again.study, first.study);
+  EXPECT_EQ(again.machine, first.machine);
+  EXPECT_EQ(again.kernel, first.kernel);
+  EXPECT_EQ(again.task, first.task);
+
+  // Another device shares kernel and task, and is a prior for the first.
+  ImportOptions on_node;
+  on_node.machine_name = "gpu-node-7";
+  const auto other = store.import_dataset(generated_dataset("Test GPU 2", 2), on_node);
+  EXPECT_EQ(store.get_machine(other.machine).name, "gpu-node-7");
+  EXPECT_EQ(other.task, first.task);
+  EXPECT_EQ(store.trials_for_kernel("convolution", {}, first.machine).size(), data.entries.size());
+}
+
+TEST(Import, FailureLeavesNothing) {
+  TempDir dir;
+  const auto path = dir.file("t.db");
+  { Store store(path); }
+  const auto before = testing::snapshot(path);
+  auto data = generated_dataset("Test GPU 1", 1);
+
+  {
+    // A malformed entry near the end: found after thousands of rows were inserted.
+    auto bad = data;
+    bad.entries.back().config.pop_back();
+    Store store(path);
+    EXPECT_THROW(store.import_dataset(bad), InvalidInput);
+    EXPECT_EQ(testing::snapshot(path), before);
+    EXPECT_TRUE(store.list_machines().empty());
+  }
+  {
+    // SQLite itself refusing a row in the middle.
+    Database db(path);
+    db.exec("CREATE TRIGGER inject_failure BEFORE INSERT ON trials WHEN NEW.config_key = '" +
+                data.space.key(data.entries[data.entries.size() / 2].config) +
+                "' BEGIN SELECT RAISE(ABORT, 'injected failure'); END",
+            "adding a failure trigger");
+  }
+  Store store(path);
+  try {
+    store.import_dataset(data);
+    FAIL() << "the trigger must stop the import";
+  } catch (const StorageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("injected failure"));
+  }
+  EXPECT_EQ(testing::snapshot(path), before);
+}
+
+TEST(Import, GemmSizedDatasetInOneTransaction) {
+  // As many rows as the GEMM caches: 17,956. (Its speed is measured in bench/, not here.)
+  constexpr std::size_t kGemmValid = 17956;
+  auto data = generated_dataset("Big GPU", 3);
+  const auto base = data.entries;
+  data.space = SearchSpace({integer_range("i", 0, static_cast<std::int64_t>(kGemmValid) - 1)}, {});
+  data.entries.clear();
+  for (std::size_t i = 0; i < kGemmValid; ++i) {
+    Observation o;
+    o.config = {Value{static_cast<std::int64_t>(i)}};
+    o.result = base[i % base.size()].result;
+    data.entries.push_back(std::move(o));
+  }
+  TempDir dir;
+  Store store(dir.file("t.db"));
+  const auto start = std::chrono::steady_clock::now();
+  const auto result = store.import_dataset(data);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  std::cout << "imported " << result.trials << " rows in " << took.count() << " s\n";
+  EXPECT_EQ(result.trials, kGemmValid);
+  EXPECT_EQ(store.trial_counts(result.study).total, static_cast<std::int64_t>(kGemmValid));
+}
+
+TEST(Import, RealA100GemmCache) {
+  TUNEBASE_SHARED_FILE_OR_SKIP(file, "gpu/gemm/A100.json.gz");
+  const auto data = read_measurements(file);
+  TempDir dir;
+  const auto path = dir.file("t.db");
+  ImportResult result;
+  {
+    Store store(path);
+    const auto start = std::chrono::steady_clock::now();
+    result = store.import_dataset(data);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    std::cout << "imported " << result.trials << " A100 GEMM rows in " << took.count() << " s\n";
+  }
+  Store store(path, StoreOptions{.read_only = true});
+  EXPECT_EQ(result.trials, 17956u);
+  EXPECT_EQ(result.failed, 0u);
+  EXPECT_EQ(store.get_machine(result.machine).name, "A100-PCIE-40GB");
+  EXPECT_EQ(store.get_kernel(result.kernel).name, "Xgemm");
+  const auto best = store.best_trial("Xgemm", result.machine, result.task, Direction::minimize);
+  ASSERT_TRUE(best.has_value());
+  EXPECT_NEAR(best->result.objective, 8.51811, 1e-5);  // README: min time of gemm/A100
+  EXPECT_EQ(best->result.raw.size(), 32u);
+  EXPECT_EQ(best->config.size(), 15u);
+}
+
+}  // namespace
+}  // namespace tunebase::db

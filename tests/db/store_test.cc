@@ -1,0 +1,481 @@
+// The typed Store API: round trips of every table, atomicity, leases, best trial, priors,
+// export, tokens, and concurrent writers.
+#include "db/store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+#include <thread>
+
+#include "core/machine.h"
+#include "db/sqlite.h"
+#include "tests/db/db_test_util.h"
+#include "tests/support/shared_data.h"
+
+namespace tunebase::db {
+namespace {
+
+using ::testing::HasSubstr;
+using tunebase::testing::TempDir;
+using namespace std::chrono_literals;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  std::string path() const { return dir_.file("tunebase.db"); }
+  TempDir dir_;
+  Store store_{dir_.file("tunebase.db")};
+};
+
+// --- round trips
+
+TEST_F(StoreTest, MachineRoundTripAndFingerprintUpdate) {
+  auto info = detect_machine();
+  info.name = "bench-node";
+  const auto first = store_.upsert_machine(info);
+  EXPECT_GT(first.id.value, 0);
+  EXPECT_EQ(first.fingerprint, info.fingerprint);
+  EXPECT_EQ(first.fingerprint_hash, info.fingerprint_hash);
+  EXPECT_NO_THROW(parse_timestamp(first.created_at));
+
+  info.fingerprint["devices"].push_back({{"name", "Test GPU"}, {"platform", "test"}});
+  refresh_fingerprint_hash(info);
+  const auto second = store_.upsert_machine(info);
+  EXPECT_EQ(second.id, first.id);
+  EXPECT_NE(second.fingerprint_hash, first.fingerprint_hash);
+  EXPECT_EQ(store_.get_machine(first.id).fingerprint["devices"].size(), 1u);
+  EXPECT_EQ(store_.find_machine("bench-node")->fingerprint_hash, info.fingerprint_hash);
+  EXPECT_FALSE(store_.find_machine("other").has_value());
+  EXPECT_EQ(store_.list_machines().size(), 1u);
+  EXPECT_THROW(store_.get_machine(MachineId{999}), NotFound);
+  info.name = "";
+  EXPECT_THROW(store_.upsert_machine(info), InvalidInput);
+}
+
+TEST_F(StoreTest, KernelVersionsFollowTheSpace) {
+  const auto space = testing::small_space();
+  const auto k1 = store_.upsert_kernel("demo", space);
+  EXPECT_EQ(k1.version, space.fingerprint());
+  EXPECT_EQ(SearchSpace::from_json(k1.space).fingerprint(), space.fingerprint());
+  EXPECT_EQ(store_.upsert_kernel("demo", space).id, k1.id);  // same space, same version
+
+  const SearchSpace bigger({ordinal("block", {Value{std::int64_t{16}}, Value{std::int64_t{32}}})},
+                           {});
+  const auto k2 = store_.upsert_kernel("demo", bigger);
+  EXPECT_NE(k2.id, k1.id);
+  EXPECT_NE(k2.version, k1.version);
+  EXPECT_EQ(store_.find_kernel("demo")->id, k2.id);  // newest version by default
+  EXPECT_EQ(store_.find_kernel("demo", k1.version)->id, k1.id);
+  EXPECT_FALSE(store_.find_kernel("nope").has_value());
+  EXPECT_EQ(store_.list_kernels().size(), 2u);
+  EXPECT_EQ(store_.get_kernel(k1.id).name, "demo");
+}
+
+TEST_F(StoreTest, TasksAreKeyedByDescription) {
+  const nlohmann::json description = {{"matrix", "bcsstk13"}, {"n", 2003}};
+  const auto t1 = store_.upsert_task("spmv", description);
+  EXPECT_EQ(t1.description, description);
+  EXPECT_TRUE(t1.features.empty());
+  const auto t2 = store_.upsert_task("spmv", description, {{"rows", 2003}, {"nnz", 83883}});
+  EXPECT_EQ(t2.id, t1.id);
+  EXPECT_EQ(t2.features["nnz"], 83883);
+  // Without features the stored ones are kept.
+  EXPECT_EQ(store_.upsert_task("spmv", description).features["nnz"], 83883);
+  EXPECT_NE(store_.upsert_task("gemm", description).id, t1.id);
+  EXPECT_EQ(store_.list_tasks("spmv").size(), 1u);
+  EXPECT_EQ(store_.list_tasks().size(), 2u);
+  EXPECT_EQ(store_.get_task(t1.id).hash, stable_json_hash(description));
+}
+
+TEST_F(StoreTest, StudyRoundTripAndChecks) {
+  const auto s = testing::make_study(store_, "gemm-a100");
+  const auto got = store_.get_study(s.id);
+  EXPECT_EQ(got.name, "gemm-a100");
+  EXPECT_EQ(got.kernel_name, "demo");
+  EXPECT_EQ(got.machine_name, "m1");
+  EXPECT_EQ(got.objective, "time");
+  EXPECT_EQ(got.direction, Direction::minimize);
+  EXPECT_EQ(got.strategy, "bo");
+  EXPECT_EQ(got.status, StudyStatus::active);
+  EXPECT_FALSE(got.budget.has_value());
+  EXPECT_EQ(store_.find_study("gemm-a100")->id, s.id);
+
+  NewStudy dup;
+  dup.name = "gemm-a100";
+  dup.kernel = s.kernel_id;
+  dup.machine = s.machine_id;
+  dup.task = s.task_id;
+  EXPECT_THROW(store_.create_study(dup), Conflict);
+
+  NewStudy bad = dup;
+  bad.name = "other";
+  bad.machine = MachineId{999};
+  EXPECT_THROW(store_.create_study(bad), NotFound);
+  bad.machine = s.machine_id;
+  bad.task = store_.upsert_task("another-kernel", {{"n", 1}}).id;
+  EXPECT_THROW(store_.create_study(bad), InvalidInput);
+  bad.task = s.task_id;
+  bad.budget = -1;
+  EXPECT_THROW(store_.create_study(bad), InvalidInput);
+
+  NewStudy full = dup;
+  full.name = "max";
+  full.objective = "GFLOP/s";
+  full.direction = Direction::maximize;
+  full.strategy = "random";
+  full.budget = 50;
+  full.settings = {{"seed", 7}};
+  const auto m = store_.create_study(full);
+  EXPECT_EQ(m.direction, Direction::maximize);
+  EXPECT_EQ(m.budget, 50);
+  EXPECT_EQ(m.settings["seed"], 7);
+
+  store_.set_study_status(m.id, StudyStatus::completed);
+  EXPECT_EQ(store_.get_study(m.id).status, StudyStatus::completed);
+  EXPECT_THROW(store_.set_study_status(StudyId{999}, StudyStatus::stopped), NotFound);
+  EXPECT_EQ(store_.list_studies().size(), 2u);
+  EXPECT_EQ(store_.list_studies("demo").size(), 2u);
+  EXPECT_TRUE(store_.list_studies("nothing").empty());
+}
+
+TEST_F(StoreTest, TrialRoundTripKeepsEveryField) {
+  const auto s = testing::make_study(store_, "s");
+  auto ok = Measurement::success(1.25, {1.5, 1.25, 1.0}, 0.75);
+  ok.message = "fine";
+  ok.metrics = {{"GFLOP/s", 812.5}};
+  const auto id = store_.add_trial(s.id, testing::config_json(16, "row"), "16,row", ok, "w1");
+  const auto failed = Measurement::failure(TrialStatus::failed, "CompilationFailedConfig", 0.1);
+  const auto id2 = store_.add_trial(s.id, testing::config_json(32, "col"), "32,col", failed);
+
+  const auto all = store_.trials(s.id);
+  ASSERT_EQ(all.size(), 2u);
+  const auto& t = all[0];
+  EXPECT_EQ(t.id, id);
+  EXPECT_EQ(t.study_id, s.id);
+  EXPECT_EQ(t.config, testing::config_json(16, "row"));
+  EXPECT_EQ(t.config_key, "16,row");
+  EXPECT_EQ(t.result.status, TrialStatus::ok);
+  EXPECT_DOUBLE_EQ(t.result.objective, 1.25);
+  EXPECT_EQ(t.result.raw, (std::vector<double>{1.5, 1.25, 1.0}));
+  EXPECT_DOUBLE_EQ(t.result.cost_seconds, 0.75);
+  EXPECT_EQ(t.result.message, "fine");
+  EXPECT_EQ(t.result.metrics["GFLOP/s"], 812.5);
+  EXPECT_EQ(t.client_id, "w1");
+  EXPECT_TRUE(t.finished_at.has_value());
+  EXPECT_FALSE(t.lease_expires_at.has_value());
+
+  const auto f = store_.get_trial(id2);
+  EXPECT_EQ(f.result.status, TrialStatus::failed);
+  EXPECT_TRUE(std::isnan(f.result.objective));
+  EXPECT_EQ(f.result.message, "CompilationFailedConfig");
+
+  const auto counts = store_.trial_counts(s.id);
+  EXPECT_EQ(counts.total, 2);
+  EXPECT_EQ(counts.ok, 1);
+  EXPECT_EQ(counts.failed, 1);
+}
+
+TEST_F(StoreTest, BadTrialsAreRefused) {
+  const auto s = testing::make_study(store_, "s");
+  const auto cfg = testing::config_json(16, "row");
+  EXPECT_THROW(store_.add_trial(s.id, cfg, "16,row", Measurement::success(std::nan(""))),
+               InvalidInput);
+  Measurement pending;
+  pending.status = TrialStatus::pending;
+  EXPECT_THROW(store_.add_trial(s.id, cfg, "16,row", pending), InvalidInput);
+  EXPECT_THROW(store_.add_trial(s.id, nlohmann::json::array(), "k", Measurement::success(1)),
+               InvalidInput);
+  EXPECT_THROW(store_.add_trial(s.id, cfg, "", Measurement::success(1)), InvalidInput);
+  EXPECT_THROW(store_.add_trial(StudyId{999}, cfg, "16,row", Measurement::success(1)), NotFound);
+  EXPECT_THROW(store_.trials(StudyId{999}), NotFound);
+  EXPECT_TRUE(store_.trials(s.id).empty());
+}
+
+TEST_F(StoreTest, DataSurvivesReopening) {
+  const auto s = testing::make_study(store_, "s");
+  store_.add_trial(s.id, testing::config_json(16, "row"), "16,row", Measurement::success(3.0));
+  const auto before = store_.export_study_json(s.id);
+  Store again(path());
+  EXPECT_EQ(again.export_study_json(s.id), before);
+}
+
+TEST(Timestamps, FormatAndParseRoundTrip) {
+  const auto t = std::chrono::system_clock::time_point(std::chrono::milliseconds(1714564800123));
+  EXPECT_EQ(format_timestamp(t), "2024-05-01T12:00:00.123Z");
+  EXPECT_EQ(parse_timestamp("2024-05-01T12:00:00.123Z"), t);
+  EXPECT_EQ(parse_timestamp("2024-05-01T12:00:00Z"), t - 123ms);
+  EXPECT_THROW(parse_timestamp("2024-05-01 12:00"), InvalidInput);
+  EXPECT_THROW(parse_timestamp("2024-05-01T12:00:00.123"), InvalidInput);
+}
+
+// --- atomicity: a failing multi-row write leaves nothing
+
+// A trigger that makes SQLite itself refuse the row with this key, mid-transaction.
+void inject_failure_on_key(const std::string& path, const std::string& key) {
+  Database db(path);
+  db.exec("CREATE TRIGGER inject_failure BEFORE INSERT ON trials WHEN NEW.config_key = '" + key +
+              "' BEGIN SELECT RAISE(ABORT, 'injected failure'); END",
+          "adding a failure trigger");
+}
+
+TEST_F(StoreTest, FailingBatchLeavesNothing) {
+  const auto s = testing::make_study(store_, "s");
+  store_.add_trial(s.id, testing::config_json(16, "row"), "16,row", Measurement::success(1.0));
+  inject_failure_on_key(path(), "64,col");
+  const auto before = testing::snapshot(path());
+
+  std::vector<NewTrial> batch;
+  batch.push_back({testing::config_json(32, "row"), "32,row", Measurement::success(2.0), "w"});
+  batch.push_back({testing::config_json(64, "row"), "64,row", Measurement::success(3.0), "w"});
+  batch.push_back({testing::config_json(64, "col"), "64,col", Measurement::success(4.0), "w"});
+  try {
+    store_.add_trials(s.id, batch);
+    FAIL() << "the trigger must refuse the third row";
+  } catch (const StorageError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("injected failure"));
+  }
+  EXPECT_EQ(testing::snapshot(path()), before);
+  EXPECT_EQ(store_.trials(s.id).size(), 1u);
+
+  batch.pop_back();
+  EXPECT_EQ(store_.add_trials(s.id, batch).size(), 2u);
+  EXPECT_EQ(store_.trials(s.id).size(), 3u);
+}
+
+// --- leases
+
+TEST_F(StoreTest, LeaseClaimCompleteOnce) {
+  const auto s = testing::make_study(store_, "s");
+  const auto cfg = testing::config_json(16, "row");
+  const auto id = store_.add_pending_trial(s.id, cfg, "16,row", "worker-1", 60.0);
+  const auto pending = store_.get_trial(id);
+  EXPECT_EQ(pending.result.status, TrialStatus::pending);
+  EXPECT_EQ(pending.client_id, "worker-1");
+  ASSERT_TRUE(pending.lease_expires_at.has_value());
+  ASSERT_TRUE(pending.started_at.has_value());
+  EXPECT_GT(parse_timestamp(*pending.lease_expires_at), parse_timestamp(*pending.started_at));
+  EXPECT_FALSE(pending.finished_at.has_value());
+  EXPECT_EQ(store_.pending_keys(s.id), std::vector<std::string>{"16,row"});
+
+  // Nobody else may lease the same configuration meanwhile.
+  EXPECT_THROW(store_.add_pending_trial(s.id, cfg, "16,row", "worker-2", 60.0), Conflict);
+  EXPECT_THROW(store_.add_pending_trial(s.id, cfg, "16,row", "w", 0.0), InvalidInput);
+
+  const auto done = store_.complete_trial(id, Measurement::success(2.5, {2.4, 2.6}));
+  EXPECT_EQ(done.result.status, TrialStatus::ok);
+  EXPECT_DOUBLE_EQ(done.result.objective, 2.5);
+  EXPECT_TRUE(done.finished_at.has_value());
+  EXPECT_TRUE(store_.pending_keys(s.id).empty());
+  EXPECT_THROW(store_.complete_trial(id, Measurement::success(1.0)), Conflict);
+  EXPECT_DOUBLE_EQ(store_.get_trial(id).result.objective, 2.5);
+
+  Measurement pending_result;
+  pending_result.status = TrialStatus::pending;
+  const auto id2 = store_.add_pending_trial(s.id, cfg, "16,row", "worker-2", 60.0);
+  EXPECT_THROW(store_.complete_trial(id2, pending_result), InvalidInput);
+  EXPECT_THROW(store_.complete_trial(TrialId{12345}, Measurement::success(1.0)), NotFound);
+  // A failure is a result too.
+  const auto failed =
+      store_.complete_trial(id2, Measurement::failure(TrialStatus::timeout, "ran 60 s"));
+  EXPECT_EQ(failed.result.status, TrialStatus::timeout);
+  EXPECT_FALSE(failed.lease_expired());
+}
+
+TEST_F(StoreTest, ExpiredLeaseAcceptsALateResultOnce) {
+  const auto s = testing::make_study(store_, "s");
+  const auto now = std::chrono::system_clock::now();
+  const auto cfg = testing::config_json(32, "col");
+  const auto id = store_.add_pending_trial(s.id, cfg, "32,col", "slow-worker", 30.0);
+  const auto live = store_.add_pending_trial(s.id, testing::config_json(64, "col"), "64,col",
+                                             "fast-worker", 3600.0);
+
+  EXPECT_EQ(store_.expire_leases(now), 0u);
+  EXPECT_EQ(store_.expire_leases(now + 120s), 1u);
+  EXPECT_EQ(store_.expire_leases(now + 120s), 0u);  // nothing left to expire
+  const auto expired = store_.get_trial(id);
+  EXPECT_EQ(expired.result.status, TrialStatus::timeout);
+  EXPECT_TRUE(expired.lease_expired());
+  EXPECT_THAT(expired.result.message, HasSubstr("lease expired"));
+  EXPECT_EQ(store_.get_trial(live).result.status, TrialStatus::pending);
+  EXPECT_EQ(store_.pending_keys(s.id), std::vector<std::string>{"64,col"});
+
+  // The configuration may be leased again...
+  const auto again = store_.add_pending_trial(s.id, cfg, "32,col", "worker-3", 30.0);
+  EXPECT_NE(again, id);
+  // ...and the late result of the first lease is still accepted, once.
+  const auto late = store_.complete_trial(id, Measurement::success(9.0));
+  EXPECT_EQ(late.result.status, TrialStatus::ok);
+  EXPECT_FALSE(late.lease_expired());
+  EXPECT_THROW(store_.complete_trial(id, Measurement::success(8.0)), Conflict);
+  EXPECT_DOUBLE_EQ(store_.get_trial(id).result.objective, 9.0);
+
+  const auto counts = store_.trial_counts(s.id);
+  EXPECT_EQ(counts.total, 3);
+  EXPECT_EQ(counts.pending, 2);
+  EXPECT_EQ(counts.ok, 1);
+}
+
+// --- queries across studies
+
+TEST_F(StoreTest, BestTrialForMinimiseAndMaximise) {
+  const auto a = testing::make_study(store_, "a", "m1", 100);
+  const auto b = testing::make_study(store_, "b", "m1", 200);
+  const auto c = testing::make_study(store_, "c", "m1", 100, Direction::maximize, "GFLOP/s");
+  const auto other = testing::make_study(store_, "d", "m2", 100);
+  auto add = [&](const StudyRecord& s, std::int64_t block, const std::string& layout, double v) {
+    return store_.add_trial(s.id, testing::config_json(block, layout),
+                            testing::config_key(block, layout), Measurement::success(v));
+  };
+  add(a, 16, "row", 3.0);
+  const auto best_a = add(a, 32, "row", 1.0);
+  add(a, 64, "row", 2.0);
+  store_.add_trial(a.id, testing::config_json(64, "col"), "64,col",
+                   Measurement::failure(TrialStatus::failed, "crash"));
+  const auto best_b = add(b, 16, "col", 0.5);
+  add(c, 16, "row", 10.0);
+  const auto best_c = add(c, 32, "row", 20.0);
+  add(other, 16, "row", 0.1);
+  store_.add_pending_trial(a.id, testing::config_json(16, "col"), "16,col", "w", 60);
+
+  const auto t100 = a.task_id;
+  const auto t200 = b.task_id;
+  EXPECT_EQ(store_.best_trial("demo", a.machine_id, t100, Direction::minimize)->id, best_a);
+  EXPECT_EQ(store_.best_trial("demo", a.machine_id, t200, Direction::minimize)->id, best_b);
+  EXPECT_EQ(store_.best_trial("demo", a.machine_id, std::nullopt, Direction::minimize)->id, best_b);
+  EXPECT_EQ(store_.best_trial("demo", a.machine_id, t100, Direction::maximize)->id, best_c);
+  EXPECT_EQ(store_.best_trial("demo", a.machine_id, t100, Direction::maximize, "GFLOP/s")->id,
+            best_c);
+  EXPECT_FALSE(
+      store_.best_trial("demo", a.machine_id, t100, Direction::minimize, "energy").has_value());
+  EXPECT_FALSE(store_.best_trial("other", a.machine_id, t100, Direction::minimize).has_value());
+  EXPECT_DOUBLE_EQ(
+      store_.best_trial("demo", other.machine_id, t100, Direction::minimize)->result.objective,
+      0.1);
+}
+
+TEST_F(StoreTest, TrialsForKernelGivePriors) {
+  const auto a = testing::make_study(store_, "a", "m1");
+  const auto b = testing::make_study(store_, "b", "m2");
+  store_.add_trial(a.id, testing::config_json(16, "row"), "16,row", Measurement::success(1.0));
+  store_.add_trial(b.id, testing::config_json(16, "row"), "16,row", Measurement::success(2.0));
+  store_.add_trial(b.id, testing::config_json(32, "row"), "32,row",
+                   Measurement::failure(TrialStatus::invalid, "wrong result"));
+  store_.add_pending_trial(b.id, testing::config_json(64, "row"), "64,row", "w", 60);
+
+  const auto all = store_.trials_for_kernel("demo");
+  EXPECT_EQ(all.size(), 3u);  // pending trials are not priors
+  const auto others = store_.trials_for_kernel("demo", {}, a.machine_id);
+  ASSERT_EQ(others.size(), 2u);
+  EXPECT_EQ(others[0].machine, b.machine_id);
+  EXPECT_EQ(others[0].task, b.task_id);
+  EXPECT_EQ(others[0].config_key, "16,row");
+  EXPECT_DOUBLE_EQ(others[0].objective, 2.0);
+  EXPECT_EQ(others[1].status, TrialStatus::invalid);
+  EXPECT_TRUE(std::isnan(others[1].objective));
+  EXPECT_EQ(store_.trials_for_kernel("demo", {}, std::nullopt, b.id).size(), 1u);
+  EXPECT_EQ(store_.trials_for_kernel("demo", a.kernel_version).size(), 3u);
+  EXPECT_TRUE(store_.trials_for_kernel("demo", "0000").empty());
+}
+
+// --- export
+
+TEST_F(StoreTest, ExportJsonAndCsv) {
+  const auto s = testing::make_study(store_, "export me");
+  store_.add_trial(s.id, testing::config_json(16, "row"), "16,row",
+                   Measurement::success(1.5, {1.4, 1.6}), "w1");
+  store_.add_trial(s.id, testing::config_json(32, "col"), "32,col",
+                   Measurement::failure(TrialStatus::failed, "error: \"bad\", line 3"));
+
+  const auto j = nlohmann::json::parse(store_.export_study_json(s.id));
+  EXPECT_EQ(j["format"], "tunebase-study");
+  EXPECT_EQ(j["study"]["name"], "export me");
+  EXPECT_EQ(j["kernel"]["name"], "demo");
+  EXPECT_EQ(j["machine"]["name"], "m1");
+  EXPECT_EQ(j["task"]["description"]["n"], 100);
+  ASSERT_EQ(j["trials"].size(), 2u);
+  EXPECT_EQ(j["trials"][0]["objective"], 1.5);
+  EXPECT_EQ(j["trials"][0]["raw"], nlohmann::json({1.4, 1.6}));
+  EXPECT_EQ(j["trials"][0]["config"]["layout"], "row");
+  EXPECT_TRUE(j["trials"][1]["objective"].is_null());
+  EXPECT_EQ(j["trials"][1]["status"], "failed");
+  EXPECT_EQ(SearchSpace::from_json(j["kernel"]["space"]).dimension(), 2u);
+
+  const auto csv = store_.export_study_csv(s.id);
+  std::istringstream in(csv);
+  std::string header, row1, row2, extra;
+  std::getline(in, header);
+  std::getline(in, row1);
+  std::getline(in, row2);
+  EXPECT_EQ(header,
+            "trial_id,block,layout,status,objective,cost_seconds,client_id,created_at,"
+            "finished_at,message\r");
+  EXPECT_THAT(row1, ::testing::StartsWith("1,16,row,ok,1.5,0,w1,"));
+  EXPECT_THAT(row2, ::testing::StartsWith("2,32,col,failed,,0,,"));
+  EXPECT_THAT(row2, ::testing::EndsWith(",\"error: \"\"bad\"\", line 3\"\r"));
+  EXPECT_FALSE(std::getline(in, extra));
+  EXPECT_THROW(store_.export_study_csv(StudyId{42}), NotFound);
+}
+
+// --- tokens
+
+TEST_F(StoreTest, TokensAreStoredHashedAndRevocable) {
+  const auto token = store_.create_token("ci");
+  EXPECT_EQ(token.size(), 64u);
+  EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(store_.create_token("laptop"), token);
+
+  const auto who = store_.verify_token(token);
+  ASSERT_TRUE(who.has_value());
+  EXPECT_EQ(who->name, "ci");
+  EXPECT_FALSE(store_.verify_token(token.substr(1) + "0").has_value());
+  EXPECT_FALSE(store_.verify_token("").has_value());
+  EXPECT_THROW(store_.create_token("ci"), Conflict);
+  EXPECT_THROW(store_.create_token(""), InvalidInput);
+
+  // The plain token is nowhere in the file.
+  {
+    Database db(path());
+    auto st = db.prepare("SELECT count(*) FROM tokens WHERE hash = ?1 OR name = ?1", "reading");
+    st.bind(1, token);
+    st.step();
+    EXPECT_EQ(st.column_int64(0), 0);
+  }
+
+  store_.revoke_token("ci");
+  EXPECT_FALSE(store_.verify_token(token).has_value());
+  EXPECT_THROW(store_.revoke_token("ci"), NotFound);
+  const auto tokens = store_.list_tokens();
+  ASSERT_EQ(tokens.size(), 2u);
+  EXPECT_TRUE(tokens[0].revoked_at.has_value());
+  EXPECT_FALSE(tokens[1].revoked_at.has_value());
+  // A revoked name can be reused.
+  const auto fresh = store_.create_token("ci");
+  EXPECT_EQ(store_.verify_token(fresh)->name, "ci");
+}
+
+// --- concurrency
+
+TEST_F(StoreTest, ThreadsAndProcessesShareTheFile) {
+  const auto s = testing::make_study(store_, "s");
+  constexpr int kThreads = 4;
+  constexpr int kTrialsEach = 25;
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kThreads; ++w) {
+    threads.emplace_back([&, w] {
+      // Half the writers share this Store (one connection), half open their own.
+      std::optional<Store> own;
+      if (w % 2 == 1) own.emplace(path());
+      Store& store = own ? *own : store_;
+      for (int i = 0; i < kTrialsEach; ++i) {
+        const std::string key = std::to_string(w) + "," + std::to_string(i);
+        store.add_trial(s.id, {{"w", w}, {"i", i}}, key, Measurement::success(w + i * 0.01));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(store_.trials(s.id).size(), static_cast<std::size_t>(kThreads * kTrialsEach));
+}
+
+}  // namespace
+}  // namespace tunebase::db

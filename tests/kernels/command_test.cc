@@ -1,0 +1,198 @@
+#include "kernels/command.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "core/error.h"
+#include "tests/support/shared_data.h"
+
+namespace tunebase {
+namespace {
+
+using testing::TempDir;
+
+SearchSpace make_space() {
+  return SearchSpace(
+      {ordinal("bs", {std::int64_t{8}, std::int64_t{16}, std::int64_t{32}}, std::int64_t{16}),
+       categorical("mode", {std::string("fast"), std::string("two words")}, std::string("fast"))},
+      {});
+}
+
+Configuration config(std::int64_t bs, const std::string& mode) { return {bs, mode}; }
+
+CommandOptions quick(double timeout = 10.0) {
+  CommandOptions o;
+  o.timeout_seconds = timeout;
+  return o;
+}
+
+TEST(LastNumber, FindsTheLastStandaloneNumber) {
+  EXPECT_EQ(last_number("time: 3.5 ms"), 3.5);
+  EXPECT_EQ(last_number("a 1\nb 2\nc 17\n"), 17.0);
+  EXPECT_EQ(last_number("result=-2.5e-3"), -2.5e-3);
+  EXPECT_EQ(last_number("took 1.5ms"), 1.5);
+  EXPECT_EQ(last_number("value .25 on x86_64"), 0.25);
+  EXPECT_EQ(last_number("[3/10] +4"), 4.0);
+  EXPECT_FALSE(last_number("no numbers here, gpu0 x86").has_value());
+  EXPECT_FALSE(last_number("").has_value());
+}
+
+TEST(CommandEvaluator, LastNumberOfStdoutIsTheObjective) {
+  CommandEvaluator e(make_space(), "echo start 1; echo time {bs}", quick());
+  EXPECT_EQ(e.kernel_name(), "command");
+  EXPECT_TRUE(e.minimize());
+  EXPECT_EQ(e.task()["command"], "echo start 1; echo time {bs}");
+  const Measurement m = e.evaluate(config(32, "fast"));
+  ASSERT_EQ(m.status, TrialStatus::ok) << m.message;
+  EXPECT_EQ(m.objective, 32.0);
+  EXPECT_EQ(m.raw, std::vector<double>{32.0});
+  EXPECT_GT(m.cost_seconds, 0.0);
+}
+
+TEST(CommandEvaluator, PlaceholdersAndEnvironmentVariables) {
+  CommandEvaluator e(make_space(),
+                     "test \"$bs\" = {bs} && test \"$TUNEBASE_mode\" = \"$mode\" && "
+                     "test \"$mode\" = {mode} && echo ${bs}00",
+                     quick());
+  EXPECT_EQ(e.command_for(config(8, "two words")),
+            "test \"$bs\" = 8 && test \"$TUNEBASE_mode\" = \"$mode\" && test \"$mode\" = 'two "
+            "words' && echo ${bs}00");
+  const auto env = e.environment_for(config(8, "two words"));
+  EXPECT_NE(std::find(env.begin(), env.end(), "TUNEBASE_bs=8"), env.end());
+  EXPECT_NE(std::find(env.begin(), env.end(), "mode=two words"), env.end());
+  const Measurement m = e.evaluate(config(8, "two words"));
+  ASSERT_EQ(m.status, TrialStatus::ok) << m.message;
+  EXPECT_EQ(m.objective, 800.0);
+}
+
+TEST(CommandEvaluator, LiteralBracesAreKept) {
+  CommandEvaluator e(make_space(), "awk 'BEGIN {{ print {bs} * 2 }}' && echo {{bs}} { x }",
+                     quick());
+  EXPECT_EQ(e.command_for(config(16, "fast")), "awk 'BEGIN { print 16 * 2 }' && echo {bs} { x }");
+  const Measurement m = e.evaluate(config(16, "fast"));
+  ASSERT_EQ(m.status, TrialStatus::ok) << m.message;
+  EXPECT_EQ(m.objective, 32.0);
+}
+
+TEST(CommandEvaluator, UnknownPlaceholderNamesItAndTheParameters) {
+  try {
+    CommandEvaluator e(make_space(), "./app --bs {bs} --tile {tile}", quick());
+    FAIL() << "no error";
+  } catch (const InvalidInput& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("{tile}"), std::string::npos) << message;
+    EXPECT_NE(message.find("bs, mode"), std::string::npos) << message;
+  }
+}
+
+TEST(CommandEvaluator, BadOptionsAreRejected) {
+  CommandOptions bad_regex = quick();
+  bad_regex.objective_regex = "time ([0-9";
+  EXPECT_THROW(CommandEvaluator(make_space(), "echo 1", bad_regex), InvalidInput);
+  EXPECT_THROW(CommandEvaluator(make_space(), "echo 1", quick(0.0)), InvalidInput);
+  CommandOptions no_dir = quick();
+  no_dir.working_directory = "/nonexistent/folder";
+  EXPECT_THROW(CommandEvaluator(make_space(), "echo 1", no_dir), InvalidInput);
+}
+
+TEST(CommandEvaluator, RegexCaptureGroupOrWholeMatch) {
+  CommandOptions o = quick();
+  o.objective_regex = "time: ([-0-9.e]+) ms";
+  CommandEvaluator group(make_space(), "echo 'gflops 99'; echo 'time: 2.5 ms'; echo done 7", o);
+  Measurement m = group.evaluate(config(8, "fast"));
+  ASSERT_EQ(m.status, TrialStatus::ok) << m.message;
+  EXPECT_EQ(m.objective, 2.5);
+
+  o.objective_regex = "[0-9]+\\.75";
+  CommandEvaluator whole(make_space(), "echo 'a 1.75 b 3'", o);
+  m = whole.evaluate(config(8, "fast"));
+  ASSERT_EQ(m.status, TrialStatus::ok) << m.message;
+  EXPECT_EQ(m.objective, 1.75);
+
+  o.objective_regex = "status: (\\w+)";
+  CommandEvaluator not_number(make_space(), "echo 'status: broken'", o);
+  m = not_number.evaluate(config(8, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("'broken'"), std::string::npos) << m.message;
+
+  o.objective_regex = "GFLOPS=([0-9.]+)";
+  CommandEvaluator no_match(make_space(), "echo 'time 3'", o);
+  m = no_match.evaluate(config(8, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("matched nothing"), std::string::npos) << m.message;
+}
+
+TEST(CommandEvaluator, NonZeroExitFailsWithCodeAndStderr) {
+  CommandEvaluator e(make_space(), "echo 12; echo 'bad block size {bs}' >&2; exit 3", quick());
+  const Measurement m = e.evaluate(config(16, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("exited with code 3"), std::string::npos) << m.message;
+  EXPECT_NE(m.message.find("bad block size 16"), std::string::npos) << m.message;
+  EXPECT_FALSE(m.ok());
+}
+
+TEST(CommandEvaluator, KilledBySignalFails) {
+  CommandEvaluator e(make_space(), "kill -9 $$", quick());
+  const Measurement m = e.evaluate(config(16, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("signal 9"), std::string::npos) << m.message;
+}
+
+TEST(CommandEvaluator, NoNumberInOutputFails) {
+  CommandEvaluator e(make_space(), "echo hello world", quick());
+  const Measurement m = e.evaluate(config(16, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("no number"), std::string::npos) << m.message;
+  EXPECT_NE(m.message.find("hello world"), std::string::npos) << m.message;
+}
+
+TEST(CommandEvaluator, TimeoutKillsTheWholeProcessGroup) {
+  TempDir dir;
+  // The background sleeper would keep the pipes open for 30 s if the group survived.
+  CommandEvaluator e(make_space(), "sleep 30 & echo 1; sleep 30", quick(0.3));
+  const auto start = std::chrono::steady_clock::now();
+  const Measurement m = e.evaluate(config(16, "fast"));
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(m.status, TrialStatus::timeout);
+  EXPECT_NE(m.message.find("timed out after 0.3 s"), std::string::npos) << m.message;
+  EXPECT_LT(took, 5.0);
+}
+
+TEST(CommandEvaluator, RepeatsGiveTheMedianInTheWorkingDirectory) {
+  TempDir dir;
+  CommandOptions o = quick();
+  o.repeats = 3;
+  o.working_directory = dir.path().string();
+  // Prints 10, 20, 30 on successive runs, counting in a file of the working directory.
+  CommandEvaluator e(make_space(),
+                     "n=$(cat count 2>/dev/null || echo 0); n=$((n + 1)); echo $n > count; "
+                     "echo $((n * 10))",
+                     o);
+  const Measurement m = e.evaluate(config(8, "fast"));
+  ASSERT_EQ(m.status, TrialStatus::ok) << m.message;
+  EXPECT_EQ(m.raw, (std::vector<double>{10.0, 20.0, 30.0}));
+  EXPECT_EQ(m.objective, 20.0);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "count"));
+}
+
+TEST(CommandEvaluator, InvalidConfigurationIsATrial) {
+  CommandEvaluator e(make_space(), "echo {bs}", quick());
+  const Measurement m = e.evaluate(config(7, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::invalid);
+}
+
+TEST(RunCommand, CapturesBothStreamsAndLargeOutput) {
+  const CommandResult r = run_command("seq 1 200000; echo oops >&2; exit 4", {"EXTRA=1"}, 10.0);
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.err, "oops\n");
+  EXPECT_EQ(last_number(r.out), 200000.0);
+  const CommandResult env = run_command("echo $EXTRA", {"EXTRA=42"}, 10.0);
+  EXPECT_EQ(env.out, "42\n");
+}
+
+}  // namespace
+}  // namespace tunebase

@@ -1,0 +1,373 @@
+// The OpenCL back end and GPU kernels on whatever OpenCL device is installed (PoCL on the CI
+// machine's CPU). Every kernel is checked against its CPU reference on small sizes for a small
+// sample of configurations: a PoCL compile costs about a second, so samples stay short.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/gpu_evaluators.h"
+#include "kernels/opencl_backend.h"
+#include "kernels/sparse_matrix.h"
+
+namespace tunebase {
+namespace {
+
+// One backend for the whole test program: its program cache spares recompiles across tests.
+std::shared_ptr<OpenclBackend> backend_or_null() {
+  static std::shared_ptr<OpenclBackend> backend = [] {
+    return list_opencl_devices().empty() ? nullptr : std::make_shared<OpenclBackend>(0);
+  }();
+  return backend;
+}
+
+#define TUNEBASE_OPENCL_OR_SKIP(var)                                                   \
+  const auto var = backend_or_null();                                                  \
+  if (!var) {                                                                          \
+    GTEST_SKIP() << "no OpenCL device found (install an ICD such as pocl-opencl-icd)"; \
+  }
+
+// One timed launch: the tests check results, not speed.
+GpuEvaluatorOptions quick() {
+  GpuEvaluatorOptions options;
+  options.repeats = 1;
+  return options;
+}
+
+// Random valid configurations on top of the fixed samples: kDefaultRandomSamples per kernel,
+// or $TUNEBASE_GPU_TEST_SAMPLES for a deeper check (e.g. 100 after changing a kernel).
+constexpr int kDefaultRandomSamples = 2;
+std::vector<Configuration> random_sample(const SearchSpace& space, std::uint64_t seed) {
+  int count = kDefaultRandomSamples;
+  if (const char* env = std::getenv("TUNEBASE_GPU_TEST_SAMPLES")) count = std::atoi(env);
+  Rng rng(seed);
+  std::vector<Configuration> sample;
+  for (int i = 0; i < count; ++i) sample.push_back(space.sample(rng));
+  return sample;
+}
+
+Configuration config_with(const SearchSpace& space, const nlohmann::json& values) {
+  return space.config_from_json(values, /*fill_defaults=*/true);
+}
+
+constexpr char kAxpy[] = R"(
+__kernel void axpy(const float a, __global const float* x, __global float* y) {
+  const int i = get_global_id(0);
+  y[i] = a * x[i] + y[i] + OFFSET;
+})";
+
+TEST(OpenclDevices, DescribeEveryDeviceForTheFingerprint) {
+  const nlohmann::json devices = opencl_devices();
+  ASSERT_TRUE(devices.is_array());
+  if (devices.empty()) GTEST_SKIP() << "no OpenCL device found";
+  for (const auto& d : devices) {
+    EXPECT_EQ(d.at("backend"), "opencl");
+    EXPECT_FALSE(d.at("name").get<std::string>().empty());
+    EXPECT_FALSE(d.at("vendor").get<std::string>().empty());
+    EXPECT_GT(d.at("compute_units").get<std::int64_t>(), 0);
+    EXPECT_GT(d.at("local_memory_bytes").get<std::int64_t>(), 0);
+    EXPECT_GT(d.at("max_work_group_size").get<std::int64_t>(), 0);
+  }
+  EXPECT_GE(compute_devices().size(), devices.size());
+}
+
+TEST(OpenclBackend, CompilesWithDefinesLaunchesTimesAndCaches) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  constexpr std::size_t kSize = 256;
+  std::vector<float> x(kSize), y(kSize, 1.0f);
+  for (std::size_t i = 0; i < kSize; ++i) x[i] = static_cast<float>(i);
+  auto xb = backend->allocate(kSize * sizeof(float));
+  auto yb = backend->allocate(kSize * sizeof(float));
+  backend->write(*xb, x.data(), kSize * sizeof(float));
+  backend->write(*yb, y.data(), kSize * sizeof(float));
+
+  const std::size_t before = backend->cached_programs();
+  auto kernel = backend->compile(kAxpy, "axpy", {{"OFFSET", "0.5f"}});
+  EXPECT_EQ(backend->compile(kAxpy, "axpy", {{"OFFSET", "0.5f"}}), kernel);
+  EXPECT_EQ(backend->cached_programs(), before + 1);
+
+  const double seconds = backend->launch(*kernel, {kSize}, {64}, {2.0f, xb.get(), yb.get()});
+  EXPECT_GE(seconds, 0.0);
+  backend->read(*yb, y.data(), kSize * sizeof(float));
+  for (std::size_t i = 0; i < kSize; ++i) EXPECT_FLOAT_EQ(y[i], 2.0f * i + 1.5f) << i;
+
+  // Another define is another program.
+  EXPECT_NE(backend->compile(kAxpy, "axpy", {{"OFFSET", "1.0f"}}), kernel);
+}
+
+TEST(OpenclBackend, BuildErrorCarriesTheCompilerLog) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  try {
+    backend->compile(kAxpy, "axpy", {{"OFFSET", "undeclared_name"}});
+    FAIL() << "expected a CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(std::string(e.log()).find("undeclared_name"), std::string::npos) << e.log();
+    EXPECT_NE(std::string(e.what()).find("axpy"), std::string::npos);
+  }
+}
+
+TEST(OpenclBackend, WorkGroupBeyondTheDeviceLimitIsALaunchError) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  const auto limit = static_cast<std::size_t>(backend->device().max_work_group_size);
+  const std::size_t too_big = limit * 2;
+  auto xb = backend->allocate(too_big * sizeof(float));
+  auto yb = backend->allocate(too_big * sizeof(float));
+  auto kernel = backend->compile(kAxpy, "axpy", {{"OFFSET", "0.0f"}});
+  EXPECT_THROW(backend->launch(*kernel, {too_big}, {too_big}, {1.0f, xb.get(), yb.get()}),
+               LaunchError);
+}
+
+// ------------------------------------------------------------------------------------ GEMM
+
+// A handful of configurations covering local memory on/off, vector widths and work-group
+// shapes, plus the default.
+std::vector<nlohmann::json> gemm_sample() {
+  return {
+      nlohmann::json::object(),  // defaults
+      {{"MWG", 16},
+       {"NWG", 16},
+       {"MDIMC", 8},
+       {"NDIMC", 8},
+       {"MDIMA", 8},
+       {"NDIMB", 8},
+       {"VWM", 1},
+       {"VWN", 2},
+       {"SA", 0},
+       {"SB", 0}},
+      {{"MWG", 128},
+       {"NWG", 32},
+       {"MDIMC", 16},
+       {"NDIMC", 8},
+       {"MDIMA", 16},
+       {"NDIMB", 8},
+       {"VWM", 8},
+       {"VWN", 1},
+       {"SA", 1},
+       {"SB", 0}},
+      {{"MWG", 32},
+       {"NWG", 64},
+       {"MDIMC", 8},
+       {"NDIMC", 16},
+       {"MDIMA", 32},
+       {"NDIMB", 8},
+       {"VWM", 1},
+       {"VWN", 4},
+       {"SA", 0},
+       {"SB", 1}},
+  };
+}
+
+TEST(OpenclGemm, SpaceIsTheDatasetSpacePlusDeviceLimits) {
+  // The GEMM dataset measured 17956 of 82944 configurations: exactly those CLBlast allows.
+  const SearchSpace space = GpuGemmEvaluator::make_space({1024, 1 << 20});
+  EXPECT_EQ(space.cartesian_size(), 82944.0);
+  EXPECT_EQ(space.valid_count(), 17956u);
+  const SearchSpace small = GpuGemmEvaluator::make_space({64, 1 << 20});
+  for (const auto& c : small.valid_configurations()) {
+    const auto json = small.config_to_json(c);
+    ASSERT_LE(json["MDIMC"].get<int>() * json["NDIMC"].get<int>(), 64);
+  }
+  EXPECT_LT(small.valid_count(), space.valid_count());
+  EXPECT_TRUE(space.is_valid(space.default_configuration()));
+}
+
+TEST(OpenclGemm, SampleOfConfigurationsMatchesOpenBlas) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  // 96 is padded to 128: the padding must not leak into the result.
+  GpuGemmEvaluator gemm(backend, 96, quick());
+  EXPECT_EQ(gemm.kernel_name(), "opencl-gemm");
+  EXPECT_EQ(gemm.task()["n"], 96);
+  for (const auto& values : gemm_sample()) {
+    const Configuration config = config_with(gemm.space(), values);
+    ASSERT_TRUE(gemm.space().is_valid(config)) << values.dump();
+    const Measurement m = gemm.evaluate(config);
+    EXPECT_TRUE(m.ok()) << values.dump() << ": " << m.message;
+    EXPECT_GT(m.objective, 0.0);
+    EXPECT_EQ(m.raw.size(), 1u);
+    EXPECT_GT(m.metrics.value("GFLOP/s", 0.0), 0.0);
+  }
+  for (const auto& config : random_sample(gemm.space(), 11)) {
+    const Measurement m = gemm.evaluate(config);
+    EXPECT_TRUE(m.ok()) << gemm.space().config_to_json(config).dump() << ": " << m.message;
+  }
+}
+
+TEST(OpenclGemm, WrongResultIsAFailedMeasurement) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  // The kernel believes its tiles are half as tall as the launch assumes: half of C is never
+  // written, and validation must notice (128: no padding, every row is checked).
+  GpuEvaluatorOptions options = quick();
+  options.defines = {{"MWG", "32"}};
+  GpuGemmEvaluator gemm(backend, 128, options);
+  const Measurement m = gemm.evaluate(config_with(
+      gemm.space(), {{"MWG", 64}, {"MDIMC", 16}, {"NDIMC", 16}, {"MDIMA", 16}, {"NDIMB", 16}}));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("wrong result"), std::string::npos) << m.message;
+}
+
+TEST(OpenclGemm, BrokenDefineIsAFailedMeasurementWithTheBuildLog) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  GpuEvaluatorOptions options = quick();
+  options.defines = {{"VWM", "no_such_width"}};
+  GpuGemmEvaluator gemm(backend, 64, options);
+  const Measurement m = gemm.evaluate(gemm.space().default_configuration());
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("compile failed"), std::string::npos) << m.message;
+  EXPECT_NE(m.message.find("no_such_width"), std::string::npos) << m.message;
+  EXPECT_FALSE(std::isfinite(m.objective));
+}
+
+TEST(OpenclGemm, ConfigurationBreakingTheDeviceLimitFailsCleanly) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  GpuEvaluatorOptions options = quick();
+  options.max_work_group_size = 64;
+  GpuGemmEvaluator gemm(backend, 64, options);
+  // 16 x 16 = 256 work-items: outside the narrowed space, refused without launching.
+  SearchSpace unrestricted = GpuGemmEvaluator::make_space({1024, 1 << 20});
+  const Configuration config =
+      config_with(unrestricted, {{"MDIMC", 16}, {"NDIMC", 16}, {"MDIMA", 16}, {"NDIMB", 16}});
+  ASSERT_FALSE(gemm.space().is_valid(config));
+  const Measurement m = gemm.evaluate(config);
+  EXPECT_EQ(m.status, TrialStatus::invalid);
+  EXPECT_NE(m.message.find("MDIMC * NDIMC <= 64"), std::string::npos) << m.message;
+}
+
+TEST(OpenclGemm, LaunchesBeyondTheTimeLimitAreATimeout) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  GpuEvaluatorOptions options = quick();
+  options.time_limit_seconds = 1e-9;
+  GpuGemmEvaluator gemm(backend, 64, options);
+  const Measurement m = gemm.evaluate(gemm.space().default_configuration());
+  EXPECT_EQ(m.status, TrialStatus::timeout) << m.message;
+  EXPECT_EQ(m.raw.size(), 1u);  // the checked warm-up launch
+}
+
+// ------------------------------------------------------------------------------------ SpMV
+
+// Rows of very different lengths, some empty, so that SELL's sorting and padding matter.
+CsrMatrix irregular_matrix(std::int64_t rows, std::uint64_t seed) {
+  Rng rng(seed);
+  std::uniform_int_distribution<int> length(0, 40);
+  std::uniform_int_distribution<std::int32_t> column(0, static_cast<std::int32_t>(rows) - 1);
+  std::uniform_real_distribution<double> value(-1.0, 1.0);
+  CsrMatrix a;
+  a.rows = a.cols = rows;
+  a.name = "irregular";
+  a.row_ptr.push_back(0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<std::int32_t> cols;
+    const int n = r % 7 == 3 ? 0 : length(rng);
+    for (int k = 0; k < n; ++k) cols.push_back(column(rng));
+    std::sort(cols.begin(), cols.end());
+    cols.erase(std::unique(cols.begin(), cols.end()), cols.end());
+    for (auto c : cols) {
+      a.col.push_back(c);
+      a.val.push_back(value(rng));
+    }
+    a.row_ptr.push_back(static_cast<std::int64_t>(a.col.size()));
+  }
+  return a;
+}
+
+TEST(OpenclSpmv, EveryVariantMatchesTheReference) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  if (!backend->device().double_precision) GTEST_SKIP() << "device has no double precision";
+  const std::vector<nlohmann::json> sample = {
+      {{"variant", "csr_scalar"}, {"block_size", 64}, {"threads_per_row", 1}},
+      {{"variant", "csr_vector"}, {"block_size", 128}, {"threads_per_row", 4}},
+      {{"variant", "csr_vector"}, {"block_size", 32}, {"threads_per_row", 32}},
+      {{"variant", "sell"}, {"block_size", 32}, {"threads_per_row", 1}, {"sigma", 1}},
+      {{"variant", "sell"}, {"block_size", 64}, {"threads_per_row", 1}, {"sigma", 512}},
+  };
+  for (CsrMatrix matrix : {irregular_matrix(1000, 7), laplacian_3d(6)}) {
+    const std::string name = matrix.name;
+    GpuSpmvEvaluator spmv(backend, std::move(matrix), quick());
+    EXPECT_EQ(spmv.kernel_name(), "opencl-spmv");
+    for (const auto& values : sample) {
+      const Measurement m = spmv.evaluate(config_with(spmv.space(), values));
+      EXPECT_TRUE(m.ok()) << name << " " << values.dump() << ": " << m.message;
+    }
+    for (const auto& config : random_sample(spmv.space(), 12)) {
+      const Measurement m = spmv.evaluate(config);
+      EXPECT_TRUE(m.ok()) << name << " " << spmv.space().config_to_json(config).dump() << ": "
+                          << m.message;
+    }
+  }
+}
+
+TEST(OpenclSpmv, SpaceTiesParametersToTheirVariant) {
+  const SearchSpace space = GpuSpmvEvaluator::make_space({256, 1 << 16});
+  for (const auto& c : space.valid_configurations()) {
+    const auto j = space.config_to_json(c);
+    const std::string variant = j["variant"];
+    EXPECT_EQ(variant == "csr_vector", j["threads_per_row"].get<int>() > 1) << j.dump();
+    EXPECT_TRUE(variant == "sell" || j["sigma"] == 1) << j.dump();
+    EXPECT_LE(j["block_size"].get<int>(), 256);
+  }
+}
+
+// ----------------------------------------------------------------------------- convolution
+
+TEST(OpenclConvolution, SpaceIsTheDatasetSpace) {
+  // convolution_hub holds 4362 configurations: exactly those its restrictions allow.
+  const SearchSpace space = GpuConvolutionEvaluator::make_space({1024, 1 << 20});
+  EXPECT_EQ(space.valid_count(), 4362u);
+  EXPECT_TRUE(space.is_valid(space.default_configuration()));
+}
+
+TEST(OpenclConvolution, SampleOfConfigurationsMatchesTheReference) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  // Sizes that no tile divides, so that the edge guards are exercised.
+  GpuConvolutionEvaluator conv(backend, 70, 45, quick());
+  EXPECT_EQ(conv.kernel_name(), "opencl-conv");
+  const std::vector<nlohmann::json> sample = {
+      nlohmann::json::object(),  // defaults: 16 x 16 with padded local memory
+      {{"block_size_x", 48},
+       {"block_size_y", 2},
+       {"tile_size_x", 3},
+       {"tile_size_y", 2},
+       {"use_shmem", 0},
+       {"use_padding", 0},
+       {"read_only", 1}},
+      {{"block_size_x", 32},
+       {"block_size_y", 4},
+       {"tile_size_x", 1},
+       {"tile_size_y", 4},
+       {"use_shmem", 1},
+       {"use_padding", 0}},
+  };
+  for (const auto& values : sample) {
+    const Measurement m = conv.evaluate(config_with(conv.space(), values));
+    EXPECT_TRUE(m.ok()) << values.dump() << ": " << m.message;
+  }
+  for (const auto& config : random_sample(conv.space(), 13)) {
+    const Measurement m = conv.evaluate(config);
+    EXPECT_TRUE(m.ok()) << conv.space().config_to_json(config).dump() << ": " << m.message;
+  }
+}
+
+// -------------------------------------------------------------------------------- factory
+
+TEST(OpenclFactory, BuildsEvaluatorsByNameAndRejectsUnknownInput) {
+  EXPECT_THROW(make_opencl_evaluator("opencl-fft", {}), InvalidInput);
+  EXPECT_THROW(make_opencl_evaluator("opencl-gemm", {{"sise", 64}}), InvalidInput);
+  EXPECT_THROW(make_opencl_evaluator("opencl-gemm", {{"size", "big"}}), InvalidInput);
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  auto gemm =
+      make_opencl_evaluator("opencl-gemm", {{"size", 64}, {"repeats", 1}, {"time_limit", 30}});
+  EXPECT_EQ(gemm->kernel_name(), "opencl-gemm");
+  EXPECT_EQ(gemm->task()["n"], 64);
+  auto spmv = make_opencl_evaluator("opencl-spmv", {{"size", 5}, {"matrix", nullptr}});
+  EXPECT_EQ(spmv->kernel_name(), "opencl-spmv");
+  auto conv = make_opencl_evaluator("opencl-conv", {{"size", 40}});
+  EXPECT_EQ(conv->task()["image_width"], 40);
+}
+
+}  // namespace
+}  // namespace tunebase

@@ -1,0 +1,162 @@
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/error.h"
+#include "tuner/session.h"
+
+namespace tunebase {
+namespace {
+
+SearchSpace test_space() {
+  return SearchSpace::from_json(nlohmann::json::parse(R"({
+    "parameters": [
+      {"name": "bx", "values": [1, 2, 4, 8, 16, 32]},
+      {"name": "by", "values": [1, 2, 4, 8, 16, 32]},
+      {"name": "unroll", "type": "integer", "low": 1, "high": 4},
+      {"name": "fmt", "type": "categorical", "values": ["csr", "sell"]}
+    ],
+    "constraints": ["4 <= bx * by <= 256", "fmt == 'sell' or unroll != 3"]
+  })"));
+}
+
+// A smooth objective with its optimum at bx=8, by=4, unroll=2, sell.
+double objective(const SearchSpace& s, const Configuration& c) {
+  const auto x = s.encode(c);
+  double v = 1.0;
+  const double target[] = {0.6, 0.4, 1.0 / 3.0, 0.0, 1.0};
+  for (std::size_t i = 0; i < x.size(); ++i) v += 3.0 * (x[i] - target[i]) * (x[i] - target[i]);
+  return v;
+}
+
+class EveryStrategy : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryStrategy, NeverRepeatsNorViolatesAndStopsWhenExhausted) {
+  auto space = test_space();
+  const std::size_t valid = space.valid_configurations().size();
+  SessionOptions opts;
+  opts.strategy = GetParam();
+  opts.seed = 42;
+  opts.budget = valid;
+  Session session(space, opts);
+  std::set<std::string> seen;
+  for (int round = 0; round < 1000 && !session.exhausted(); ++round) {
+    const std::size_t n = 1 + round % 3;
+    auto batch = session.propose(n);
+    ASSERT_FALSE(batch.empty()) << "no proposal although " << valid - seen.size() << " remain";
+    ASSERT_LE(batch.size(), n);
+    for (const auto& c : batch) {
+      ASSERT_TRUE(space.is_valid(c)) << space.key(c);
+      ASSERT_TRUE(seen.insert(space.key(c)).second) << "repeated " << space.key(c);
+      // Every fifth evaluation fails: failures are data, and must not be re-proposed either.
+      if (seen.size() % 5 == 0) {
+        session.observe(c, Measurement::failure(TrialStatus::failed, "test failure"));
+      } else {
+        session.observe(c, Measurement::success(objective(space, c)));
+      }
+    }
+  }
+  EXPECT_EQ(seen.size(), valid);
+  EXPECT_TRUE(session.exhausted());
+  EXPECT_TRUE(session.propose(3).empty());
+}
+
+TEST_P(EveryStrategy, PendingConfigurationsAreNotProposedAgain) {
+  auto space = test_space();
+  SessionOptions opts;
+  opts.strategy = GetParam();
+  opts.seed = 3;
+  Session session(space, opts);
+  std::set<std::string> seen;
+  for (int i = 0; i < 10; ++i) {
+    for (const auto& c : session.propose(4)) {
+      EXPECT_TRUE(seen.insert(space.key(c)).second) << "pending configuration proposed twice";
+    }
+  }
+  EXPECT_EQ(session.pending_count(), seen.size());
+}
+
+TEST_P(EveryStrategy, RestoredSessionProposesLikeTheOriginal) {
+  auto space = test_space();
+  SessionOptions opts;
+  opts.strategy = GetParam();
+  opts.seed = 9;
+  Session a(space, opts);
+  for (int i = 0; i < 12; ++i) {
+    for (const auto& c : a.propose(1)) a.observe(c, Measurement::success(objective(space, c)));
+  }
+  Session b(space, opts);
+  b.restore(a.observations(), {});
+  const auto next_a = a.propose(2);
+  const auto next_b = b.propose(2);
+  ASSERT_EQ(next_a.size(), next_b.size());
+  for (std::size_t i = 0; i < next_a.size(); ++i) {
+    EXPECT_EQ(space.key(next_a[i]), space.key(next_b[i]));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategy,
+                         ::testing::Values("random", "lhs", "exhaustive", "ga", "bo"));
+
+TEST(Strategies, UnknownNameListsTheKnownOnes) {
+  try {
+    make_strategy("simplex");
+    FAIL();
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("random"), std::string::npos);
+  }
+}
+
+TEST(Strategies, ExplicitCandidatesRestrictProposals) {
+  auto space = test_space();
+  SessionOptions opts;
+  opts.strategy = "random";
+  const auto& all = space.valid_configurations();
+  opts.candidates.assign(all.begin(), all.begin() + 7);
+  std::set<std::string> allowed;
+  for (const auto& c : opts.candidates) allowed.insert(space.key(c));
+  Session session(space, opts);
+  auto batch = session.propose(20);
+  EXPECT_EQ(batch.size(), 7u);
+  for (const auto& c : batch) EXPECT_TRUE(allowed.count(space.key(c)));
+}
+
+TEST(Strategies, ObservingTwiceIsAConflictAndInvalidIsRejected) {
+  auto space = test_space();
+  Session session(space, SessionOptions{.strategy = "random"});
+  auto c = session.propose(1).front();
+  session.observe(c, Measurement::success(1.0));
+  EXPECT_THROW(session.observe(c, Measurement::success(1.0)), Conflict);
+  Configuration bad = c;
+  bad[0] = std::int64_t{3};
+  EXPECT_THROW(session.observe(bad, Measurement::success(1.0)), InvalidInput);
+}
+
+TEST(Strategies, GaImprovesOnRandomOnASmoothObjective) {
+  // Five parameters of ten values: 10^5 points, a bowl with its minimum inside.
+  std::vector<Parameter> params;
+  for (int i = 0; i < 5; ++i) params.push_back(integer_range("p" + std::to_string(i), 0, 9));
+  SearchSpace space(params, {});
+  auto bowl = [&](const Configuration& c) {
+    double v = 1.0;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      const double d = as_double(c[i]) - 3.0 - static_cast<double>(i % 3);
+      v += d * d;
+    }
+    return v;
+  };
+  double ga_total = 0, random_total = 0;
+  for (std::uint64_t seed = 0; seed < 10; ++seed) {
+    for (const char* name : {"ga", "random"}) {
+      Session s(space, SessionOptions{.strategy = name, .seed = seed});
+      for (int i = 0; i < 60; ++i) {
+        for (const auto& c : s.propose(1)) s.observe(c, Measurement::success(bowl(c)));
+      }
+      (std::string(name) == "ga" ? ga_total : random_total) += s.best()->result.objective;
+    }
+  }
+  EXPECT_LT(ga_total, 0.7 * random_total);
+}
+
+}  // namespace
+}  // namespace tunebase

@@ -1,0 +1,123 @@
+#include "tuner/session.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tunebase {
+
+Session::Session(SearchSpace space, SessionOptions options)
+    : space_(std::move(space)), options_(std::move(options)) {
+  auto strategy_options = options_.strategy_options;
+  if (!strategy_options.is_object()) strategy_options = nlohmann::json::object();
+  if (!strategy_options.contains("seed")) strategy_options["seed"] = options_.seed;
+  strategy_ = make_strategy(options_.strategy, strategy_options);
+
+  if (!options_.candidates.empty()) {
+    candidates_ = std::move(options_.candidates);
+    options_.candidates.clear();
+  } else if (space_.enumerable()) {
+    candidates_ = space_.valid_configurations();
+    if (candidates_.empty()) throw InvalidInput("no configuration satisfies the constraints");
+  }
+  if (!candidates_.empty()) {
+    const std::size_t dim = space_.encoded_dimension();
+    encoded_candidates_.reserve(candidates_.size() * dim);
+    candidate_index_.reserve(candidates_.size());
+    for (std::size_t i = 0; i < candidates_.size(); ++i) {
+      const auto x = space_.encode(candidates_[i]);
+      encoded_candidates_.insert(encoded_candidates_.end(), x.begin(), x.end());
+      candidate_index_.emplace(space_.key(candidates_[i]), i);
+    }
+    state_.candidates = &candidates_;
+    state_.encoded_candidates = &encoded_candidates_;
+    state_.candidate_index = &candidate_index_;
+  }
+  state_.space = &space_;
+  state_.minimize = options_.minimize;
+  state_.budget = options_.budget;
+}
+
+Session::~Session() = default;
+
+std::vector<Configuration> Session::propose(std::size_t n) {
+  const auto start = std::chrono::steady_clock::now();
+  // The generator depends on the seed and the history length only, so a restored session
+  // draws what an uninterrupted one would have drawn.
+  Rng rng(options_.seed * 0x9e3779b97f4a7c15ULL + state_.taken.size());
+  auto proposals = strategy_->propose(state_, n, rng);
+  std::vector<Configuration> out;
+  for (auto& c : proposals) {
+    if (out.size() == n) break;
+    auto key = space_.key(c);
+    // Guard the promises every strategy makes: valid, a candidate, never repeated.
+    if (!space_.is_valid(c) || !state_.is_candidate(c) || state_.taken.count(key)) continue;
+    state_.taken.insert(std::move(key));
+    state_.pending.push_back(c);
+    out.push_back(std::move(c));
+  }
+  last_propose_ms_ =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+void Session::observe(const Configuration& config, const Measurement& result) {
+  space_.check(config);
+  const auto key = space_.key(config);
+  auto pending = std::find_if(state_.pending.begin(), state_.pending.end(),
+                              [&](const Configuration& p) { return space_.key(p) == key; });
+  if (pending != state_.pending.end()) {
+    state_.pending.erase(pending);
+  } else if (state_.taken.count(key)) {
+    throw Conflict("configuration " + space_.config_to_json(config).dump() +
+                   " was already observed in this study");
+  } else {
+    state_.taken.insert(key);
+  }
+  state_.observations.push_back({config, result});
+}
+
+void Session::release(const Configuration& config) {
+  const auto key = space_.key(config);
+  auto pending = std::find_if(state_.pending.begin(), state_.pending.end(),
+                              [&](const Configuration& p) { return space_.key(p) == key; });
+  if (pending == state_.pending.end()) return;
+  state_.pending.erase(pending);
+  state_.taken.erase(key);
+}
+
+void Session::restore(const std::vector<Observation>& finished,
+                      const std::vector<Configuration>& pending) {
+  state_.observations.clear();
+  state_.pending.clear();
+  state_.taken.clear();
+  for (const auto& o : finished) {
+    state_.taken.insert(space_.key(o.config));
+    state_.observations.push_back(o);
+  }
+  for (const auto& c : pending) {
+    if (state_.taken.insert(space_.key(c)).second) state_.pending.push_back(c);
+  }
+}
+
+std::optional<Observation> Session::best() const {
+  std::optional<Observation> best;
+  for (const auto& o : state_.observations) {
+    if (!o.result.ok()) continue;
+    const bool better = !best || (options_.minimize ? o.result.objective < best->result.objective
+                                                    : o.result.objective > best->result.objective);
+    if (better) best = o;
+  }
+  return best;
+}
+
+bool Session::exhausted() const {
+  return !candidates_.empty() && state_.taken.size() >= candidates_.size();
+}
+
+std::optional<std::size_t> Session::candidate_count() const {
+  if (candidates_.empty()) return std::nullopt;
+  return candidates_.size();
+}
+
+}  // namespace tunebase

@@ -1,0 +1,82 @@
+// Session: the ask/tell object that drives every tuning path (CLI sweep, HTTP, benchmark).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/space.h"
+#include "core/trial.h"
+#include "tuner/strategy.h"
+
+namespace tunebase {
+
+struct SessionOptions {
+  std::string strategy = "bo";
+  nlohmann::json strategy_options = nlohmann::json::object();
+  std::uint64_t seed = 0;
+  std::size_t budget = 100;
+  bool minimize = true;
+  /// Restrict proposals to these configurations (simulation mode on a measured file). When
+  /// empty, the candidates are the enumerated valid set if the space is enumerable.
+  std::vector<Configuration> candidates;
+};
+
+/// Ask/tell tuning of one study. propose() returns configurations that are valid, never
+/// observed or pending before, and distinct; observe() records a result. A session can be
+/// rebuilt from stored trials with restore(), after which it proposes as if it had never
+/// stopped (proposals depend only on the seed and the recorded history).
+///
+/// Not thread-safe: one owner drives it (the HTTP layer serialises calls per study).
+class Session {
+ public:
+  Session(SearchSpace space, SessionOptions options);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const SearchSpace& space() const { return space_; }
+  const SessionOptions& options() const { return options_; }
+
+  /// Up to n new configurations, recorded as pending. Fewer (maybe none) when the candidate
+  /// set is exhausted.
+  std::vector<Configuration> propose(std::size_t n = 1);
+  /// Records the result of a configuration (pending or not: external measurements count).
+  /// Throws InvalidInput when the configuration is not valid in the space, Conflict when it
+  /// was already observed.
+  void observe(const Configuration& config, const Measurement& result);
+  /// Forgets a pending configuration (its worker vanished) so that it may be proposed again.
+  void release(const Configuration& config);
+  /// Rebuilds the state from stored trials (finished ones and pending ones).
+  void restore(const std::vector<Observation>& finished, const std::vector<Configuration>& pending);
+
+  const std::vector<Observation>& observations() const { return state_.observations; }
+  std::size_t pending_count() const { return state_.pending.size(); }
+  std::optional<Observation> best() const;
+  /// No candidate is left untaken (only meaningful when candidates are explicit).
+  bool exhausted() const;
+  /// Observations so far reached the budget.
+  bool budget_spent() const { return state_.observations.size() >= options_.budget; }
+  /// Number of candidates (explicit or enumerated); nullopt when sampled.
+  std::optional<std::size_t> candidate_count() const;
+  /// Diagnostics of the strategy's last proposal.
+  nlohmann::json diagnostics() const { return strategy_->diagnostics(); }
+  /// Wall time of the last propose() call, milliseconds.
+  double last_propose_ms() const { return last_propose_ms_; }
+
+ private:
+  SearchSpace space_;
+  SessionOptions options_;
+  std::unique_ptr<SearchStrategy> strategy_;
+  std::vector<Configuration> candidates_;
+  std::vector<double> encoded_candidates_;
+  std::unordered_map<std::string, std::size_t> candidate_index_;
+  TuningState state_;
+  double last_propose_ms_ = 0.0;
+};
+
+}  // namespace tunebase

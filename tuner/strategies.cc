@@ -1,0 +1,285 @@
+// The model-free strategies: random, lhs, exhaustive, ga.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "core/error.h"
+#include "tuner/bo.h"
+#include "tuner/strategy.h"
+
+namespace tunebase {
+
+namespace {
+
+// Attempts at drawing an untaken configuration from a space with no candidate list.
+constexpr std::size_t kMaxSampleAttempts = 10'000;
+// The GA keeps this many of the best observations as its population.
+constexpr std::size_t kGaPopulation = 20;
+// Below this many successes the GA has nothing to recombine and samples at random.
+constexpr std::size_t kGaMinParents = 4;
+constexpr std::size_t kGaRepairAttempts = 30;
+
+double squared_distance(const double* a, const std::vector<double>& b) {
+  double d = 0.0;
+  for (std::size_t k = 0; k < b.size(); ++k) d += (a[k] - b[k]) * (a[k] - b[k]);
+  return d;
+}
+
+class RandomSearch final : public SearchStrategy {
+ public:
+  std::string name() const override { return "random"; }
+  std::vector<Configuration> propose(const TuningState& state, std::size_t n, Rng& rng) override {
+    return random_untaken(state, n, rng);
+  }
+};
+
+class ExhaustiveSearch final : public SearchStrategy {
+ public:
+  std::string name() const override { return "exhaustive"; }
+  std::vector<Configuration> propose(const TuningState& state, std::size_t n, Rng&) override {
+    if (!state.candidates) {
+      throw InvalidInput(
+          "exhaustive search needs an enumerable space (all parameters discrete, at most " +
+          std::to_string(static_cast<long long>(SearchSpace::kMaxEnumerate)) + " points)");
+    }
+    std::vector<Configuration> out;
+    for (const auto& c : *state.candidates) {
+      if (out.size() == n) break;
+      if (!state.is_taken(c)) out.push_back(c);
+    }
+    return out;
+  }
+};
+
+// Latin hypercube over the parameters, each design point snapped to the nearest untaken
+// candidate. The design depends only on the seed and the budget, so a restored session
+// continues the same design.
+class LatinHypercube final : public SearchStrategy {
+ public:
+  explicit LatinHypercube(std::uint64_t seed) : seed_(seed) {}
+  std::string name() const override { return "lhs"; }
+  std::vector<Configuration> propose(const TuningState& state, std::size_t n, Rng& rng) override {
+    return latin_hypercube_proposals(state, n, seed_, std::max<std::size_t>(state.budget, n),
+                                     rng);
+  }
+
+ private:
+  std::uint64_t seed_;
+};
+
+class GeneticSearch final : public SearchStrategy {
+ public:
+  std::string name() const override { return "ga"; }
+  std::vector<Configuration> propose(const TuningState& state, std::size_t n, Rng& rng) override {
+    std::vector<const Observation*> population;
+    for (const auto& o : state.observations) {
+      if (o.result.ok()) population.push_back(&o);
+    }
+    if (population.size() < kGaMinParents) return random_untaken(state, n, rng);
+    const double sign = state.minimize ? 1.0 : -1.0;
+    std::sort(population.begin(), population.end(), [&](const auto* a, const auto* b) {
+      return sign * a->result.objective < sign * b->result.objective;
+    });
+    // Strong elitism: the best quarter of what was seen, between kGaMinParents and
+    // kGaPopulation members.
+    population.resize(std::clamp(population.size() / 4, kGaMinParents, kGaPopulation));
+
+    const auto& space = *state.space;
+    std::unordered_set<std::string> chosen;
+    std::vector<Configuration> out;
+    std::uniform_int_distribution<std::size_t> pick(0, population.size() - 1);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    // Binary tournament: the better of two random members (the population is sorted).
+    auto tournament = [&] { return population[std::min(pick(rng), pick(rng))]; };
+    const double mutation_rate = 1.0 / static_cast<double>(space.dimension());
+    while (out.size() < n) {
+      bool placed = false;
+      for (std::size_t attempt = 0; attempt < kGaRepairAttempts && !placed; ++attempt) {
+        const auto& a = tournament()->config;
+        const auto& b = tournament()->config;
+        Configuration child(a.size());
+        for (std::size_t i = 0; i < a.size(); ++i) child[i] = unit(rng) < 0.5 ? a[i] : b[i];
+        // Mutate each parameter with probability 1/d; always at least one when the child is
+        // already taken (crossover of near-identical parents).
+        std::vector<bool> mutate(child.size());
+        for (std::size_t i = 0; i < child.size(); ++i) mutate[i] = unit(rng) < mutation_rate;
+        if (state.taken.count(space.key(child))) {
+          mutate[std::uniform_int_distribution<std::size_t>(0, child.size() - 1)(rng)] = true;
+        }
+        for (std::size_t i = 0; i < child.size(); ++i) {
+          if (!mutate[i]) continue;
+          auto neighbours = space.neighbours(child, rng);
+          std::vector<Configuration> along;
+          for (auto& nb : neighbours) {
+            if (!same_value(nb[i], child[i])) along.push_back(std::move(nb));
+          }
+          if (!along.empty()) {
+            child = along[std::uniform_int_distribution<std::size_t>(0, along.size() - 1)(rng)];
+          }
+        }
+        const auto key = space.key(child);
+        if (state.is_candidate(child) && !state.taken.count(key) && !chosen.count(key)) {
+          chosen.insert(key);
+          out.push_back(std::move(child));
+          placed = true;
+        }
+      }
+      if (!placed) {
+        auto fallback = random_untaken(state, 1, rng, chosen);
+        if (fallback.empty()) break;
+        chosen.insert(space.key(fallback.front()));
+        out.push_back(std::move(fallback.front()));
+      }
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::size_t TuningState::ok_count() const {
+  return static_cast<std::size_t>(std::count_if(
+      observations.begin(), observations.end(), [](const Observation& o) { return o.result.ok(); }));
+}
+
+bool TuningState::is_candidate(const Configuration& c) const {
+  if (candidate_index) return candidate_index->count(space->key(c)) > 0;
+  return space->is_valid(c);
+}
+
+std::vector<Configuration> random_untaken(const TuningState& state, std::size_t n, Rng& rng,
+                                          const std::unordered_set<std::string>& also_taken) {
+  const auto& space = *state.space;
+  std::vector<Configuration> out;
+  std::unordered_set<std::string> chosen;
+  auto free = [&](const std::string& key) {
+    return !state.taken.count(key) && !also_taken.count(key) && !chosen.count(key);
+  };
+  if (state.candidates) {
+    const auto& cands = *state.candidates;
+    const std::size_t used = state.taken.size() + also_taken.size();
+    // Rejection while most candidates are free; an explicit list of the free ones otherwise.
+    if (used * 2 < cands.size()) {
+      std::uniform_int_distribution<std::size_t> pick(0, cands.size() - 1);
+      for (std::size_t attempt = 0; out.size() < n && attempt < 64 * (n + 1); ++attempt) {
+        const auto& c = cands[pick(rng)];
+        auto key = space.key(c);
+        if (free(key)) {
+          chosen.insert(std::move(key));
+          out.push_back(c);
+        }
+      }
+      if (out.size() == n) return out;
+    }
+    std::vector<std::size_t> remaining;
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      if (free(space.key(cands[i]))) remaining.push_back(i);
+    }
+    std::shuffle(remaining.begin(), remaining.end(), rng);
+    for (std::size_t i = 0; i < remaining.size() && out.size() < n; ++i) {
+      out.push_back(cands[remaining[i]]);
+    }
+    return out;
+  }
+  for (std::size_t attempt = 0; out.size() < n && attempt < kMaxSampleAttempts; ++attempt) {
+    auto c = space.sample(rng);
+    auto key = space.key(c);
+    if (free(key)) {
+      chosen.insert(std::move(key));
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, std::size_t n,
+                                                     std::uint64_t seed, std::size_t design_size,
+                                                     Rng& rng) {
+  const auto& space = *state.space;
+  const std::size_t d = space.dimension();
+  design_size = std::max<std::size_t>(design_size, 1);
+  // The design: one random permutation of strata per parameter, jittered inside each stratum.
+  Rng design_rng(seed ^ 0x9e3779b97f4a7c15ULL);
+  std::vector<std::vector<double>> unit(d, std::vector<double>(design_size));
+  std::uniform_real_distribution<double> jitter(0.0, 1.0);
+  for (std::size_t i = 0; i < d; ++i) {
+    std::vector<std::size_t> strata(design_size);
+    std::iota(strata.begin(), strata.end(), 0);
+    std::shuffle(strata.begin(), strata.end(), design_rng);
+    for (std::size_t k = 0; k < design_size; ++k) {
+      unit[i][k] = (static_cast<double>(strata[k]) + jitter(design_rng)) /
+                   static_cast<double>(design_size);
+    }
+  }
+  auto design_point = [&](std::size_t k) {
+    Configuration c(d);
+    for (std::size_t i = 0; i < d; ++i) {
+      const auto& p = space.parameter(i);
+      const double u = unit[i][k % design_size];
+      if (p.kind == ParamKind::real) {
+        c[i] = p.low + u * (p.high - p.low);
+        if (p.log_scale) c[i] = std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)));
+      } else {
+        const auto idx = std::min<std::size_t>(static_cast<std::size_t>(u * p.size()), p.size() - 1);
+        c[i] = p.values[idx];
+      }
+    }
+    return c;
+  };
+
+  std::vector<Configuration> out;
+  std::unordered_set<std::string> chosen;
+  const std::size_t cursor = state.taken.size();
+  for (std::size_t k = cursor; out.size() < n && k < cursor + n + design_size; ++k) {
+    Configuration target = design_point(k);
+    if (state.candidates && state.encoded_candidates) {
+      // Snap to the nearest free candidate in the encoded (unit cube) geometry.
+      const auto x = space.encode(target);
+      const std::size_t dim = x.size();
+      const auto& cands = *state.candidates;
+      double best = std::numeric_limits<double>::infinity();
+      std::size_t best_i = cands.size();
+      for (std::size_t i = 0; i < cands.size(); ++i) {
+        const double dist = squared_distance(state.encoded_candidates->data() + i * dim, x);
+        if (dist < best) {
+          const auto key = space.key(cands[i]);
+          if (state.taken.count(key) || chosen.count(key)) continue;
+          best = dist;
+          best_i = i;
+        }
+      }
+      if (best_i == cands.size()) break;  // exhausted
+      chosen.insert(space.key(cands[best_i]));
+      out.push_back(cands[best_i]);
+      continue;
+    }
+    const auto key = space.key(target);
+    if (space.is_valid(target) && !state.taken.count(key) && !chosen.count(key)) {
+      chosen.insert(key);
+      out.push_back(std::move(target));
+    }
+  }
+  if (out.size() < n) {
+    auto more = random_untaken(state, n - out.size(), rng, chosen);
+    for (auto& c : more) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<std::string> strategy_names() { return {"random", "lhs", "exhaustive", "ga", "bo"}; }
+
+std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
+                                              const StrategyOptions& options) {
+  const std::uint64_t seed = options.is_object() ? options.value("seed", std::uint64_t{0}) : 0;
+  if (name == "random") return std::make_unique<RandomSearch>();
+  if (name == "exhaustive") return std::make_unique<ExhaustiveSearch>();
+  if (name == "lhs") return std::make_unique<LatinHypercube>(seed);
+  if (name == "ga") return std::make_unique<GeneticSearch>();
+  if (name == "bo") return make_bayesian_optimization(options);
+  std::string known;
+  for (const auto& n : strategy_names()) known += (known.empty() ? "" : ", ") + n;
+  throw InvalidInput("unknown strategy '" + name + "'; known strategies: " + known);
+}
+
+}  // namespace tunebase

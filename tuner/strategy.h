@@ -1,0 +1,83 @@
+// Search strategies: given what a study has seen, propose configurations to measure next.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/space.h"
+#include "core/trial.h"
+
+namespace tunebase {
+
+/// What a strategy may look at: the space, the candidate set (when it is explicit), every
+/// finished observation and the keys of everything taken (observed or pending).
+struct TuningState {
+  const SearchSpace* space = nullptr;
+  /// The configurations that may be proposed: the enumerated valid set, or the entries of a
+  /// measured file in simulation mode. Null when the space is too large or has reals: then
+  /// strategies sample from the space.
+  const std::vector<Configuration>* candidates = nullptr;
+  /// Encoded candidates (SearchSpace::encode), row-major, candidates->size() x encoded dim.
+  const std::vector<double>* encoded_candidates = nullptr;
+  /// SearchSpace::key -> position in *candidates.
+  const std::unordered_map<std::string, std::size_t>* candidate_index = nullptr;
+  std::vector<Observation> observations;
+  /// SearchSpace::key of every configuration observed or pending.
+  std::unordered_set<std::string> taken;
+  /// Configurations proposed and not yet observed.
+  std::vector<Configuration> pending;
+  bool minimize = true;
+  /// Total evaluations the study may make (used by space-filling designs).
+  std::size_t budget = 100;
+  /// Configurations to try first (e.g. the best of prior machines), in order.
+  std::vector<Configuration> warm_start;
+
+  bool is_taken(const Configuration& c) const { return taken.count(space->key(c)) > 0; }
+  /// Whether `c` may be proposed at all: in the candidate set when there is one, otherwise
+  /// valid in the space.
+  bool is_candidate(const Configuration& c) const;
+  /// Observations that succeeded.
+  std::size_t ok_count() const;
+};
+
+/// A strategy proposes up to `n` new configurations: valid, not taken, and distinct. It may
+/// return fewer when the space is (nearly) exhausted. Strategies keep no hidden state between
+/// calls that cannot be rebuilt from the TuningState, so that a session can be restored.
+class SearchStrategy {
+ public:
+  virtual ~SearchStrategy() = default;
+  virtual std::string name() const = 0;
+  virtual std::vector<Configuration> propose(const TuningState& state, std::size_t n,
+                                             Rng& rng) = 0;
+  /// What the strategy can tell a user about its last proposal (model weights, acquisition
+  /// values, predicted objective...). Empty by default.
+  virtual nlohmann::json diagnostics() const { return nlohmann::json::object(); }
+};
+
+/// Options that strategies read by name; unknown keys are ignored by strategies that do not
+/// use them.
+using StrategyOptions = nlohmann::json;
+
+/// Creates a strategy by name: random, lhs, exhaustive, ga, bo. Throws InvalidInput listing
+/// the known names for an unknown one.
+std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
+                                              const StrategyOptions& options = {});
+std::vector<std::string> strategy_names();
+
+/// Helpers shared by strategies.
+/// Up to n untaken configurations drawn uniformly (from the candidates, or the space).
+std::vector<Configuration> random_untaken(const TuningState& state, std::size_t n, Rng& rng,
+                                          const std::unordered_set<std::string>& also_taken = {});
+/// Up to n untaken configurations from a Latin hypercube design of `design_size` points over
+/// the parameters (fixed by `seed`), continuing where the state left off; each point is
+/// snapped to the nearest free candidate. Falls back to random when the design runs out.
+std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, std::size_t n,
+                                                     std::uint64_t seed, std::size_t design_size,
+                                                     Rng& rng);
+
+}  // namespace tunebase
