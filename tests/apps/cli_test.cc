@@ -1,0 +1,182 @@
+// End-to-end tests of the tunebase command line: real processes, real files.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <set>
+#include <thread>
+
+#include "tests/support/shared_data.h"
+
+namespace tunebase {
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  CliRun run(const std::string& args) {
+    const auto out = dir_.file("out.txt");
+    const auto err = dir_.file("err.txt");
+    const std::string cmd = std::string(TUNEBASE_CLI) + " " + args + " >" + out + " 2>" + err;
+    const int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  }
+  std::string db() const { return dir_.file("t.db"); }
+  nlohmann::json trials(const std::string& study) {
+    auto r = run("trials --study '" + study + "' --json --db " + db());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  }
+  testing::TempDir dir_;
+};
+
+TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
+  auto r = run("sweep --kernel spmv --problem laplacian2d --size 24 --strategy random --budget 6 "
+               "--repeats 3 --study s1 --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("best:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("speedup"), std::string::npos) << r.out;
+  EXPECT_EQ(trials("s1").size(), 6u);
+  // The default configuration is measured first, as the baseline.
+  r = run("sweep --kernel spmv --problem laplacian2d --size 24 --strategy random --budget 9 "
+          "--repeats 3 --study s1 --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto all = trials("s1");
+  EXPECT_EQ(all.size(), 9u);
+  std::set<std::string> configs;
+  for (const auto& t : all) configs.insert(t["config"].dump());
+  EXPECT_EQ(configs.size(), 9u) << "a resumed sweep repeated a configuration";
+  r = run("best --kernel spmv --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["source"], "measured");
+  r = run("export --study s1 --format csv --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 10);
+}
+
+TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
+  const auto space = dir_.file("space.json");
+  std::ofstream(space) << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 9}]})";
+  // (x - 6)^2 + 1, computed by the shell: the best is x = 6.
+  auto r = run("sweep --kernel command --space " + space +
+               " --cmd 'echo result: $(( ({x} - 6) * ({x} - 6) + 1 ))' --strategy exhaustive "
+               "--budget 10 --no-progress --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["best"]["config"]["x"], 6);
+  EXPECT_DOUBLE_EQ(j["best"]["objective"].get<double>(), 1.0);
+}
+
+TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
+  auto r = run("sweep --kernel fft --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("known kernels"), std::string::npos) << r.err;
+
+  const auto space = dir_.file("bad_space.json");
+  std::ofstream(space) << R"({"parameters": [{"name": "x", "values": [1, 2]}], "constraints": ["x > y"]})";
+  r = run("sweep --kernel command --space " + space + " --cmd 'echo {x}' --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown parameter 'y'"), std::string::npos) << r.err;
+
+  const auto matrix = dir_.file("not_a_matrix.mtx");
+  std::ofstream(matrix) << "hello world\n1 2 3\n";
+  r = run("sweep --kernel spmv --matrix " + matrix + " --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("MatrixMarket"), std::string::npos) << r.err;
+
+  const auto truncated = dir_.file("truncated.mtx");
+  std::ofstream(truncated) << "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n2 2 1.0\n";
+  r = run("sweep --kernel spmv --matrix " + truncated + " --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_FALSE(r.err.empty());
+
+  r = run("sweep --kernel spmv --matrix " + dir_.file("missing.mtx") + " --db " + db());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("missing.mtx"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, ANonDatabaseFileIsRefusedAndLeftAlone) {
+  const auto path = dir_.file("notes.db");
+  const std::string content = "these are my notes, not a database\n";
+  std::ofstream(path) << content;
+  auto r = run("sweep --kernel spmv --problem laplacian2d --size 8 --budget 2 --db " + path);
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_NE(r.err.find("not a SQLite database"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(path), content);
+  r = run("best --kernel spmv --db " + dir_.file("absent.db"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("absent.db"))) << "a query created a database";
+}
+
+TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
+  const auto space = dir_.file("space.json");
+  std::ofstream(space) << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 99}]})";
+  const std::string cmd = std::string(TUNEBASE_CLI) + " sweep --kernel command --space " + space +
+                          " --cmd 'sleep 0.2; echo {x}' --strategy random --budget 100 "
+                          "--study interrupted --no-progress --db " + db() + " >" +
+                          dir_.file("o") + " 2>" + dir_.file("e");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(dir_.file("e"));
+  const auto stored = trials("interrupted");
+  EXPECT_GE(stored.size(), 2u);
+  EXPECT_LT(stored.size(), 100u);
+  for (const auto& t : stored) EXPECT_EQ(t["status"], "ok") << t.dump();
+  EXPECT_NE(slurp(dir_.file("o")).find("interrupted"), std::string::npos);
+}
+
+TEST_F(Cli, BenchmarkReplaysAMeasuredSpaceAgainstRandom) {
+  // A small Kernel Tuner cache written here: f(a, b) = 1 + (a - 3)^2 + (b - 5)^2 ms.
+  nlohmann::json cache = {{"device_name", "TestGPU"},
+                          {"kernel_name", "toy"},
+                          {"tune_params_keys", {"a", "b"}},
+                          {"tune_params", {{"a", {0, 1, 2, 3, 4, 5, 6, 7}}, {"b", {0, 1, 2, 3, 4, 5, 6, 7}}}},
+                          {"cache", nlohmann::json::object()}};
+  for (int a = 0; a < 8; ++a) {
+    for (int b = 0; b < 8; ++b) {
+      const double t = 1.0 + (a - 3) * (a - 3) + (b - 5) * (b - 5);
+      cache["cache"][std::to_string(a) + "," + std::to_string(b)] = {{"a", a}, {"b", b}, {"time", t}};
+    }
+  }
+  const auto target = dir_.file("toy.json");
+  std::ofstream(target) << cache.dump();
+  const auto out = dir_.file("report.json");
+  const auto svg = dir_.file("report.svg");
+  auto r = run("benchmark --target " + target + " --strategy ga --budget 20 --seeds 3 --json " +
+               out + " --svg " + svg);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto report = nlohmann::json::parse(slurp(out));
+  ASSERT_EQ(report["strategies"].size(), 2u);
+  EXPECT_EQ(report["strategies"][1]["strategy"], "random");
+  EXPECT_TRUE(report["strategies"][0]["evals_to"].contains("0.95"));
+  EXPECT_NE(slurp(svg).find("<svg"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tunebase
