@@ -15,6 +15,11 @@
 
 namespace tunebase {
 
+/// Which clock times a solve. Wall time is time to solution; CPU time of the (single-threaded)
+/// solver process approximates it on a busy shared machine, where other processes' load
+/// inflates wall times unevenly between configurations.
+enum class SolveClock { wall, cpu };
+
 /// How a PETSc solve is run and judged.
 struct PetscSolverOptions {
   /// KSP relative tolerance (PETSc's own convergence test, in the method's default norm).
@@ -32,6 +37,8 @@ struct PetscSolverOptions {
   /// Timed solves per evaluation; the objective is their median. Repeats stop early when the
   /// next one would pass the time limit (at least one is always taken).
   int repeats = 3;
+  /// Clock of the objective and of `raw`; metrics report both medians either way.
+  SolveClock clock = SolveClock::wall;
   /// Right-hand side; empty means b = A * (1, ..., 1).
   std::vector<double> rhs;
   /// Test hook only: "abort", "segfault", "hang" or "exit" makes the solver process fail that
@@ -78,11 +85,13 @@ bool features_say_symmetric(const nlohmann::json& features);
 /// process is a failed trial and a hang past the time limit a timeout; the next evaluation
 /// starts a fresh process. Not thread-safe: one evaluation at a time per object.
 ///
-/// Objective: median wall time of KSPSetUp + KSPSolve in seconds. A solve fails when KSP
+/// Objective: median time of KSPSetUp + KSPSolve in seconds (wall clock unless
+/// options.clock is cpu; the time limit is always wall clock). A solve fails when KSP
 /// reports divergence (the message names the KSPConvergedReason, e.g. DIVERGED_ITS), when
 /// PETSc raises an error, or when the true residual is above options.residual_tolerance.
-/// Metrics: iterations, residual (true relative residual), reason, setup_seconds,
-/// solve_seconds, repeats, and unused_options (options PETSc did not read; empty when the
+/// Metrics: iterations, residual (true relative residual), reason, wall_seconds and
+/// cpu_seconds (medians), setup_seconds and solve_seconds (wall medians), repeats, and
+/// unused_options (options PETSc did not read; empty when the
 /// space is right).
 class PetscSolverEvaluator : public Evaluator {
  public:

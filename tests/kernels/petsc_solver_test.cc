@@ -82,6 +82,17 @@ TEST(PetscSolver, DefaultSolveOfAGeneratedSystemConvergesWithTrueResidualChecked
   EXPECT_TRUE(m.metrics["unused_options"].empty()) << m.metrics.dump();
 }
 
+TEST(PetscSolver, CpuClockTimesTheSolverProcess) {
+  PetscSolverOptions o = options_with(1);
+  o.clock = SolveClock::cpu;
+  PetscSolverEvaluator e(generate_problem("poisson2d", 30), o);
+  const Measurement m = e.evaluate(e.petsc_default());
+  ASSERT_TRUE(m.ok()) << message_of(m);
+  EXPECT_DOUBLE_EQ(m.objective, m.metrics["cpu_seconds"].get<double>());
+  EXPECT_GT(m.metrics["wall_seconds"].get<double>(), 0.0);
+  EXPECT_GT(m.objective, 0.0);
+}
+
 TEST(PetscSolver, HypreBoomerAmgWithCgSolvesPoissonInFewIterations) {
   PetscSolverEvaluator e(generate_problem("poisson2d", 40), options_with(1));
   const SearchSpace& s = e.space();

@@ -163,7 +163,9 @@ TEST(RealData, ConvolutionHubA100AndItsT4TwinAgree) {
     }
     const Measurement twin = t4.lookup(entry.config);
     ASSERT_EQ(twin.status, entry.result.status) << kt.space().key(entry.config);
-    if (entry.result.ok()) ASSERT_DOUBLE_EQ(twin.objective, entry.result.objective);
+    if (entry.result.ok()) {
+      ASSERT_DOUBLE_EQ(twin.objective, entry.result.objective);
+    }
   }
 }
 
