@@ -100,6 +100,8 @@ struct Route {
   Handler handler;
   /// Writer routes may handle their queued requests together (one commit for all).
   BatchHandler batch_handler;
+  /// Stores measurements: answers cached from before (best known) are stale after it.
+  bool changes_measurements = false;
 };
 
 /// Matches requests to routes. Patterns are literal segments and {name} segments.

@@ -141,11 +141,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ~Connection() { server_.untrack(this); }
 
  private:
+  // A deadline for the read in progress. A deadline that fires after its read completed (both
+  // handlers queued at once) finds a newer deadline_ and does nothing.
   void arm_timer(std::chrono::milliseconds timeout) {
     timed_out_ = false;
+    const auto id = ++deadline_;
     timer_.expires_after(timeout);
-    timer_.async_wait([self = shared_from_this()](error_code ec) {
-      if (ec) return;  // cancelled: the read finished in time
+    timer_.async_wait([self = shared_from_this(), id](error_code ec) {
+      if (ec || id != self->deadline_) return;  // cancelled, or the read finished in time
       self->timed_out_ = true;
       error_code ignored;
       self->stream_.socket().cancel(ignored);
@@ -168,6 +171,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void on_header(error_code ec) {
     timer_.cancel();
+    ++deadline_;
     waiting_for_request_ = false;
     const bool got_some = header_parser_->got_some() || buffer_.size() > 0;
     if (timed_out_) {
@@ -231,6 +235,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void on_body(error_code ec) {
     timer_.cancel();
+    ++deadline_;
     if (timed_out_) {
       return fail(std::make_exception_ptr(
           RequestTimeout("the request body did not arrive within " +
@@ -360,6 +365,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool timed_out_ = false;
+  std::uint64_t deadline_ = 0;
   bool waiting_for_request_ = false;
   bool linger_ = false;
   std::vector<char> drain_;

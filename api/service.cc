@@ -23,6 +23,9 @@ constexpr std::int64_t kMaxBudget = 1'000'000'000;
 constexpr double kMaxCostSeconds = 1e9;
 constexpr std::size_t kMaxNameLength = 200;
 constexpr auto kPredictedBestTtl = std::chrono::seconds(60);
+// Read-only connections for queries; each serialises its own calls, so a few let the I/O
+// threads read in parallel.
+constexpr std::size_t kReaderConnections = 4;
 
 const std::vector<std::string> kResultStatuses = {"ok", "failed", "timeout", "invalid"};
 
@@ -150,6 +153,12 @@ nlohmann::json result_properties() {
 
 Service::Service(db::Store& store, ServiceOptions options)
     : store_(store), options_(options), studies_(store) {
+  // Queries read through their own connections: in WAL mode they see every committed write
+  // and never wait for a commit in progress on the writing connection.
+  for (std::size_t i = 0; i < kReaderConnections; ++i) {
+    readers_.push_back(
+        std::make_unique<db::Store>(store.path(), db::StoreOptions{.read_only = true}));
+  }
   add_routes();
   std::vector<std::string> labels;
   for (const auto& r : router_.routes()) labels.push_back(r.method + " " + r.pattern);
@@ -303,6 +312,7 @@ void Service::add_routes() {
                     "Report the result (or failure) of a leased trial; accepted once",
                     Access::write, batch_one(&Service::report_results));
     r.runs = Runs::writer;
+    r.changes_measurements = true;
     r.batch_handler = [this](std::vector<Request*>& all) { return report_results(all); };
     auto props = result_properties();
     props["client_id"] = kString;
@@ -314,6 +324,7 @@ void Service::add_routes() {
                     "Add results measured outside the service (all or none)", Access::write,
                     batch_one(&Service::add_measurements));
     r.runs = Runs::writer;
+    r.changes_measurements = true;
     r.batch_handler = [this](std::vector<Request*>& all) { return add_measurements(all); };
     auto item = result_properties();
     item["config"] = kConfig;
@@ -373,6 +384,7 @@ void Service::add_routes() {
                     "measurements of a machine",
                     Access::write, bind(&Service::import_file));
     r.runs = Runs::compute;
+    r.changes_measurements = true;
     r.body_limit = kMaxImportBytes;
     r.query = {{"machine", "string", false, "machine name (default: the file's device_name)", {}},
                {"study_name", "string", false, "name of the new study", {}}};
@@ -390,6 +402,10 @@ void Service::add_routes() {
   }
 }
 
+db::Store& Service::reader() const {
+  return *readers_[next_reader_.fetch_add(1, std::memory_order_relaxed) % readers_.size()];
+}
+
 void Service::authorize(const Route& route, Request& request) const {
   const bool needs_token =
       route.access == Access::write || (route.access == Access::read && options_.auth_reads);
@@ -403,7 +419,7 @@ void Service::authorize(const Route& route, Request& request) const {
   if (token.empty()) {
     throw Unauthorized("the Authorization header must be \"Bearer <token>\"");
   }
-  const auto record = store_.verify_token(token);
+  const auto record = reader().verify_token(token);
   if (!record) throw Unauthorized("the bearer token is not valid (unknown or revoked)");
   request.token_name = record->name;
 }
@@ -430,7 +446,7 @@ Outcome Service::handle(Request& request, const std::string& target, Runs here) 
       out.defer_to = Runs::compute;
       return out;
     }
-    if (match.route->access == Access::write && out.response.status < 300) {
+    if (match.route->changes_measurements && out.response.status < 300) {
       generation_.fetch_add(1, std::memory_order_release);
     }
   } catch (...) {
@@ -473,7 +489,7 @@ std::vector<Outcome> Service::handle_batch(std::vector<Request*>& requests) {
     }
     for (std::size_t k = 0; k < members.size(); ++k) {
       out[members[k]].response = std::move(responses[k]);
-      wrote = wrote || out[members[k]].response.status < 300;
+      wrote = wrote || (route.changes_measurements && out[members[k]].response.status < 300);
     }
   }
   if (wrote) generation_.fetch_add(1, std::memory_order_release);
@@ -510,7 +526,7 @@ Response Service::create_machine(Request& request) {
 
 Response Service::list_machines(Request&) {
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& m : store_.list_machines()) list.push_back(machine_json(m));
+  for (const auto& m : reader().list_machines()) list.push_back(machine_json(m));
   return Response::json({{"machines", list}});
 }
 
@@ -532,10 +548,10 @@ nlohmann::json Service::study_json(const db::StudyRecord& s, bool with_space) co
       {"settings", s.settings},
       {"status", std::string(db::to_string(s.status))},
       {"created_at", s.created_at}};
-  j["trials"] = counts_json(store_.trial_counts(s.id));
+  j["trials"] = counts_json(reader().trial_counts(s.id));
   if (with_space) {
-    j["kernel"]["space"] = store_.get_kernel(s.kernel_id).space;
-    j["task"] = store_.get_task(s.task_id).description;
+    j["kernel"]["space"] = reader().get_kernel(s.kernel_id).space;
+    j["task"] = reader().get_task(s.task_id).description;
   }
   return j;
 }
@@ -608,16 +624,16 @@ Response Service::create_study(Request& request) {
 Response Service::list_studies(Request& request) {
   const auto kernel = request.query_value("kernel").value_or("");
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& s : store_.list_studies(kernel)) list.push_back(study_json(s, false));
+  for (const auto& s : reader().list_studies(kernel)) list.push_back(study_json(s, false));
   return Response::json({{"studies", list}});
 }
 
 Response Service::get_study(Request& request) {
   const db::StudyId id{request.id_param("id")};
-  const auto study = store_.get_study(id);
+  const auto study = reader().get_study(id);
   auto j = study_json(study, true);
-  const auto best = store_.best_trial(study.kernel_name, study.machine_id, study.task_id,
-                                      study.direction, study.objective);
+  const auto best = reader().best_trial(study.kernel_name, study.machine_id, study.task_id,
+                                        study.direction, study.objective);
   j["best"] = nullptr;
   if (best && best->study_id == id) j["best"] = trial_json(*best);
   return Response::json(j);
@@ -627,7 +643,7 @@ Response Service::list_trials(Request& request) {
   const db::StudyId id{request.id_param("id")};
   const auto status = request.query_value("status");
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& t : store_.trials(id)) {
+  for (const auto& t : reader().trials(id)) {
     if (status && to_string(t.result.status) != *status) continue;
     list.push_back(trial_json(t));
   }
@@ -635,7 +651,7 @@ Response Service::list_trials(Request& request) {
 }
 
 Response Service::get_trial(Request& request) {
-  return Response::json(trial_json(store_.get_trial(db::TrialId{request.id_param("id")})));
+  return Response::json(trial_json(reader().get_trial(db::TrialId{request.id_param("id")})));
 }
 
 // --- ask / tell
@@ -775,13 +791,13 @@ Response Service::best(Request& request) {
     return response;
   };
 
-  const auto machine = store_.find_machine(machine_name);
+  const auto machine = reader().find_machine(machine_name);
   if (!machine) {
     throw FieldError("query.machine", "unknown machine \"" + machine_name +
                                           "\" (GET /v1/machines lists the known ones)");
   }
-  if (const auto trial = store_.best_trial(kernel, machine->id, task, direction, objective)) {
-    const auto study = store_.get_study(trial->study_id);
+  if (const auto trial = reader().best_trial(kernel, machine->id, task, direction, objective)) {
+    const auto study = reader().get_study(trial->study_id);
     return remember(Response::json({{"source", "measured"},
                                     {"kernel", kernel},
                                     {"machine", machine_name},
@@ -891,8 +907,8 @@ Response Service::export_study(Request& request) {
   const auto format = request.query_value("format").value_or("json");
   const std::string filename = "study-" + std::to_string(id.value) + "." + format;
   auto response = format == "csv"
-                      ? Response::text(store_.export_study_csv(id), "text/csv; charset=utf-8")
-                      : Response::text(store_.export_study_json(id), "application/json");
+                      ? Response::text(reader().export_study_csv(id), "text/csv; charset=utf-8")
+                      : Response::text(reader().export_study_json(id), "application/json");
   response.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + filename + "\"");
   return response;
 }

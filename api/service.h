@@ -10,6 +10,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "api/metrics.h"
 #include "api/router.h"
@@ -82,8 +83,12 @@ class Service {
   Response export_study(Request& request);
 
   nlohmann::json study_json(const db::StudyRecord& study, bool with_space) const;
+  /// A read-only connection for queries (round robin).
+  db::Store& reader() const;
 
   db::Store& store_;
+  std::vector<std::unique_ptr<db::Store>> readers_;
+  mutable std::atomic<std::size_t> next_reader_{0};
   ServiceOptions options_;
   Router router_;
   std::unique_ptr<Metrics> metrics_;
