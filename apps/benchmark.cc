@@ -4,13 +4,16 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "apps/cli.h"
 #include "core/error.h"
 #include "core/measurements.h"
 #include "kernels/replay.h"
+#include "tuner/prior.h"
 #include "tuner/quality.h"
 #include "tuner/session.h"
 
@@ -31,21 +34,40 @@ struct BenchmarkArgs {
   std::string options = "{}";
 };
 
-RunTrace run_one(const ReplayEvaluator& target, const SearchSpace& space,
-                 const std::vector<Configuration>& candidates, const std::string& strategy,
-                 const nlohmann::json& strategy_options, std::size_t budget, std::uint64_t seed,
-                 bool space_differs) {
+// Transfer strategies compared when priors are given and no --strategy is.
+const std::vector<std::string> kTransferStrategies = {"bo-transfer", "rgpe", "stacked",
+                                                      "prior-best", "bo"};
+// Evaluations at which the ensemble weights are printed.
+constexpr std::size_t kWeightCheckpoints[] = {1, 2, 5, 10, 20, 50, 100};
+
+struct RunResult {
+  RunTrace trace;
+  /// The RGPE weights (source name -> weight) behind each proposal, when the strategy has them.
+  std::vector<std::map<std::string, double>> weights;
+};
+
+RunResult run_one(const ReplayEvaluator& target, const SearchSpace& space,
+                  const std::vector<Configuration>& candidates, const std::vector<Prior>& priors,
+                  const std::string& strategy, const nlohmann::json& strategy_options,
+                  std::size_t budget, std::uint64_t seed, bool space_differs) {
   SessionOptions options;
   options.strategy = strategy;
   options.strategy_options = strategy_options;
   options.seed = seed;
   options.budget = budget;
   options.candidates = candidates;
+  options.priors = priors;
   Session session(space, options);
-  RunTrace trace;
+  RunResult result;
+  RunTrace& trace = result.trace;
   while (trace.objectives.size() < budget) {
     auto batch = session.propose(1);
     trace.suggest_ms.push_back(session.last_propose_ms());
+    if (const auto d = session.diagnostics(); d.contains("rgpe_weights")) {
+      std::map<std::string, double> w;
+      for (const auto& [name, value] : d["rgpe_weights"].items()) w[name] = value.get<double>();
+      result.weights.push_back(std::move(w));
+    }
     if (batch.empty()) break;
     const auto& config = batch.front();
     const Measurement m = space_differs ? target.lookup_json(space.config_to_json(config))
@@ -53,11 +75,70 @@ RunTrace run_one(const ReplayEvaluator& target, const SearchSpace& space,
     session.observe(config, m);
     trace.objectives.push_back(m.ok() ? m.objective : std::nan(""));
   }
-  return trace;
+  return result;
+}
+
+// Median over seeds of each source's weight after k = 1..budget proposals:
+// {"evaluations": [1, 2, ...], "median": {"<source>": [...], "target": [...]}}; null when no
+// run recorded weights.
+nlohmann::json weights_over_time(const std::vector<RunResult>& runs, std::size_t budget) {
+  std::map<std::string, std::vector<std::vector<double>>> by_source;  // name -> k -> seeds
+  bool any = false;
+  for (const auto& run : runs) {
+    for (std::size_t k = 0; k < run.weights.size() && k < budget; ++k) {
+      for (const auto& [name, w] : run.weights[k]) {
+        auto& curve = by_source[name];
+        if (curve.size() < budget) curve.resize(budget);
+        curve[k].push_back(w);
+        any = true;
+      }
+    }
+  }
+  if (!any) return nullptr;
+  nlohmann::json out{{"evaluations", nlohmann::json::array()}, {"median", nlohmann::json::object()}};
+  for (std::size_t k = 1; k <= budget; ++k) out["evaluations"].push_back(k);
+  for (const auto& [name, curve] : by_source) {
+    nlohmann::json medians = nlohmann::json::array();
+    for (const auto& at_k : curve) {
+      if (at_k.empty()) {
+        medians.push_back(nullptr);
+      } else {
+        medians.push_back(median(at_k));
+      }
+    }
+    out["median"][name] = medians;
+  }
+  return out;
+}
+
+void print_weights(const std::string& strategy, const nlohmann::json& weights) {
+  if (weights.is_null()) return;
+  std::cout << "  " << strategy << " ensemble weights (median over seeds) after k proposals:\n";
+  std::cout << "  " << std::left << std::setw(24) << "source" << std::right;
+  for (std::size_t k : kWeightCheckpoints) std::cout << std::setw(7) << ("k=" + std::to_string(k));
+  std::cout << "\n";
+  for (const auto& [name, curve] : weights["median"].items()) {
+    std::cout << "  " << std::left << std::setw(24) << name << std::right;
+    for (std::size_t k : kWeightCheckpoints) {
+      std::ostringstream cell;
+      if (k <= curve.size() && !curve[k - 1].is_null()) {
+        cell << std::fixed << std::setprecision(2) << curve[k - 1].get<double>();
+      } else {
+        cell << "-";
+      }
+      std::cout << std::setw(7) << cell.str();
+    }
+    std::cout << "\n";
+  }
 }
 
 void print_report(const QualityReport& r) {
   std::cout << std::left << std::setw(12) << r.strategy << std::right;
+  {
+    std::ostringstream first;
+    first << std::fixed << std::setprecision(3) << (r.curve.empty() ? NAN : r.curve.front().median);
+    std::cout << std::setw(8) << first.str();
+  }
   for (const auto& level : r.evals_to) {
     std::ostringstream cell;
     cell << level.evaluations.median;
@@ -82,7 +163,10 @@ void add_benchmark_command(CLI::App& app) {
       "benchmark", "Tuning quality of strategies on a fully measured target (simulation mode)");
   cmd->add_option("--target", args->target, "Kernel Tuner cache or T4 file (the target)")
       ->required();
-  cmd->add_option("--prior", args->priors, "Measurements of other machines (transfer)");
+  cmd->add_option("--prior", args->priors,
+                  "Measurements of another machine or input (repeatable): priors of the transfer "
+                  "strategies; without --strategy, compares bo-transfer, rgpe, stacked, "
+                  "prior-best, bo and random");
   cmd->add_option("--strategy,-s", args->strategies,
                   "Strategy to compare (repeatable); random search is always included");
   cmd->add_option("--budget,-b", args->budget, "Evaluations per run")->capture_default_str();
@@ -105,8 +189,20 @@ void add_benchmark_command(CLI::App& app) {
     if (strategy_options.is_discarded() || !strategy_options.is_object()) {
       throw InvalidInput("--options must be a JSON object, got " + args->options);
     }
+    std::vector<Prior> priors;
+    for (const auto& file : args->priors) {
+      priors.push_back(load_prior(file, space));
+      std::cout << "prior " << file << ": " << priors.back().source << ", "
+                << priors.back().ok_count() << " successful measurements\n";
+    }
     std::vector<std::string> strategies = args->strategies;
-    if (strategies.empty()) strategies.push_back("bo");
+    if (strategies.empty()) {
+      if (priors.empty()) {
+        strategies.push_back("bo");
+      } else {
+        strategies = kTransferStrategies;
+      }
+    }
     if (std::find(strategies.begin(), strategies.end(), "random") == strategies.end()) {
       strategies.push_back("random");
     }
@@ -116,13 +212,15 @@ void add_benchmark_command(CLI::App& app) {
     std::cout << "target " << args->target << ": " << candidates.size() << " candidates, optimum "
               << target.optimum() << ", budget " << args->budget << ", " << args->seeds
               << " seeds\n";
-    std::cout << std::left << std::setw(12) << "strategy" << std::right << std::setw(18)
+    std::cout << std::left << std::setw(12) << "strategy" << std::right << std::setw(8) << "f@1"
+              << std::setw(18)
               << "evals to 0.90" << std::setw(18) << "0.95" << std::setw(18) << "0.99"
               << std::setw(8) << "f@10" << std::setw(8) << "f@25" << std::setw(8) << "f@50"
               << std::setw(8) << "f@100" << std::setw(14) << "ms med/p95" << "\n";
     std::vector<QualityReport> reports;
+    std::vector<nlohmann::json> weights;
     for (const auto& strategy : strategies) {
-      std::vector<RunTrace> runs(args->seeds);
+      std::vector<RunResult> results(args->seeds);
       std::size_t next = 0;
       std::mutex mutex;
       auto worker = [&] {
@@ -133,21 +231,35 @@ void add_benchmark_command(CLI::App& app) {
             if (next >= args->seeds || g_interrupted) return;
             seed = next++;
           }
-          runs[seed] = run_one(target, space, candidates, strategy, strategy_options,
-                               args->budget, seed + 1, space_differs);
+          results[seed] = run_one(target, space, candidates, priors, strategy,
+                                  strategy_options, args->budget, seed + 1, space_differs);
         }
       };
       std::vector<std::thread> threads;
       for (unsigned j = 0; j < std::max(1u, args->jobs); ++j) threads.emplace_back(worker);
       for (auto& t : threads) t.join();
       if (g_interrupted) throw Error("interrupted");
+      std::vector<RunTrace> runs;
+      for (auto& r : results) runs.push_back(std::move(r.trace));
+      weights.push_back(weights_over_time(results, args->budget));
       reports.push_back(quality_report(strategy, args->target, target.optimum(), args->budget,
                                        runs, true));
       print_report(reports.back());
+      print_weights(strategy, weights.back());
     }
     if (!args->json_out.empty()) {
-      nlohmann::json j{{"target", args->target}, {"strategies", nlohmann::json::array()}};
-      for (const auto& r : reports) j["strategies"].push_back(r.to_json());
+      nlohmann::json j{{"target", args->target},
+                       {"priors", args->priors},
+                       {"strategies", nlohmann::json::array()}};
+      for (std::size_t i = 0; i < reports.size(); ++i) {
+        nlohmann::json r = reports[i].to_json();
+        if (!reports[i].curve.empty()) {
+          const auto& first = reports[i].curve.front();
+          r["fraction_first"] = {{"median", first.median}, {"q1", first.q1}, {"q3", first.q3}};
+        }
+        if (!weights[i].is_null()) r["rgpe_weights"] = weights[i];
+        j["strategies"].push_back(std::move(r));
+      }
       std::ofstream out(args->json_out);
       if (!(out << j.dump(2) << "\n")) throw IoError("cannot write " + args->json_out);
     }

@@ -34,6 +34,18 @@ std::string objective_text(const db::StudyRecord& study, double value) {
   return format_objective(value, study.objective == "time" ? unit : "");
 }
 
+// "  GFLOP/s 9.13  GB/s 70.3" from an evaluator's metrics, when it reports them.
+std::string throughput(const nlohmann::json& metrics) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2);
+  for (const char* key : {"GFLOP/s", "GB/s"}) {
+    if (metrics.contains(key) && metrics[key].is_number()) {
+      os << "  " << key << " " << metrics[key].get<double>();
+    }
+  }
+  return os.str();
+}
+
 void print_sweep_summary(const SweepSummary& s) {
   std::cout << "study:      " << s.study_name << " (id " << s.study.value << ")\n";
   std::cout << "trials:     " << s.total << " stored (" << s.evaluated << " in this run, "
@@ -43,17 +55,13 @@ void print_sweep_summary(const SweepSummary& s) {
     return;
   }
   std::cout << "best:       " << s.best_config.dump() << "\n";
-  std::cout << "objective:  " << format_objective(s.best->result.objective, s.unit);
-  for (const auto& key : {"gflops", "gbs", "GFLOP/s", "GB/s"}) {
-    if (s.best->result.metrics.contains(key)) {
-      std::cout << "  " << key << " " << s.best->result.metrics[key].dump();
-    }
-  }
-  std::cout << "\n";
+  std::cout << "objective:  " << format_objective(s.best->result.objective, s.unit)
+            << throughput(s.best->result.metrics) << "\n";
   if (s.default_result && s.default_result->result.ok()) {
     const double speedup = s.default_result->result.objective / s.best->result.objective;
     std::cout << "default:    " << format_objective(s.default_result->result.objective, s.unit)
-              << "  -> speedup " << std::fixed << std::setprecision(2) << speedup
+              << throughput(s.default_result->result.metrics) << "\n";
+    std::cout << "speedup:    " << std::fixed << std::setprecision(2) << speedup
               << "x over the default configuration\n";
   } else if (s.default_result) {
     std::cout << "default:    failed (" << s.default_result->result.message << ")\n";
@@ -117,6 +125,7 @@ void add_sweep_command(CLI::App& app) {
       }
       if (summary.default_result && summary.default_result->result.ok() && summary.best) {
         j["default_objective"] = summary.default_result->result.objective;
+        j["default_metrics"] = summary.default_result->result.metrics;
         j["speedup_over_default"] =
             summary.default_result->result.objective / summary.best->result.objective;
       }

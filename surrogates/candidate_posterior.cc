@@ -26,21 +26,21 @@ void CandidatePosterior::update(const GaussianProcess& gp) {
     initialised_ = true;
     observed_ = 0;
     v_.clear();
-    beta_.clear();
-    observed_y_.clear();
     observed_x_.set_size(0, static_cast<long>(d));
-    mean_.assign(m, hyperparameters_.mean);
     variance_.assign(m, hyperparameters_.covariance.signal_variance);
     ++full_recomputations_;
     append_rows(gp, 0);
+    recompute_mean(gp);
     return;
   }
-  // Longest common prefix of observations.
+  // Longest common prefix of observation inputs. V depends on the inputs and hyperparameters
+  // only, not on the targets, so rows survive a change of targets (a copula transform moves
+  // every target at each new observation); the mean is recomputed from the new beta below.
   std::size_t common = 0;
   const Matrix& x = gp.inputs();
   while (common < std::min(observed_, n)) {
     const long i = static_cast<long>(common);
-    bool same = gp.targets()[common] == observed_y_[common];
+    bool same = true;
     for (long j = 0; same && j < x.nc(); ++j) same = x(i, j) == observed_x_(i, j);
     if (!same) break;
     ++common;
@@ -48,21 +48,27 @@ void CandidatePosterior::update(const GaussianProcess& gp) {
   if (common < observed_) {
     observed_ = common;
     v_.resize(common * m);
-    beta_.resize(common);
-    observed_y_.resize(common);
     observed_x_ = Matrix(dlib::subm(observed_x_, 0, 0, static_cast<long>(common), x.nc()));
-    recompute_from_rows();
+    recompute_variance();
   }
   if (n > observed_) append_rows(gp, observed_);
+  recompute_mean(gp);
 }
 
-void CandidatePosterior::recompute_from_rows() {
+void CandidatePosterior::recompute_mean(const GaussianProcess& gp) {
   const std::size_t m = candidate_count();
+  // mean = m + V^T beta
   mean_.assign(m, hyperparameters_.mean);
+  beta_ = gp.whitened_residuals();
+  if (observed_ > 0 && m > 0) {
+    linalg::gemv(true, observed_, m, 1.0, v_.data(), m, beta_.data(), 1.0, mean_.data());
+  }
+}
+
+void CandidatePosterior::recompute_variance() {
+  const std::size_t m = candidate_count();
+  // var = s2 - colsum(V o V)
   variance_.assign(m, hyperparameters_.covariance.signal_variance);
-  if (observed_ == 0) return;
-  // mean = m + V^T beta;  var = s2 - colsum(V o V)
-  linalg::gemv(true, observed_, m, 1.0, v_.data(), m, beta_.data(), 1.0, mean_.data());
   for (std::size_t i = 0; i < observed_; ++i) {
     const double* row = v_.data() + i * m;
     for (std::size_t c = 0; c < m; ++c) variance_[c] -= row[c] * row[c];
@@ -95,18 +101,13 @@ void CandidatePosterior::append_rows(const GaussianProcess& gp, std::size_t from
   }
   linalg::solve_lower(&chol(static_cast<long>(from), static_cast<long>(from)), added, ldl, fresh, m,
                       m, false);
-  const std::vector<double>& beta = gp.whitened_residuals();
-  // mean += V_new^T beta_new;  var -= colsum(V_new o V_new)
-  linalg::gemv(true, added, m, 1.0, fresh, m, beta.data() + from, 1.0, mean_.data());
+  // var -= colsum(V_new o V_new)
   for (std::size_t i = 0; i < added; ++i) {
     const double* row = fresh + i * m;
     for (std::size_t c = 0; c < m; ++c) variance_[c] -= row[c] * row[c];
   }
   for (double& v : variance_) v = std::max(v, 0.0);
 
-  beta_.insert(beta_.end(), beta.begin() + static_cast<long>(from), beta.end());
-  observed_y_.insert(observed_y_.end(), gp.targets().begin() + static_cast<long>(from),
-                     gp.targets().end());
   Matrix grown(static_cast<long>(n), gp.inputs().nc());
   if (from > 0) {
     dlib::set_subm(grown, 0, 0, static_cast<long>(from), grown.nc()) = observed_x_;

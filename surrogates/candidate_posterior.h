@@ -24,9 +24,10 @@ class CandidatePosterior {
   explicit CandidatePosterior(Matrix candidates);
 
   /// Brings mean() and variance() in line with `gp`. Keeps the rows of V for the longest
-  /// common prefix of observations (same hyperparameters and jitter, identical inputs and
-  /// targets), drops the rest (e.g. fantasies that `gp` no longer has), appends rows for
-  /// gp's further observations; recomputes everything when the hyperparameters changed.
+  /// common prefix of observation inputs (same hyperparameters and jitter; V does not depend
+  /// on the targets, so new targets for old inputs cost only the O(n m) mean), drops the rest
+  /// (e.g. fantasies that `gp` no longer has), appends rows for gp's further observations;
+  /// recomputes everything when the hyperparameters changed.
   void update(const GaussianProcess& gp);
 
   const std::vector<double>& mean() const { return mean_; }
@@ -41,7 +42,8 @@ class CandidatePosterior {
   std::size_t memory_bytes() const { return v_.capacity() * sizeof(double); }
 
  private:
-  void recompute_from_rows();
+  void recompute_mean(const GaussianProcess& gp);
+  void recompute_variance();
   void append_rows(const GaussianProcess& gp, std::size_t from);
 
   Matrix candidates_;
@@ -50,10 +52,9 @@ class CandidatePosterior {
   double jitter_ = 0.0;
   bool initialised_ = false;
   std::size_t observed_ = 0;
-  Matrix observed_x_;               // inputs V's rows belong to (prefix check)
-  std::vector<double> observed_y_;  // and their targets
-  std::vector<double> beta_;        // beta rows used
-  std::vector<double> v_;           // observed_ x m, row-major
+  Matrix observed_x_;         // inputs V's rows belong to (prefix check)
+  std::vector<double> beta_;  // gp's whitened residuals the mean was computed with
+  std::vector<double> v_;     // observed_ x m, row-major
   std::vector<double> mean_;
   std::vector<double> variance_;
   std::size_t full_recomputations_ = 0;

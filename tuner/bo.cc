@@ -4,12 +4,17 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "surrogates/acquisition.h"
 #include "surrogates/candidate_posterior.h"
 #include "surrogates/feasibility.h"
 #include "surrogates/gp.h"
+#include "surrogates/transfer.h"
 #include "surrogates/transform.h"
 
 namespace tunebase {
@@ -18,22 +23,47 @@ namespace {
 
 using surrogates::GaussianProcess;
 using surrogates::Matrix;
+using surrogates::Prediction;
 
-// Space-filling evaluations before the first model (capped at a quarter of the budget).
-constexpr std::size_t kDefaultInitialDesign = 8;
-// A GP needs a few successes to say anything.
+// Space-filling evaluations before the first model (capped at a quarter of the budget). Five
+// rather than eight: on the GPU spaces the model learns more from its own choices than from
+// more design points (issue 3 measurements: GEMM A100 and convolution_hub A4000 both better).
+constexpr std::size_t kDefaultInitialDesign = 5;
+// A GP needs a few successes before its hyperparameters mean anything; with priors, the
+// transfer model proposes meanwhile with default target hyperparameters.
 constexpr std::size_t kMinObservationsForModel = 3;
 // Hyperparameters are refitted at every step up to this many successes, then every
-// max(kDefaultRefitEvery, n / kRefitFraction) new successes; in between, the GP is extended
-// with the new observations at fixed hyperparameters (O(n^2) per observation).
+// max(kDefaultRefitEvery, n / kRefitFraction) new successes; in between, the GP is conditioned
+// on the new data at fixed hyperparameters.
 constexpr std::size_t kAlwaysRefitBelow = 20;
 constexpr std::size_t kDefaultRefitEvery = 5;
 constexpr std::size_t kRefitFraction = 10;
+// Every refit also starts the optimiser from short lengthscales (log l = this, l = 1 on inputs
+// in [0,1]) besides the prior's dimension-scaled mode (l = 11 to 13 for 7 to 10 parameters),
+// and keeps whichever optimum has the higher log posterior: the likelihood of the rugged GPU
+// spaces has a smooth and a rough mode, and the prior mode alone finds only the smooth one.
+constexpr double kDefaultShortStart = 0.0;
+// Every kDefaultLocalEvery-th proposal is restricted to configurations within
+// kDefaultLocalRadius encoded coordinates of the best one seen (a discrete trust region): the
+// acquisition over the whole space keeps exploring far corners of the GPU spaces, and the
+// near-optimal configurations are mostly one parameter step from a good one.
+constexpr std::size_t kDefaultLocalEvery = 2;
+constexpr std::size_t kDefaultLocalRadius = 1;
 // Spaces without a candidate list: random valid samples scored per proposal, then a local
 // search over neighbours from the best few.
 constexpr std::size_t kDefaultCandidateSamples = 2048;
 constexpr std::size_t kLocalSearchStarts = 5;
 constexpr std::size_t kLocalSearchSteps = 30;
+// A configuration that failed on a prior machine probably fails here too (convolution_hub:
+// 155 of A4000's 161 failures also fail on A100). P(feasible | failed on a prior) starts at
+// kPriorFailureOk / kPriorFailureCount = 0.1 and moves with what the study sees: (ok + 0.5) /
+// (n + 5) over the study's observations of such configurations.
+constexpr double kPriorFailureOk = 0.5;
+// stacked: the largest factor between the study's units and the stack's.
+constexpr double kMaxStackScale = 3.0;
+constexpr double kPriorFailureCount = 5.0;
+// prior-best: the priors' best configurations tried before the model takes over.
+constexpr std::size_t kDefaultPriorBestCount = 10;
 constexpr double kNegativeInfinity = -std::numeric_limits<double>::infinity();
 
 double elapsed_ms(std::chrono::steady_clock::time_point since) {
@@ -61,50 +91,172 @@ std::vector<std::size_t> active_columns(const SearchSpace& space) {
   return active;
 }
 
+// Model value of an objective: log for positive objectives, negated when maximising, so that
+// lower is always better.
+double model_value(double objective, bool log, bool minimize) {
+  const double g = log ? std::log(objective) : objective;
+  return minimize ? g : -g;
+}
+double objective_value(double g, bool log, bool minimize) {
+  const double v = minimize ? g : -g;
+  return log ? std::exp(v) : v;
+}
+
+// Inverse of the Gaussian copula of a sample: z -> the sample's quantile Phi(z), interpolated
+// between order statistics (the copula put the i-th smallest at Phi^-1(i / (n + 1))).
+double inverse_copula(const std::vector<double>& sorted, double z) {
+  const std::size_t n = sorted.size();
+  if (n == 0) return z;
+  if (n == 1) return sorted[0];
+  const double position = surrogates::normal_cdf(z) * (static_cast<double>(n) + 1.0) - 1.0;
+  if (position <= 0.0) {
+    // Below the best seen: extrapolate with the spacing of the two lowest.
+    return sorted[0] + position * (sorted[1] - sorted[0]);
+  }
+  if (position >= static_cast<double>(n - 1)) {
+    return sorted[n - 1] +
+           (position - static_cast<double>(n - 1)) * (sorted[n - 1] - sorted[n - 2]);
+  }
+  const auto lo = static_cast<std::size_t>(position);
+  return sorted[lo] + (position - static_cast<double>(lo)) * (sorted[lo + 1] - sorted[lo]);
+}
+
+// Task features: the union of numeric feature names over the priors and the study, each
+// scaled to [0,1] over the values seen (log first when all are positive and span a factor of
+// more than kLogFeatureRatio).
+constexpr double kLogFeatureRatio = 10.0;
+constexpr double kMissingFeature = 0.5;
+
+struct TaskFeatureScaling {
+  std::vector<std::string> names;
+  std::vector<double> low, high;
+  std::vector<bool> log;
+
+  std::size_t size() const { return names.size(); }
+  std::vector<double> scale(const nlohmann::json& features) const {
+    std::vector<double> out(names.size(), kMissingFeature);
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (!features.is_object() || !features.contains(names[i]) ||
+          !features[names[i]].is_number()) {
+        continue;
+      }
+      double v = features[names[i]].get<double>();
+      if (log[i]) v = std::log(v);
+      out[i] = high[i] > low[i] ? (v - low[i]) / (high[i] - low[i]) : kMissingFeature;
+    }
+    return out;
+  }
+};
+
+TaskFeatureScaling task_feature_scaling(const std::vector<Prior>& priors,
+                                        const nlohmann::json& study_features) {
+  std::map<std::string, std::vector<double>> values;
+  auto collect = [&](const nlohmann::json& f) {
+    if (!f.is_object()) return;
+    for (const auto& [name, v] : f.items()) {
+      if (v.is_number() && std::isfinite(v.get<double>())) values[name].push_back(v.get<double>());
+    }
+  };
+  for (const auto& p : priors) collect(p.task_features);
+  collect(study_features);
+  TaskFeatureScaling s;
+  for (auto& [name, v] : values) {
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    if (*lo == *hi) continue;  // the same everywhere: tells the model nothing
+    const bool log = *lo > 0.0 && *hi / *lo > kLogFeatureRatio;
+    s.names.push_back(name);
+    s.log.push_back(log);
+    s.low.push_back(log ? std::log(*lo) : *lo);
+    s.high.push_back(log ? std::log(*hi) : *hi);
+  }
+  return s;
+}
+
 class BayesianOptimization final : public ModelBasedStrategy {
  public:
-  explicit BayesianOptimization(const StrategyOptions& options) {
+  BayesianOptimization(const StrategyOptions& options, TransferMode mode, std::string name)
+      : name_(std::move(name)), mode_(mode) {
     const auto get = [&](const char* key, auto fallback) {
-      return options.is_object() && options.contains(key) ? options[key].get<decltype(fallback)>()
-                                                          : fallback;
+      return options.is_object() && options.contains(key) && !options[key].is_null()
+                 ? options[key].get<decltype(fallback)>()
+                 : fallback;
     };
-    seed_ = get("seed", std::uint64_t{0});
-    initial_design_ = get("initial_design", std::size_t{0});
-    refit_every_ = get("refit_every", kDefaultRefitEvery);
-    candidate_samples_ = get("candidate_samples", kDefaultCandidateSamples);
-    acquisition_.kind = surrogates::acquisition_from_string(get("acquisition", std::string("log_ei")));
-    acquisition_.kappa = get("kappa", 2.0);
-    fit_options_.kind =
-        surrogates::covariance_kind_from_string(get("covariance", std::string("matern52")));
-    copula_ = get("output", std::string("log")) == "copula";
-    if (options.is_object() && options.contains("lengthscale_location"))
-      fit_options_.priors.lengthscale_location = options["lengthscale_location"].get<double>();
-    fit_options_.random_starts = get("random_starts", fit_options_.random_starts);
-    refit_below_ = get("refit_below", kAlwaysRefitBelow);
+    try {
+      seed_ = get("seed", std::uint64_t{0});
+      initial_design_ = get("initial_design", std::size_t{0});
+      refit_every_ = get("refit_every", kDefaultRefitEvery);
+      refit_below_ = get("refit_below", kAlwaysRefitBelow);
+      candidate_samples_ = get("candidate_samples", kDefaultCandidateSamples);
+      acquisition_.kind =
+          surrogates::acquisition_from_string(get("acquisition", std::string("log_ei")));
+      acquisition_.kappa = get("kappa", 2.0);
+      fit_options_.kind =
+          surrogates::covariance_kind_from_string(get("covariance", std::string("matern52")));
+      const auto output = get("output", std::string("copula"));
+      if (output != "copula" && output != "log") {
+        throw InvalidInput("bo option output must be \"copula\" or \"log\", got \"" + output +
+                           "\"");
+      }
+      copula_ = output == "copula";
+      // Absent: the default; null: none (the GP module's dimension-scaled prior mode, no
+      // extra optimiser start).
+      const auto optional_number = [&](const char* key, std::optional<double> fallback) {
+        if (!options.is_object() || !options.contains(key)) return fallback;
+        return options[key].is_null() ? std::optional<double>() : options[key].get<double>();
+      };
+      fit_options_.priors.lengthscale_location = optional_number("lengthscale_location", {});
+      short_start_ = optional_number("short_start", kDefaultShortStart);
+      rgpe_options_.samples = get("rgpe_samples", rgpe_options_.samples);
+      source_options_.subsample.max_points =
+          get("prior_points", source_options_.subsample.max_points);
+      source_options_.subsample.best_fraction =
+          get("prior_best_fraction", source_options_.subsample.best_fraction);
+      prior_best_count_ = get("prior_best", name_ == "prior-best" ? kDefaultPriorBestCount : 0);
+      local_every_ = get("local_every", kDefaultLocalEvery);
+      local_radius_ = get("local_radius", kDefaultLocalRadius);
+    } catch (const nlohmann::json::exception& e) {
+      throw InvalidInput("bo options: a value has the wrong type (" + std::string(e.what()) + ")");
+    }
     if (refit_every_ == 0) throw InvalidInput("bo option refit_every must be at least 1");
+    source_options_.fit.kind = fit_options_.kind;
+    source_options_.fit.priors = fit_options_.priors;
   }
 
-  std::string name() const override { return "bo"; }
+  std::string name() const override { return name_; }
   nlohmann::json diagnostics() const override { return diagnostics_; }
 
   std::vector<Configuration> propose(const TuningState& state, std::size_t n, Rng& rng) override {
-    diagnostics_ = {{"strategy", "bo"}};
+    diagnostics_ = {{"strategy", name_}};
     std::vector<Configuration> out;
     std::unordered_set<std::string> chosen;
-    // Configurations suggested by priors first (transfer's simplest form).
-    for (const auto& c : state.warm_start) {
-      if (out.size() == n) return out;
-      const auto key = state.space->key(c);
-      if (!state.taken.count(key) && !chosen.count(key) && state.is_candidate(c)) {
-        chosen.insert(key);
-        out.push_back(c);
+    auto take_listed = [&](const std::vector<Configuration>& list) {
+      for (const auto& c : list) {
+        if (out.size() == n) return;
+        const auto key = state.space->key(c);
+        if (!state.taken.count(key) && !chosen.count(key) && state.is_candidate(c)) {
+          chosen.insert(key);
+          out.push_back(c);
+        }
       }
+    };
+    // Configurations suggested by the caller first, then (prior-best) the priors' best.
+    take_listed(state.warm_start);
+    if (prior_best_count_ > 0 && state.has_priors()) {
+      if (prior_best_list_.empty()) {
+        prior_best_list_ =
+            best_prior_configurations(*state.priors, *state.space, prior_best_count_);
+      }
+      const std::size_t before = out.size();
+      take_listed(prior_best_list_);
+      if (out.size() > before) diagnostics_["phase"] = "prior best";
     }
     if (out.size() == n) return out;
 
+    prepare_transfer(state);
+    const bool transfer = transfer_ready();
     const std::size_t initial = initial_design(state);
-    if (state.observations.size() + state.pending.size() < initial ||
-        state.ok_count() < kMinObservationsForModel) {
+    if (!transfer && (state.observations.size() + state.pending.size() < initial ||
+                      state.ok_count() < kMinObservationsForModel)) {
       diagnostics_["phase"] = "initial design";
       auto more = latin_hypercube_proposals(state, n - out.size(), seed_, initial, rng);
       for (auto& c : more) {
@@ -120,10 +272,53 @@ class BayesianOptimization final : public ModelBasedStrategy {
     auto picked = state.candidates ? maximise_over_candidates(state, n - out.size(), chosen)
                                    : maximise_by_sampling(state, n - out.size(), chosen, rng);
     diagnostics_["acquisition_ms"] = elapsed_ms(acq_start);
-    diagnostics_["phase"] = "model";
+    diagnostics_["phase"] = target_.n_ok == 0 ? "zero-shot" : "model";
     for (auto& c : picked) out.push_back(std::move(c));
     return out;
   }
+
+  std::vector<Forecast> forecast(const TuningState& state,
+                                 const std::vector<Configuration>& configs) override {
+    if (configs.empty()) return {};
+    prepare_transfer(state);
+    if (!transfer_ready() && state.ok_count() < kMinObservationsForModel) return {};
+    Rng rng(seed_ ^ state.observations.size());
+    update_model(state, rng);
+    std::vector<std::vector<double>> rows;
+    for (const auto& c : configs) rows.push_back(encode(state, c));
+    const Matrix x = rows_to_matrix(rows, model_dimension(state));
+    const Prediction prediction = predict_combined(x);
+    std::vector<double> log_feasible(configs.size(), 0.0);
+    if (feasibility_) log_feasible = feasibility_->log_probability(x);
+    if (transfer_ready() && !prior_failed_.empty()) {
+      const double penalty = prior_failure_log_probability(state);
+      for (std::size_t i = 0; i < configs.size(); ++i) {
+        if (prior_failed_.count(state.space->key(configs[i]))) log_feasible[i] += penalty;
+      }
+    }
+    std::vector<Forecast> out;
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      const double sd = std::sqrt(std::max(prediction.variance[i], 0.0));
+      const double z = prediction.mean[i];
+      const double g = to_log_units(z);
+      const double g_lo = to_log_units(z - sd);
+      const double g_hi = to_log_units(z + sd);
+      Forecast f;
+      f.mean = objective_value(g, log_, state.minimize);
+      const double a = objective_value(g_lo, log_, state.minimize);
+      const double b = objective_value(g_hi, log_, state.minimize);
+      f.lower = std::min(a, b);
+      f.upper = std::max(a, b);
+      f.std = 0.5 * std::abs(g_hi - g_lo);
+      f.probability_feasible = std::exp(log_feasible[i]);
+      f.from_priors = target_.n_ok == 0;
+      out.push_back(f);
+    }
+    return out;
+  }
+
+ private:
+  // ---- encoding
 
   // SearchSpace::encode restricted to the active columns.
   std::vector<double> encode(const TuningState& state, const Configuration& c) {
@@ -137,195 +332,515 @@ class BayesianOptimization final : public ModelBasedStrategy {
     if (active_.empty()) active_ = active_columns(*state.space);
     return active_.size();
   }
-
-  std::vector<Forecast> forecast(const TuningState& state,
-                                 const std::vector<Configuration>& configs) override {
-    if (state.ok_count() < kMinObservationsForModel || configs.empty()) return {};
-    Rng rng(seed_ ^ state.observations.size());
-    update_model(state, rng);
-    std::vector<std::vector<double>> rows;
-    for (const auto& c : configs) rows.push_back(encode(state, c));
-    const Matrix x = rows_to_matrix(rows, model_dimension(state));
-    const auto prediction = gp_.predict(x);
-    std::vector<double> log_feasible(configs.size(), 0.0);
-    if (feasibility_) log_feasible = feasibility_->log_probability(x);
-    std::vector<Forecast> out;
-    for (std::size_t i = 0; i < configs.size(); ++i) {
-      const double g = transform_.inverse(prediction.mean[i]);
-      const double sd = transform_.scale() * std::sqrt(std::max(prediction.variance[i], 0.0));
-      Forecast f;
-      f.mean = to_objective(state, g);
-      const double a = to_objective(state, g - sd);
-      const double b = to_objective(state, g + sd);
-      f.lower = std::min(a, b);
-      f.upper = std::max(a, b);
-      f.std = sd;
-      f.probability_feasible = std::exp(log_feasible[i]);
-      out.push_back(f);
+  // Target rows as source models see them: the study's task features appended.
+  Matrix with_task_features(const Matrix& x) const {
+    if (features_.size() == 0) return x;
+    const long d = x.nc();
+    Matrix out(x.nr(), d + static_cast<long>(features_.size()));
+    for (long i = 0; i < x.nr(); ++i) {
+      for (long j = 0; j < d; ++j) out(i, j) = x(i, j);
+      for (std::size_t f = 0; f < features_.size(); ++f) {
+        out(i, d + static_cast<long>(f)) = study_features_[f];
+      }
     }
     return out;
   }
 
- private:
   std::size_t initial_design(const TuningState& state) const {
     if (initial_design_ > 0) return initial_design_;
     return std::clamp<std::size_t>(state.budget / 4, kMinObservationsForModel,
                                    kDefaultInitialDesign);
   }
 
-  // The model works on g(y): log y for positive objectives, negated when maximising, so that
-  // lower g is always better.
-  bool use_log(const TuningState& state) const {
+  // ---- priors
+
+  bool transfer_ready() const { return mode_ != TransferMode::none && !sources_.empty(); }
+
+  // Encodes the priors once per strategy object (a session keeps its priors) and fetches their
+  // fitted models from the process-wide cache.
+  void prepare_transfer(const TuningState& state) {
+    if (mode_ == TransferMode::none || !state.has_priors()) return;
+    std::size_t total = 0;
+    for (const auto& p : *state.priors) total += p.observations.size();
+    if (state.priors == prepared_from_ && total == prepared_size_) return;
+    prepared_from_ = state.priors;
+    prepared_size_ = total;
+    sources_.clear();
+    prior_failed_.clear();
+    source_sorted_.clear();
+    source_models_.clear();
+    candidate_sources_.clear();
+    stack_ = {};
+
+    features_ = task_feature_scaling(*state.priors, state.task_features);
+    study_features_ = features_.scale(state.task_features);
+    const std::size_t dim = model_dimension(state);
+    // Priors with the same source are one model: one machine over several tasks.
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<const Prior*>> groups;
+    for (const auto& p : *state.priors) {
+      if (!groups.count(p.source)) order.push_back(p.source);
+      groups[p.source].push_back(&p);
+    }
+    for (const auto& source : order) {
+      std::vector<std::vector<double>> rows;
+      std::vector<double> g;
+      bool log = true;
+      for (const Prior* p : groups[source]) {
+        for (const auto& o : p->observations) {
+          if (o.result.ok() && !(o.result.objective > 0)) log = false;
+        }
+      }
+      for (const Prior* p : groups[source]) {
+        const auto scaled = features_.scale(p->task_features);
+        for (const auto& o : p->observations) {
+          if (!o.result.ok()) {
+            if (state.is_candidate(o.config)) prior_failed_.insert(state.space->key(o.config));
+            continue;
+          }
+          std::vector<double> x;
+          try {
+            x = encode(state, o.config);
+          } catch (const InvalidInput&) {
+            continue;  // a value outside this space
+          }
+          x.insert(x.end(), scaled.begin(), scaled.end());
+          rows.push_back(std::move(x));
+          g.push_back(model_value(o.result.objective, log, p->minimize));
+        }
+      }
+      if (g.size() < kMinObservationsForModel) continue;
+      surrogates::SourceData data;
+      data.name = source;
+      data.x = rows_to_matrix(rows, dim + features_.size());
+      data.y = surrogates::gaussian_copula(g);
+      std::sort(g.begin(), g.end());
+      source_sorted_.push_back(std::move(g));
+      sources_.push_back(std::move(data));
+    }
+    if (sources_.empty()) return;
+    auto& cache = surrogates::SourceModelCache::process_cache();
+    if (mode_ == TransferMode::rgpe) {
+      for (const auto& s : sources_) source_models_.push_back(cache.model(s, source_options_));
+    } else {
+      stack_ = surrogates::StackedPrior::build(sources_, source_options_, cache);
+    }
+    nlohmann::json models = nlohmann::json::array();
+    for (const auto& m : mode_ == TransferMode::rgpe ? source_models_ : stack_.levels()) {
+      models.push_back(m->to_json());
+    }
+    prior_models_json_ = models;
+  }
+
+  // Predictions of every source model (RGPE) or of the stack (one entry) at target rows x.
+  std::vector<Prediction> transfer_predictions(const Matrix& x) const {
+    const Matrix xs = with_task_features(x);
+    std::vector<Prediction> out;
+    if (mode_ == TransferMode::rgpe) {
+      for (const auto& m : source_models_) out.push_back(m->predict(xs));
+    } else {
+      out.push_back(stack_.predict(xs));
+    }
+    return out;
+  }
+
+  // Same over the candidate set, from the cache (the sources never change).
+  void prepare_candidate_sources() {
+    if (!transfer_ready() || !candidate_sources_.empty()) return;
+    const Matrix xs = with_task_features(candidate_matrix_);
+    const std::uint64_t key = surrogates::hash_values(
+        std::span<const double>(xs.size() > 0 ? &xs(0, 0) : nullptr, xs.size()));
+    auto& cache = surrogates::SourceModelCache::process_cache();
+    if (mode_ == TransferMode::rgpe) {
+      for (const auto& m : source_models_) {
+        candidate_sources_.push_back(cache.candidate_prediction(*m, xs, key));
+      }
+    } else {
+      auto sum = std::make_shared<Prediction>();
+      for (const auto& level : stack_.levels()) {
+        const auto p = cache.candidate_prediction(*level, xs, key);
+        if (sum->mean.empty()) sum->mean.assign(p->mean.size(), 0.0);
+        for (std::size_t i = 0; i < p->mean.size(); ++i) sum->mean[i] += p->mean[i];
+        sum->variance = p->variance;
+      }
+      candidate_sources_.push_back(std::move(sum));
+    }
+  }
+
+  // The model's prediction from the target GP's prediction at the same points and the
+  // transfer part there.
+  Prediction combine(const Prediction& target,
+                     const std::vector<const Prediction*>& transfer) const {
+    if (!transfer_ready()) return target;
+    if (mode_ == TransferMode::stacked) {
+      return surrogates::stack_predictions(scaled_stack(*transfer.front()), target, target_.n_ok);
+    }
+    std::vector<const Prediction*> members = transfer;
+    members.push_back(&target);
+    return surrogates::weighted_ensemble(members, weights_);
+  }
+
+  Prediction predict_combined(const Matrix& x) const {
+    const Prediction target = gp_.predict(x);
+    if (!transfer_ready()) return target;
+    const auto transfer = transfer_predictions(x);
+    std::vector<const Prediction*> parts;
+    for (const auto& p : transfer) parts.push_back(&p);
+    return combine(target, parts);
+  }
+
+  // Model units -> log units of the objective (for forecasts).
+  double to_log_units(double z) const {
+    if (!target_.sorted_g.empty()) {
+      return copula_ ? inverse_copula(target_.sorted_g, z) : transform_.inverse(z);
+    }
+    // Zero-shot: the sources' own quantiles (their times), weighted as the model weighs them.
+    double g = 0.0;
+    double total = 0.0;
+    for (std::size_t s = 0; s < source_sorted_.size(); ++s) {
+      const double w = mode_ == TransferMode::rgpe && s < weights_.size() ? weights_[s] : 1.0;
+      g += w * inverse_copula(source_sorted_[s], z);
+      total += w;
+    }
+    return total > 0.0 ? g / total : z;
+  }
+
+  // ---- the target model
+
+  struct TargetData {
+    std::size_t n_ok = 0;
+    Matrix x;               // successful rows
+    std::vector<double> g;  // their model values (log units, lower is better)
+    std::vector<double> z;  // after the output transform
+    std::vector<double> sorted_g;
+    Matrix x_all;  // every observation, for the feasibility model
+    std::vector<bool> feasible;
+    bool any_failed = false;
+  };
+
+  static bool use_log(const TuningState& state) {
     for (const auto& o : state.observations) {
       if (o.result.ok() && !(o.result.objective > 0)) return false;
     }
     return true;
   }
-  double to_model(const TuningState& state, double y) const {
-    const double g = log_ ? std::log(y) : y;
-    return state.minimize ? g : -g;
+
+  // Type-II maximum likelihood from the usual starts, and once more from short lengthscales;
+  // the higher log posterior wins.
+  GaussianProcess fit_gp(const Matrix& x, const std::vector<double>& y, Rng& rng) const {
+    const auto dim = static_cast<std::size_t>(x.nc());
+    auto options = fit_options_;
+    options.warm_start = hyperparameters_;
+    GaussianProcess gp = GaussianProcess::fit(x, y, options, rng);
+    if (!short_start_) return gp;
+    auto log_posterior = [&](const GaussianProcess& m) {
+      return m.log_marginal_likelihood() +
+             surrogates::detail::log_prior(options.priors, dim, m.hyperparameters().to_vector(),
+                                           {});
+    };
+    auto rough = options;
+    surrogates::GpHyperparameters start = gp.hyperparameters();
+    for (auto& l : start.covariance.lengthscales) l = std::exp(*short_start_);
+    start.covariance.signal_variance = 1.0;
+    rough.warm_start = start;
+    rough.start_at_prior_mode = false;
+    rough.random_starts = 0;
+    GaussianProcess alternative = GaussianProcess::fit(x, y, rough, rng);
+    return log_posterior(alternative) > log_posterior(gp) ? std::move(alternative) : std::move(gp);
   }
-  double to_objective(const TuningState& state, double g) const {
-    const double v = state.minimize ? g : -g;
-    return log_ ? std::exp(v) : v;
+
+  // The stack predicts in the priors' quantile units, the study's values are quantiles of far
+  // fewer observations (the best of 10 sits at Phi^-1(1/11) = -1.3, a prior's best near -4):
+  // the target GP models z - (a + b m(x)) with a, b fitted by least squares (b in
+  // [0, kMaxStackScale]; b = 0 when the priors rank the study's points wrongly), so that the
+  // residual is not a systematic tilt against the priors' best region.
+  void fit_stack_scale(const Matrix& x, const std::vector<double>& z, std::vector<double>& y) {
+    stack_offset_ = 0.0;
+    stack_scale_ = 1.0;
+    const std::size_t n = z.size();
+    if (n == 0) return;
+    const std::vector<double> m = transfer_predictions(x).front().mean;
+    const double mean_m = std::accumulate(m.begin(), m.end(), 0.0) / static_cast<double>(n);
+    const double mean_z = std::accumulate(z.begin(), z.end(), 0.0) / static_cast<double>(n);
+    if (n >= kMinObservationsForModel) {
+      double cov = 0.0;
+      double var = 0.0;
+      for (std::size_t i = 0; i < n; ++i) {
+        cov += (m[i] - mean_m) * (z[i] - mean_z);
+        var += (m[i] - mean_m) * (m[i] - mean_m);
+      }
+      // b = cov(m, z) / var(m)
+      if (var > 0.0) stack_scale_ = std::clamp(cov / var, 0.0, kMaxStackScale);
+    }
+    stack_offset_ = mean_z - stack_scale_ * mean_m;
+    for (std::size_t i = 0; i < n; ++i) y[i] = z[i] - stack_offset_ - stack_scale_ * m[i];
+    diagnostics_["stack_scale"] = stack_scale_;
+  }
+
+  // The stack's prediction in the study's units: a + b m, variance b^2 var.
+  Prediction scaled_stack(const Prediction& prior) const {
+    Prediction out = prior;
+    for (std::size_t i = 0; i < out.mean.size(); ++i) {
+      out.mean[i] = stack_offset_ + stack_scale_ * prior.mean[i];
+      out.variance[i] = stack_scale_ * stack_scale_ * prior.variance[i];
+    }
+    return out;
   }
 
   void update_model(const TuningState& state, Rng& rng) {
     const std::size_t dim = model_dimension(state);
-    std::vector<std::vector<double>> ok_rows, all_rows;
-    std::vector<double> ok_values;
-    std::vector<bool> feasible;
-    bool any_failed = false;
+    std::vector<std::vector<double>> ok_rows;
+    std::vector<std::vector<double>> all_rows;
+    TargetData t;
     const bool log_now = use_log(state);
     for (const auto& o : state.observations) {
       auto x = encode(state, o.config);
       const bool ok = o.result.ok();
-      any_failed = any_failed || !ok;
-      feasible.push_back(ok);
+      t.any_failed = t.any_failed || !ok;
+      t.feasible.push_back(ok);
       all_rows.push_back(x);
       if (ok) {
         ok_rows.push_back(std::move(x));
-        ok_values.push_back(o.result.objective);
+        t.g.push_back(model_value(o.result.objective, log_now, state.minimize));
       }
     }
-    const std::size_t n_ok = ok_rows.size();
-    const std::size_t refit_step = std::max(refit_every_, n_ok / kRefitFraction);
-    const bool refit = !hyperparameters_ || log_now != log_ || n_ok < refit_below_ ||
-                       n_ok >= fitted_at_ + refit_step || n_ok < gp_rows_;
+    t.n_ok = ok_rows.size();
+    t.x = rows_to_matrix(ok_rows, dim);
+    t.x_all = rows_to_matrix(all_rows, dim);
+    t.sorted_g = t.g;
+    std::sort(t.sorted_g.begin(), t.sorted_g.end());
+    const bool log_changed = log_now != log_;
     log_ = log_now;
-    std::vector<double> g(n_ok);
-    for (std::size_t i = 0; i < n_ok; ++i) g[i] = to_model(state, ok_values[i]);
-    if (copula_) {
-      // Gaussian copula: z = Phi^-1(rank / (n + 1)), ties averaged.
-      std::vector<std::size_t> order(n_ok);
-      for (std::size_t i = 0; i < n_ok; ++i) order[i] = i;
-      std::sort(order.begin(), order.end(), [&](auto a, auto b) { return g[a] < g[b]; });
-      std::vector<double> z(n_ok);
-      for (std::size_t i = 0; i < n_ok;) {
-        std::size_t j = i;
-        while (j + 1 < n_ok && g[order[j + 1]] == g[order[i]]) ++j;
-        const double r = 0.5 * static_cast<double>(i + j) + 1.0;
-        for (std::size_t k = i; k <= j; ++k) z[order[k]] = normal_quantile(r / static_cast<double>(n_ok + 1));
-        i = j + 1;
-      }
-      g = z;
-      if (!refit) {
-        gp_ = GaussianProcess::condition(rows_to_matrix(ok_rows, dim), transform_.forward(g), *hyperparameters_);
-      }
-    }
 
-    if (refit) {
-      transform_ = surrogates::ObjectiveTransform::fit(g, false);
-      auto options = fit_options_;
-      options.warm_start = hyperparameters_;
-      gp_ = GaussianProcess::fit(rows_to_matrix(ok_rows, dim), transform_.forward(g), options, rng);
+    const std::size_t n_ok = t.n_ok;
+    const std::size_t refit_step = std::max(refit_every_, n_ok / kRefitFraction);
+    const bool enough = n_ok >= kMinObservationsForModel;
+    const bool refit = enough && (!hyperparameters_ || log_changed || n_ok < refit_below_ ||
+                                  n_ok >= fitted_at_ + refit_step || n_ok < gp_rows_);
+    if (copula_) {
+      t.z = surrogates::gaussian_copula(t.g);
+    } else {
+      if (refit || !enough) transform_ = surrogates::ObjectiveTransform::fit(t.g, false);
+      t.z = transform_.forward(t.g);
+    }
+    // The target GP models what the stack leaves unexplained (stacked), or the target values.
+    std::vector<double> y = t.z;
+    const bool stacked = transfer_ready() && mode_ == TransferMode::stacked;
+    if (stacked) fit_stack_scale(t.x, t.z, y);
+    if (!enough) {
+      // Transfer with almost no target data: default hyperparameters (the priors' mode).
+      if (!default_hyperparameters_) {
+        Matrix empty(0, static_cast<long>(dim));
+        default_hyperparameters_ =
+            GaussianProcess::fit(empty, {}, fit_options_, rng).hyperparameters();
+      }
+      // The constant mean is the average target (residual): with one observation the model
+      // then keeps the priors' ranking instead of bending around that point.
+      auto h = *default_hyperparameters_;
+      if (!y.empty())
+        h.mean = std::accumulate(y.begin(), y.end(), 0.0) / static_cast<double>(y.size());
+      gp_ = GaussianProcess::condition(t.x, y, h);
+    } else if (refit) {
+      gp_ = fit_gp(t.x, y, rng);
       hyperparameters_ = gp_.hyperparameters();
       fitted_at_ = n_ok;
-    } else if (!copula_ && n_ok > gp_rows_) {
+    } else if (copula_ || stacked || n_ok < gp_rows_) {
+      // Same hyperparameters, but every target may have moved (copula ranks, residuals).
+      gp_ = GaussianProcess::condition(t.x, y, *hyperparameters_);
+    } else if (n_ok > gp_rows_) {
       // Same hyperparameters and transform: extend the Cholesky factor by the new rows.
-      std::vector<std::vector<double>> new_rows(ok_rows.begin() + static_cast<long>(gp_rows_),
-                                                ok_rows.end());
-      std::vector<double> new_z;
-      for (std::size_t i = gp_rows_; i < n_ok; ++i) new_z.push_back(transform_.forward(g[i]));
-      gp_.add_observations(rows_to_matrix(new_rows, dim), new_z);
+      const Matrix fresh(dlib::subm(t.x, static_cast<long>(gp_rows_), 0,
+                                    static_cast<long>(n_ok - gp_rows_), t.x.nc()));
+      gp_.add_observations(fresh, std::span<const double>(y).subspan(gp_rows_));
     }
     gp_rows_ = n_ok;
-    best_z_ = std::numeric_limits<double>::infinity();
-    for (double v : g) best_z_ = std::min(best_z_, transform_.forward(v));
+    target_ = std::move(t);
+
     diagnostics_["refit"] = refit;
     diagnostics_["observations"] = state.observations.size();
     diagnostics_["hyperparameters"] = gp_.hyperparameters().to_json();
+    if (transfer_ready()) update_weights(rng);
 
     feasibility_.reset();
-    if (any_failed) {
-      const Matrix x_all = rows_to_matrix(all_rows, dim);
+    if (target_.any_failed) {
       if (refit || !feasibility_covariance_) {
         surrogates::FeasibilityFitOptions options;
         options.warm_start = feasibility_covariance_;
-        feasibility_ = surrogates::FeasibilityModel::fit(x_all, feasible, options, rng);
+        feasibility_ =
+            surrogates::FeasibilityModel::fit(target_.x_all, target_.feasible, options, rng);
         if (!feasibility_->constant()) feasibility_covariance_ = feasibility_->covariance();
       } else {
-        feasibility_ = surrogates::FeasibilityModel::condition(x_all, feasible,
+        feasibility_ = surrogates::FeasibilityModel::condition(target_.x_all, target_.feasible,
                                                                *feasibility_covariance_);
       }
     }
   }
 
+  void update_weights(Rng& rng) {
+    if (mode_ == TransferMode::stacked) {
+      diagnostics_["transfer"] = {{"model", "stacked"}, {"levels", prior_models_json_}};
+      return;
+    }
+    std::vector<const surrogates::SourceModel*> sources;
+    for (const auto& m : source_models_) sources.push_back(m.get());
+    const surrogates::GpHyperparameters* target =
+        target_.n_ok >= kMinObservationsForModel && hyperparameters_ ? &*hyperparameters_ : nullptr;
+    const auto w = surrogates::rgpe_weights(sources, with_task_features(target_.x), target,
+                                            target_.x, target_.z, rgpe_options_, rng);
+    weights_ = w.weights;
+    nlohmann::json named = nlohmann::json::object();
+    nlohmann::json dropped = nlohmann::json::array();
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+      named[sources[i]->name()] = weights_[i];
+      if (w.dropped[i]) dropped.push_back(sources[i]->name());
+    }
+    named["target"] = weights_.back();
+    diagnostics_["rgpe_weights"] = named;
+    diagnostics_["transfer"] = {
+        {"model", "rgpe"}, {"sources", prior_models_json_}, {"dropped", dropped}};
+  }
+
+  // log P(feasible) of a configuration that failed on a prior machine, from how such
+  // configurations fared in this study so far.
+  double prior_failure_log_probability(const TuningState& state) const {
+    double seen = 0.0;
+    double ok = 0.0;
+    for (const auto& o : state.observations) {
+      if (prior_failed_.count(state.space->key(o.config))) {
+        seen += 1.0;
+        ok += o.result.ok() ? 1.0 : 0.0;
+      }
+    }
+    return std::log((ok + kPriorFailureOk) / (seen + kPriorFailureCount));
+  }
+
+  // The lowest value the model believes the study has reached, in the units of its
+  // predictions: the best target value, or for RGPE (whose predictions mix units of several
+  // sources) the lowest ensemble mean at the observed points.
+  double incumbent(const std::vector<double>& mean_at_observed) const {
+    if (!transfer_ready() || mode_ == TransferMode::stacked || mean_at_observed.empty()) {
+      double best = std::numeric_limits<double>::infinity();
+      for (double v : target_.z) best = std::min(best, v);
+      return best;
+    }
+    return *std::min_element(mean_at_observed.begin(), mean_at_observed.end());
+  }
+
+  // Acquisition scores of a combined prediction; with no successful observation (zero-shot)
+  // the lowest predicted mean wins.
+  std::vector<double> scores(const Prediction& prediction, double best,
+                             std::span<const double> log_feasible) const {
+    if (target_.n_ok == 0) {
+      std::vector<double> s(prediction.mean.size());
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        s[i] = -prediction.mean[i] + (log_feasible.empty() ? 0.0 : log_feasible[i]);
+      }
+      return s;
+    }
+    return surrogates::acquisition_scores(prediction, best, acquisition_, log_feasible);
+  }
+
+  // ---- acquisition over an explicit candidate set
+
   std::vector<Configuration> maximise_over_candidates(const TuningState& state, std::size_t n,
                                                       std::unordered_set<std::string>& chosen) {
     const auto& cands = *state.candidates;
     const std::size_t dim = model_dimension(state);
-    if (candidates_seen_ != state.candidates || candidate_matrix_.nr() != static_cast<long>(cands.size())) {
+    if (candidates_seen_ != state.candidates ||
+        candidate_matrix_.nr() != static_cast<long>(cands.size())) {
       candidate_matrix_.set_size(static_cast<long>(cands.size()), static_cast<long>(dim));
       const auto& enc = *state.encoded_candidates;
       const std::size_t full = state.space->encoded_dimension();
       for (std::size_t i = 0; i < cands.size(); ++i) {
         for (std::size_t k = 0; k < dim; ++k) {
-          candidate_matrix_(static_cast<long>(i), static_cast<long>(k)) = enc[i * full + active_[k]];
+          candidate_matrix_(static_cast<long>(i), static_cast<long>(k)) =
+              enc[i * full + active_[k]];
         }
       }
       posterior_ = std::make_unique<surrogates::CandidatePosterior>(candidate_matrix_);
       candidates_seen_ = state.candidates;
+      candidate_sources_.clear();
     }
+    prepare_candidate_sources();
+    std::vector<const Prediction*> transfer;
+    for (const auto& p : candidate_sources_) transfer.push_back(p.get());
+
     std::vector<char> blocked(cands.size(), 0);
-    for (const auto& key : state.taken) {
+    auto index_of = [&](const std::string& key) -> std::optional<std::size_t> {
       if (auto it = state.candidate_index->find(key); it != state.candidate_index->end()) {
-        blocked[it->second] = 1;
+        return it->second;
       }
+      return std::nullopt;
+    };
+    for (const auto& key : state.taken) {
+      if (auto i = index_of(key)) blocked[*i] = 1;
     }
     for (const auto& key : chosen) {
-      if (auto it = state.candidate_index->find(key); it != state.candidate_index->end()) {
-        blocked[it->second] = 1;
-      }
+      if (auto i = index_of(key)) blocked[*i] = 1;
+    }
+    std::vector<std::size_t> observed;
+    for (const auto& o : state.observations) {
+      if (!o.result.ok()) continue;
+      if (auto i = index_of(state.space->key(o.config))) observed.push_back(*i);
     }
     std::vector<double> log_feasible;
     if (feasibility_) log_feasible = feasibility_->log_probability(candidate_matrix_);
+    if (transfer_ready() && !prior_failed_.empty()) {
+      if (log_feasible.empty()) log_feasible.assign(cands.size(), 0.0);
+      const double penalty = prior_failure_log_probability(state);
+      for (const auto& key : prior_failed_) {
+        if (auto i = index_of(key)) log_feasible[*i] += penalty;
+      }
+    }
 
     // Kriging believer: pending configurations (other workers) and earlier picks of this
-    // batch are fantasised at their predicted mean, so the batch spreads out.
+    // batch are fantasised at the target GP's predicted mean, so the batch spreads out.
     auto fantasise = [&](std::size_t i) {
-      const double mean = posterior_->mean()[i];
       std::vector<double> x(dim);
-      for (std::size_t k = 0; k < dim; ++k) x[k] = candidate_matrix_(static_cast<long>(i), static_cast<long>(k));
-      gp_.add_observation(x, mean);
+      for (std::size_t k = 0; k < dim; ++k) {
+        x[k] = candidate_matrix_(static_cast<long>(i), static_cast<long>(k));
+      }
+      gp_.add_observation(x, posterior_->mean()[i]);
     };
     posterior_->update(gp_);
     for (const auto& p : state.pending) {
-      if (auto it = state.candidate_index->find(state.space->key(p));
-          it != state.candidate_index->end()) {
-        fantasise(it->second);
-      }
+      if (auto i = index_of(state.space->key(p))) fantasise(*i);
     }
     std::vector<Configuration> out;
     for (std::size_t k = 0; k < n; ++k) {
       posterior_->update(gp_);
-      const auto scores = surrogates::acquisition_scores(posterior_->prediction(), best_z_,
-                                                         acquisition_, log_feasible);
+      const Prediction combined = combine(posterior_->prediction(), transfer);
+      std::vector<double> at_observed;
+      for (std::size_t i : observed) at_observed.push_back(combined.mean[i]);
+      const auto s = scores(combined, incumbent(at_observed), log_feasible);
       std::size_t best = cands.size();
       double best_score = kNegativeInfinity;
+      // Local step: only candidates near the incumbent (a trust region in parameter steps).
+      std::vector<char> outside;
+      if (local_every_ > 0 && k == 0 && target_.n_ok > 0 && target_.n_ok % local_every_ == 0) {
+        std::size_t inc = 0;
+        for (std::size_t i = 1; i < target_.n_ok; ++i) {
+          if (target_.z[i] < target_.z[inc]) inc = i;
+        }
+        outside.assign(cands.size(), 0);
+        bool any = false;
+        for (std::size_t i = 0; i < cands.size(); ++i) {
+          std::size_t differ = 0;
+          for (std::size_t c = 0; c < dim; ++c) {
+            if (std::abs(candidate_matrix_(static_cast<long>(i), static_cast<long>(c)) -
+                         target_.x(static_cast<long>(inc), static_cast<long>(c))) > 1e-12) {
+              ++differ;
+            }
+          }
+          outside[i] = differ > local_radius_;
+          any = any || (!outside[i] && !blocked[i]);
+        }
+        if (!any) outside.clear();
+        diagnostics_["local"] = any;
+      }
       for (std::size_t i = 0; i < cands.size(); ++i) {
-        if (!blocked[i] && scores[i] > best_score) {
-          best_score = scores[i];
+        if (!blocked[i] && (outside.empty() || !outside[i]) && s[i] > best_score) {
+          best_score = s[i];
           best = i;
         }
       }
@@ -341,13 +856,15 @@ class BayesianOptimization final : public ModelBasedStrategy {
       out.push_back(cands[best]);
       if (k == 0) {
         diagnostics_["acquisition"] = best_score;
-        diagnostics_["predicted_mean_z"] = posterior_->mean()[best];
+        diagnostics_["predicted_mean_z"] = combined.mean[best];
       }
       if (k + 1 < n) fantasise(best);
     }
     gp_.truncate(gp_rows_);
     return out;
   }
+
+  // ---- acquisition by sampling plus local search (spaces that are not enumerated)
 
   std::vector<Configuration> maximise_by_sampling(const TuningState& state, std::size_t n,
                                                   std::unordered_set<std::string>& chosen,
@@ -358,19 +875,42 @@ class BayesianOptimization final : public ModelBasedStrategy {
       const auto key = space.key(c);
       return !state.taken.count(key) && !chosen.count(key);
     };
+    std::vector<double> at_observed;
+    if (transfer_ready() && mode_ == TransferMode::rgpe && target_.n_ok > 0) {
+      at_observed = predict_combined(target_.x).mean;
+    }
+    const double best_z = incumbent(at_observed);
+    const double prior_penalty =
+        transfer_ready() && !prior_failed_.empty() ? prior_failure_log_probability(state) : 0.0;
     auto score = [&](const std::vector<Configuration>& configs) {
       std::vector<std::vector<double>> rows;
       for (const auto& c : configs) rows.push_back(encode(state, c));
       const Matrix x = rows_to_matrix(rows, dim);
       std::vector<double> log_feasible;
       if (feasibility_) log_feasible = feasibility_->log_probability(x);
-      return surrogates::acquisition_scores(gp_.predict(x), best_z_, acquisition_, log_feasible);
+      if (prior_penalty != 0.0) {
+        if (log_feasible.empty()) log_feasible.assign(configs.size(), 0.0);
+        for (std::size_t i = 0; i < configs.size(); ++i) {
+          if (prior_failed_.count(space.key(configs[i]))) log_feasible[i] += prior_penalty;
+        }
+      }
+      return scores(predict_combined(x), best_z, log_feasible);
     };
-    for (const auto& p : state.pending) {
-      std::vector<Configuration> one{p};
-      const auto prediction = gp_.predict(rows_to_matrix({encode(state, p)}, dim));
-      gp_.add_observation(encode(state, p), prediction.mean[0]);
+    auto fantasise = [&](const Configuration& c) {
+      const auto x = encode(state, c);
+      const auto prediction = gp_.predict(rows_to_matrix({x}, dim));
+      gp_.add_observation(x, prediction.mean[0]);
+    };
+    for (const auto& p : state.pending) fantasise(p);
+    // Neighbours of the best observations: where improvement is most likely.
+    std::vector<const Observation*> ok;
+    for (const auto& o : state.observations) {
+      if (o.result.ok()) ok.push_back(&o);
     }
+    const double sign = state.minimize ? 1.0 : -1.0;
+    std::sort(ok.begin(), ok.end(), [&](auto* a, auto* b) {
+      return sign * a->result.objective < sign * b->result.objective;
+    });
     std::vector<Configuration> out;
     for (std::size_t k = 0; k < n; ++k) {
       std::vector<Configuration> pool;
@@ -378,33 +918,24 @@ class BayesianOptimization final : public ModelBasedStrategy {
         auto c = space.sample(rng);
         if (free(c)) pool.push_back(std::move(c));
       }
-      // Neighbours of the best observations: where improvement is most likely.
-      std::vector<const Observation*> ok;
-      for (const auto& o : state.observations) {
-        if (o.result.ok()) ok.push_back(&o);
-      }
-      const double sign = state.minimize ? 1.0 : -1.0;
-      std::sort(ok.begin(), ok.end(), [&](auto* a, auto* b) {
-        return sign * a->result.objective < sign * b->result.objective;
-      });
       for (std::size_t i = 0; i < ok.size() && i < kLocalSearchStarts; ++i) {
         for (auto& nb : space.neighbours(ok[i]->config, rng)) {
           if (free(nb)) pool.push_back(std::move(nb));
         }
       }
       if (pool.empty()) break;
-      auto scores = score(pool);
+      const auto pool_scores = score(pool);
       // Local search from the best few: move to the best neighbour while it improves.
       std::vector<std::size_t> order(pool.size());
-      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-      std::partial_sort(order.begin(),
-                        order.begin() + static_cast<long>(std::min(kLocalSearchStarts, order.size())),
-                        order.end(), [&](auto a, auto b) { return scores[a] > scores[b]; });
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      const std::size_t starts = std::min(kLocalSearchStarts, order.size());
+      std::partial_sort(order.begin(), order.begin() + static_cast<long>(starts), order.end(),
+                        [&](auto a, auto b) { return pool_scores[a] > pool_scores[b]; });
       Configuration best = pool[order[0]];
-      double best_score = scores[order[0]];
-      for (std::size_t s = 0; s < std::min(kLocalSearchStarts, order.size()); ++s) {
+      double best_score = pool_scores[order[0]];
+      for (std::size_t s = 0; s < starts; ++s) {
         Configuration current = pool[order[s]];
-        double current_score = scores[order[s]];
+        double current_score = pool_scores[order[s]];
         for (std::size_t step = 0; step < kLocalSearchSteps; ++step) {
           std::vector<Configuration> neighbours;
           for (auto& nb : space.neighbours(current, rng)) {
@@ -424,59 +955,74 @@ class BayesianOptimization final : public ModelBasedStrategy {
       }
       chosen.insert(space.key(best));
       if (k == 0) diagnostics_["acquisition"] = best_score;
-      if (k + 1 < n) {
-        const auto prediction = gp_.predict(rows_to_matrix({encode(state, best)}, dim));
-        gp_.add_observation(encode(state, best), prediction.mean[0]);
-      }
+      if (k + 1 < n) fantasise(best);
       out.push_back(std::move(best));
     }
     gp_.truncate(gp_rows_);
     return out;
   }
 
-  static double normal_quantile(double p) {
-    // bisection on Phi
-    double lo = -10, hi = 10;
-    for (int it = 0; it < 80; ++it) {
-      const double mid = 0.5 * (lo + hi);
-      if (surrogates::normal_cdf(mid) < p) lo = mid; else hi = mid;
-    }
-    return 0.5 * (lo + hi);
-  }
-  bool copula_ = false;
-  std::size_t refit_below_ = kAlwaysRefitBelow;
+  // ---- configuration
+  std::string name_;
+  TransferMode mode_;
   std::uint64_t seed_ = 0;
   std::size_t initial_design_ = 0;
   std::size_t refit_every_ = kDefaultRefitEvery;
+  std::size_t refit_below_ = kAlwaysRefitBelow;
   std::size_t candidate_samples_ = kDefaultCandidateSamples;
+  std::size_t prior_best_count_ = 0;
+  std::size_t local_every_ = kDefaultLocalEvery;
+  std::size_t local_radius_ = kDefaultLocalRadius;
+  bool copula_ = true;
+  std::optional<double> short_start_;
   surrogates::AcquisitionOptions acquisition_;
   surrogates::GpFitOptions fit_options_;
+  surrogates::RgpeOptions rgpe_options_;
+  surrogates::SourceModelOptions source_options_;
 
-  // The model, kept between calls: refitted on a schedule, extended in between.
+  // ---- the target model, kept between calls: refitted on a schedule, conditioned in between
   bool log_ = true;
   surrogates::ObjectiveTransform transform_;
+  TargetData target_;
   GaussianProcess gp_;
   std::size_t gp_rows_ = 0;
   std::size_t fitted_at_ = 0;
   std::optional<surrogates::GpHyperparameters> hyperparameters_;
-  double best_z_ = 0.0;
+  std::optional<surrogates::GpHyperparameters> default_hyperparameters_;
   std::optional<surrogates::FeasibilityModel> feasibility_;
   std::optional<surrogates::Covariance> feasibility_covariance_;
-
   std::vector<std::size_t> active_;  // encoded columns the model sees
 
-  // The candidate set and the posterior over it, updated incrementally.
+  // ---- transfer: the priors as model data, their fitted models (shared through the cache)
+  const std::vector<Prior>* prepared_from_ = nullptr;
+  std::size_t prepared_size_ = 0;
+  TaskFeatureScaling features_;
+  std::vector<double> study_features_;
+  std::vector<surrogates::SourceData> sources_;
+  std::vector<std::vector<double>> source_sorted_;  // each source's model values, ascending
+  std::unordered_set<std::string> prior_failed_;    // keys that failed on some prior
+  std::vector<std::shared_ptr<const surrogates::SourceModel>> source_models_;  // rgpe
+  surrogates::StackedPrior stack_;                                             // stacked
+  std::vector<double> weights_;  // rgpe: sources..., target
+  double stack_offset_ = 0.0;    // stacked: the study's values ~ offset + scale * stack mean
+  double stack_scale_ = 1.0;
+  nlohmann::json prior_models_json_ = nlohmann::json::array();
+  std::vector<Configuration> prior_best_list_;
+
+  // ---- the candidate set, the target posterior over it, and the sources' predictions there
   const std::vector<Configuration>* candidates_seen_ = nullptr;
   Matrix candidate_matrix_;
   std::unique_ptr<surrogates::CandidatePosterior> posterior_;
+  std::vector<std::shared_ptr<const Prediction>> candidate_sources_;
 
   nlohmann::json diagnostics_ = nlohmann::json::object();
 };
 
 }  // namespace
 
-std::unique_ptr<SearchStrategy> make_bayesian_optimization(const StrategyOptions& options) {
-  return std::make_unique<BayesianOptimization>(options);
+std::unique_ptr<SearchStrategy> make_bayesian_optimization(const StrategyOptions& options,
+                                                           TransferMode mode, std::string name) {
+  return std::make_unique<BayesianOptimization>(options, mode, std::move(name));
 }
 
 }  // namespace tunebase

@@ -1,8 +1,12 @@
 // Bayesian optimisation: a space-filling start, then a GP surrogate and an acquisition
-// function maximised over the valid configurations.
+// function maximised over the valid configurations. With priors (measurements of the same
+// kernel on other machines or inputs) the surrogate is a transfer model instead and there is no
+// space-filling start: the first proposal already comes from what the priors know.
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "tuner/strategy.h"
@@ -16,18 +20,38 @@ struct Forecast {
   double upper = 0.0;  ///< 84th percentile
   double std = 0.0;    ///< standard deviation in model space (log units for log-transformed)
   double probability_feasible = 1.0;
+  /// Predicted from priors alone: the study has no successful observation yet (zero-shot).
+  bool from_priors = false;
 };
 
-/// Options (JSON, all optional): initial_design (int), acquisition ("log_ei", "ei", "pi",
-/// "lcb"), kappa, refit_every (int), covariance ("matern52", "squared_exponential"),
-/// candidate_samples (for spaces that are not enumerated), seed.
-std::unique_ptr<SearchStrategy> make_bayesian_optimization(const StrategyOptions& options);
+/// How a model-based strategy uses priors.
+enum class TransferMode {
+  none,     ///< plain `bo`: priors are ignored
+  stacked,  ///< stacked residual GPs (Vizier)
+  rgpe,     ///< ranking-weighted ensemble of per-source GPs (RGPE)
+};
+
+/// Options (JSON, all optional): initial_design (int, default 5), acquisition ("log_ei", "ei",
+/// "pi", "lcb"), kappa, refit_every (int), refit_below (int), covariance ("matern52",
+/// "squared_exponential"), output ("copula", the default, or "log": how objective values
+/// become model values), lengthscale_location (mode of the log-lengthscale prior; default the
+/// GP module's dimension-scaled one), short_start (log lengthscale of an extra optimiser start
+/// at every refit, default 0; null: none), local_every / local_radius (every local_every-th
+/// proposal stays within local_radius encoded coordinates of the best configuration; 0: never;
+/// defaults 2 and 1), candidate_samples (spaces that are not enumerated), seed. Transfer:
+/// rgpe_samples, prior_points (subsample size of a prior, default 384), prior_best_fraction
+/// (share of it given to the prior's best), prior_best (prior-best: how many of the priors'
+/// best configurations to try first, default 10).
+std::unique_ptr<SearchStrategy> make_bayesian_optimization(const StrategyOptions& options,
+                                                           TransferMode mode = TransferMode::none,
+                                                           std::string name = "bo");
 
 /// Strategies that carry a model can forecast configurations; others return nothing.
 class ModelBasedStrategy : public SearchStrategy {
  public:
   /// Forecasts for `configs` from the model fitted on `state` (fitted now if needed). Empty
-  /// when there is not yet enough data for a model.
+  /// when there is not yet enough data for a model. With priors in `state` (and a transfer
+  /// strategy) this works with no observation at all: the forecasts are then from_priors.
   virtual std::vector<Forecast> forecast(const TuningState& state,
                                          const std::vector<Configuration>& configs) = 0;
 };

@@ -8,6 +8,9 @@ namespace tunebase {
 
 Session::Session(SearchSpace space, SessionOptions options)
     : space_(std::move(space)), options_(std::move(options)) {
+  priors_ = std::move(options_.priors);
+  options_.priors.clear();
+  if (options_.strategy == "auto") options_.strategy = default_strategy(!priors_.empty());
   auto strategy_options = options_.strategy_options;
   if (!strategy_options.is_object()) strategy_options = nlohmann::json::object();
   if (!strategy_options.contains("seed")) strategy_options["seed"] = options_.seed;
@@ -34,6 +37,8 @@ Session::Session(SearchSpace space, SessionOptions options)
     state_.candidate_index = &candidate_index_;
   }
   state_.space = &space_;
+  if (!priors_.empty()) state_.priors = &priors_;
+  state_.task_features = options_.task_features;
   state_.minimize = options_.minimize;
   state_.budget = options_.budget;
 }
@@ -109,6 +114,12 @@ std::optional<Observation> Session::best() const {
     if (better) best = o;
   }
   return best;
+}
+
+std::vector<Forecast> Session::forecast(const std::vector<Configuration>& configs) {
+  auto* model = dynamic_cast<ModelBasedStrategy*>(strategy_.get());
+  if (!model) return {};
+  return model->forecast(state_, configs);
 }
 
 bool Session::exhausted() const {

@@ -11,6 +11,8 @@
 
 #include "core/space.h"
 #include "core/trial.h"
+#include "tuner/bo.h"
+#include "tuner/prior.h"
 #include "tuner/strategy.h"
 
 namespace tunebase {
@@ -24,6 +26,11 @@ struct SessionOptions {
   /// Restrict proposals to these configurations (simulation mode on a measured file). When
   /// empty, the candidates are the enumerated valid set if the space is enumerable.
   std::vector<Configuration> candidates;
+  /// Measurements of the same kernel elsewhere (other machines, other inputs), used by the
+  /// transfer strategies; a strategy of "auto" becomes default_strategy(!priors.empty()).
+  std::vector<Prior> priors;
+  /// Task features of this study, matched with those of the priors.
+  nlohmann::json task_features = nlohmann::json::object();
 };
 
 /// Ask/tell tuning of one study. propose() returns configurations that are valid, never
@@ -67,6 +74,11 @@ class Session {
   nlohmann::json diagnostics() const { return strategy_->diagnostics(); }
   /// Wall time of the last propose() call, milliseconds.
   double last_propose_ms() const { return last_propose_ms_; }
+  /// The strategy's forecasts for `configs` (empty when it carries no model or has too little
+  /// data). With priors and a transfer strategy this works before any observation: the
+  /// forecasts are then marked from_priors (zero-shot).
+  std::vector<Forecast> forecast(const std::vector<Configuration>& configs);
+  const std::vector<Prior>& priors() const { return priors_; }
 
  private:
   SearchSpace space_;
@@ -75,6 +87,7 @@ class Session {
   std::vector<Configuration> candidates_;
   std::vector<double> encoded_candidates_;
   std::unordered_map<std::string, std::size_t> candidate_index_;
+  std::vector<Prior> priors_;
   TuningState state_;
   double last_propose_ms_ = 0.0;
 };

@@ -267,7 +267,9 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
   return out;
 }
 
-std::vector<std::string> strategy_names() { return {"random", "lhs", "exhaustive", "ga", "bo"}; }
+std::vector<std::string> strategy_names() {
+  return {"random", "lhs", "exhaustive", "ga", "bo", "bo-transfer", "rgpe", "stacked", "prior-best"};
+}
 
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
                                               const StrategyOptions& options) {
@@ -277,6 +279,11 @@ std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
   if (name == "lhs") return std::make_unique<LatinHypercube>(seed);
   if (name == "ga") return std::make_unique<GeneticSearch>();
   if (name == "bo") return make_bayesian_optimization(options);
+  // Transfer strategies; without priors in the state they are plain bo.
+  if (name == "bo-transfer") return make_bayesian_optimization(options, TransferMode::rgpe, name);
+  if (name == "rgpe") return make_bayesian_optimization(options, TransferMode::rgpe, name);
+  if (name == "stacked") return make_bayesian_optimization(options, TransferMode::stacked, name);
+  if (name == "prior-best") return make_bayesian_optimization(options, TransferMode::none, name);
   std::string known;
   for (const auto& n : strategy_names()) known += (known.empty() ? "" : ", ") + n;
   throw InvalidInput("unknown strategy '" + name + "'; known strategies: " + known);

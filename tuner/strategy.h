@@ -11,6 +11,7 @@
 
 #include "core/space.h"
 #include "core/trial.h"
+#include "tuner/prior.h"
 
 namespace tunebase {
 
@@ -36,6 +37,14 @@ struct TuningState {
   std::size_t budget = 100;
   /// Configurations to try first (e.g. the best of prior machines), in order.
   std::vector<Configuration> warm_start;
+  /// Measurements of the same kernel on other machines or inputs, for transfer strategies
+  /// (`bo-transfer`, `rgpe`, `stacked`, `prior-best`); others ignore them. Null: none.
+  const std::vector<Prior>* priors = nullptr;
+  /// Task features of this study ({"n": 4096, ...}; numbers are used), matched with the
+  /// priors' task_features so that measurements on other inputs inform this one.
+  nlohmann::json task_features = nlohmann::json::object();
+
+  bool has_priors() const { return priors != nullptr && !priors->empty(); }
 
   bool is_taken(const Configuration& c) const { return taken.count(space->key(c)) > 0; }
   /// Whether `c` may be proposed at all: in the candidate set when there is one, otherwise
@@ -63,8 +72,9 @@ class SearchStrategy {
 /// use them.
 using StrategyOptions = nlohmann::json;
 
-/// Creates a strategy by name: random, lhs, exhaustive, ga, bo. Throws InvalidInput listing
-/// the known names for an unknown one.
+/// Creates a strategy by name: random, lhs, exhaustive, ga, bo, and the transfer strategies
+/// bo-transfer, rgpe, stacked, prior-best (which behave as bo when a study has no priors).
+/// Throws InvalidInput listing the known names for an unknown one.
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
                                               const StrategyOptions& options = {});
 std::vector<std::string> strategy_names();

@@ -96,7 +96,9 @@ TEST_P(EveryStrategy, RestoredSessionProposesLikeTheOriginal) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategy,
-                         ::testing::Values("random", "lhs", "exhaustive", "ga", "bo"));
+                         ::testing::Values("random", "lhs", "exhaustive", "ga", "bo",
+                                           // without priors, the transfer strategies are bo
+                                           "bo-transfer", "rgpe", "stacked", "prior-best"));
 
 TEST(Strategies, UnknownNameListsTheKnownOnes) {
   try {
@@ -123,7 +125,9 @@ TEST(Strategies, ExplicitCandidatesRestrictProposals) {
 
 TEST(Strategies, ObservingTwiceIsAConflictAndInvalidIsRejected) {
   auto space = test_space();
-  Session session(space, SessionOptions{.strategy = "random"});
+  SessionOptions opts;
+  opts.strategy = "random";
+  Session session(space, opts);
   auto c = session.propose(1).front();
   session.observe(c, Measurement::success(1.0));
   EXPECT_THROW(session.observe(c, Measurement::success(1.0)), Conflict);
@@ -148,7 +152,10 @@ TEST(Strategies, GaImprovesOnRandomOnASmoothObjective) {
   double ga_total = 0, random_total = 0;
   for (std::uint64_t seed = 0; seed < 10; ++seed) {
     for (const char* name : {"ga", "random"}) {
-      Session s(space, SessionOptions{.strategy = name, .seed = seed});
+      SessionOptions opts;
+      opts.strategy = name;
+      opts.seed = seed;
+      Session s(space, opts);
       for (int i = 0; i < 60; ++i) {
         for (const auto& c : s.propose(1)) s.observe(c, Measurement::success(bowl(c)));
       }

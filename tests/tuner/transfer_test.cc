@@ -1,0 +1,253 @@
+// Transfer strategies on small synthetic spaces: priors steer the first proposals, misleading
+// priors fade, fitted prior models are reused.
+#include "surrogates/transfer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "tuner/prior.h"
+#include "tuner/session.h"
+
+namespace tunebase {
+namespace {
+
+// 12 x 10 x 2 = 240 configurations, 4 of them excluded by a constraint.
+SearchSpace space() {
+  return SearchSpace::from_json(nlohmann::json::parse(R"({
+    "parameters": [
+      {"name": "a", "type": "integer", "low": 0, "high": 11},
+      {"name": "b", "type": "integer", "low": 0, "high": 9},
+      {"name": "c", "type": "categorical", "values": ["x", "y"]}
+    ],
+    "constraints": ["a + b < 20"]
+  })"));
+}
+
+// A smooth time-like objective with its minimum at a = 8, b = 3, c = y; `shift` moves the
+// minimum along a (other tasks).
+double objective(const Configuration& c, double shift = 0.0) {
+  const double a = as_double(c[0]) - 8.0 - shift;
+  const double b = as_double(c[1]) - 3.0;
+  const double penalty = std::get<std::string>(c[2]) == "y" ? 0.0 : 0.3;
+  return 1.0 + 0.05 * a * a + 0.01 * a + 0.08 * b * b + penalty;
+}
+
+Prior make_prior(const SearchSpace& s, const std::string& source, double (*f)(const Configuration&),
+                 nlohmann::json features = nlohmann::json::object()) {
+  Prior p;
+  p.source = source;
+  p.task_features = std::move(features);
+  for (const auto& c : s.valid_configurations())
+    p.observations.push_back({c, Measurement::success(f(c))});
+  return p;
+}
+
+double same(const Configuration& c) { return objective(c); }
+// Ranking reversed: the target's best is this prior's worst.
+double reversed(const Configuration& c) { return 10.0 - objective(c); }
+
+std::vector<Configuration> ranked_by_target(const SearchSpace& s) {
+  auto all = s.valid_configurations();
+  std::sort(all.begin(), all.end(),
+            [](const auto& x, const auto& y) { return objective(x) < objective(y); });
+  return all;
+}
+
+class TransferStrategy : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TransferStrategy, PriorIdenticalToTheTargetGivesTheTargetsBestFirst) {
+  const auto s = space();
+  SessionOptions options;
+  options.strategy = GetParam();
+  options.seed = 5;
+  options.priors.push_back(make_prior(s, "twin", same));
+  Session session(s, options);
+  const auto ranked = ranked_by_target(s);
+  const auto first = session.propose(1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(s.key(first[0]), s.key(ranked[0])) << "zero-shot proposal is not the optimum";
+  session.observe(first[0], Measurement::success(objective(first[0])));
+  // The next proposals stay among the target's ten best.
+  std::set<std::string> top;
+  for (std::size_t i = 0; i < 10; ++i) top.insert(s.key(ranked[i]));
+  for (int k = 0; k < 3; ++k) {
+    const auto next = session.propose(1);
+    ASSERT_EQ(next.size(), 1u);
+    EXPECT_TRUE(top.count(s.key(next[0]))) << "proposal " << k + 2 << " " << s.key(next[0]);
+    session.observe(next[0], Measurement::success(objective(next[0])));
+  }
+}
+
+TEST_P(TransferStrategy, NeverRepeatsNorLeavesTheCandidatesWithPriors) {
+  const auto s = space();
+  SessionOptions options;
+  options.strategy = GetParam();
+  options.seed = 11;
+  options.priors.push_back(make_prior(s, "reversed", reversed));
+  const auto& all = s.valid_configurations();
+  options.candidates.assign(all.begin(), all.begin() + 60);
+  std::set<std::string> allowed;
+  for (const auto& c : options.candidates) allowed.insert(s.key(c));
+  Session session(s, options);
+  std::set<std::string> seen;
+  while (!session.exhausted()) {
+    const auto batch = session.propose(1 + seen.size() % 3);
+    ASSERT_FALSE(batch.empty());
+    for (const auto& c : batch) {
+      ASSERT_TRUE(allowed.count(s.key(c)));
+      ASSERT_TRUE(seen.insert(s.key(c)).second) << "repeated " << s.key(c);
+      if (seen.size() % 7 == 0) {
+        session.observe(c, Measurement::failure(TrialStatus::failed, "test failure"));
+      } else {
+        session.observe(c, Measurement::success(objective(c)));
+      }
+    }
+  }
+  EXPECT_EQ(seen.size(), 60u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transfer, TransferStrategy,
+                         ::testing::Values("bo-transfer", "rgpe", "stacked"));
+
+TEST(Rgpe, WeightOfAReversedPriorFallsTowardsZero) {
+  const auto s = space();
+  SessionOptions options;
+  options.strategy = "rgpe";
+  options.seed = 2;
+  options.priors.push_back(make_prior(s, "reversed", reversed));
+  Session session(s, options);
+  double first_weight = -1.0;
+  double last_weight = -1.0;
+  for (int i = 0; i < 12; ++i) {
+    const auto c = session.propose(1).at(0);
+    const auto d = session.diagnostics();
+    ASSERT_TRUE(d.contains("rgpe_weights")) << d.dump();
+    if (first_weight < 0) first_weight = d["rgpe_weights"]["reversed"].get<double>();
+    last_weight = d["rgpe_weights"]["reversed"].get<double>();
+    session.observe(c, Measurement::success(objective(c)));
+  }
+  EXPECT_DOUBLE_EQ(first_weight, 1.0);  // nothing to rank yet: the prior is all there is
+  EXPECT_LT(last_weight, 0.1);
+}
+
+TEST(PriorModels, AreFittedOncePerPriorNotPerProposalOrSession) {
+  auto& cache = surrogates::SourceModelCache::process_cache();
+  const auto s = space();
+  SessionOptions options;
+  options.strategy = "rgpe";
+  // A prior no other test uses (the cache is process-wide).
+  options.priors.push_back(make_prior(
+      s, "cached", [](const Configuration& c) { return objective(c) + 0.01 * as_double(c[1]); }));
+  options.priors.push_back(make_prior(
+      s, "cached-2", [](const Configuration& c) { return objective(c) + 0.02 * as_double(c[0]); }));
+  const std::size_t fits_before = cache.fit_count();
+  {
+    Session session(s, options);
+    for (int i = 0; i < 8; ++i) {
+      const auto c = session.propose(1).at(0);
+      session.observe(c, Measurement::success(objective(c)));
+    }
+  }
+  EXPECT_EQ(cache.fit_count(), fits_before + 2) << "one fit per prior";
+  const std::size_t hits_before = cache.hit_count();
+  options.seed = 99;
+  Session again(s, options);
+  for (int i = 0; i < 4; ++i) {
+    const auto c = again.propose(1).at(0);
+    again.observe(c, Measurement::success(objective(c)));
+  }
+  EXPECT_EQ(cache.fit_count(), fits_before + 2) << "a second session refitted the priors";
+  EXPECT_EQ(cache.hit_count(), hits_before + 2);
+}
+
+TEST(PriorBest, TriesThePriorsBestConfigurationsFirst) {
+  const auto s = space();
+  SessionOptions options;
+  options.strategy = "prior-best";
+  options.priors.push_back(make_prior(s, "twin", same));
+  Session session(s, options);
+  const auto ranked = ranked_by_target(s);
+  const auto batch = session.propose(3);
+  ASSERT_EQ(batch.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(s.key(batch[i]), s.key(ranked[i]));
+  EXPECT_EQ(best_prior_configurations(session.priors(), s, 2).size(), 2u);
+}
+
+TEST(ZeroShot, ForecastsComeFromThePriorsAndAreMarkedSo) {
+  const auto s = space();
+  SessionOptions options;
+  options.strategy = "auto";  // bo-transfer, since there are priors
+  options.priors.push_back(make_prior(s, "twin", same));
+  Session session(s, options);
+  EXPECT_EQ(session.options().strategy, "bo-transfer");
+  const auto ranked = ranked_by_target(s);
+  const auto f = session.forecast({ranked.front(), ranked.back()});
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_TRUE(f[0].from_priors);
+  // In the prior's units: the best is predicted near its measured time, far below the worst.
+  EXPECT_NEAR(f[0].mean, objective(ranked.front()), 0.1);
+  EXPECT_GT(f[1].mean, 2.0 * f[0].mean);
+  // Once the study has measured something, forecasts are its own.
+  const auto c = session.propose(1).at(0);
+  session.observe(c, Measurement::success(objective(c)));
+  EXPECT_FALSE(session.forecast({ranked.front()}).at(0).from_priors);
+  // Without priors, plain bo has nothing to say yet.
+  Session plain(s, SessionOptions{});
+  EXPECT_TRUE(plain.forecast({ranked.front()}).empty());
+}
+
+TEST(TaskFeatures, PriorsOnOtherInputsPredictTheOptimumOfANewInput) {
+  const auto s = space();
+  SessionOptions options;
+  options.strategy = "stacked";
+  // One machine measured inputs n = 1, 2, 4 (optimum at a = 6, 7, 9); the study tunes n = 3,
+  // whose optimum a = 8 none of them measured.
+  for (double n : {1.0, 2.0, 4.0}) {
+    Prior p;
+    p.source = "same machine";
+    p.task_features = {{"n", n}};
+    for (const auto& c : s.valid_configurations()) {
+      p.observations.push_back({c, Measurement::success(objective(c, n - 3.0))});
+    }
+    options.priors.push_back(std::move(p));
+  }
+  options.task_features = {{"n", 3.0}};
+  Session session(s, options);
+  const auto first = session.propose(1).at(0);
+  EXPECT_EQ(std::get<std::int64_t>(first[0]), 8) << s.key(first);
+  EXPECT_EQ(std::get<std::int64_t>(first[1]), 3) << s.key(first);
+}
+
+TEST(Priors, FromADatasetMatchByNameAndSkipWhatTheSpaceLacks) {
+  const auto s = space();
+  MeasuredDataset d;
+  d.device_name = "GPU X";
+  d.problem_size = nlohmann::json::array({4096, 2048});
+  d.space = SearchSpace::from_json(nlohmann::json::parse(R"({
+    "parameters": [
+      {"name": "c", "type": "categorical", "values": ["x", "y", "z"]},
+      {"name": "b", "type": "integer", "low": 0, "high": 9},
+      {"name": "a", "type": "integer", "low": 0, "high": 11}
+    ]})"));
+  d.entries.push_back(
+      {{std::string("y"), std::int64_t{3}, std::int64_t{8}}, Measurement::success(1.0)});
+  d.entries.push_back(
+      {{std::string("z"), std::int64_t{3}, std::int64_t{8}}, Measurement::success(2.0)});
+  d.entries.push_back(
+      {{std::string("x"), std::int64_t{9}, std::int64_t{11}}, Measurement::success(3.0)});
+  const Prior p = prior_from_dataset(d, s);
+  EXPECT_EQ(p.source, "GPU X");
+  ASSERT_EQ(p.observations.size(),
+            1u);  // "z" is not in the space, a + b = 20 breaks the constraint
+  EXPECT_EQ(s.key(p.observations[0].config), "8,3,y");
+  EXPECT_EQ(p.task_features["problem_size_0"], 4096);
+  EXPECT_EQ(p.task_features["problem_size_1"], 2048);
+  EXPECT_EQ(default_strategy(true), "bo-transfer");
+  EXPECT_EQ(default_strategy(false), "bo");
+}
+
+}  // namespace
+}  // namespace tunebase

@@ -1,0 +1,55 @@
+// Priors: measurements of the same kernel on other machines or other inputs, which transfer
+// strategies learn from before (and while) the study measures anything itself.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/measurements.h"
+#include "core/space.h"
+#include "core/trial.h"
+
+namespace tunebase {
+
+/// One source of prior measurements: a machine (and task) other than the study's.
+struct Prior {
+  /// Who measured it, as shown to users (a machine or file name). Priors with the same source
+  /// are modelled together; when their task_features differ, those features become inputs of
+  /// the model, so it can predict for the study's own task.
+  std::string source;
+  /// Numbers describing the input measured ({"n": 4096, "nnz": 1.2e6}); may be empty.
+  nlohmann::json task_features = nlohmann::json::object();
+  /// The measurements, failures included, with configurations of the study's space.
+  std::vector<Observation> observations;
+  /// Whether lower objective values are better (as for the study; times: true).
+  bool minimize = true;
+
+  std::size_t ok_count() const;
+};
+
+/// A prior from a measured dataset (Kernel Tuner cache or T4 file) for a study on `space`:
+/// configurations are matched by parameter name; entries that are not valid in `space` are
+/// left out. The task features are the file's problem size ({"problem_size_0": 4096, ...})
+/// when it records one. `source` defaults to the file's device name.
+Prior prior_from_dataset(const MeasuredDataset& dataset, const SearchSpace& space,
+                         std::string source = {});
+/// read_measurements(path), then prior_from_dataset; the source is the device name, or the
+/// file name when the file names no device.
+Prior load_prior(const std::string& path, const SearchSpace& space);
+
+/// Task features from a task description: every number in it, nested keys joined by '_' and
+/// arrays indexed ({"problem_size": [4096, 2048]} -> {"problem_size_0": 4096,
+/// "problem_size_1": 2048}).
+nlohmann::json numeric_task_features(const nlohmann::json& description);
+
+/// Up to `count` distinct configurations, the best of each prior taken in turn (its best, then
+/// the next source's best, ...): the `prior-best` baseline.
+std::vector<Configuration> best_prior_configurations(const std::vector<Prior>& priors,
+                                                     const SearchSpace& space, std::size_t count);
+
+/// The strategy a study should use: `bo-transfer` when it has priors, else `bo`.
+std::string default_strategy(bool has_priors);
+
+}  // namespace tunebase
