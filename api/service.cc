@@ -6,6 +6,7 @@
 
 #include "api/errors.h"
 #include "api/json_reader.h"
+#include "api/priors.h"
 #include "core/measurements.h"
 #include "tuner/strategy.h"
 
@@ -252,6 +253,7 @@ void Service::add_routes() {
          {"strategy_options", kAnyObject},
          {"budget", {{"type", "integer"}, {"minimum", 1}}},
          {"transfer", kBoolean},
+         {"prior_machines", {{"type", "array"}, {"items", kString}}},
          {"seed", {{"type", "integer"}, {"minimum", 0}}}},
         {"kernel", "machine"});
     r.success_status = 201;
@@ -300,7 +302,8 @@ void Service::add_routes() {
                        {"done", kBoolean},
                        {"reason", kString},
                        {"retry_after_seconds", kNumber},
-                       {"propose_seconds", kNumber}});
+                       {"propose_seconds", kNumber},
+                       {"model", kAnyObject}});
   }
   {
     auto& r = route("GET", "/v1/trials/{id}", "getTrial", "One trial", Access::read,
@@ -569,12 +572,22 @@ Response Service::create_study(Request& request) {
   study.objective = r.optional_string("objective").value_or("time");
   study.direction = db::direction_from_string(
       r.optional_choice("direction", {"minimize", "maximize"}).value_or("minimize"));
-  study.strategy = r.optional_choice("strategy", strategy_names()).value_or("bo");
+  const auto strategy = r.optional_choice("strategy", strategy_names());
   const auto* strategy_options = r.optional_object("strategy_options");
   study.budget = r.optional_integer("budget", 1, kMaxBudget);
   const bool transfer = r.optional_bool("transfer").value_or(true);
+  const auto* prior_machines = r.optional_array("prior_machines");
   const auto seed = r.optional_integer("seed", 0);
   r.finish();
+  if (prior_machines) {
+    for (std::size_t i = 0; i < prior_machines->size(); ++i) {
+      if (!(*prior_machines)[i].is_string()) {
+        throw FieldError("prior_machines[" + std::to_string(i) + "]",
+                         "\"prior_machines\" must list machine names (strings), got " +
+                             (*prior_machines)[i].dump());
+      }
+    }
+  }
 
   // The space: given, or the latest version of a known kernel.
   std::optional<SearchSpace> space;
@@ -593,7 +606,7 @@ Response Service::create_study(Request& request) {
     return 0;
   });
   const nlohmann::json options = strategy_options ? *strategy_options : nlohmann::json::object();
-  in_field("strategy_options", [&] { return make_strategy(study.strategy, options); });
+  in_field("strategy_options", [&] { return make_strategy(strategy.value_or("bo"), options); });
 
   if (!study.name.empty() && store_.find_study(study.name)) {
     throw Conflict("a study named \"" + study.name + "\" exists already; choose another name");
@@ -616,7 +629,24 @@ Response Service::create_study(Request& request) {
                  db::format_timestamp(std::chrono::system_clock::now());
   }
   study.settings = {{"transfer", transfer}, {"strategy_options", options}};
+  if (prior_machines) study.settings["prior_machines"] = *prior_machines;
   if (seed) study.settings["seed"] = *seed;
+  if (strategy) {
+    study.strategy = *strategy;
+  } else {
+    // Unless chosen, the strategy follows what there is to learn from: bo-transfer when other
+    // machines or tasks measured this kernel version (and transfer is on), else bo.
+    db::StudyRecord would_be;
+    would_be.kernel_id = kernel.id;
+    would_be.kernel_name = kernel.name;
+    would_be.kernel_version = kernel.version;
+    would_be.machine_id = machine->id;
+    would_be.task_id = task_record.id;
+    would_be.objective = study.objective;
+    would_be.direction = study.direction;
+    would_be.settings = study.settings;
+    study.strategy = default_strategy(!study_priors(store_, would_be, *space).empty());
+  }
   const auto created = store_.create_study(study);
   return Response::json(study_json(created, true), 201);
 }
@@ -679,7 +709,8 @@ Response Service::suggest(Request& request) {
   nlohmann::json j{{"study_id", id.value},
                    {"suggestions", list},
                    {"done", result.done},
-                   {"propose_seconds", result.propose_seconds}};
+                   {"propose_seconds", result.propose_seconds},
+                   {"model", result.model}};
   if (!result.reason.empty()) j["reason"] = result.reason;
   // Leases held by other clients may expire and be proposed again: ask again later.
   if (result.leases.empty() && !result.done) j["retry_after_seconds"] = 1.0;
@@ -812,7 +843,7 @@ Response Service::best(Request& request) {
   }
   // Nothing measured here: a prediction from other machines' measurements needs a model fit.
   if (request.running_on != Runs::compute) return Response::compute_needed();
-  const auto predicted = studies_.predict_best(kernel, machine->id, direction, objective);
+  const auto predicted = studies_.predict_best(kernel, machine->id, task, direction, objective);
   if (!predicted) {
     throw NotFound("nothing measured for kernel \"" + kernel + "\" on machine \"" + machine_name +
                    "\"" + (task ? " (task " + std::to_string(task->value) + ")" : "") +
@@ -831,7 +862,8 @@ Response Service::best(Request& request) {
                        {{"trials", predicted->trials},
                         {"machines", predicted->machines},
                         {"kernel_version", predicted->kernel_version},
-                        {"model", "GP over the pooled results of other machines"}}}}),
+                        {"model", predicted->model},
+                        {"weights", predicted->weights}}}}),
       kPredictedBestTtl);
 }
 

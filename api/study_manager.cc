@@ -26,12 +26,16 @@ constexpr auto kLeaseSlack = std::chrono::milliseconds(10);
 // datasets) use a random subset, seeded by the study id.
 constexpr std::size_t kMaxModelObservations = 1000;
 
-// Predicting the best configuration of a kernel scores at most this many candidates (the
-// enumerated valid set when it is smaller, else a uniform sample of kSampledPredictionCandidates).
-constexpr std::size_t kMaxPredictionCandidates = 200000;
-constexpr std::size_t kSampledPredictionCandidates = 20000;
-// A predicted best must be more likely to run than to fail.
-constexpr double kMinFeasibility = 0.5;
+
+// What a session's strategy did last, for clients: strategy, phase, priors and their weights.
+nlohmann::json model_summary(const Session& session) {
+  const auto d = session.diagnostics();
+  nlohmann::json out{{"strategy", d.value("strategy", std::string())},
+                     {"priors", session.priors().size()}};
+  if (d.contains("phase")) out["phase"] = d["phase"];
+  if (d.contains("rgpe_weights")) out["weights"] = d["rgpe_weights"];
+  return out;
+}
 
 Clock::duration seconds_to_duration(double seconds) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -70,7 +74,7 @@ struct StudyManager::Entry {
   std::vector<Event> inbox;
 };
 
-StudyManager::StudyManager(db::Store& store) : store_(store) {}
+StudyManager::StudyManager(db::Store& store) : store_(store) { load_fitted_models(store_); }
 StudyManager::~StudyManager() = default;
 
 std::shared_ptr<StudyManager::Entry> StudyManager::find_loaded(db::StudyId study) const {
@@ -122,6 +126,12 @@ void StudyManager::ensure_session(Entry& entry) {
   options.budget =
       record.budget ? static_cast<std::size_t>(*record.budget) : kUnlimitedBudgetDesign;
   options.minimize = record.direction == db::Direction::minimize;
+  options.priors = study_priors(store_, record, *entry.space);
+  options.task_features = task_features_of(store_.get_task(record.task_id));
+  if (!options.priors.empty()) {
+    spdlog::info("study {}: {} priors from other machines and tasks", record.id.value,
+                 options.priors.size());
+  }
   auto session = std::make_unique<Session>(*entry.space, options);
 
   std::vector<Observation> finished;
@@ -235,6 +245,8 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
   auto configs = session.propose(allowed);
   out.propose_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  save_fitted_models(store_);
+  out.model = model_summary(session);
   if (configs.size() < allowed) {
     if (session.exhausted()) {
       out.done = configs.empty() && session.pending_count() == 0;
@@ -438,6 +450,11 @@ std::vector<Forecast> StudyManager::predict(db::StudyId study,
   if (entry->record.status == db::StudyStatus::active) {
     ensure_session(*entry);
     take_in_events(*entry);
+    // The study's own model: with priors it forecasts before any observation (zero-shot).
+    if (auto forecasts = entry->session->forecast(configs); !forecasts.empty()) {
+      save_fitted_models(store_);
+      return forecasts;
+    }
     observations = entry->session->observations();
   } else {
     for (const auto& t : store_.trials(study)) {
@@ -467,66 +484,14 @@ std::vector<Forecast> StudyManager::predict(db::StudyId study,
   return model->forecast(state, configs);
 }
 
-std::optional<StudyManager::PredictedBest> StudyManager::predict_best(
-    const std::string& kernel_name, db::MachineId machine, db::Direction direction,
-    const std::string& objective) {
-  const auto kernel = store_.find_kernel(kernel_name);
-  if (!kernel) return std::nullopt;
-  const auto space = SearchSpace::from_json(kernel->space);
-  std::vector<Observation> observations;
-  std::unordered_set<std::int64_t> machines;
-  for (const auto& p : store_.trials_for_kernel(kernel_name, kernel->version, machine)) {
-    if (p.direction != direction || (!objective.empty() && p.objective_name != objective)) continue;
-    try {
-      Measurement m = p.status == TrialStatus::ok
-                          ? Measurement::success(p.objective)
-                          : Measurement::failure(p.status, "measured on another machine");
-      observations.push_back({space.config_from_json(p.config), m});
-      machines.insert(p.machine.value);
-    } catch (const InvalidInput&) {
-      // Not valid in this version's space.
-    }
-  }
-  if (observations.size() > kMaxModelObservations) {
-    Rng rng(kernel->id.value);
-    std::shuffle(observations.begin(), observations.end(), rng);
-    observations.resize(kMaxModelObservations);
-  }
-  // Candidates: every valid configuration when the space can be enumerated, else a sample.
-  std::vector<Configuration> candidates;
-  if (space.enumerable() && space.valid_count().value_or(0) <= kMaxPredictionCandidates) {
-    candidates = space.valid_configurations();
-  } else {
-    Rng rng(kernel->id.value);
-    for (std::size_t i = 0; i < kSampledPredictionCandidates; ++i) {
-      candidates.push_back(space.sample(rng));
-    }
-  }
-  auto strategy = make_strategy("bo", {{"seed", kernel->id.value}});
-  auto* model = dynamic_cast<ModelBasedStrategy*>(strategy.get());
-  if (!model) return std::nullopt;
-  TuningState state;
-  state.space = &space;
-  state.observations = std::move(observations);
-  state.minimize = direction == db::Direction::minimize;
-  const auto forecasts = model->forecast(state, candidates);
-  if (forecasts.empty()) return std::nullopt;
-  // The best predicted objective among configurations more likely to run than to fail.
-  std::optional<std::size_t> best;
-  for (std::size_t i = 0; i < forecasts.size(); ++i) {
-    if (forecasts[i].probability_feasible < kMinFeasibility) continue;
-    const bool better = !best || (state.minimize ? forecasts[i].mean < forecasts[*best].mean
-                                                 : forecasts[i].mean > forecasts[*best].mean);
-    if (better) best = i;
-  }
-  if (!best) return std::nullopt;
-  PredictedBest out;
-  out.config = space.config_to_json(candidates[*best]);
-  out.forecast = forecasts[*best];
-  out.trials = state.observations.size();
-  out.machines = machines.size();
-  out.kernel_version = kernel->version;
-  return out;
+std::optional<PredictedBest> StudyManager::predict_best(const std::string& kernel,
+                                                        db::MachineId machine,
+                                                        std::optional<db::TaskId> task,
+                                                        db::Direction direction,
+                                                        const std::string& objective) {
+  auto predicted = api::predict_best(store_, kernel, machine, task, direction, objective);
+  save_fitted_models(store_);
+  return predicted;
 }
 
 std::size_t StudyManager::expire_leases() {

@@ -15,6 +15,7 @@
 
 #include "core/space.h"
 #include "core/trial.h"
+#include "api/priors.h"
 #include "db/store.h"
 #include "tuner/bo.h"
 
@@ -51,6 +52,9 @@ class StudyManager {
     /// Why fewer than asked for were given (empty when all were).
     std::string reason;
     double propose_seconds = 0.0;
+    /// What proposed them: {"strategy", "phase", "priors" (sources used), "weights" (the
+    /// transfer ensemble's, when it has them)}.
+    nlohmann::json model = nlohmann::json::object();
   };
 
   /// Leases up to `n` configurations to `client_id` for `lease_seconds`. Several clients never
@@ -108,17 +112,11 @@ class StudyManager {
   /// when the study has too few results for a model.
   std::vector<Forecast> predict(db::StudyId study, const std::vector<Configuration>& configs);
 
-  struct PredictedBest {
-    nlohmann::json config;
-    Forecast forecast;
-    std::size_t trials = 0;
-    std::size_t machines = 0;
-    std::string kernel_version;
-  };
-  /// The configuration with the best predicted objective on `machine`, from a GP fitted on the
-  /// pooled results of the kernel's latest version on other machines (a stand-in until the
-  /// transfer model can be asked). None when those machines have too few results.
+  /// The best configuration of `kernel` predicted for `machine` (and `task`) by the transfer
+  /// model on what other machines and tasks measured (api::predict_best); the fitted prior
+  /// models are saved to the store for later processes.
   std::optional<PredictedBest> predict_best(const std::string& kernel, db::MachineId machine,
+                                            std::optional<db::TaskId> task,
                                             db::Direction direction, const std::string& objective);
 
   /// Expires leases that ended (in the Store, and releases them in the sessions, so that their

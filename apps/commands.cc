@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 
+#include "api/priors.h"
 #include "apps/cli.h"
 #include "apps/evaluators.h"
 #include "apps/sweep.h"
@@ -46,8 +47,31 @@ std::string throughput(const nlohmann::json& metrics) {
   return os.str();
 }
 
+// "Tesla V100 0.62, target 0.38": transfer weights for people.
+std::string weights_text(const nlohmann::json& weights) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2);
+  for (const auto& [name, w] : weights.items()) {
+    if (os.tellp() > 0) os << ", ";
+    os << name << " " << w.get<double>();
+  }
+  return os.str();
+}
+
 void print_sweep_summary(const SweepSummary& s) {
-  std::cout << "study:      " << s.study_name << " (id " << s.study.value << ")\n";
+  std::cout << "study:      " << s.study_name << " (id " << s.study.value << ", strategy "
+            << s.strategy << ")\n";
+  if (!s.priors.empty()) {
+    std::cout << "priors:     ";
+    for (std::size_t i = 0; i < s.priors.size(); ++i) {
+      std::cout << (i ? ", " : "") << s.priors[i].first << " (" << s.priors[i].second
+                << " measurements)";
+    }
+    std::cout << "\n";
+    if (s.weights.is_object() && !s.weights.empty()) {
+      std::cout << "weights:    " << weights_text(s.weights) << "\n";
+    }
+  }
   std::cout << "trials:     " << s.total << " stored (" << s.evaluated << " in this run, "
             << s.failed << " failed)" << (s.interrupted ? ", interrupted" : "") << "\n";
   if (!s.best) {
@@ -81,6 +105,36 @@ nlohmann::json trial_json(const db::TrialRecord& t) {
   return j;
 }
 
+void print_predicted_best(const std::string& kernel, const std::string& machine,
+                          const api::PredictedBest& p, bool json) {
+  if (json) {
+    std::cout << nlohmann::json{{"kernel", kernel},
+                                {"machine", machine},
+                                {"source", "predicted"},
+                                {"config", p.config},
+                                {"objective", p.forecast.mean},
+                                {"lower", p.forecast.lower},
+                                {"upper", p.forecast.upper},
+                                {"probability_feasible", p.forecast.probability_feasible},
+                                {"based_on",
+                                 {{"trials", p.trials},
+                                  {"machines", p.machines},
+                                  {"kernel_version", p.kernel_version},
+                                  {"model", p.model},
+                                  {"weights", p.weights}}}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  std::cout << "kernel:    " << kernel << "\nmachine:   " << machine
+            << "\nsource:    predicted (" << p.model << " on " << p.trials
+            << " measurements of " << p.machines << " other machine" << (p.machines == 1 ? "" : "s")
+            << "; nothing measured here yet)\nconfig:    " << p.config.dump()
+            << "\nobjective: " << std::setprecision(4) << p.forecast.mean << " (68% interval "
+            << p.forecast.lower << " .. " << p.forecast.upper << ", in the unit of the measurements)\n";
+  if (!p.weights.empty()) std::cout << "weights:   " << weights_text(p.weights) << "\n";
+}
+
 }  // namespace
 
 void add_sweep_command(CLI::App& app) {
@@ -94,7 +148,15 @@ void add_sweep_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("sweep", "Tune a kernel on this machine and store every trial");
   add_evaluator_options(*cmd, args->spec);
   cmd->add_option("--strategy,-s", args->sweep.strategy,
-                  "Search strategy: bo (default), random, lhs, exhaustive, ga");
+                  "Search strategy: bo-transfer when other machines or inputs measured this "
+                  "kernel, else bo; also random, lhs, exhaustive, ga, rgpe, stacked, prior-best");
+  cmd->add_flag("--no-transfer", [args](std::int64_t) { args->sweep.transfer = false; },
+                "Ignore what other machines and inputs measured (no priors)");
+  cmd->add_option("--prior-machine", args->sweep.prior_machines,
+                  "Only this machine's measurements are priors (repeatable)");
+  cmd->add_option("--prior", args->sweep.prior_files,
+                  "Kernel Tuner cache or T4 file of another machine used as a prior (repeatable)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--budget,-b", args->sweep.budget, "Number of evaluations in the study")
       ->capture_default_str();
   cmd->add_option("--seed", args->sweep.seed, "Random seed (runs are reproducible)")
@@ -117,7 +179,16 @@ void add_sweep_command(CLI::App& app) {
                        {"evaluated", summary.evaluated},
                        {"failed", summary.failed},
                        {"interrupted", summary.interrupted},
-                       {"unit", summary.unit}};
+                       {"unit", summary.unit},
+                       {"strategy", summary.strategy}};
+      if (!summary.priors.empty()) {
+        nlohmann::json priors = nlohmann::json::array();
+        for (const auto& [name, n] : summary.priors) {
+          priors.push_back({{"source", name}, {"measurements", n}});
+        }
+        j["priors"] = priors;
+        if (!summary.weights.is_null()) j["weights"] = summary.weights;
+      }
       if (summary.best) {
         j["best"] = {{"config", summary.best_config},
                      {"objective", summary.best->result.objective},
@@ -157,18 +228,25 @@ void add_query_commands(CLI::App& app) {
       const std::string machine_name =
           args->machine.empty() ? detect_machine().name : args->machine;
       const auto machine = store.find_machine(machine_name);
-      if (!machine) {
-        throw NotFound("no machine named '" + machine_name + "' in " + args->db +
-                       " (tunebase machines lists them)");
-      }
       std::optional<db::TaskId> task;
-      if (args->task > 0) task = db::TaskId{args->task};
-      const auto best = store.best_trial(
-          args->kernel, machine->id, task,
-          args->maximize ? db::Direction::maximize : db::Direction::minimize);
+      if (args->task > 0) task = store.get_task(db::TaskId{args->task}).id;
+      const auto direction = args->maximize ? db::Direction::maximize : db::Direction::minimize;
+      const auto best = machine ? store.best_trial(args->kernel, machine->id, task, direction)
+                                : std::nullopt;
       if (!best) {
-        throw NotFound("nothing measured for kernel '" + args->kernel + "' on machine '" +
-                       machine_name + "'");
+        // Nothing measured here: what the transfer model predicts from other machines.
+        api::load_fitted_models(store);
+        const auto predicted =
+            api::predict_best(store, args->kernel,
+                              machine ? std::optional(machine->id) : std::nullopt, task,
+                              direction, "");
+        if (!predicted) {
+          throw NotFound("nothing measured for kernel '" + args->kernel + "' on machine '" +
+                         machine_name + "', and no other machine measured it either (" +
+                         args->db + "; tunebase studies lists what is there)");
+        }
+        print_predicted_best(args->kernel, machine_name, *predicted, args->json);
+        return;
       }
       const auto study = store.get_study(best->study_id);
       if (args->json) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "api/priors.h"
 #include "apps/cli.h"
 #include "apps/evaluators.h"
 #include "core/error.h"
@@ -16,7 +17,6 @@ namespace tunebase::cli {
 
 namespace {
 
-constexpr const char* kDefaultStrategy = "bo";
 constexpr int kProgressBarWidth = 24;
 
 std::string format_duration(double seconds) {
@@ -90,7 +90,8 @@ db::StudyRecord find_or_create_study(db::Store& store, const SweepOptions& optio
   study.direction = minimize ? db::Direction::minimize : db::Direction::maximize;
   study.strategy = strategy;
   study.budget = static_cast<std::int64_t>(options.budget);
-  study.settings = {{"seed", options.seed}, {"unit", unit}};
+  study.settings = {{"seed", options.seed}, {"unit", unit}, {"transfer", options.transfer}};
+  if (!options.prior_machines.empty()) study.settings["prior_machines"] = options.prior_machines;
   return store.create_study(study);
 }
 
@@ -116,7 +117,6 @@ std::string format_seconds(double s) {
 
 SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOptions& options) {
   const auto& space = evaluator.space();
-  const std::string strategy = options.strategy.empty() ? kDefaultStrategy : options.strategy;
 
   const auto machine = store.upsert_machine(this_machine(options.machine_name));
   const auto kernel = store.upsert_kernel(evaluator.kernel_name(), space);
@@ -127,12 +127,30 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     description.erase("features");
   }
   const auto task = store.upsert_task(kernel.name, description, features);
+
+  // Priors: other machines' and tasks' measurements of this kernel version, and files.
+  std::vector<Prior> priors;
+  if (options.transfer) {
+    api::load_fitted_models(store);
+    api::PriorSelection selection;
+    selection.machines = options.prior_machines;
+    selection.exclude_target = std::make_pair(machine.id, task.id);
+    selection.objective = db::NewStudy{}.objective;  // what sweeps store
+    selection.direction =
+        evaluator.minimize() ? db::Direction::minimize : db::Direction::maximize;
+    priors = api::priors_from_store(store, space, kernel.name, kernel.version, selection);
+    for (const auto& file : options.prior_files) priors.push_back(load_prior(file, space));
+  }
+  const std::string strategy =
+      options.strategy.empty() ? default_strategy(!priors.empty()) : options.strategy;
   const auto study = find_or_create_study(store, options, kernel, machine, task,
                                           evaluator.minimize(), strategy,
                                           evaluator.objective_unit());
 
   SessionOptions session_options;
-  session_options.strategy = strategy;
+  session_options.strategy = study.strategy;
+  session_options.priors = priors;
+  session_options.task_features = api::task_features_of(task);
   session_options.seed = options.seed;
   session_options.budget = options.budget;
   session_options.minimize = evaluator.minimize();
@@ -197,6 +215,12 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   progress.finish();
 
   summary.interrupted = g_interrupted;
+  summary.strategy = study.strategy;
+  for (const auto& p : session.priors()) summary.priors.emplace_back(p.source, p.observations.size());
+  if (const auto d = session.diagnostics(); d.contains("rgpe_weights")) {
+    summary.weights = d["rgpe_weights"];
+  }
+  if (!priors.empty()) api::save_fitted_models(store);
   summary.total = session.observations().size();
   for (const auto& o : session.observations()) summary.failed += !o.result.ok();
   summary.best = session.best();

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "db/store.h"
 #include "kernels/evaluator.h"
@@ -13,10 +15,16 @@ namespace tunebase::cli {
 
 struct SweepOptions {
   std::string study_name;  ///< resume when it exists; empty: a new study with a generated name
-  std::string strategy;    ///< empty: the default strategy
+  std::string strategy;    ///< empty: bo-transfer when there are priors, else bo
   std::size_t budget = 30;
   std::uint64_t seed = 0;
   std::string machine_name;  ///< empty: this host's name
+  /// Learn from what other machines and tasks measured for this kernel (priors from the store).
+  bool transfer = true;
+  /// Only these machines' measurements become priors; empty: all.
+  std::vector<std::string> prior_machines;
+  /// Measurement files (Kernel Tuner cache, T4) used as further priors.
+  std::vector<std::string> prior_files;
   bool measure_default = true;
   bool progress = true;
 };
@@ -32,6 +40,11 @@ struct SweepSummary {
   std::optional<Observation> default_result;
   nlohmann::json best_config;
   std::string unit = "s";  ///< of the objective
+  std::string strategy;
+  /// Prior sources (machine or file names) and their number of measurements.
+  std::vector<std::pair<std::string, std::size_t>> priors;
+  /// The transfer ensemble's last weights ({"<source>": w, "target": w}), when it has them.
+  nlohmann::json weights;
 };
 
 /// Tunes `evaluator` until the study holds `budget` trials, the candidates run out, or Ctrl-C.

@@ -98,6 +98,19 @@ CREATE TABLE tokens (
 CREATE UNIQUE INDEX tokens_active_name ON tokens (name) WHERE revoked_at IS NULL;
 )sql";
 
+// Version 2: fitted surrogate models of priors (transfer learning), keyed by a hash of the
+// data and options they were fitted on, so that a prior's GP hyperparameters are optimised
+// once and later processes only condition on them. `parameters` is JSON the surrogate module
+// writes and reads; the store does not look inside.
+constexpr std::string_view kSchemaV2 = R"sql(
+CREATE TABLE fitted_models (
+  key        TEXT PRIMARY KEY,
+  name       TEXT NOT NULL,
+  parameters TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+)sql";
+
 constexpr std::string_view kCreateVersionTable = R"sql(
 CREATE TABLE IF NOT EXISTS schema_version (
   version     INTEGER PRIMARY KEY,
@@ -138,6 +151,7 @@ int read_version(Database& db) {
 const std::vector<Migration>& migrations() {
   static const std::vector<Migration> all = {
       {1, "machines, kernels, tasks, studies, trials, tokens", kSchemaV1},
+      {2, "fitted models of priors", kSchemaV2},
   };
   return all;
 }

@@ -1096,6 +1096,46 @@ std::string Store::export_study_csv(StudyId id) const {
   return out;
 }
 
+// --- fitted models
+
+void Store::save_fitted_models(const nlohmann::json& models) {
+  if (!models.is_object()) throw InvalidInput("fitted models must be a JSON object by key");
+  for (const auto& [key, value] : models.items()) {
+    if (key.empty() || !value.is_object()) {
+      throw InvalidInput("fitted model \"" + key + "\" must have a non-empty key and an object "
+                         "value");
+    }
+  }
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "saving fitted models";
+  impl_->require_writable(what);
+  Transaction tx(impl_->db, what);
+  auto st = impl_->db.prepare(
+      "INSERT INTO fitted_models (key, name, parameters, updated_at) VALUES (?1, ?2, ?3, ?4) "
+      "ON CONFLICT (key) DO UPDATE SET name = excluded.name, parameters = excluded.parameters, "
+      "updated_at = excluded.updated_at",
+      what);
+  const std::string now = now_text();
+  for (const auto& [key, value] : models.items()) {
+    st.reset();
+    st.bind(1, key).bind(2, value.value("name", std::string())).bind(3, json_text(value))
+        .bind(4, now).run();
+  }
+  tx.commit();
+}
+
+nlohmann::json Store::fitted_models() const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare("SELECT key, parameters FROM fitted_models ORDER BY key",
+                              "reading fitted models");
+  nlohmann::json out = nlohmann::json::object();
+  while (st.step()) {
+    out[st.column_text(0)] =
+        parse_json_column(st.column_text(1), impl_->db, "fitted_models.parameters");
+  }
+  return out;
+}
+
 // --- API tokens
 
 std::string Store::create_token(std::string_view name) {

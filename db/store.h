@@ -321,6 +321,14 @@ class Store {
   /// created_at, finished_at, message (RFC 4180 quoting).
   std::string export_study_csv(StudyId study) const;
 
+  // --- fitted models
+  /// Stores fitted model parameters by key, replacing those with the same key, all in one
+  /// transaction: `models` is {"<key>": {"name": "...", ...}, ...} (the whole value is kept as
+  /// JSON). InvalidInput when it is not an object of objects.
+  void save_fitted_models(const nlohmann::json& models);
+  /// Everything save_fitted_models stored, in the same form.
+  nlohmann::json fitted_models() const;
+
   // --- API tokens
   /// A new token (64 hex digits from 32 random bytes); only its SHA-256 is stored, so this
   /// is the only time it can be read. Conflict when an active token has that name.

@@ -151,21 +151,69 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
   EXPECT_NE(slurp(dir_.file("o")).find("interrupted"), std::string::npos);
 }
 
-TEST_F(Cli, BenchmarkReplaysAMeasuredSpaceAgainstRandom) {
-  // A small Kernel Tuner cache written here: f(a, b) = 1 + (a - 3)^2 + (b - 5)^2 ms.
-  nlohmann::json cache = {{"device_name", "TestGPU"},
+// A Kernel Tuner cache of a toy kernel on `device`: t(a, b) = scale * (1 + (a - 3)^2 + (b -
+// best_b)^2) ms over a, b in 0..7.
+std::string toy_cache(const std::string& device, double scale, int best_b) {
+  nlohmann::json cache = {{"device_name", device},
                           {"kernel_name", "toy"},
                           {"tune_params_keys", {"a", "b"}},
                           {"tune_params", {{"a", {0, 1, 2, 3, 4, 5, 6, 7}}, {"b", {0, 1, 2, 3, 4, 5, 6, 7}}}},
                           {"cache", nlohmann::json::object()}};
   for (int a = 0; a < 8; ++a) {
     for (int b = 0; b < 8; ++b) {
-      const double t = 1.0 + (a - 3) * (a - 3) + (b - 5) * (b - 5);
+      const double t = scale * (1.0 + (a - 3) * (a - 3) + (b - best_b) * (b - best_b));
       cache["cache"][std::to_string(a) + "," + std::to_string(b)] = {{"a", a}, {"b", b}, {"time", t}};
     }
   }
+  return cache.dump();
+}
+
+TEST_F(Cli, OtherMachinesMeasurementsPredictAndGuideANewMachine) {
+  const auto gpu_a = dir_.file("a.json");
+  const auto gpu_b = dir_.file("b.json");
+  std::ofstream(gpu_a) << toy_cache("GPU-A", 1.0, 5);
+  std::ofstream(gpu_b) << toy_cache("GPU-B", 2.0, 4);
+  auto r = run("import " + gpu_a + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  // Nothing measured on GPU-B (not even known to the store): a prediction from GPU-A.
+  r = run("best --kernel toy --machine GPU-B --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const auto predicted = nlohmann::json::parse(r.out);
+  EXPECT_EQ(predicted["source"], "predicted");
+  EXPECT_EQ(predicted["config"], (nlohmann::json{{"a", 3}, {"b", 5}})) << r.out;
+  EXPECT_EQ(predicted["based_on"]["machines"], 1);
+  r = run("best --kernel toy --machine GPU-B --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("source:    predicted"), std::string::npos) << r.out;
+
+  // A sweep on GPU-B learns from GPU-A by default, and says so.
+  r = run("sweep --kernel replay --replay " + gpu_b +
+          " --machine GPU-B --budget 6 --no-progress --json --study t --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);
+  EXPECT_EQ(summary["strategy"], "bo-transfer");
+  ASSERT_EQ(summary["priors"].size(), 1u) << r.out;
+  EXPECT_EQ(summary["priors"][0]["source"], "GPU-A");
+  EXPECT_EQ(summary["priors"][0]["measurements"], 64);
+  // GPU-A's optimum is one step from GPU-B's: six evaluations find t <= 2 * (1 + 1).
+  EXPECT_LE(summary["best"]["objective"].get<double>(), 4.0) << r.out;
+
+  r = run("sweep --kernel replay --replay " + gpu_b +
+          " --machine GPU-B --budget 3 --no-progress --json --no-transfer --study u --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["strategy"], "bo");
+  EXPECT_FALSE(nlohmann::json::parse(r.out).contains("priors"));
+
+  // Measured now: best answers from the measurements.
+  r = run("best --kernel toy --machine GPU-B --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["source"], "measured");
+}
+
+TEST_F(Cli, BenchmarkReplaysAMeasuredSpaceAgainstRandom) {
   const auto target = dir_.file("toy.json");
-  std::ofstream(target) << cache.dump();
+  std::ofstream(target) << toy_cache("TestGPU", 1.0, 5);
   const auto out = dir_.file("report.json");
   const auto svg = dir_.file("report.svg");
   auto r = run("benchmark --target " + target + " --strategy ga --budget 20 --seeds 3 --json " +

@@ -200,6 +200,23 @@ TEST_F(StoreTest, DataSurvivesReopening) {
   EXPECT_EQ(again.export_study_json(s.id), before);
 }
 
+TEST_F(StoreTest, FittedModelsAreSavedByKeyAndReplaced) {
+  EXPECT_TRUE(store_.fitted_models().empty());
+  store_.save_fitted_models({{"00ab", {{"name", "V100"}, {"hyperparameters", {{"noise", 0.1}}}}},
+                             {"00cd", {{"name", "P100"}, {"hyperparameters", {{"noise", 0.2}}}}}});
+  store_.save_fitted_models({{"00ab", {{"name", "V100"}, {"hyperparameters", {{"noise", 0.3}}}}}});
+  Store again(path());
+  const auto saved = again.fitted_models();
+  ASSERT_EQ(saved.size(), 2u);
+  EXPECT_EQ(saved["00ab"]["hyperparameters"]["noise"], 0.3);
+  EXPECT_EQ(saved["00cd"]["name"], "P100");
+  // Malformed input is refused before anything is written.
+  EXPECT_THROW(store_.save_fitted_models(nlohmann::json::array()), InvalidInput);
+  EXPECT_THROW(store_.save_fitted_models({{"00ef", {{"name", "ok"}}}, {"", {{"name", "x"}}}}),
+               InvalidInput);
+  EXPECT_EQ(store_.fitted_models().size(), 2u);
+}
+
 TEST(Timestamps, FormatAndParseRoundTrip) {
   const auto t = std::chrono::system_clock::time_point(std::chrono::milliseconds(1714564800123));
   EXPECT_EQ(format_timestamp(t), "2024-05-01T12:00:00.123Z");

@@ -1,0 +1,88 @@
+// Transfer learning from the store: what other machines and other inputs measured for the
+// same kernel becomes the priors of a study, and the transfer model predicts the best
+// configuration for a machine where nothing was measured yet. Used by the service and the CLI;
+// lives here because tuner/ knows nothing of the database and db/ nothing of models.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/space.h"
+#include "db/store.h"
+#include "tuner/bo.h"
+#include "tuner/prior.h"
+
+namespace tunebase::api {
+
+/// Which stored measurements become priors (all defaults: every study of the kernel version
+/// with the same objective and direction).
+struct PriorSelection {
+  /// Only these machines (names); empty: all.
+  std::vector<std::string> machines;
+  /// Leave out this machine entirely.
+  std::optional<db::MachineId> exclude_machine;
+  /// Leave out this (machine, task): the study's own target, whose measurements are not
+  /// priors. Other tasks of the same machine are.
+  std::optional<std::pair<db::MachineId, db::TaskId>> exclude_target;
+  /// Leave out this study (the one being tuned): its trials are the study's own.
+  std::optional<db::StudyId> exclude_study;
+  /// Objective name to match ("time"); empty: any.
+  std::string objective;
+  db::Direction direction = db::Direction::minimize;
+  /// At most this many trials per (machine, task), the most recent kept; 0: no limit.
+  std::size_t max_per_source = 0;
+};
+
+/// Finished trials of `kernel_name` at `version` (Store::trials_for_kernel), one Prior per
+/// (machine, task): source = the machine's name (so one machine's tasks are modelled
+/// together), task_features = the task's features (or the numbers of its description when it
+/// has none), observations = the trials whose configuration is valid in `space`, failures
+/// included. Priors with no successful trial are dropped. Sorted by machine name, then task.
+std::vector<Prior> priors_from_store(const db::Store& store, const SearchSpace& space,
+                                     const std::string& kernel_name, const std::string& version,
+                                     const PriorSelection& selection = {});
+
+/// The priors a study uses: none when its settings say "transfer": false; else those of its
+/// kernel version on other (machine, task) pairs, restricted to settings "prior_machines"
+/// (a list of machine names) when given.
+std::vector<Prior> study_priors(const db::Store& store, const db::StudyRecord& study,
+                                const SearchSpace& space);
+
+/// Task features of a stored task: its features, or the numbers of its description.
+nlohmann::json task_features_of(const db::TaskRecord& task);
+
+/// Remembers the fitted prior models saved in `store` (their hyperparameters), so that this
+/// process conditions on them instead of fitting again. Returns how many were loaded.
+std::size_t load_fitted_models(const db::Store& store);
+/// Saves the hyperparameters of every prior model fitted in this process to `store` (no-op on
+/// a read-only store or when nothing new was fitted since the last save).
+void save_fitted_models(db::Store& store);
+
+/// A configuration predicted to be the best on a (machine, task) with no measurement there.
+struct PredictedBest {
+  nlohmann::json config;
+  Forecast forecast;
+  std::size_t trials = 0;    ///< prior measurements the prediction rests on
+  std::size_t machines = 0;  ///< machines they come from
+  std::string kernel_version;
+  std::string model;
+  /// {"<source>": weight} of the transfer model (equal with no target observation).
+  nlohmann::json weights = nlohmann::json::object();
+};
+
+/// The best configuration of `kernel_name` (its latest version) predicted for `machine` (null:
+/// a machine the store does not know) and `task` (null: any input) by the transfer model
+/// (`bo-transfer`) on every other machine's and task's measurements: zero-shot. None when the
+/// kernel is unknown or nothing usable was measured elsewhere. Candidates are the valid
+/// configurations (a sample when there are too many); the predicted best is the lowest (or
+/// highest) predicted objective among those more likely to run than to fail.
+std::optional<PredictedBest> predict_best(const db::Store& store, const std::string& kernel_name,
+                                          std::optional<db::MachineId> machine,
+                                          std::optional<db::TaskId> task, db::Direction direction,
+                                          const std::string& objective);
+
+}  // namespace tunebase::api
