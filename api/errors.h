@@ -22,12 +22,6 @@ class FieldError : public InvalidInput {
   std::string field_;
 };
 
-/// A valid credential that may not do this (a result for another client's trial): 403.
-class Forbidden : public Unauthorized {
- public:
-  using Unauthorized::Unauthorized;
-};
-
 /// A request body over the route's limit: 413.
 class PayloadTooLarge : public InvalidInput {
  public:

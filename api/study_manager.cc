@@ -285,23 +285,17 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
 
 std::vector<StudyManager::ReportOutcome> StudyManager::report_all(
     const std::vector<Report>& reports) {
+  std::vector<db::Store::Completion> batch;
+  batch.reserve(reports.size());
+  for (const auto& r : reports) batch.push_back({r.trial, r.client_id, r.result});
+  // One commit for the whole batch (group commit); each result is accepted or refused alone.
+  auto stored_all = store_.complete_trials(batch);
   std::vector<ReportOutcome> out(reports.size());
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const auto& r = reports[i];
-    try {
-      const auto current = store_.get_trial(r.trial);
-      if (current.client_id != r.client_id) {
-        throw Forbidden("trial " + std::to_string(r.trial.value) + " belongs to client \"" +
-                        current.client_id + "\", not \"" + r.client_id +
-                        "\"; report results with the client_id the suggestion was made for");
-      }
-      // TODO(db): one Store::complete_trials transaction for the whole batch would make this a
-      // group commit like add_measurements_all; complete_trial commits each result alone.
-      out[i].record = store_.complete_trial(r.trial, r.result);
-    } catch (...) {
-      out[i].error = std::current_exception();
-      continue;
-    }
+    out[i].record = std::move(stored_all[i].record);
+    out[i].error = stored_all[i].error;
+    if (out[i].error) continue;
     const auto& stored = *out[i].record;
     auto entry = find_loaded(stored.study_id);
     if (!entry) continue;

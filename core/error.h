@@ -49,6 +49,12 @@ class Unauthorized : public Error {
   using Error::Error;
 };
 
+/// A valid credential that may not do this (a result for another client's trial).
+class Forbidden : public Unauthorized {
+ public:
+  using Unauthorized::Unauthorized;
+};
+
 /// Reading or writing a file failed (permissions, missing, truncated).
 class IoError : public Error {
  public:

@@ -769,33 +769,72 @@ TrialId Store::add_pending_trial(StudyId study, const nlohmann::json& config,
 }
 
 TrialRecord Store::complete_trial(TrialId trial, const Measurement& result) {
+  auto outcome = complete_trials({{trial, {}, result}}).front();
+  if (outcome.error) std::rethrow_exception(outcome.error);
+  return std::move(*outcome.record);
+}
+
+std::vector<Store::CompletionOutcome> Store::complete_trials(const std::vector<Completion>& batch) {
+  std::vector<CompletionOutcome> out(batch.size());
+  if (batch.empty()) return out;
   std::lock_guard lock(impl_->mutex);
-  const std::string what = "storing the result of trial " + std::to_string(trial.value);
-  check_result(result, what);
+  const std::string what = batch.size() == 1
+                               ? "storing the result of trial " + std::to_string(batch[0].trial.value)
+                               : "storing the results of " + std::to_string(batch.size()) + " trials";
   impl_->require_writable(what);
   Transaction tx(impl_->db, what);
-  const auto current = impl_->get_trial(trial);
-  if (current.finished_at) {
-    throw Conflict("trial " + std::to_string(trial.value) + " already has a result (status " +
-                   std::string(to_string(current.result.status)) + ", stored " +
-                   *current.finished_at + "); a result is accepted once");
-  }
-  auto st = impl_->db.prepare(
+  auto update = impl_->db.prepare(
       "UPDATE trials SET status = ?1, objective = ?2, raw = ?3, cost_seconds = ?4, message = ?5, "
       "metrics = ?6, finished_at = ?7 WHERE id = ?8 AND finished_at IS NULL",
       what);
-  st.bind(1, to_string(result.status))
-      .bind(2, std::isfinite(result.objective) ? result.objective : std::nan(""))
-      .bind(3, json_text(raw_to_json(result.raw)))
-      .bind(4, result.cost_seconds)
-      .bind(5, result.message)
-      .bind(6, json_text(result.metrics.is_null() ? nlohmann::json::object() : result.metrics))
-      .bind(7, now_text())
-      .bind(8, trial.value)
-      .run();
-  auto record = impl_->get_trial(trial);
-  tx.commit();
-  return record;
+  const std::string now = now_text();
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const auto& c = batch[i];
+    const std::string item = "storing the result of trial " + std::to_string(c.trial.value);
+    // A savepoint per result: one that fails half-way leaves the others of the batch intact.
+    impl_->db.exec("SAVEPOINT one_result", item);
+    try {
+      check_result(c.result, item);
+      const auto current = impl_->get_trial(c.trial);
+      if (!c.client_id.empty() && current.client_id != c.client_id) {
+        throw Forbidden("trial " + std::to_string(c.trial.value) + " belongs to client \"" +
+                        current.client_id + "\", not \"" + c.client_id +
+                        "\"; report results with the client_id the suggestion was made for");
+      }
+      if (current.finished_at) {
+        throw Conflict("trial " + std::to_string(c.trial.value) + " already has a result (status " +
+                       std::string(to_string(current.result.status)) + ", stored " +
+                       *current.finished_at + "); a result is accepted once");
+      }
+      const auto& r = c.result;
+      update.reset();
+      update.bind(1, to_string(r.status))
+          .bind(2, std::isfinite(r.objective) ? r.objective : std::nan(""))
+          .bind(3, json_text(raw_to_json(r.raw)))
+          .bind(4, r.cost_seconds)
+          .bind(5, r.message)
+          .bind(6, json_text(r.metrics.is_null() ? nlohmann::json::object() : r.metrics))
+          .bind(7, now)
+          .bind(8, c.trial.value)
+          .run();
+      out[i].record = impl_->get_trial(c.trial);
+      impl_->db.exec("RELEASE one_result", item);
+    } catch (...) {
+      out[i].error = std::current_exception();
+      out[i].record.reset();
+      impl_->db.exec("ROLLBACK TO one_result", item);
+      impl_->db.exec("RELEASE one_result", item);
+    }
+  }
+  try {
+    tx.commit();
+  } catch (...) {
+    for (auto& o : out) {
+      o.record.reset();
+      o.error = std::current_exception();
+    }
+  }
+  return out;
 }
 
 std::size_t Store::expire_leases(std::chrono::system_clock::time_point now) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -285,6 +286,23 @@ class Store {
   /// (accepted once). Conflict when a result was already stored; NotFound for an unknown id;
   /// InvalidInput for a pending result.
   TrialRecord complete_trial(TrialId trial, const Measurement& result);
+
+  /// One result of a batch: for `trial`, reported by `client_id` (checked against the client
+  /// the trial was leased to unless empty).
+  struct Completion {
+    TrialId trial;
+    std::string client_id;
+    Measurement result;
+  };
+  struct CompletionOutcome {
+    std::optional<TrialRecord> record;
+    std::exception_ptr error;
+  };
+  /// Results of several trials in ONE transaction (one commit for the batch: group commit),
+  /// each accepted or refused alone, as complete_trial would, plus Forbidden when the client
+  /// is not the one the trial was leased to. When the commit itself fails every outcome
+  /// carries that error and nothing is stored.
+  std::vector<CompletionOutcome> complete_trials(const std::vector<Completion>& batch);
   /// Pending trials whose lease ended before `now` become timeout (no finished_at). Returns
   /// how many.
   std::size_t expire_leases(std::chrono::system_clock::time_point now);

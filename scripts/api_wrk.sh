@@ -6,7 +6,7 @@
 #   scripts/api_wrk.sh path/to/tunebase [seconds per run, default 10]
 #
 # Environment: THREADS (server I/O threads, default 2), COMPUTE (compute threads, default 2),
-# CONNECTIONS (default 64), LEASES (trials leased for the result-post run, default 30000).
+# CONNECTIONS (default 64), LEASES (trials leased for the result-post run, default 100000: more than the run posts).
 set -euo pipefail
 
 tunebase=$(realpath "${1:?usage: api_wrk.sh path/to/tunebase [seconds]}")
@@ -14,7 +14,7 @@ duration=${2:-10}
 threads=${THREADS:-2}
 compute=${COMPUTE:-2}
 connections=${CONNECTIONS:-64}
-leases=${LEASES:-30000}
+leases=${LEASES:-100000}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 server_pid=""
@@ -61,9 +61,18 @@ run() {  # run TITLE wrk-args...
 best="$url/v1/best?kernel=wrkdemo&machine=m1"
 run "GET best known" -t2 -c"$connections" -d"${duration}s" --latency "$best"
 
+ok_count() {  # trials with status ok in the wrk study, as the server reports them
+  curl -sS "$url/v1/studies/$wrk_study" | grep -o '"ok":[0-9]*' | head -1 | cut -d: -f2
+}
+stored_since() {  # stored_since BEFORE: ok trials added since
+  echo "== stored: $(( $(ok_count) - $1 )) more ok trials in the database (each acknowledged write must be among them)"
+}
+
+before=$(ok_count)
 run "POST measurements (one per request, each committed before the reply)" \
   -t2 -c"$connections" -d"${duration}s" --latency -s "$here/wrk/measurements.lua" "$url" -- \
   "$token" "$wrk_study"
+stored_since "$before"
 
 echo
 echo "== leasing $leases trials to client wrk"
@@ -72,8 +81,10 @@ for _ in $(seq $((leases / 1000))); do
   reply=$(post "/v1/studies/$wrk_study/suggestions" '{"n": 1000, "client_id": "wrk"}')
   [ -n "$first" ] || first=$(echo "$reply" | grep -o '"trial_id":[0-9]*' | awk -F: 'NR == 1 {print $2}')
 done
+before=$(ok_count)
 run "POST results of leased trials (each committed before the reply)" \
   -t2 -c"$connections" -d"${duration}s" --latency -s "$here/wrk/results.lua" "$url" -- "$token" "$first"
+stored_since "$before"
 
 # Studies with 1,000 observations each; the first suggestion of each fits a GP on all of them.
 echo

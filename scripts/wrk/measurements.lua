@@ -7,6 +7,7 @@ function setup(thread)
   table.insert(threads, thread)
 end
 function init(args)
+  acked = 0
   -- The number of wrk threads (-t); 2 unless given after the other arguments.
   step = tonumber(args[3] or "2")
   token = args[1]
@@ -20,4 +21,13 @@ function request()
   return wrk.format("POST", "/v1/studies/" .. study .. "/measurements",
                     {["Authorization"] = "Bearer " .. token, ["Content-Type"] = "application/json"},
                     body)
+end
+function response(status, headers, body)
+  if status >= 200 and status < 300 then acked = acked + 1 end
+end
+-- The 2xx replies over all threads: each one is a write the server says it committed.
+function done(summary, latency, requests)
+  local total = 0
+  for _, t in ipairs(threads) do total = total + t:get("acked") end
+  io.write(string.format("acknowledged (2xx): %d of %d requests\n", total, summary.requests))
 end

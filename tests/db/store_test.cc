@@ -262,6 +262,45 @@ TEST_F(StoreTest, FailingBatchLeavesNothing) {
 
 // --- leases
 
+TEST_F(StoreTest, ABatchOfResultsCommitsOnceAndEachIsJudgedAlone) {
+  const auto s = testing::make_study(store_, "s");
+  const auto a = store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "w1", 60);
+  const auto b = store_.add_pending_trial(s.id, testing::config_json(32, "row"), "32,row", "w1", 60);
+  const auto c = store_.add_pending_trial(s.id, testing::config_json(64, "row"), "64,row", "w2", 60);
+  store_.complete_trial(b, Measurement::success(9.0));
+  const auto outcomes = store_.complete_trials({{a, "w1", Measurement::success(1.0)},
+                                                {b, "w1", Measurement::success(2.0)},
+                                                {c, "w1", Measurement::success(3.0)},
+                                                {TrialId{999}, "w1", Measurement::success(4.0)},
+                                                {c, "w2", Measurement{}}});
+  ASSERT_EQ(outcomes.size(), 5u);
+  ASSERT_TRUE(outcomes[0].record.has_value());
+  EXPECT_DOUBLE_EQ(outcomes[0].record->result.objective, 1.0);
+  auto error_of = [&](std::size_t i) -> std::string {
+    try {
+      if (outcomes[i].error) std::rethrow_exception(outcomes[i].error);
+    } catch (const Forbidden&) {
+      return "forbidden";
+    } catch (const Conflict&) {
+      return "conflict";
+    } catch (const NotFound&) {
+      return "not found";
+    } catch (const InvalidInput&) {
+      return "invalid";
+    }
+    return "none";
+  };
+  EXPECT_EQ(error_of(1), "conflict");   // b already has a result
+  EXPECT_EQ(error_of(2), "forbidden");  // c is leased to w2
+  EXPECT_EQ(error_of(3), "not found");
+  EXPECT_EQ(error_of(4), "invalid");    // "ok" without a value
+  // What was refused changed nothing; what was accepted is stored.
+  EXPECT_DOUBLE_EQ(store_.get_trial(b).result.objective, 9.0);
+  EXPECT_EQ(store_.get_trial(c).result.status, TrialStatus::pending);
+  Store again(path());
+  EXPECT_DOUBLE_EQ(again.get_trial(a).result.objective, 1.0);
+}
+
 TEST_F(StoreTest, LeaseClaimCompleteOnce) {
   const auto s = testing::make_study(store_, "s");
   const auto cfg = testing::config_json(16, "row");
