@@ -1,19 +1,23 @@
-// bench_petsc: PETSc's default solver (GMRES(30) + block Jacobi/ILU(0)) against the best
-// configuration of a fixed random sample of the PETSc search space, on the square non-pattern
-// matrices of ../shared/data/matrices and on generated problems of >= 1M unknowns.
+// bench_petsc: PETSc's default solver (GMRES(30) + block Jacobi/ILU(0)) against the
+// configuration the tuner finds, on the square non-pattern matrices of ../shared/data/matrices
+// and on generated problems of >= 1M unknowns; then transfer across matrices.
 //
-// SEARCH USED HERE: a seeded random sample stratified by preconditioner (the same sample for
-// every system; CG/MINRES/ICC configurations are added for symmetric systems), not the tuner.
-// The tuner's strategies replace this loop once they drive PetscSolverEvaluator.
+//   bench_petsc [--matrices DIR] [--problem poisson3d:100]... [--budget B] [--budget-large B]
+//               [--transfer-budget K] [--strategy bo] [--seed S] [--repeats R] [--cpu-time]
+//               [--only NAME]... [--out results.json]
 //
-//   bench_petsc [--matrices DIR] [--problem poisson3d:100]... [--per-pc K] [--seed S]
-//               [--repeats R] [--only NAME]... [--out results.json]
+// Per system: the default is measured, then a tuning Session (strategy --strategy, the
+// default first as its first observation) evaluates B configurations through
+// PetscSolverEvaluator, exactly as `tunebase sweep --kernel petsc` does. Reports the default's
+// outcome, the tuned configuration and its speed-up; then the geometric-mean speed-up over
+// systems where the default converges and the systems where the default fails but the tuned
+// one converges.
 //
-// Reports per system the default's outcome and time, the best sampled configuration and its
-// speed-up; then the geometric-mean speed-up over systems where the default converges, the
-// systems where the default fails and a sampled configuration converges, and a leave-one-out
-// "portfolio" figure: the speed-up reached by the 5 configurations that did best on the
-// other systems, next to the full sample's.
+// Transfer: for each system, a bo-transfer Session whose priors are the tuning trials of every
+// OTHER system of the same space (symmetric systems have CG/MINRES/ICC too), with the matrix
+// features as task features, proposes K configurations (default 5) that are then measured:
+// the speed-up reached within K evaluations with the other matrices' trials, next to the
+// tuned one and to the first K evaluations of the run without priors.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -34,6 +38,8 @@
 #include "kernels/pde_problems.h"
 #include "kernels/petsc_solver.h"
 #include "kernels/sparse_matrix.h"
+#include "tuner/prior.h"
+#include "tuner/session.h"
 
 #ifndef TUNEBASE_DEFAULT_SHARED_DATA
 #define TUNEBASE_DEFAULT_SHARED_DATA "../shared/data"
@@ -46,17 +52,13 @@ using namespace tunebase;
 /// Time limit of a sampled configuration: a multiple of the default's time (a configuration
 /// that much slower is of no interest), within bounds.
 constexpr double kLimitOverDefault = 5.0;
-/// Systems with at least this many rows get the first --per-pc-large configurations of each
-/// preconditioner's share of the sample (a subset of what the small systems get).
+/// Systems with at least this many rows are tuned with --budget-large evaluations.
 constexpr std::int64_t kLargeRows = 100'000;
 constexpr double kMinTrialLimitSeconds = 2.0;
 constexpr double kMaxTrialLimitSeconds = 120.0;
 /// Limit for the default itself. When it fails, the sample's limit is the same multiple of
 /// what the failed default cost (iterating to the cap, or failing at once in setup).
 constexpr double kDefaultLimitSeconds = 300.0;
-/// Ranking configurations on other systems: a failure counts as this many times the best.
-constexpr double kFailureRatio = 10.0;
-constexpr std::size_t kPortfolioSize = 5;
 
 struct System {
   std::string name;
@@ -90,41 +92,6 @@ std::string config_text(const SearchSpace& space, const Configuration& c) {
   return text;
 }
 
-using Sample = std::map<std::string, std::vector<Configuration>>;
-
-/// Per preconditioner, `per_pc` configurations drawn uniformly from the valid configurations
-/// with that preconditioner; `only_symmetric` keeps those that need a symmetric matrix (CG,
-/// MINRES or ICC), otherwise those that do not.
-Sample stratified_sample(const SearchSpace& space, std::size_t per_pc, bool only_symmetric,
-                         Rng& rng) {
-  const std::size_t ksp = *space.index_of("ksp_type");
-  const std::size_t pc = *space.index_of("pc_type");
-  auto needs_symmetry = [&](const Configuration& c) {
-    const std::string k = to_string(c[ksp]);
-    return k == "cg" || k == "minres" || to_string(c[pc]) == "icc";
-  };
-  std::map<std::string, std::vector<Configuration>> by_pc;
-  for (const auto& c : space.valid_configurations()) {
-    if (needs_symmetry(c) == only_symmetric) by_pc[to_string(c[pc])].push_back(c);
-  }
-  for (auto& [name, configs] : by_pc) {
-    std::shuffle(configs.begin(), configs.end(), rng);
-    configs.resize(std::min(per_pc, configs.size()));
-  }
-  return by_pc;
-}
-
-/// The first `per_pc` configurations of each preconditioner's share.
-std::vector<Configuration> take(const Sample& sample, std::size_t per_pc) {
-  std::vector<Configuration> out;
-  for (const auto& [name, configs] : sample) {
-    for (std::size_t i = 0; i < std::min(per_pc, configs.size()); ++i) out.push_back(configs[i]);
-  }
-  return out;
-}
-
-std::size_t size_of(const Sample& sample) { return take(sample, SIZE_MAX).size(); }
-
 double geomean(const std::vector<double>& v) {
   if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
   double s = 0.0;
@@ -132,14 +99,32 @@ double geomean(const std::vector<double>& v) {
   return std::exp(s / static_cast<double>(v.size()));
 }
 
+
+/// One tuned system: its measurements, for the table and as priors of the others.
+struct Tuned {
+  Outcome default_outcome;
+  Outcome best;
+  std::string best_config = "(default)";
+  /// min over the first k evaluations after the default (k = transfer budget), no priors.
+  double first_k_seconds = std::numeric_limits<double>::infinity();
+  std::vector<Observation> observations;  // the default included
+  nlohmann::json features;
+  std::string space_version;
+  double trial_limit = 0.0;
+};
+
+std::string seconds_text(const Outcome& o) { return o.ok ? std::to_string(o.seconds) : "-"; }
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"PETSc default vs best sampled configuration (random sample, not the tuner)"};
+  CLI::App app{"PETSc default vs the tuner's configuration, and transfer across matrices"};
   std::string matrices_dir = std::string(TUNEBASE_DEFAULT_SHARED_DATA) + "/matrices";
   std::vector<std::string> problems = {"poisson3d:100", "convdiff2d:1000"};
-  std::size_t per_pc = 6;
-  std::size_t per_pc_large = 2;
+  std::size_t budget = 30;
+  std::size_t budget_large = 15;
+  std::size_t transfer_budget = 5;
+  std::string strategy = "bo";
   std::uint64_t seed = 1;
   int repeats = 3;
   std::vector<std::string> only;
@@ -150,10 +135,12 @@ int main(int argc, char** argv) {
                "busy shared machine)");
   app.add_option("--matrices", matrices_dir, "folder of Matrix Market files (square, non-pattern used)");
   app.add_option("--problem", problems, "generated systems NAME:SIZE (size = grid points per side)");
-  app.add_option("--per-pc", per_pc, "sampled configurations per preconditioner");
-  app.add_option("--per-pc-large", per_pc_large,
-                 "the same for systems of >= 100,000 rows (a prefix of the small systems' share)");
-  app.add_option("--seed", seed, "seed of the sample");
+  app.add_option("--budget", budget, "evaluations of the tuner per system (the default included)");
+  app.add_option("--budget-large", budget_large, "the same for systems of >= 100,000 rows");
+  app.add_option("--transfer-budget", transfer_budget,
+                 "evaluations with the other systems' trials as priors");
+  app.add_option("--strategy", strategy, "tuning strategy (without priors)");
+  app.add_option("--seed", seed, "seed of the tuner");
   app.add_option("--repeats", repeats, "timed solves per configuration (median)");
   app.add_option("--only", only, "run only these systems (matrix file stems or problem names)");
   app.add_option("--out", out_path, "write every trial as JSON here");
@@ -195,162 +182,171 @@ int main(int argc, char** argv) {
       if (!wanted(name) && !wanted(spec)) continue;
       systems.push_back({spec, generate_problem(name, std::stoll(spec.substr(colon + 1)))});
     }
-
-    // One sample for every system (configurations of the general space are valid in the
-    // symmetric one: same parameters, larger domains).
-    Rng rng(seed);
-    const SearchSpace general = petsc_search_space(false);
-    const SearchSpace symmetric_space = petsc_search_space(true);
-    const Sample shared = stratified_sample(general, per_pc, false, rng);
-    const Sample symmetric_only = stratified_sample(symmetric_space, per_pc, true, rng);
-    std::printf("PETSc bench: %zu systems; SEARCH = random sample stratified by preconditioner "
-                "(%zu configurations, +%zu CG/MINRES/ICC for symmetric systems; %zu per "
-                "preconditioner instead of %zu on systems of >= %lld rows), seed %llu, "
-                "%d repeats, objective = %s time of setup + solve\n\n",
-                systems.size(), size_of(shared), size_of(symmetric_only), per_pc_large, per_pc,
+    std::printf("PETSc bench: %zu systems; tuner = %s, %zu evaluations per system (%zu on "
+                "systems of >= %lld rows), seed %llu, %d repeats, objective = %s time of setup "
+                "+ solve; transfer: bo-transfer with the other systems' trials, %zu "
+                "evaluations\n\n",
+                systems.size(), strategy.c_str(), budget, budget_large,
                 static_cast<long long>(kLargeRows), static_cast<unsigned long long>(seed),
-                repeats, cpu_clock ? "CPU" : "wall");
+                repeats, cpu_clock ? "CPU" : "wall", transfer_budget);
 
     nlohmann::json all = nlohmann::json::array();
-    // seconds[system][config key] for the leave-one-out portfolio (inf = failed).
-    std::vector<std::map<std::string, double>> seconds(systems.size());
-    std::vector<Outcome> defaults(systems.size());
-    std::vector<Outcome> bests(systems.size());
-    std::vector<bool> is_symmetric(systems.size());
+    auto record = [&](const std::string& system, const std::string& phase, const SearchSpace& space,
+                      const Configuration& c, const Measurement& m) {
+      const Outcome o = outcome_of(m);
+      all.push_back({{"system", system},
+                     {"phase", phase},
+                     {"config", config_text(space, c)},
+                     {"status", o.status},
+                     {"seconds", o.ok ? nlohmann::json(o.seconds) : nlohmann::json()},
+                     {"metrics", m.metrics},
+                     {"message", m.message}});
+      return o;
+    };
+    PetscSolverOptions base;
+    base.repeats = repeats;
+    base.clock = cpu_clock ? SolveClock::cpu : SolveClock::wall;
+    base.time_limit_seconds = kDefaultLimitSeconds;
 
-    std::printf("| system | rows | nnz | sym | default | its | default s | best sampled | its | best s | speed-up | ok/tried |\n");
+    // --- tuning, system by system
+    std::vector<Tuned> tuned(systems.size());
+    std::printf("| system | rows | nnz | sym | default | its | default s | tuned configuration | its | tuned s | speed-up | ok/tried |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (std::size_t s = 0; s < systems.size(); ++s) {
-      PetscSolverOptions base;
-      base.repeats = repeats;
-      base.clock = cpu_clock ? SolveClock::cpu : SolveClock::wall;
-      base.time_limit_seconds = kDefaultLimitSeconds;
-      Outcome def;
+      Tuned& t = tuned[s];
       double default_cost = 0.0;
-      nlohmann::json task;
       {
         PetscSolverEvaluator e(systems[s].matrix, base);
-        task = e.task();
+        t.features = numeric_task_features(e.task());
+        t.space_version = e.space().fingerprint();
         const Measurement m = e.evaluate(e.petsc_default());
-        def = outcome_of(m);
+        t.default_outcome = record(systems[s].name, "default", e.space(), e.petsc_default(), m);
         default_cost = m.cost_seconds;
-        seconds[s][e.space().key(e.petsc_default())] = def.seconds;
-        all.push_back({{"system", systems[s].name},
-                       {"config", config_text(e.space(), e.petsc_default())},
-                       {"default", true},
-                       {"status", def.status},
-                       {"seconds", def.ok ? nlohmann::json(def.seconds) : nlohmann::json()},
-                       {"metrics", m.metrics},
-                       {"message", m.message}});
+        t.observations.push_back({e.petsc_default(), m});
       }
-      is_symmetric[s] = features_say_symmetric(task);
       PetscSolverOptions trial = base;
-      trial.time_limit_seconds =
-          std::clamp(kLimitOverDefault * (def.ok ? def.seconds : default_cost),
-                     kMinTrialLimitSeconds, kMaxTrialLimitSeconds);
+      t.trial_limit = std::clamp(
+          kLimitOverDefault * (t.default_outcome.ok ? t.default_outcome.seconds : default_cost),
+          kMinTrialLimitSeconds, kMaxTrialLimitSeconds);
+      trial.time_limit_seconds = t.trial_limit;
       PetscSolverEvaluator e(systems[s].matrix, trial);
-      const std::size_t quota = systems[s].matrix.rows >= kLargeRows ? per_pc_large : per_pc;
-      std::vector<Configuration> configs = take(shared, quota);
-      if (is_symmetric[s]) {
-        const auto extra = take(symmetric_only, quota);
-        configs.insert(configs.end(), extra.begin(), extra.end());
-      }
-      Outcome best = def;
-      std::string best_config = "(default)";
+      const std::size_t evaluations = systems[s].matrix.rows >= kLargeRows ? budget_large : budget;
+      SessionOptions options;
+      options.strategy = strategy;
+      options.seed = seed;
+      options.budget = evaluations;
+      Session session(e.space(), options);
+      session.restore(t.observations, {});
+      t.best = t.default_outcome;
       std::size_t ok_count = 0;
       std::size_t tried = 0;
-      for (const auto& c : configs) {
-        const std::string key = e.space().key(c);
-        if (seconds[s].count(key)) continue;  // the default, already measured
-        const Measurement m = e.evaluate(c);
-        const Outcome o = outcome_of(m);
+      while (session.observations().size() < evaluations) {
+        const auto batch = session.propose(1);
+        if (batch.empty()) break;
+        const Measurement m = e.evaluate(batch.front());
+        session.observe(batch.front(), m);
+        t.observations.push_back({batch.front(), m});
+        const Outcome o = record(systems[s].name, "tune", e.space(), batch.front(), m);
         ++tried;
         ok_count += o.ok;
-        seconds[s][key] = o.seconds;
-        all.push_back({{"system", systems[s].name},
-                       {"config", config_text(e.space(), c)},
-                       {"default", false},
-                       {"status", o.status},
-                       {"seconds", o.ok ? nlohmann::json(o.seconds) : nlohmann::json()},
-                       {"metrics", m.metrics},
-                       {"message", m.message}});
-        if (o.ok && o.seconds < best.seconds) {
-          best = o;
-          best_config = config_text(e.space(), c);
+        if (o.ok && tried <= transfer_budget) t.first_k_seconds = std::min(t.first_k_seconds, o.seconds);
+        if (o.ok && o.seconds < t.best.seconds) {
+          t.best = o;
+          t.best_config = config_text(e.space(), batch.front());
         }
       }
-      defaults[s] = def;
-      bests[s] = best;
-      const double speedup = def.ok && best.ok ? def.seconds / best.seconds : 0.0;
+      const double speedup =
+          t.default_outcome.ok && t.best.ok ? t.default_outcome.seconds / t.best.seconds : 0.0;
       std::printf("| %s | %lld | %lld | %s | %s | %lld | %s | `%s` | %lld | %s | %s | %zu/%zu |\n",
                   systems[s].name.c_str(), static_cast<long long>(systems[s].matrix.rows),
-                  static_cast<long long>(systems[s].matrix.nnz()), is_symmetric[s] ? "yes" : "no",
-                  def.ok ? "ok" : def.reason.c_str(), static_cast<long long>(def.iterations),
-                  def.ok ? std::to_string(def.seconds).c_str() : "-", best_config.c_str(),
-                  static_cast<long long>(best.iterations),
-                  best.ok ? std::to_string(best.seconds).c_str() : "-",
-                  speedup > 0 ? std::to_string(speedup).c_str() : "-", ok_count,
-                  tried);
+                  static_cast<long long>(systems[s].matrix.nnz()),
+                  features_say_symmetric(t.features) ? "yes" : "no",
+                  t.default_outcome.ok ? "ok" : t.default_outcome.reason.c_str(),
+                  static_cast<long long>(t.default_outcome.iterations),
+                  seconds_text(t.default_outcome).c_str(), t.best_config.c_str(),
+                  static_cast<long long>(t.best.iterations), seconds_text(t.best).c_str(),
+                  speedup > 0 ? std::to_string(speedup).c_str() : "-", ok_count, tried);
       std::fflush(stdout);
     }
 
-    // Summary.
-    std::vector<double> speedups;
-    std::vector<double> portfolio_speedups;
-    std::size_t default_fails = 0;
-    std::size_t rescued = 0;
-    std::size_t portfolio_rescued = 0;
-    std::size_t both_fail = 0;
+    // --- transfer: K evaluations per system with the other systems' trials as priors
+    std::printf("\n| system | prior systems | tuned s | first %zu without priors | %zu with priors | configuration |\n",
+                transfer_budget, transfer_budget);
+    std::printf("|---|---|---|---|---|---|\n");
+    std::vector<double> transfer_seconds(systems.size(), std::numeric_limits<double>::infinity());
     for (std::size_t s = 0; s < systems.size(); ++s) {
-      // Leave-one-out portfolio: rank configurations by their geometric-mean ratio to the best
-      // on the other systems of the same symmetry class (failures count kFailureRatio).
-      std::map<std::string, std::vector<double>> ratios;
+      std::vector<Prior> priors;
       for (std::size_t o = 0; o < systems.size(); ++o) {
-        if (o == s || !bests[o].ok) continue;
-        for (const auto& [key, t] : seconds[o]) {
-          ratios[key].push_back(std::isfinite(t) ? std::min(t / bests[o].seconds, kFailureRatio)
-                                                 : kFailureRatio);
+        if (o == s || tuned[o].space_version != tuned[s].space_version) continue;
+        Prior p;
+        p.source = "this machine";  // one model over the other matrices, features as inputs
+        p.task_features = tuned[o].features;
+        p.observations = tuned[o].observations;
+        priors.push_back(std::move(p));
+      }
+      const std::size_t prior_systems = priors.size();
+      PetscSolverOptions trial = base;
+      trial.time_limit_seconds = tuned[s].trial_limit;
+      PetscSolverEvaluator e(systems[s].matrix, trial);
+      SessionOptions options;
+      options.strategy = "bo-transfer";
+      options.seed = seed;
+      options.budget = transfer_budget;
+      options.priors = std::move(priors);
+      options.task_features = tuned[s].features;
+      Session session(e.space(), options);
+      std::string best_config = "-";
+      for (std::size_t k = 0; k < transfer_budget; ++k) {
+        const auto batch = session.propose(1);
+        if (batch.empty()) break;
+        const Measurement m = e.evaluate(batch.front());
+        session.observe(batch.front(), m);
+        const Outcome o = record(systems[s].name, "transfer", e.space(), batch.front(), m);
+        if (o.ok && o.seconds < transfer_seconds[s]) {
+          transfer_seconds[s] = o.seconds;
+          best_config = config_text(e.space(), batch.front());
         }
       }
-      std::vector<std::pair<double, std::string>> ranked;
-      for (const auto& [key, r] : ratios) {
-        // Only configurations that apply to this system (CG/MINRES/ICC need symmetry); those
-        // are ranked over the systems they were run on.
-        if (seconds[s].count(key)) ranked.emplace_back(geomean(r), key);
-      }
-      std::sort(ranked.begin(), ranked.end());
-      double portfolio_best = std::numeric_limits<double>::infinity();
-      for (std::size_t i = 0; i < std::min(kPortfolioSize, ranked.size()); ++i) {
-        portfolio_best = std::min(portfolio_best, seconds[s][ranked[i].second]);
-      }
-      if (defaults[s].ok) {
-        speedups.push_back(defaults[s].seconds / bests[s].seconds);
-        if (std::isfinite(portfolio_best)) {
-          portfolio_speedups.push_back(defaults[s].seconds / portfolio_best);
-        } else {
-          portfolio_speedups.push_back(1.0);  // falls back to the default
-        }
+      auto text = [](double v) { return std::isfinite(v) ? std::to_string(v) : std::string("-"); };
+      std::printf("| %s | %zu | %s | %s | %s | `%s` |\n", systems[s].name.c_str(), prior_systems,
+                  seconds_text(tuned[s].best).c_str(), text(tuned[s].first_k_seconds).c_str(),
+                  text(transfer_seconds[s]).c_str(), best_config.c_str());
+      std::fflush(stdout);
+    }
+
+    // --- summary
+    std::vector<double> speedups, transfer_speedups, first_k_speedups;
+    std::size_t default_fails = 0, rescued = 0, transfer_rescued = 0;
+    for (std::size_t s = 0; s < systems.size(); ++s) {
+      const Tuned& t = tuned[s];
+      if (t.default_outcome.ok) {
+        const double d = t.default_outcome.seconds;
+        speedups.push_back(d / t.best.seconds);
+        // Within K evaluations the default stays the fallback: never below 1.
+        transfer_speedups.push_back(std::max(1.0, d / transfer_seconds[s]));
+        first_k_speedups.push_back(std::max(1.0, d / t.first_k_seconds));
       } else {
         ++default_fails;
-        rescued += bests[s].ok;
-        portfolio_rescued += std::isfinite(portfolio_best);
-        both_fail += !bests[s].ok;
+        rescued += t.best.ok;
+        transfer_rescued += std::isfinite(transfer_seconds[s]);
       }
     }
     const double g = geomean(speedups);
-    const double gp = geomean(portfolio_speedups);
+    const double gt = geomean(transfer_speedups);
+    const double gk = geomean(first_k_speedups);
+    auto share = [&](double x) { return g > 1.0 ? 100.0 * std::log(x) / std::log(g) : 100.0; };
     std::printf("\nsystems: %zu; default converges on %zu\n", systems.size(),
                 systems.size() - default_fails);
-    std::printf("geometric-mean speed-up of the best sampled configuration over the default "
-                "(systems where the default converges): %.2fx\n", g);
-    std::printf("default fails but a sampled configuration converges: %zu of %zu default "
-                "failures (%zu fail with every sampled configuration)\n",
-                rescued, default_fails, both_fail);
-    std::printf("leave-one-out portfolio (5 configurations best on the other systems): "
-                "geometric-mean speed-up %.2fx = %.0f%% of the full sample's log speed-up; "
-                "converges on %zu of the %zu default failures\n",
-                gp, g > 1.0 ? 100.0 * std::log(gp) / std::log(g) : 100.0, portfolio_rescued,
-                default_fails);
+    std::printf("geometric-mean speed-up of the tuned configuration over the default (systems "
+                "where the default converges): %.2fx\n", g);
+    std::printf("default fails but the tuned configuration converges: %zu of %zu default "
+                "failures\n", rescued, default_fails);
+    std::printf("within %zu evaluations WITH the other systems' trials (bo-transfer): "
+                "geometric-mean speed-up %.2fx = %.0f%% of the tuned log speed-up; converges on "
+                "%zu of the %zu default failures\n",
+                transfer_budget, gt, share(gt), transfer_rescued, default_fails);
+    std::printf("within %zu evaluations WITHOUT priors (the tuner's first %zu): %.2fx = %.0f%%\n",
+                transfer_budget, transfer_budget, gk, share(gk));
 
     if (!out_path.empty()) {
       std::ofstream out(out_path);

@@ -494,7 +494,7 @@ SearchSpace petsc_search_space(bool symmetric) {
   std::vector<Value> ksp_types =
       strings({"gmres", "fgmres", "lgmres", "bcgs", "bcgsl", "tfqmr", "cgs", "bicg"});
   std::vector<Value> pc_types =
-      strings({"none", "jacobi", "bjacobi", "sor", "ilu", "gamg", "hypre"});
+      strings({"none", "jacobi", "bjacobi", "sor", "ilu", "gamg", "hypre", "lu"});
   if (symmetric) {
     ksp_types.emplace_back(std::string("cg"));
     ksp_types.emplace_back(std::string("minres"));
@@ -533,7 +533,7 @@ SearchSpace petsc_search_space(bool symmetric) {
       {"gmres_restart", "ksp_type", {"gmres", "fgmres", "lgmres"}},
       {"bjacobi_blocks", "pc_type", {"bjacobi"}},
       {"factor_levels", "pc_type", {"ilu", "icc", "bjacobi"}},
-      {"factor_shift", "pc_type", {"ilu", "icc", "bjacobi"}},
+      {"factor_shift", "pc_type", {"ilu", "icc", "bjacobi", "lu"}},
       {"sor_omega", "pc_type", {"sor"}},
       {"gamg_threshold", "pc_type", {"gamg"}},
       {"hypre_strong_threshold", "pc_type", {"hypre"}},
@@ -570,6 +570,12 @@ std::vector<PetscOption> petsc_options(const SearchSpace& space, const Configura
     }
   } else if (pc == "ilu" || pc == "icc") {
     out.emplace_back("-pc_factor_levels", v.text("factor_levels"));
+    if (v.text("factor_shift") != "default") {
+      out.emplace_back("-pc_factor_shift_type", v.text("factor_shift"));
+    }
+  } else if (pc == "lu") {
+    // A sparse direct factorisation (PETSc's own, nested-dissection ordering): the Krylov
+    // method then converges at once, at the cost of fill. Wins on small hard systems.
     if (v.text("factor_shift") != "default") {
       out.emplace_back("-pc_factor_shift_type", v.text("factor_shift"));
     }

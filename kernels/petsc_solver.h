@@ -53,10 +53,11 @@ using PetscOption = std::pair<std::string, std::string>;
 ///   ksp_type        gmres fgmres lgmres bcgs bcgsl tfqmr cgs bicg, plus cg minres when
 ///                   `symmetric`
 ///   gmres_restart   10 30 60 100 (gmres, fgmres, lgmres only)
-///   pc_type         none jacobi bjacobi sor ilu gamg hypre, plus icc when `symmetric`
+///   pc_type         none jacobi bjacobi sor ilu gamg hypre lu, plus icc when `symmetric`
+///                   (lu: PETSc's sparse direct factorisation, the method converging at once)
 ///   bjacobi_blocks  1 8 (bjacobi; each block gets ILU(factor_levels))
 ///   factor_levels   0..3 (ilu, icc, bjacobi)
-///   factor_shift    default nonzero (ilu, icc, bjacobi: PETSc's own shift, or shifting zero
+///   factor_shift    default nonzero (ilu, icc, bjacobi, lu: PETSc's own shift, or shifting zero
 ///                   pivots away, -pc_factor_shift_type nonzero)
 ///   sor_omega       0.7 1.0 1.3 1.6 1.9 (sor)
 ///   gamg_threshold  0 0.01 0.03 0.08 (gamg)
@@ -67,7 +68,7 @@ using PetscOption = std::pair<std::string, std::string>;
 /// constraint, so every valid configuration is a different solver. Real-valued parameters are
 /// ordinal lists so that the space stays enumerable (exhaustive search, scoring every
 /// candidate); the domains are sized so that the Cartesian product stays under
-/// SearchSpace::kMaxEnumerate (1.66e7 of 2e7 for the symmetric space). The default configuration is PETSc's default: GMRES(30) with block Jacobi and
+/// SearchSpace::kMaxEnumerate (1.87e7 of 2e7 for the symmetric space). The default configuration is PETSc's default: GMRES(30) with block Jacobi and
 /// ILU(0) (one block on one process, which is what PETSc's sequential ILU(0) default computes).
 SearchSpace petsc_search_space(bool symmetric);
 

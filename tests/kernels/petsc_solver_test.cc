@@ -136,6 +136,8 @@ TEST(PetscSolver, EveryPreconditionerReadsAllItsOptions) {
                   {"hypre_interp_type", std::string("FF1")}, {"hypre_agg_nl", std::int64_t{1}}}),
       with(s, d, {{"ksp_type", std::string("minres")}, {"gmres_restart", std::int64_t{30}},
                   {"pc_type", std::string("none")}, {"bjacobi_blocks", std::int64_t{1}}}),
+      with(s, d, {{"ksp_type", std::string("bcgs")}, {"pc_type", std::string("lu")},
+                  {"bjacobi_blocks", std::int64_t{1}}, {"factor_shift", std::string("nonzero")}}),
   };
   for (const auto& c : configs) {
     const Measurement m = e.evaluate(c);

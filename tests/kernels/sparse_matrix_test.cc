@@ -173,6 +173,9 @@ struct BadFile {
   std::vector<std::string> message_parts;  ///< each must appear in the error message
 };
 
+// Test names and failure messages show the case's label, not its bytes.
+void PrintTo(const BadFile& bad, std::ostream* os) { *os << bad.label; }
+
 class MatrixMarketErrors : public ::testing::TestWithParam<BadFile> {};
 
 TEST_P(MatrixMarketErrors, NameFileLineAndProblem) {
