@@ -213,11 +213,13 @@ Parameter real_interval(std::string name, double low, double high, bool log_scal
 struct SearchSpace::Cache {
   std::once_flag enumerated;
   std::vector<Configuration> valid;
+  /// The enumeration finished (within its budget of visited partial configurations).
+  bool complete = false;
 };
 
 SearchSpace::SearchSpace(std::vector<Parameter> parameters,
                          const std::vector<std::string>& constraints)
-    : parameters_(std::move(parameters)), cache_(std::make_unique<Cache>()) {
+    : parameters_(std::move(parameters)), cache_(std::make_shared<Cache>()) {
   if (parameters_.empty()) throw InvalidInput("a search space needs at least one parameter");
   std::set<std::string> seen;
   for (const auto& p : parameters_) {
@@ -290,13 +292,13 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
 SearchSpace::SearchSpace(const SearchSpace& other)
     : parameters_(other.parameters_),
       constraints_(other.constraints_),
-      cache_(std::make_unique<Cache>()) {}
+      cache_(other.cache_ ? other.cache_ : std::make_shared<Cache>()) {}
 
 SearchSpace& SearchSpace::operator=(const SearchSpace& other) {
   if (this != &other) {
     parameters_ = other.parameters_;
     constraints_ = other.constraints_;
-    cache_ = std::make_unique<Cache>();
+    cache_ = other.cache_ ? other.cache_ : std::make_shared<Cache>();
   }
   return *this;
 }
@@ -327,14 +329,13 @@ double SearchSpace::cartesian_size() const {
   return size;
 }
 
-const std::vector<Configuration>& SearchSpace::valid_configurations() const {
-  if (!enumerable()) {
-    throw InvalidInput("the space is too large to enumerate (" +
-                       std::to_string(cartesian_size()) + " points, limit " +
-                       std::to_string(kMaxEnumerate) + ") or has real parameters");
-  }
-  if (!cache_) throw InvalidInput("an empty search space has no configurations");
+void SearchSpace::enumerate_once() const {
   std::call_once(cache_->enumerated, [this] {
+    if (!all_discrete() || cartesian_size() > kMaxPrunedProduct) return;
+    // A small product is enumerated whatever it costs; a larger one only while the pruned
+    // tree stays within kMaxEnumerationVisits visited nodes.
+    const bool capped = cartesian_size() > kMaxEnumerate;
+    const auto max_visits = static_cast<std::uint64_t>(kMaxEnumerationVisits);
     // Depth-first over the Cartesian product; each constraint is checked as soon as the last
     // parameter it names is assigned, which prunes whole subtrees.
     const std::size_t d = parameters_.size();
@@ -343,8 +344,14 @@ const std::vector<Configuration>& SearchSpace::valid_configurations() const {
     Configuration current(d);
     std::vector<std::size_t> index(d, 0);
     std::size_t depth = 0;
+    std::uint64_t visits = 0;
     auto& out = cache_->valid;
     while (true) {
+      if (capped && ++visits > max_visits) {
+        out.clear();
+        out.shrink_to_fit();
+        return;
+      }
       current[depth] = parameters_[depth].values[index[depth]];
       bool ok = true;
       for (const Constraint* c : check_at[depth]) {
@@ -362,11 +369,33 @@ const std::vector<Configuration>& SearchSpace::valid_configurations() const {
       // Advance to the next value, backtracking over exhausted parameters.
       while (true) {
         if (++index[depth] < parameters_[depth].values.size()) break;
-        if (depth == 0) return;
+        if (depth == 0) {
+          cache_->complete = true;
+          return;
+        }
         --depth;
       }
     }
   });
+}
+
+bool SearchSpace::enumerable() const {
+  if (!all_discrete() || !cache_) return false;
+  if (cartesian_size() <= kMaxEnumerate) return true;
+  if (cartesian_size() > kMaxPrunedProduct) return false;
+  enumerate_once();
+  return cache_->complete;
+}
+
+const std::vector<Configuration>& SearchSpace::valid_configurations() const {
+  if (!cache_) throw InvalidInput("an empty search space has no configurations");
+  if (!enumerable()) {
+    throw InvalidInput("the space is too large to enumerate (" +
+                       std::to_string(cartesian_size()) + " points whose constraints leave " +
+                       "more than " + std::to_string(kMaxEnumerationVisits) +
+                       " partial configurations to visit) or has real parameters");
+  }
+  enumerate_once();
   return cache_->valid;
 }
 

@@ -61,12 +61,20 @@ struct Constraint {
 
 /// A search space: named parameters plus constraints over them. Immutable once built.
 ///
-/// The valid configurations of a discrete space are enumerated lazily (once, thread-safe)
-/// when the Cartesian product is at most kMaxEnumerate; larger spaces are sampled uniformly
-/// from the valid set by rejection, without enumerating.
+/// The valid configurations of a discrete space are enumerated lazily (once, thread-safe, and
+/// shared by copies) when that is feasible: the Cartesian product is at most kMaxEnumerate, or
+/// it is at most kMaxPrunedProduct and the depth-first enumeration, which prunes a subtree as
+/// soon as a constraint fails, visits at most kMaxEnumerationVisits partial configurations
+/// (conditional spaces, where a method pins the parameters only other methods read, have far
+/// fewer than their product). Other spaces are sampled uniformly from the valid set by
+/// rejection, without enumerating.
 class SearchSpace {
  public:
   static constexpr double kMaxEnumerate = 2.0e7;
+  static constexpr double kMaxPrunedProduct = 1.0e10;
+  /// Partial configurations the pruned enumeration of a product above kMaxEnumerate may visit
+  /// (about a second at worst) before the space counts as too large.
+  static constexpr double kMaxEnumerationVisits = 2.0e6;
   static constexpr std::size_t kMaxIntegerRange = 1'000'000;
 
   SearchSpace();
@@ -105,7 +113,9 @@ class SearchSpace {
 
   /// Product of the domain sizes (infinity when a parameter is real).
   double cartesian_size() const;
-  bool enumerable() const { return all_discrete() && cartesian_size() <= kMaxEnumerate; }
+  /// Whether valid_configurations() is available (see the class comment). For a product
+  /// above kMaxEnumerate the first call runs the enumeration.
+  bool enumerable() const;
   /// Every valid configuration, in lexicographic order of value positions. Throws
   /// InvalidInput when the space is not enumerable.
   const std::vector<Configuration>& valid_configurations() const;
@@ -144,8 +154,11 @@ class SearchSpace {
  private:
   std::vector<Parameter> parameters_;
   std::vector<Constraint> constraints_;
+  void enumerate_once() const;
+
   struct Cache;
-  std::unique_ptr<Cache> cache_;
+  // Shared by copies: the space is immutable, so its enumeration is the same.
+  std::shared_ptr<Cache> cache_;
 };
 
 /// Helpers to build parameters.

@@ -510,6 +510,8 @@ SearchSpace petsc_search_space(bool symmetric) {
       integer_range("factor_levels", 0, kMaxFactorLevels, 1, 0),
       categorical("factor_shift", strings({"default", "nonzero"}),
                   Value(std::string("default"))),
+      categorical("lu_package", strings({"petsc", "superlu", "umfpack", "mumps"}),
+                  Value(std::string("petsc"))),
       ordinal("sor_omega", {0.7, 1.0, 1.3, 1.6, 1.9}, Value(kDefaultOmega)),
       ordinal("gamg_threshold", {0.0, 0.01, 0.03, 0.08}, Value(kDefaultGamgThreshold)),
       ordinal("hypre_strong_threshold", {0.25, 0.5, 0.7}, Value(kDefaultStrongThreshold)),
@@ -534,6 +536,7 @@ SearchSpace petsc_search_space(bool symmetric) {
       {"bjacobi_blocks", "pc_type", {"bjacobi"}},
       {"factor_levels", "pc_type", {"ilu", "icc", "bjacobi"}},
       {"factor_shift", "pc_type", {"ilu", "icc", "bjacobi", "lu"}},
+      {"lu_package", "pc_type", {"lu"}},
       {"sor_omega", "pc_type", {"sor"}},
       {"gamg_threshold", "pc_type", {"gamg"}},
       {"hypre_strong_threshold", "pc_type", {"hypre"}},
@@ -574,8 +577,10 @@ std::vector<PetscOption> petsc_options(const SearchSpace& space, const Configura
       out.emplace_back("-pc_factor_shift_type", v.text("factor_shift"));
     }
   } else if (pc == "lu") {
-    // A sparse direct factorisation (PETSc's own, nested-dissection ordering): the Krylov
-    // method then converges at once, at the cost of fill. Wins on small hard systems.
+    // A sparse direct factorisation: the Krylov method then converges at once, at the cost of
+    // fill. PETSc's own LU pivots only on the diagonal; SuperLU, UMFPACK and MUMPS pivot, which
+    // hard unsymmetric systems need.
+    out.emplace_back("-pc_factor_mat_solver_type", v.text("lu_package"));
     if (v.text("factor_shift") != "default") {
       out.emplace_back("-pc_factor_shift_type", v.text("factor_shift"));
     }

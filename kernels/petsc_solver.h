@@ -59,6 +59,7 @@ using PetscOption = std::pair<std::string, std::string>;
 ///   factor_levels   0..3 (ilu, icc, bjacobi)
 ///   factor_shift    default nonzero (ilu, icc, bjacobi, lu: PETSc's own shift, or shifting zero
 ///                   pivots away, -pc_factor_shift_type nonzero)
+///   lu_package      petsc superlu umfpack mumps (lu: -pc_factor_mat_solver_type)
 ///   sor_omega       0.7 1.0 1.3 1.6 1.9 (sor)
 ///   gamg_threshold  0 0.01 0.03 0.08 (gamg)
 ///   hypre_*         BoomerAMG strong threshold (0.25 0.5 0.7), coarsening (Falgout HMIS
@@ -67,8 +68,9 @@ using PetscOption = std::pair<std::string, std::string>;
 /// A parameter that does not apply to the chosen method is pinned to its default by a
 /// constraint, so every valid configuration is a different solver. Real-valued parameters are
 /// ordinal lists so that the space stays enumerable (exhaustive search, scoring every
-/// candidate); the domains are sized so that the Cartesian product stays under
-/// SearchSpace::kMaxEnumerate (1.87e7 of 2e7 for the symmetric space). The default configuration is PETSc's default: GMRES(30) with block Jacobi and
+/// candidate): the Cartesian product (7.5e7 for the symmetric space) is above
+/// SearchSpace::kMaxEnumerate, but the pinning constraints prune the enumeration to far
+/// fewer partial configurations. The default configuration is PETSc's default: GMRES(30) with block Jacobi and
 /// ILU(0) (one block on one process, which is what PETSc's sequential ILU(0) default computes).
 SearchSpace petsc_search_space(bool symmetric);
 

@@ -258,7 +258,11 @@ class BayesianOptimization final : public ModelBasedStrategy {
     if (!transfer && (state.observations.size() + state.pending.size() < initial ||
                       state.ok_count() < kMinObservationsForModel)) {
       diagnostics_["phase"] = "initial design";
-      auto more = latin_hypercube_proposals(state, n - out.size(), seed_, initial, rng);
+      // The initial design, then (everything failed so far, so no model yet) a design over
+      // the whole budget: still space-filling, never circling the first few points.
+      const std::size_t design =
+          state.taken.size() < initial ? initial : std::max(state.budget, state.taken.size() + n);
+      auto more = latin_hypercube_proposals(state, n - out.size(), seed_, design, rng);
       for (auto& c : more) {
         if (chosen.insert(state.space->key(c)).second) out.push_back(std::move(c));
       }

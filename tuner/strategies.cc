@@ -234,17 +234,34 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
   for (std::size_t k = cursor; out.size() < n && k < cursor + n + design_size; ++k) {
     Configuration target = design_point(k);
     if (state.candidates && state.encoded_candidates) {
-      // Snap to the nearest free candidate in the encoded (unit cube) geometry.
       const auto x = space.encode(target);
       const std::size_t dim = x.size();
       const auto& cands = *state.candidates;
+      // Categorical choices first, in the order the space declares them: keep the free
+      // candidates with the design's value of each categorical parameter when there are any.
+      // In a conditional space (a method and the parameters only it reads) the method is
+      // chosen as the design says; by distance alone a design point would snap to the method
+      // with the most free parameters, since the others pin theirs to a default.
+      std::vector<std::size_t> pool;
+      for (std::size_t i = 0; i < cands.size(); ++i) {
+        const auto key = space.key(cands[i]);
+        if (!state.taken.count(key) && !chosen.count(key)) pool.push_back(i);
+      }
+      if (pool.empty()) break;  // exhausted
+      for (std::size_t p = 0; p < d; ++p) {
+        if (space.parameter(p).kind != ParamKind::categorical) continue;
+        std::vector<std::size_t> matching;
+        for (std::size_t i : pool) {
+          if (same_value(cands[i][p], target[p])) matching.push_back(i);
+        }
+        if (!matching.empty()) pool.swap(matching);
+      }
+      // Then the nearest of those in the encoded (unit cube) geometry.
       double best = std::numeric_limits<double>::infinity();
       std::size_t best_i = cands.size();
-      for (std::size_t i = 0; i < cands.size(); ++i) {
+      for (std::size_t i : pool) {
         const double dist = squared_distance(state.encoded_candidates->data() + i * dim, x);
         if (dist < best) {
-          const auto key = space.key(cands[i]);
-          if (state.taken.count(key) || chosen.count(key)) continue;
           best = dist;
           best_i = i;
         }

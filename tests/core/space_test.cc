@@ -89,6 +89,33 @@ TEST(SearchSpace, HugeSpacesAreSampledWithoutEnumerating) {
   }
 }
 
+TEST(SearchSpace, ConditionalSpacesBeyondTheProductLimitAreEnumeratedWhenThePruningAllows) {
+  // method a reads p0..p3, method b reads p4..p7, method c neither: a product of 3e8, but 20,001
+  // valid configurations, and the enumeration prunes every pinned parameter at once.
+  std::vector<Parameter> params = {categorical("method", {Value("a"), Value("b"), Value("c")})};
+  std::vector<std::string> constraints;
+  for (int i = 0; i < 8; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    params.push_back(integer_range(name, 0, 9));
+    constraints.push_back(name + " == 0 or method == \"" + (i < 4 ? "a" : "b") + "\"");
+  }
+  const SearchSpace conditional(params, constraints);
+  ASSERT_GT(conditional.cartesian_size(), SearchSpace::kMaxEnumerate);
+  ASSERT_TRUE(conditional.enumerable());
+  EXPECT_EQ(conditional.valid_configurations().size(), 20001u);
+  // A copy shares the enumeration rather than repeating it.
+  const SearchSpace copy = conditional;
+  EXPECT_EQ(&copy.valid_configurations(), &conditional.valid_configurations());
+
+  // The same product with constraints that prune little: sampled, not enumerated.
+  constraints.assign({"p0 + p1 != 3"});
+  const SearchSpace loose(params, constraints);
+  EXPECT_FALSE(loose.enumerable());
+  EXPECT_THROW(loose.valid_configurations(), InvalidInput);
+  Rng rng(2);
+  EXPECT_TRUE(loose.is_valid(loose.sample(rng)));
+}
+
 TEST(SearchSpace, MixedSpaceWithRealsSamplesAndChecks) {
   auto s = small_space();
   EXPECT_FALSE(s.enumerable());

@@ -138,6 +138,12 @@ TEST(PetscSolver, EveryPreconditionerReadsAllItsOptions) {
                   {"pc_type", std::string("none")}, {"bjacobi_blocks", std::int64_t{1}}}),
       with(s, d, {{"ksp_type", std::string("bcgs")}, {"pc_type", std::string("lu")},
                   {"bjacobi_blocks", std::int64_t{1}}, {"factor_shift", std::string("nonzero")}}),
+      with(s, d, {{"ksp_type", std::string("gmres")}, {"pc_type", std::string("lu")},
+                  {"bjacobi_blocks", std::int64_t{1}}, {"lu_package", std::string("superlu")}}),
+      with(s, d, {{"ksp_type", std::string("gmres")}, {"pc_type", std::string("lu")},
+                  {"bjacobi_blocks", std::int64_t{1}}, {"lu_package", std::string("umfpack")}}),
+      with(s, d, {{"ksp_type", std::string("gmres")}, {"pc_type", std::string("lu")},
+                  {"bjacobi_blocks", std::int64_t{1}}, {"lu_package", std::string("mumps")}}),
   };
   for (const auto& c : configs) {
     const Measurement m = e.evaluate(c);
