@@ -4,7 +4,7 @@
 //
 //   bench_petsc [--matrices DIR] [--problem poisson3d:100]... [--budget B] [--budget-large B]
 //               [--transfer-budget K] [--strategy bo] [--seed S] [--repeats R] [--cpu-time]
-//               [--only NAME]... [--out results.json]
+//               [--only NAME]... [--out results.json] [--reuse-tuning results.json]
 //
 // Per system: the default is measured, then a tuning Session (strategy --strategy, the
 // default first as its first observation) evaluates B configurations through
@@ -18,6 +18,9 @@
 // features as task features, proposes K configurations (default 5) that are then measured:
 // the speed-up reached within K evaluations with the other matrices' trials, next to the
 // tuned one and to the first K evaluations of the run without priors.
+//
+// --reuse-tuning takes the default and tuning trials from an earlier --out file instead of
+// measuring them again (the transfer phase is measured anew): for work on transfer methods.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -144,6 +147,10 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "timed solves per configuration (median)");
   app.add_option("--only", only, "run only these systems (matrix file stems or problem names)");
   app.add_option("--out", out_path, "write every trial as JSON here");
+  std::string reuse_path;
+  app.add_option("--reuse-tuning", reuse_path,
+                 "take the default and tuning trials from this earlier --out file")
+      ->check(CLI::ExistingFile);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -197,6 +204,7 @@ int main(int argc, char** argv) {
       all.push_back({{"system", system},
                      {"phase", phase},
                      {"config", config_text(space, c)},
+                     {"config_json", space.config_to_json(c)},
                      {"status", o.status},
                      {"seconds", o.ok ? nlohmann::json(o.seconds) : nlohmann::json()},
                      {"metrics", m.metrics},
@@ -208,6 +216,36 @@ int main(int argc, char** argv) {
     base.clock = cpu_clock ? SolveClock::cpu : SolveClock::wall;
     base.time_limit_seconds = kDefaultLimitSeconds;
 
+    // Earlier trials to reuse: system -> its default and tuning records, in order.
+    std::map<std::string, std::vector<nlohmann::json>> reused;
+    if (!reuse_path.empty()) {
+      std::ifstream in(reuse_path);
+      const auto earlier = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      if (!earlier.is_array()) {
+        throw InvalidInput("--reuse-tuning " + reuse_path + ": not a JSON array of trials");
+      }
+      for (const auto& r : earlier) {
+        if (!r.contains("config_json")) {
+          throw InvalidInput("--reuse-tuning " + reuse_path +
+                             ": trials without \"config_json\" (written by an older bench_petsc)");
+        }
+        const auto phase = r.value("phase", std::string());
+        if (phase == "default" || phase == "tune") reused[r["system"].get<std::string>()].push_back(r);
+      }
+    }
+    // A stored trial as a measurement (what the tuner and the table need of it).
+    auto measurement_of = [](const nlohmann::json& r) {
+      if (r["status"] == "ok") {
+        Measurement m = Measurement::success(r["seconds"].get<double>());
+        m.metrics = r.value("metrics", nlohmann::json::object());
+        return m;
+      }
+      Measurement m = Measurement::failure(trial_status_from_string(r["status"].get<std::string>()),
+                                           r.value("message", std::string()));
+      m.metrics = r.value("metrics", nlohmann::json::object());
+      return m;
+    };
+
     // --- tuning, system by system
     std::vector<Tuned> tuned(systems.size());
     std::printf("| system | rows | nnz | sym | default | its | default s | tuned configuration | its | tuned s | speed-up | ok/tried |\n");
@@ -215,11 +253,13 @@ int main(int argc, char** argv) {
     for (std::size_t s = 0; s < systems.size(); ++s) {
       Tuned& t = tuned[s];
       double default_cost = 0.0;
+      const auto earlier = reused.find(systems[s].name);
       {
         PetscSolverEvaluator e(systems[s].matrix, base);
         t.features = numeric_task_features(e.task());
         t.space_version = e.space().fingerprint();
-        const Measurement m = e.evaluate(e.petsc_default());
+        const Measurement m = earlier != reused.end() ? measurement_of(earlier->second.front())
+                                                      : e.evaluate(e.petsc_default());
         t.default_outcome = record(systems[s].name, "default", e.space(), e.petsc_default(), m);
         default_cost = m.cost_seconds;
         t.observations.push_back({e.petsc_default(), m});
@@ -240,10 +280,20 @@ int main(int argc, char** argv) {
       t.best = t.default_outcome;
       std::size_t ok_count = 0;
       std::size_t tried = 0;
+      std::size_t next_reused = 1;
       while (session.observations().size() < evaluations) {
-        const auto batch = session.propose(1);
-        if (batch.empty()) break;
-        const Measurement m = e.evaluate(batch.front());
+        std::vector<Configuration> batch;
+        Measurement m;
+        if (earlier != reused.end()) {
+          if (next_reused >= earlier->second.size()) break;
+          const auto& r = earlier->second[next_reused++];
+          batch.push_back(e.space().config_from_json(r["config_json"]));
+          m = measurement_of(r);
+        } else {
+          batch = session.propose(1);
+          if (batch.empty()) break;
+          m = e.evaluate(batch.front());
+        }
         session.observe(batch.front(), m);
         t.observations.push_back({batch.front(), m});
         const Outcome o = record(systems[s].name, "tune", e.space(), batch.front(), m);
@@ -316,7 +366,7 @@ int main(int argc, char** argv) {
 
     // --- summary
     std::vector<double> speedups, transfer_speedups, first_k_speedups;
-    std::size_t default_fails = 0, rescued = 0, transfer_rescued = 0;
+    std::size_t default_fails = 0, rescued = 0, transfer_rescued = 0, first_k_rescued = 0;
     for (std::size_t s = 0; s < systems.size(); ++s) {
       const Tuned& t = tuned[s];
       if (t.default_outcome.ok) {
@@ -329,6 +379,7 @@ int main(int argc, char** argv) {
         ++default_fails;
         rescued += t.best.ok;
         transfer_rescued += std::isfinite(transfer_seconds[s]);
+        first_k_rescued += std::isfinite(t.first_k_seconds);
       }
     }
     const double g = geomean(speedups);
@@ -345,8 +396,9 @@ int main(int argc, char** argv) {
                 "geometric-mean speed-up %.2fx = %.0f%% of the tuned log speed-up; converges on "
                 "%zu of the %zu default failures\n",
                 transfer_budget, gt, share(gt), transfer_rescued, default_fails);
-    std::printf("within %zu evaluations WITHOUT priors (the tuner's first %zu): %.2fx = %.0f%%\n",
-                transfer_budget, transfer_budget, gk, share(gk));
+    std::printf("within %zu evaluations WITHOUT priors (the tuner's first %zu): %.2fx = %.0f%%; "
+                "converges on %zu of the %zu default failures\n",
+                transfer_budget, transfer_budget, gk, share(gk), first_k_rescued, default_fails);
 
     if (!out_path.empty()) {
       std::ofstream out(out_path);

@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -386,9 +387,12 @@ class BayesianOptimization final : public ModelBasedStrategy {
       if (!groups.count(p.source)) order.push_back(p.source);
       groups[p.source].push_back(&p);
     }
+    // Failures on priors, per configuration: (failed, succeeded) counts over every prior.
+    std::unordered_map<std::string, std::pair<int, int>> prior_outcomes;
     for (const auto& source : order) {
       std::vector<std::vector<double>> rows;
-      std::vector<double> g;
+      std::vector<double> g;  // model values, for the source's quantiles
+      std::vector<double> y;  // copula values, each prior (task) on its own
       bool log = true;
       for (const Prior* p : groups[source]) {
         for (const auto& o : p->observations) {
@@ -397,11 +401,13 @@ class BayesianOptimization final : public ModelBasedStrategy {
       }
       for (const Prior* p : groups[source]) {
         const auto scaled = features_.scale(p->task_features);
+        std::vector<double> g_task;
         for (const auto& o : p->observations) {
-          if (!o.result.ok()) {
-            if (state.is_candidate(o.config)) prior_failed_.insert(state.space->key(o.config));
-            continue;
+          if (state.is_candidate(o.config)) {
+            auto& counts = prior_outcomes[state.space->key(o.config)];
+            (o.result.ok() ? counts.second : counts.first) += 1;
           }
+          if (!o.result.ok()) continue;
           std::vector<double> x;
           try {
             x = encode(state, o.config);
@@ -410,17 +416,30 @@ class BayesianOptimization final : public ModelBasedStrategy {
           }
           x.insert(x.end(), scaled.begin(), scaled.end());
           rows.push_back(std::move(x));
-          g.push_back(model_value(o.result.objective, log, p->minimize));
+          g_task.push_back(model_value(o.result.objective, log, p->minimize));
+        }
+        // The copula per task: on another input the same configuration may take ten times
+        // as long; what carries over is how configurations rank, so each task's values become
+        // its own quantiles before the tasks are modelled together.
+        if (!g_task.empty()) {
+          const auto z = surrogates::gaussian_copula(g_task);
+          y.insert(y.end(), z.begin(), z.end());
+          g.insert(g.end(), g_task.begin(), g_task.end());
         }
       }
       if (g.size() < kMinObservationsForModel) continue;
       surrogates::SourceData data;
       data.name = source;
       data.x = rows_to_matrix(rows, dim + features_.size());
-      data.y = surrogates::gaussian_copula(g);
+      data.y = std::move(y);
       std::sort(g.begin(), g.end());
       source_sorted_.push_back(std::move(g));
       sources_.push_back(std::move(data));
+    }
+    // A configuration that failed on most of the priors that ran it probably fails here too;
+    // one that failed on one input but ran on others is not marked.
+    for (const auto& [key, counts] : prior_outcomes) {
+      if (counts.first > counts.second) prior_failed_.insert(key);
     }
     if (sources_.empty()) return;
     auto& cache = surrogates::SourceModelCache::process_cache();
@@ -1004,7 +1023,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
   std::vector<double> study_features_;
   std::vector<surrogates::SourceData> sources_;
   std::vector<std::vector<double>> source_sorted_;  // each source's model values, ascending
-  std::unordered_set<std::string> prior_failed_;    // keys that failed on some prior
+  std::unordered_set<std::string> prior_failed_;    // keys that failed on most priors that ran them
   std::vector<std::shared_ptr<const surrogates::SourceModel>> source_models_;  // rgpe
   surrogates::StackedPrior stack_;                                             // stacked
   std::vector<double> weights_;  // rgpe: sources..., target
