@@ -391,7 +391,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
     std::unordered_map<std::string, std::pair<int, int>> prior_outcomes;
     for (const auto& source : order) {
       std::vector<std::vector<double>> rows;
-      std::vector<double> g;  // model values, for the source's quantiles
+      std::vector<double> g;  // model values of the task nearest the study's, for units
+      double g_distance = std::numeric_limits<double>::infinity();
       std::vector<double> y;  // copula values, each prior (task) on its own
       bool log = true;
       for (const Prior* p : groups[source]) {
@@ -424,10 +425,18 @@ class BayesianOptimization final : public ModelBasedStrategy {
         if (!g_task.empty()) {
           const auto z = surrogates::gaussian_copula(g_task);
           y.insert(y.end(), z.begin(), z.end());
-          g.insert(g.end(), g_task.begin(), g_task.end());
+          // Zero-shot forecasts are told in the units of the most similar task.
+          double distance = 0.0;
+          for (std::size_t f = 0; f < scaled.size(); ++f) {
+            distance += (scaled[f] - study_features_[f]) * (scaled[f] - study_features_[f]);
+          }
+          if (distance < g_distance) {
+            g_distance = distance;
+            g = std::move(g_task);
+          }
         }
       }
-      if (g.size() < kMinObservationsForModel) continue;
+      if (y.size() < kMinObservationsForModel) continue;
       surrogates::SourceData data;
       data.name = source;
       data.x = rows_to_matrix(rows, dim + features_.size());
@@ -1022,7 +1031,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
   TaskFeatureScaling features_;
   std::vector<double> study_features_;
   std::vector<surrogates::SourceData> sources_;
-  std::vector<std::vector<double>> source_sorted_;  // each source's model values, ascending
+  // Per source: the model values of its task nearest the study's, ascending.
+  std::vector<std::vector<double>> source_sorted_;
   std::unordered_set<std::string> prior_failed_;    // keys that failed on most priors that ran them
   std::vector<std::shared_ptr<const surrogates::SourceModel>> source_models_;  // rgpe
   surrogates::StackedPrior stack_;                                             // stacked
