@@ -147,6 +147,9 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "timed solves per configuration (median)");
   app.add_option("--only", only, "run only these systems (matrix file stems or problem names)");
   app.add_option("--out", out_path, "write every trial as JSON here");
+  std::vector<std::string> feature_names;
+  app.add_option("--task-feature", feature_names,
+                 "matrix features the transfer model sees (repeatable; default: all numeric ones)");
   std::string reuse_path;
   app.add_option("--reuse-tuning", reuse_path,
                  "take the default and tuning trials from this earlier --out file")
@@ -257,6 +260,13 @@ int main(int argc, char** argv) {
       {
         PetscSolverEvaluator e(systems[s].matrix, base);
         t.features = numeric_task_features(e.task());
+        if (!feature_names.empty()) {
+          nlohmann::json kept = nlohmann::json::object();
+          for (const auto& name : feature_names) {
+            if (t.features.contains(name)) kept[name] = t.features[name];
+          }
+          t.features = kept;
+        }
         t.space_version = e.space().fingerprint();
         const Measurement m = earlier != reused.end() ? measurement_of(earlier->second.front())
                                                       : e.evaluate(e.petsc_default());
