@@ -62,7 +62,8 @@ std::vector<Prior> priors_from_store(const db::Store& store, const SearchSpace& 
     }
     auto features = task_features.find(t.task.value);
     if (features == task_features.end()) {
-      features = task_features.emplace(t.task.value, task_features_of(store.get_task(t.task))).first;
+      features =
+          task_features.emplace(t.task.value, task_features_of(store.get_task(t.task))).first;
     }
     Configuration config;
     try {

@@ -26,7 +26,6 @@ constexpr auto kLeaseSlack = std::chrono::milliseconds(10);
 // datasets) use a random subset, seeded by the study id.
 constexpr std::size_t kMaxModelObservations = 1000;
 
-
 // What a session's strategy did last, for clients: strategy, phase, priors and their weights.
 nlohmann::json model_summary(const Session& session) {
   const auto d = session.diagnostics();

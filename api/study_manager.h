@@ -13,9 +13,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/priors.h"
 #include "core/space.h"
 #include "core/trial.h"
-#include "api/priors.h"
 #include "db/store.h"
 #include "tuner/bo.h"
 
@@ -116,8 +116,8 @@ class StudyManager {
   /// model on what other machines and tasks measured (api::predict_best); the fitted prior
   /// models are saved to the store for later processes.
   std::optional<PredictedBest> predict_best(const std::string& kernel, db::MachineId machine,
-                                            std::optional<db::TaskId> task,
-                                            db::Direction direction, const std::string& objective);
+                                            std::optional<db::TaskId> task, db::Direction direction,
+                                            const std::string& objective);
 
   /// Expires leases that ended (in the Store, and releases them in the sessions, so that their
   /// configurations are proposed again). Returns how many the Store expired.

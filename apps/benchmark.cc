@@ -70,8 +70,8 @@ RunResult run_one(const ReplayEvaluator& target, const SearchSpace& space,
     }
     if (batch.empty()) break;
     const auto& config = batch.front();
-    const Measurement m = space_differs ? target.lookup_json(space.config_to_json(config))
-                                        : target.lookup(config);
+    const Measurement m =
+        space_differs ? target.lookup_json(space.config_to_json(config)) : target.lookup(config);
     session.observe(config, m);
     trace.objectives.push_back(m.ok() ? m.objective : std::nan(""));
   }
@@ -95,7 +95,8 @@ nlohmann::json weights_over_time(const std::vector<RunResult>& runs, std::size_t
     }
   }
   if (!any) return nullptr;
-  nlohmann::json out{{"evaluations", nlohmann::json::array()}, {"median", nlohmann::json::object()}};
+  nlohmann::json out{{"evaluations", nlohmann::json::array()},
+                     {"median", nlohmann::json::object()}};
   for (std::size_t k = 1; k <= budget; ++k) out["evaluations"].push_back(k);
   for (const auto& [name, curve] : by_source) {
     nlohmann::json medians = nlohmann::json::array();
@@ -177,7 +178,8 @@ void add_benchmark_command(CLI::App& app) {
   cmd->add_option("--svg", args->svg_out, "Write the plot here");
   cmd->add_option("--jobs,-j", args->jobs, "Seeds run in parallel (1 for clean timings)")
       ->capture_default_str();
-  cmd->add_option("--options", args->options, "Strategy options as JSON, e.g. '{\"initial_design\": 10}'");
+  cmd->add_option("--options", args->options,
+                  "Strategy options as JSON, e.g. '{\"initial_design\": 10}'");
   cmd->callback([args] {
     install_interrupt_handler();
     const auto target = ReplayEvaluator::from_file(args->target);
@@ -207,16 +209,17 @@ void add_benchmark_command(CLI::App& app) {
       strategies.push_back("random");
     }
     for (const auto& s : strategies) (void)make_strategy(s, strategy_options);  // fail fast
-    if (args->seeds == 0 || args->budget == 0) throw InvalidInput("--seeds and --budget must be positive");
+    if (args->seeds == 0 || args->budget == 0)
+      throw InvalidInput("--seeds and --budget must be positive");
 
     std::cout << "target " << args->target << ": " << candidates.size() << " candidates, optimum "
               << target.optimum() << ", budget " << args->budget << ", " << args->seeds
               << " seeds\n";
     std::cout << std::left << std::setw(12) << "strategy" << std::right << std::setw(8) << "f@1"
-              << std::setw(18)
-              << "evals to 0.90" << std::setw(18) << "0.95" << std::setw(18) << "0.99"
-              << std::setw(8) << "f@10" << std::setw(8) << "f@25" << std::setw(8) << "f@50"
-              << std::setw(8) << "f@100" << std::setw(14) << "ms med/p95" << "\n";
+              << std::setw(18) << "evals to 0.90" << std::setw(18) << "0.95" << std::setw(18)
+              << "0.99" << std::setw(8) << "f@10" << std::setw(8) << "f@25" << std::setw(8)
+              << "f@50" << std::setw(8) << "f@100" << std::setw(14) << "ms med/p95"
+              << "\n";
     std::vector<QualityReport> reports;
     std::vector<nlohmann::json> weights;
     for (const auto& strategy : strategies) {
@@ -231,8 +234,8 @@ void add_benchmark_command(CLI::App& app) {
             if (next >= args->seeds || g_interrupted) return;
             seed = next++;
           }
-          results[seed] = run_one(target, space, candidates, priors, strategy,
-                                  strategy_options, args->budget, seed + 1, space_differs);
+          results[seed] = run_one(target, space, candidates, priors, strategy, strategy_options,
+                                  args->budget, seed + 1, space_differs);
         }
       };
       std::vector<std::thread> threads;
@@ -242,8 +245,8 @@ void add_benchmark_command(CLI::App& app) {
       std::vector<RunTrace> runs;
       for (auto& r : results) runs.push_back(std::move(r.trace));
       weights.push_back(weights_over_time(results, args->budget));
-      reports.push_back(quality_report(strategy, args->target, target.optimum(), args->budget,
-                                       runs, true));
+      reports.push_back(
+          quality_report(strategy, args->target, target.optimum(), args->budget, runs, true));
       print_report(reports.back());
       print_weights(strategy, weights.back());
     }

@@ -15,7 +15,7 @@ enum ExitCode : int {
   kNotFound = 3,      ///< an unknown study, kernel, machine or file
   kStorage = 4,       ///< the database cannot be used (locked, read-only, not SQLite)
   kConflict = 5,
-  kInterrupted = 130, ///< Ctrl-C: every finished trial is stored
+  kInterrupted = 130,  ///< Ctrl-C: every finished trial is stored
 };
 
 /// Set by SIGINT/SIGTERM; long loops finish the current step, store it, and stop.

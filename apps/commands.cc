@@ -126,12 +126,13 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
               << "\n";
     return;
   }
-  std::cout << "kernel:    " << kernel << "\nmachine:   " << machine
-            << "\nsource:    predicted (" << p.model << " on " << p.trials
-            << " measurements of " << p.machines << " other machine" << (p.machines == 1 ? "" : "s")
+  std::cout << "kernel:    " << kernel << "\nmachine:   " << machine << "\nsource:    predicted ("
+            << p.model << " on " << p.trials << " measurements of " << p.machines
+            << " other machine" << (p.machines == 1 ? "" : "s")
             << "; nothing measured here yet)\nconfig:    " << p.config.dump()
             << "\nobjective: " << std::setprecision(4) << p.forecast.mean << " (68% interval "
-            << p.forecast.lower << " .. " << p.forecast.upper << ", in the unit of the measurements)\n";
+            << p.forecast.lower << " .. " << p.forecast.upper
+            << ", in the unit of the measurements)\n";
   if (!p.weights.empty()) std::cout << "weights:   " << weights_text(p.weights) << "\n";
 }
 
@@ -150,8 +151,9 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--strategy,-s", args->sweep.strategy,
                   "Search strategy: bo-transfer when other machines or inputs measured this "
                   "kernel, else bo; also random, lhs, exhaustive, ga, rgpe, stacked, prior-best");
-  cmd->add_flag("--no-transfer", [args](std::int64_t) { args->sweep.transfer = false; },
-                "Ignore what other machines and inputs measured (no priors)");
+  cmd->add_flag(
+      "--no-transfer", [args](std::int64_t) { args->sweep.transfer = false; },
+      "Ignore what other machines and inputs measured (no priors)");
   cmd->add_option("--prior-machine", args->sweep.prior_machines,
                   "Only this machine's measurements are priors (repeatable)");
   cmd->add_option("--prior", args->sweep.prior_files,
@@ -164,8 +166,8 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
   cmd->add_option("--study", args->sweep.study_name, "Study name; an existing study is resumed");
   cmd->add_option("--machine", args->sweep.machine_name, "Machine name (default: host name)");
-  cmd->add_flag("--no-progress", [args](std::int64_t) { args->sweep.progress = false; },
-                "No progress bar");
+  cmd->add_flag(
+      "--no-progress", [args](std::int64_t) { args->sweep.progress = false; }, "No progress bar");
   cmd->add_flag("--json", args->json, "Print the summary as JSON");
   cmd->callback([args] {
     install_interrupt_handler();
@@ -173,14 +175,10 @@ void add_sweep_command(CLI::App& app) {
     db::Store store(args->db);
     const auto summary = run_sweep(*evaluator, store, args->sweep);
     if (args->json) {
-      nlohmann::json j{{"study", summary.study_name},
-                       {"study_id", summary.study.value},
-                       {"trials", summary.total},
-                       {"evaluated", summary.evaluated},
-                       {"failed", summary.failed},
-                       {"interrupted", summary.interrupted},
-                       {"unit", summary.unit},
-                       {"strategy", summary.strategy}};
+      nlohmann::json j{{"study", summary.study_name}, {"study_id", summary.study.value},
+                       {"trials", summary.total},     {"evaluated", summary.evaluated},
+                       {"failed", summary.failed},    {"interrupted", summary.interrupted},
+                       {"unit", summary.unit},        {"strategy", summary.strategy}};
       if (!summary.priors.empty()) {
         nlohmann::json priors = nlohmann::json::array();
         for (const auto& [name, n] : summary.priors) {
@@ -231,19 +229,18 @@ void add_query_commands(CLI::App& app) {
       std::optional<db::TaskId> task;
       if (args->task > 0) task = store.get_task(db::TaskId{args->task}).id;
       const auto direction = args->maximize ? db::Direction::maximize : db::Direction::minimize;
-      const auto best = machine ? store.best_trial(args->kernel, machine->id, task, direction)
-                                : std::nullopt;
+      const auto best =
+          machine ? store.best_trial(args->kernel, machine->id, task, direction) : std::nullopt;
       if (!best) {
         // Nothing measured here: what the transfer model predicts from other machines.
         api::load_fitted_models(store);
-        const auto predicted =
-            api::predict_best(store, args->kernel,
-                              machine ? std::optional(machine->id) : std::nullopt, task,
-                              direction, "");
+        const auto predicted = api::predict_best(
+            store, args->kernel, machine ? std::optional(machine->id) : std::nullopt, task,
+            direction, "");
         if (!predicted) {
           throw NotFound("nothing measured for kernel '" + args->kernel + "' on machine '" +
-                         machine_name + "', and no other machine measured it either (" +
-                         args->db + "; tunebase studies lists what is there)");
+                         machine_name + "', and no other machine measured it either (" + args->db +
+                         "; tunebase studies lists what is there)");
         }
         print_predicted_best(args->kernel, machine_name, *predicted, args->json);
         return;
@@ -294,8 +291,8 @@ void add_query_commands(CLI::App& app) {
       const bool minimize = study.direction == db::Direction::minimize;
       for (const auto& t : trials) {
         std::string mark = " ";
-        if (t.result.ok() && (!best || (minimize ? t.result.objective < *best
-                                                 : t.result.objective > *best))) {
+        if (t.result.ok() &&
+            (!best || (minimize ? t.result.objective < *best : t.result.objective > *best))) {
           best = t.result.objective;
           mark = "*";
         }
@@ -303,7 +300,8 @@ void add_query_commands(CLI::App& app) {
                   << to_string(t.result.status) << "  " << std::setw(12)
                   << (t.result.ok() ? objective_text(study, t.result.objective) : "-") << "  "
                   << t.config.dump();
-        if (!t.result.ok() && !t.result.message.empty()) std::cout << "  (" << t.result.message << ")";
+        if (!t.result.ok() && !t.result.message.empty())
+          std::cout << "  (" << t.result.message << ")";
         std::cout << "\n";
       }
       std::cout << trials.size() << " trials; * marks a new best\n";
@@ -381,8 +379,8 @@ void add_query_commands(CLI::App& app) {
       db::ImportOptions options;
       options.machine_name = args->machine;
       const auto result = store.import_dataset(dataset, options);
-      std::cout << "imported " << result.trials << " trials (" << result.failed
-                << " failed) of " << dataset.kernel_name << " on "
+      std::cout << "imported " << result.trials << " trials (" << result.failed << " failed) of "
+                << dataset.kernel_name << " on "
                 << (args->machine.empty() ? dataset.device_name : args->machine) << " as study "
                 << result.study.value << "\n";
     });

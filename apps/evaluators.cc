@@ -90,8 +90,10 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
     if (spec.repeats > 0) options.repeats = spec.repeats;
     return std::make_unique<PetscSolverEvaluator>(load_matrix(spec), options);
   }
-  if (spec.kernel.rfind("opencl-", 0) == 0) return make_opencl_evaluator(spec.kernel, gpu_options(spec));
-  if (spec.kernel.rfind("cuda-", 0) == 0) return make_cuda_evaluator(spec.kernel, gpu_options(spec));
+  if (spec.kernel.rfind("opencl-", 0) == 0)
+    return make_opencl_evaluator(spec.kernel, gpu_options(spec));
+  if (spec.kernel.rfind("cuda-", 0) == 0)
+    return make_cuda_evaluator(spec.kernel, gpu_options(spec));
   if (spec.kernel == "command") {
     if (spec.command.empty() || spec.space_file.empty()) {
       throw InvalidInput("--kernel command needs --cmd 'program {param} ...' and --space FILE");

@@ -29,7 +29,9 @@ std::string format_duration(double seconds) {
 class ProgressBar {
  public:
   ProgressBar(std::size_t total, bool enabled)
-      : total_(total), enabled_(enabled), tty_(isatty(STDERR_FILENO) != 0),
+      : total_(total),
+        enabled_(enabled),
+        tty_(isatty(STDERR_FILENO) != 0),
         start_(std::chrono::steady_clock::now()) {}
 
   void update(std::size_t done, std::size_t done_here, const std::string& best) {
@@ -108,10 +110,14 @@ std::string format_objective(double value, const std::string& unit) {
 std::string format_seconds(double s) {
   char buf[32];
   if (!std::isfinite(s)) return "n/a";
-  if (s < 1e-6) std::snprintf(buf, sizeof buf, "%.1f ns", s * 1e9);
-  else if (s < 1e-3) std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
-  else if (s < 1.0) std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
-  else std::snprintf(buf, sizeof buf, "%.3f s", s);
+  if (s < 1e-6)
+    std::snprintf(buf, sizeof buf, "%.1f ns", s * 1e9);
+  else if (s < 1e-3)
+    std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
+  else if (s < 1.0)
+    std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.3f s", s);
   return buf;
 }
 
@@ -136,16 +142,15 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     selection.machines = options.prior_machines;
     selection.exclude_target = std::make_pair(machine.id, task.id);
     selection.objective = db::NewStudy{}.objective;  // what sweeps store
-    selection.direction =
-        evaluator.minimize() ? db::Direction::minimize : db::Direction::maximize;
+    selection.direction = evaluator.minimize() ? db::Direction::minimize : db::Direction::maximize;
     priors = api::priors_from_store(store, space, kernel.name, kernel.version, selection);
     for (const auto& file : options.prior_files) priors.push_back(load_prior(file, space));
   }
   const std::string strategy =
       options.strategy.empty() ? default_strategy(!priors.empty()) : options.strategy;
-  const auto study = find_or_create_study(store, options, kernel, machine, task,
-                                          evaluator.minimize(), strategy,
-                                          evaluator.objective_unit());
+  const auto study =
+      find_or_create_study(store, options, kernel, machine, task, evaluator.minimize(), strategy,
+                           evaluator.objective_unit());
 
   SessionOptions session_options;
   session_options.strategy = study.strategy;
@@ -178,7 +183,8 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   ProgressBar progress(options.budget, options.progress);
   auto best_text = [&] {
     auto best = session.best();
-    return best ? format_objective(best->result.objective, evaluator.objective_unit()) : std::string("-");
+    return best ? format_objective(best->result.objective, evaluator.objective_unit())
+                : std::string("-");
   };
   auto evaluate_and_store = [&](const Configuration& config) {
     Measurement m;
@@ -195,8 +201,8 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   };
 
   // The default configuration first: the baseline every tuned result is compared with.
-  const bool default_measurable = space.is_valid(default_config) &&
-                                  (!evaluator.candidates() || session.candidate_count());
+  const bool default_measurable =
+      space.is_valid(default_config) && (!evaluator.candidates() || session.candidate_count());
   if (options.measure_default && !summary.default_result && default_measurable &&
       session.observations().size() < options.budget) {
     bool is_candidate = true;
@@ -216,7 +222,8 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
 
   summary.interrupted = g_interrupted;
   summary.strategy = study.strategy;
-  for (const auto& p : session.priors()) summary.priors.emplace_back(p.source, p.observations.size());
+  for (const auto& p : session.priors())
+    summary.priors.emplace_back(p.source, p.observations.size());
   if (const auto d = session.diagnostics(); d.contains("rgpe_weights")) {
     summary.weights = d["rgpe_weights"];
   }

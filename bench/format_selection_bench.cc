@@ -8,7 +8,6 @@
 // Prints one table per target machine: accuracy (pick == fastest), mean / geometric-mean /
 // 95th-percentile slowdown t(pick) / t(fastest), and picks of formats that failed there.
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -36,10 +35,11 @@ int main(int argc, char** argv) {
 
   try {
     const tunebase::SpmvDataset data = tunebase::read_spmv_dataset(data_dir);
-    std::printf("SpMV format selection: %zu machines, %zu matrices, %d-fold CV over matrices, "
-                "%zu trees, seed %llu\n",
-                data.machines.size(), data.matrices.size(), options.folds, options.trees,
-                static_cast<unsigned long long>(options.seed));
+    std::printf(
+        "SpMV format selection: %zu machines, %zu matrices, %d-fold CV over matrices, "
+        "%zu trees, seed %llu\n",
+        data.machines.size(), data.matrices.size(), options.folds, options.trees,
+        static_cast<unsigned long long>(options.seed));
     if (targets.empty()) targets = data.machines;
     for (const auto& name : targets) {
       const auto start = std::chrono::steady_clock::now();
@@ -48,10 +48,10 @@ int main(int argc, char** argv) {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("\n%s: %zu held-out matrices, %zu candidate formats (%.0f s)\n",
-                  report.target.c_str(), report.matrices, report.candidate_formats.size(),
-                  seconds);
-      std::printf("| method | accuracy | mean slowdown | geomean slowdown | p95 slowdown | "
-                  "failed picks |\n|---|---|---|---|---|---|\n");
+                  report.target.c_str(), report.matrices, report.candidate_formats.size(), seconds);
+      std::printf(
+          "| method | accuracy | mean slowdown | geomean slowdown | p95 slowdown | "
+          "failed picks |\n|---|---|---|---|---|---|\n");
       for (const auto& s : report.scores) {
         std::printf("| %s | %.3f | %.3f | %.3f | %.2f | %zu |\n", s.method.c_str(), s.accuracy,
                     s.mean_slowdown, s.geomean_slowdown, s.p95_slowdown, s.unavailable_picks);

@@ -22,10 +22,9 @@
 // --reuse-tuning takes the default and tuning trials from an earlier --out file instead of
 // measuring them again (the transfer phase is measured anew): for work on transfer methods.
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -102,7 +101,6 @@ double geomean(const std::vector<double>& v) {
   return std::exp(s / static_cast<double>(v.size()));
 }
 
-
 /// One tuned system: its measurements, for the table and as priors of the others.
 struct Tuned {
   Outcome default_outcome;
@@ -136,8 +134,10 @@ int main(int argc, char** argv) {
   app.add_flag("--cpu-time", cpu_clock,
                "objective = CPU time of the solver process instead of wall time (steadier on a "
                "busy shared machine)");
-  app.add_option("--matrices", matrices_dir, "folder of Matrix Market files (square, non-pattern used)");
-  app.add_option("--problem", problems, "generated systems NAME:SIZE (size = grid points per side)");
+  app.add_option("--matrices", matrices_dir,
+                 "folder of Matrix Market files (square, non-pattern used)");
+  app.add_option("--problem", problems,
+                 "generated systems NAME:SIZE (size = grid points per side)");
   app.add_option("--budget", budget, "evaluations of the tuner per system (the default included)");
   app.add_option("--budget-large", budget_large, "the same for systems of >= 100,000 rows");
   app.add_option("--transfer-budget", transfer_budget,
@@ -192,13 +192,14 @@ int main(int argc, char** argv) {
       if (!wanted(name) && !wanted(spec)) continue;
       systems.push_back({spec, generate_problem(name, std::stoll(spec.substr(colon + 1)))});
     }
-    std::printf("PETSc bench: %zu systems; tuner = %s, %zu evaluations per system (%zu on "
-                "systems of >= %lld rows), seed %llu, %d repeats, objective = %s time of setup "
-                "+ solve; transfer: bo-transfer with the other systems' trials, %zu "
-                "evaluations\n\n",
-                systems.size(), strategy.c_str(), budget, budget_large,
-                static_cast<long long>(kLargeRows), static_cast<unsigned long long>(seed),
-                repeats, cpu_clock ? "CPU" : "wall", transfer_budget);
+    std::printf(
+        "PETSc bench: %zu systems; tuner = %s, %zu evaluations per system (%zu on "
+        "systems of >= %lld rows), seed %llu, %d repeats, objective = %s time of setup "
+        "+ solve; transfer: bo-transfer with the other systems' trials, %zu "
+        "evaluations\n\n",
+        systems.size(), strategy.c_str(), budget, budget_large, static_cast<long long>(kLargeRows),
+        static_cast<unsigned long long>(seed), repeats, cpu_clock ? "CPU" : "wall",
+        transfer_budget);
 
     nlohmann::json all = nlohmann::json::array();
     auto record = [&](const std::string& system, const std::string& phase, const SearchSpace& space,
@@ -233,7 +234,8 @@ int main(int argc, char** argv) {
                              ": trials without \"config_json\" (written by an older bench_petsc)");
         }
         const auto phase = r.value("phase", std::string());
-        if (phase == "default" || phase == "tune") reused[r["system"].get<std::string>()].push_back(r);
+        if (phase == "default" || phase == "tune")
+          reused[r["system"].get<std::string>()].push_back(r);
       }
     }
     // A stored trial as a measurement (what the tuner and the table need of it).
@@ -251,7 +253,9 @@ int main(int argc, char** argv) {
 
     // --- tuning, system by system
     std::vector<Tuned> tuned(systems.size());
-    std::printf("| system | rows | nnz | sym | default | its | default s | tuned configuration | its | tuned s | speed-up | ok/tried |\n");
+    std::printf(
+        "| system | rows | nnz | sym | default | its | default s | tuned configuration | its | "
+        "tuned s | speed-up | ok/tried |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (std::size_t s = 0; s < systems.size(); ++s) {
       Tuned& t = tuned[s];
@@ -309,7 +313,8 @@ int main(int argc, char** argv) {
         const Outcome o = record(systems[s].name, "tune", e.space(), batch.front(), m);
         ++tried;
         ok_count += o.ok;
-        if (o.ok && tried <= transfer_budget) t.first_k_seconds = std::min(t.first_k_seconds, o.seconds);
+        if (o.ok && tried <= transfer_budget)
+          t.first_k_seconds = std::min(t.first_k_seconds, o.seconds);
         if (o.ok && o.seconds < t.best.seconds) {
           t.best = o;
           t.best_config = config_text(e.space(), batch.front());
@@ -330,8 +335,10 @@ int main(int argc, char** argv) {
     }
 
     // --- transfer: K evaluations per system with the other systems' trials as priors
-    std::printf("\n| system | prior systems | tuned s | first %zu without priors | %zu with priors | configuration |\n",
-                transfer_budget, transfer_budget);
+    std::printf(
+        "\n| system | prior systems | tuned s | first %zu without priors | %zu with priors | "
+        "configuration |\n",
+        transfer_budget, transfer_budget);
     std::printf("|---|---|---|---|---|---|\n");
     std::vector<double> transfer_seconds(systems.size(), std::numeric_limits<double>::infinity());
     for (std::size_t s = 0; s < systems.size(); ++s) {
@@ -398,17 +405,23 @@ int main(int argc, char** argv) {
     auto share = [&](double x) { return g > 1.0 ? 100.0 * std::log(x) / std::log(g) : 100.0; };
     std::printf("\nsystems: %zu; default converges on %zu\n", systems.size(),
                 systems.size() - default_fails);
-    std::printf("geometric-mean speed-up of the tuned configuration over the default (systems "
-                "where the default converges): %.2fx\n", g);
-    std::printf("default fails but the tuned configuration converges: %zu of %zu default "
-                "failures\n", rescued, default_fails);
-    std::printf("within %zu evaluations WITH the other systems' trials (bo-transfer): "
-                "geometric-mean speed-up %.2fx = %.0f%% of the tuned log speed-up; converges on "
-                "%zu of the %zu default failures\n",
-                transfer_budget, gt, share(gt), transfer_rescued, default_fails);
-    std::printf("within %zu evaluations WITHOUT priors (the tuner's first %zu): %.2fx = %.0f%%; "
-                "converges on %zu of the %zu default failures\n",
-                transfer_budget, transfer_budget, gk, share(gk), first_k_rescued, default_fails);
+    std::printf(
+        "geometric-mean speed-up of the tuned configuration over the default (systems "
+        "where the default converges): %.2fx\n",
+        g);
+    std::printf(
+        "default fails but the tuned configuration converges: %zu of %zu default "
+        "failures\n",
+        rescued, default_fails);
+    std::printf(
+        "within %zu evaluations WITH the other systems' trials (bo-transfer): "
+        "geometric-mean speed-up %.2fx = %.0f%% of the tuned log speed-up; converges on "
+        "%zu of the %zu default failures\n",
+        transfer_budget, gt, share(gt), transfer_rescued, default_fails);
+    std::printf(
+        "within %zu evaluations WITHOUT priors (the tuner's first %zu): %.2fx = %.0f%%; "
+        "converges on %zu of the %zu default failures\n",
+        transfer_budget, transfer_budget, gk, share(gk), first_k_rescued, default_fails);
 
     if (!out_path.empty()) {
       std::ofstream out(out_path);

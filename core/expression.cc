@@ -11,7 +11,23 @@ namespace tunebase {
 namespace {
 
 enum class Op {
-  add, sub, mul, truediv, floordiv, mod, pow, neg, pos, lt, le, gt, ge, eq, ne, in, not_in
+  add,
+  sub,
+  mul,
+  truediv,
+  floordiv,
+  mod,
+  pow,
+  neg,
+  pos,
+  lt,
+  le,
+  gt,
+  ge,
+  eq,
+  ne,
+  in,
+  not_in
 };
 
 enum class TokenKind { number, string, name, op, end };
@@ -25,9 +41,9 @@ struct Token {
 
 std::vector<Token> tokenize(std::string_view s) {
   // Longest operators first so that `**` wins over `*` and `<=` over `<`.
-  static const char* const kOperators[] = {"**", "//", "<=", ">=", "==", "!=", "&&", "||", "+",
-                                           "-",  "*",  "/",  "%",  "<",  ">",  "(",  ")",  ",",
-                                           "[",  "]",  "!"};
+  static const char* const kOperators[] = {"**", "//", "<=", ">=", "==", "!=", "&&",
+                                           "||", "+",  "-",  "*",  "/",  "%",  "<",
+                                           ">",  "(",  ")",  ",",  "[",  "]",  "!"};
   std::vector<Token> tokens;
   std::size_t i = 0;
   while (i < s.size()) {
@@ -40,9 +56,10 @@ std::vector<Token> tokenize(std::string_view s) {
     if (std::isdigit(static_cast<unsigned char>(c)) ||
         (c == '.' && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
       bool is_real = false;
-      while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' ||
-                              s[i] == 'e' || s[i] == 'E' ||
-                              ((s[i] == '+' || s[i] == '-') && (s[i - 1] == 'e' || s[i - 1] == 'E')))) {
+      while (i < s.size() &&
+             (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' || s[i] == 'e' ||
+              s[i] == 'E' ||
+              ((s[i] == '+' || s[i] == '-') && (s[i - 1] == 'e' || s[i - 1] == 'E')))) {
         if (s[i] == '.' || s[i] == 'e' || s[i] == 'E') is_real = true;
         ++i;
       }
@@ -96,9 +113,9 @@ std::vector<Token> tokenize(std::string_view s) {
       }
     }
     if (!matched) {
-      throw ParseError("unexpected character '" + std::string(1, c) + "' at position " +
-                           std::to_string(start),
-                       start);
+      throw ParseError(
+          "unexpected character '" + std::string(1, c) + "' at position " + std::to_string(start),
+          start);
     }
   }
   tokens.push_back({TokenKind::end, "", {}, s.size()});
@@ -108,8 +125,18 @@ std::vector<Token> tokenize(std::string_view s) {
 }  // namespace
 
 struct Expression::Node {
-  enum class Kind { constant, name, unary, binary, compare, logical_and, logical_or, logical_not,
-                    call, list };
+  enum class Kind {
+    constant,
+    name,
+    unary,
+    binary,
+    compare,
+    logical_and,
+    logical_or,
+    logical_not,
+    call,
+    list
+  };
   Kind kind = Kind::constant;
   Value constant;
   std::size_t name_index = 0;
@@ -232,19 +259,27 @@ class Parser {
   NodePtr parse_sum() {
     auto left = parse_term();
     for (;;) {
-      if (accept_op("+")) left = binary(Op::add, left, parse_term());
-      else if (accept_op("-")) left = binary(Op::sub, left, parse_term());
-      else return left;
+      if (accept_op("+"))
+        left = binary(Op::add, left, parse_term());
+      else if (accept_op("-"))
+        left = binary(Op::sub, left, parse_term());
+      else
+        return left;
     }
   }
   NodePtr parse_term() {
     auto left = parse_factor();
     for (;;) {
-      if (accept_op("*")) left = binary(Op::mul, left, parse_factor());
-      else if (accept_op("//")) left = binary(Op::floordiv, left, parse_factor());
-      else if (accept_op("/")) left = binary(Op::truediv, left, parse_factor());
-      else if (accept_op("%")) left = binary(Op::mod, left, parse_factor());
-      else return left;
+      if (accept_op("*"))
+        left = binary(Op::mul, left, parse_factor());
+      else if (accept_op("//"))
+        left = binary(Op::floordiv, left, parse_factor());
+      else if (accept_op("/"))
+        left = binary(Op::truediv, left, parse_factor());
+      else if (accept_op("%"))
+        left = binary(Op::mod, left, parse_factor());
+      else
+        return left;
     }
   }
   NodePtr parse_factor() {
@@ -291,8 +326,8 @@ class Parser {
         return make(std::move(n));
       }
       if (accept_op("(")) {
-        static const char* const kFunctions[] = {"min", "max", "abs", "int", "float", "round",
-                                                 "pow"};
+        static const char* const kFunctions[] = {"min",   "max",   "abs", "int",
+                                                 "float", "round", "pow"};
         bool known = false;
         for (const char* f : kFunctions) known = known || name == f;
         if (!known) {
@@ -366,14 +401,18 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
     }
     type_error(name, a, b);
   }
-  const bool ints = std::holds_alternative<std::int64_t>(a) && std::holds_alternative<std::int64_t>(b);
+  const bool ints =
+      std::holds_alternative<std::int64_t>(a) && std::holds_alternative<std::int64_t>(b);
   if (ints) {
     const auto x = std::get<std::int64_t>(a);
     const auto y = std::get<std::int64_t>(b);
     switch (op) {
-      case Op::add: return x + y;
-      case Op::sub: return x - y;
-      case Op::mul: return x * y;
+      case Op::add:
+        return x + y;
+      case Op::sub:
+        return x - y;
+      case Op::mul:
+        return x * y;
       case Op::truediv:
         if (y == 0) throw InvalidInput("division by zero");
         return static_cast<double>(x) / static_cast<double>(y);
@@ -392,15 +431,19 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
           return r;
         }
         return std::pow(static_cast<double>(x), static_cast<double>(y));
-      default: break;
+      default:
+        break;
     }
   }
   const double x = as_double(a);
   const double y = as_double(b);
   switch (op) {
-    case Op::add: return x + y;
-    case Op::sub: return x - y;
-    case Op::mul: return x * y;
+    case Op::add:
+      return x + y;
+    case Op::sub:
+      return x - y;
+    case Op::mul:
+      return x * y;
     case Op::truediv:
       if (y == 0) throw InvalidInput("division by zero");
       return x / y;
@@ -412,8 +455,10 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
       const double r = std::fmod(x, y);
       return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
     }
-    case Op::pow: return std::pow(x, y);
-    default: break;
+    case Op::pow:
+      return std::pow(x, y);
+    default:
+      break;
   }
   type_error(name, a, b);
 }
@@ -425,31 +470,46 @@ bool compare(Op op, const Value& a, const Value& b) {
     if (std::holds_alternative<std::int64_t>(a) && std::holds_alternative<std::int64_t>(b)) {
       const auto x = std::get<std::int64_t>(a), y = std::get<std::int64_t>(b);
       switch (op) {
-        case Op::lt: return x < y;
-        case Op::le: return x <= y;
-        case Op::gt: return x > y;
-        case Op::ge: return x >= y;
-        default: break;
+        case Op::lt:
+          return x < y;
+        case Op::le:
+          return x <= y;
+        case Op::gt:
+          return x > y;
+        case Op::ge:
+          return x >= y;
+        default:
+          break;
       }
     }
     const double x = as_double(a), y = as_double(b);
     switch (op) {
-      case Op::lt: return x < y;
-      case Op::le: return x <= y;
-      case Op::gt: return x > y;
-      case Op::ge: return x >= y;
-      default: break;
+      case Op::lt:
+        return x < y;
+      case Op::le:
+        return x <= y;
+      case Op::gt:
+        return x > y;
+      case Op::ge:
+        return x >= y;
+      default:
+        break;
     }
   }
   if (!is_number(a) && !is_number(b)) {
     const auto& x = std::get<std::string>(a);
     const auto& y = std::get<std::string>(b);
     switch (op) {
-      case Op::lt: return x < y;
-      case Op::le: return x <= y;
-      case Op::gt: return x > y;
-      case Op::ge: return x >= y;
-      default: break;
+      case Op::lt:
+        return x < y;
+      case Op::le:
+        return x <= y;
+      case Op::gt:
+        return x > y;
+      case Op::ge:
+        return x >= y;
+      default:
+        break;
     }
   }
   throw InvalidInput("cannot compare " + to_string(a) + " with " + to_string(b));
@@ -461,8 +521,10 @@ struct Evaluator {
 
   Value eval(const Node& n) const {
     switch (n.kind) {
-      case Node::Kind::constant: return n.constant;
-      case Node::Kind::name: return values[slots[n.name_index]];
+      case Node::Kind::constant:
+        return n.constant;
+      case Node::Kind::name:
+        return values[slots[n.name_index]];
       case Node::Kind::unary: {
         Value v = eval(*n.children[0]);
         if (n.op == Op::pos) return v;
@@ -496,9 +558,12 @@ struct Evaluator {
         return std::int64_t{truthy(eval(*n.children[0])) && truthy(eval(*n.children[1]))};
       case Node::Kind::logical_or:
         return std::int64_t{truthy(eval(*n.children[0])) || truthy(eval(*n.children[1]))};
-      case Node::Kind::logical_not: return std::int64_t{!truthy(eval(*n.children[0]))};
-      case Node::Kind::call: return call(n);
-      case Node::Kind::list: throw InvalidInput("a list can only stand after 'in'");
+      case Node::Kind::logical_not:
+        return std::int64_t{!truthy(eval(*n.children[0]))};
+      case Node::Kind::call:
+        return call(n);
+      case Node::Kind::list:
+        throw InvalidInput("a list can only stand after 'in'");
     }
     return std::int64_t{0};
   }

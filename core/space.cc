@@ -92,9 +92,11 @@ nlohmann::json python_list(const nlohmann::json& v, const std::string& where) {
   std::string s = v.get<std::string>();
   std::replace(s.begin(), s.end(), '\'', '"');
   // Python literals that JSON spells differently.
-  for (auto [from, to] : {std::pair<std::string, std::string>{"True", "true"}, {"False", "false"},
+  for (auto [from, to] : {std::pair<std::string, std::string>{"True", "true"},
+                          {"False", "false"},
                           {"None", "null"}}) {
-    for (std::size_t pos; (pos = s.find(from)) != std::string::npos;) s.replace(pos, from.size(), to);
+    for (std::size_t pos; (pos = s.find(from)) != std::string::npos;)
+      s.replace(pos, from.size(), to);
   }
   auto j = nlohmann::json::parse(s, nullptr, false);
   if (j.is_discarded() || !j.is_array()) {
@@ -132,10 +134,14 @@ Parameter list_parameter(std::string name, std::vector<Value> values, std::optio
 
 std::string_view to_string(ParamKind k) {
   switch (k) {
-    case ParamKind::integer: return "integer";
-    case ParamKind::ordinal: return "ordinal";
-    case ParamKind::categorical: return "categorical";
-    case ParamKind::real: return "real";
+    case ParamKind::integer:
+      return "integer";
+    case ParamKind::ordinal:
+      return "ordinal";
+    case ParamKind::categorical:
+      return "categorical";
+    case ParamKind::real:
+      return "real";
   }
   return "unknown";
 }
@@ -160,8 +166,8 @@ Parameter integer_range(std::string name, std::int64_t low, std::int64_t high, s
                         std::optional<std::int64_t> default_value) {
   if (step <= 0) throw InvalidInput("parameter '" + name + "': step must be positive");
   if (high < low) {
-    throw InvalidInput("parameter '" + name + "': low " + std::to_string(low) +
-                       " is above high " + std::to_string(high));
+    throw InvalidInput("parameter '" + name + "': low " + std::to_string(low) + " is above high " +
+                       std::to_string(high));
   }
   if ((high - low) / step + 1 > static_cast<std::int64_t>(SearchSpace::kMaxIntegerRange)) {
     throw InvalidInput("parameter '" + name + "': the range has more than " +
@@ -205,8 +211,8 @@ Parameter real_interval(std::string name, double low, double high, bool log_scal
   p.low = low;
   p.high = high;
   p.log_scale = log_scale;
-  p.default_value = default_value ? *default_value : (log_scale ? std::sqrt(low * high)
-                                                                : 0.5 * (low + high));
+  p.default_value =
+      default_value ? *default_value : (log_scale ? std::sqrt(low * high) : 0.5 * (low + high));
   return p;
 }
 
@@ -247,7 +253,8 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
                              " twice");
         }
       }
-      if (p.kind != ParamKind::categorical && !std::all_of(p.values.begin(), p.values.end(), is_number)) {
+      if (p.kind != ParamKind::categorical &&
+          !std::all_of(p.values.begin(), p.values.end(), is_number)) {
         throw InvalidInput("parameter '" + p.name + "': " + std::string(to_string(p.kind)) +
                            " values must be numbers; use type categorical for strings");
       }
@@ -281,7 +288,8 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
     if (c.parameters.empty()) {
       // A constant constraint: decide it now so that a false one is reported clearly.
       if (!c.expression.holds({})) {
-        throw InvalidInput("constraint \"" + text + "\" is always false: no configuration is valid");
+        throw InvalidInput("constraint \"" + text +
+                           "\" is always false: no configuration is valid");
       }
       continue;
     }
@@ -390,9 +398,9 @@ bool SearchSpace::enumerable() const {
 const std::vector<Configuration>& SearchSpace::valid_configurations() const {
   if (!cache_) throw InvalidInput("an empty search space has no configurations");
   if (!enumerable()) {
-    throw InvalidInput("the space is too large to enumerate (" +
-                       std::to_string(cartesian_size()) + " points whose constraints leave " +
-                       "more than " + std::to_string(kMaxEnumerationVisits) +
+    throw InvalidInput("the space is too large to enumerate (" + std::to_string(cartesian_size()) +
+                       " points whose constraints leave " + "more than " +
+                       std::to_string(kMaxEnumerationVisits) +
                        " partial configurations to visit) or has real parameters");
   }
   enumerate_once();
@@ -421,9 +429,8 @@ bool SearchSpace::is_valid(const Configuration& c) const {
 
 void SearchSpace::check(const Configuration& c) const {
   if (c.size() != parameters_.size()) {
-    throw InvalidInput("a configuration needs " + std::to_string(parameters_.size()) +
-                       " values (" + join_names(parameters_) + "), got " +
-                       std::to_string(c.size()));
+    throw InvalidInput("a configuration needs " + std::to_string(parameters_.size()) + " values (" +
+                       join_names(parameters_) + "), got " + std::to_string(c.size()));
   }
   for (std::size_t i = 0; i < c.size(); ++i) {
     const auto& p = parameters_[i];
@@ -477,8 +484,8 @@ Configuration SearchSpace::config_from_json(const nlohmann::json& j, bool fill_d
   }
   for (const auto& [name, value] : j.items()) {
     if (!index_of(name)) {
-      throw InvalidInput("unknown parameter '" + name + "'; parameters are: " +
-                         join_names(parameters_));
+      throw InvalidInput("unknown parameter '" + name +
+                         "'; parameters are: " + join_names(parameters_));
     }
   }
   Configuration c;
@@ -493,16 +500,18 @@ Configuration SearchSpace::config_from_json(const nlohmann::json& j, bool fill_d
     try {
       v = value_from_json(*it);
     } catch (const InvalidInput& e) {
-      throw InvalidInput("parameter '" + p.name + "': " + e.what() + "; allowed: " +
-                         describe_domain(p));
+      throw InvalidInput("parameter '" + p.name + "': " + e.what() +
+                         "; allowed: " + describe_domain(p));
     }
     if (!p.contains(v)) {
       throw InvalidInput("value " + it->dump() + " of parameter '" + p.name +
                          "' is not allowed; allowed: " + describe_domain(p));
     }
     // Store the listed value itself so that 2.0 given for 2 compares and prints as 2.
-    if (p.is_discrete()) v = p.values[*p.index_of(v)];
-    else v = as_double(v);
+    if (p.is_discrete())
+      v = p.values[*p.index_of(v)];
+    else
+      v = as_double(v);
     c.push_back(std::move(v));
   }
   check(c);
@@ -555,7 +564,8 @@ std::vector<Configuration> SearchSpace::neighbours(const Configuration& c, Rng& 
     };
     if (p.kind == ParamKind::real) {
       const double u = real_to_unit(p, as_double(c[i]));
-      const double step = kRealNeighbourStep * std::uniform_real_distribution<double>(0.2, 1.0)(rng);
+      const double step =
+          kRealNeighbourStep * std::uniform_real_distribution<double>(0.2, 1.0)(rng);
       if (u > 0) try_value(unit_to_real(p, u - step));
       if (u < 1) try_value(unit_to_real(p, u + step));
       continue;
@@ -618,8 +628,8 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
     }
     const std::string name = pj["name"].get<std::string>();
     const std::string here = "parameter '" + name + "'";
-    static const std::set<std::string> kKeys = {"name", "type", "values", "low", "high",
-                                                "step", "log", "default"};
+    static const std::set<std::string> kKeys = {"name", "type", "values", "low",
+                                                "high", "step", "log",    "default"};
     for (const auto& [key, value] : pj.items()) {
       if (!kKeys.count(key)) {
         throw InvalidInput(here + ": unknown field \"" + key +
@@ -650,7 +660,8 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
       params.push_back(ordinal(name, values_from_json(pj.value("values", nlohmann::json()), here),
                                def, log_scale));
     } else if (type == "categorical") {
-      params.push_back(categorical(name, values_from_json(pj.value("values", nlohmann::json()), here), def));
+      params.push_back(
+          categorical(name, values_from_json(pj.value("values", nlohmann::json()), here), def));
     } else if (type == "real" || type == "float") {
       std::optional<double> ddef;
       if (def) ddef = as_double(*def);
@@ -662,7 +673,8 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
   }
   std::vector<std::string> constraints;
   if (j.contains("constraints")) {
-    if (!j["constraints"].is_array()) throw InvalidInput("\"constraints\" must be a list of strings");
+    if (!j["constraints"].is_array())
+      throw InvalidInput("\"constraints\" must be a list of strings");
     for (const auto& c : j["constraints"]) {
       if (!c.is_string()) throw InvalidInput("each constraint must be a string, got " + c.dump());
       constraints.push_back(c.get<std::string>());
@@ -673,8 +685,7 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
 
 SearchSpace SearchSpace::from_t1(const nlohmann::json& j) {
   const auto cs = j.find("ConfigurationSpace");
-  if (cs == j.end() || !cs->contains("TuningParameters") ||
-      !(*cs)["TuningParameters"].is_array()) {
+  if (cs == j.end() || !cs->contains("TuningParameters") || !(*cs)["TuningParameters"].is_array()) {
     throw InvalidInput("a T1 file needs ConfigurationSpace.TuningParameters (a list)");
   }
   std::vector<Parameter> params;
@@ -700,7 +711,8 @@ SearchSpace SearchSpace::from_t1(const nlohmann::json& j) {
   std::vector<std::string> constraints;
   if (cs->contains("Conditions")) {
     for (const auto& c : (*cs)["Conditions"]) {
-      if (c.is_string()) constraints.push_back(c.get<std::string>());
+      if (c.is_string())
+        constraints.push_back(c.get<std::string>());
       else if (c.is_object() && c.contains("Expression") && c["Expression"].is_string()) {
         constraints.push_back(c["Expression"].get<std::string>());
       } else {

@@ -164,8 +164,8 @@ class SearchSpace {
 /// Helpers to build parameters.
 Parameter integer_range(std::string name, std::int64_t low, std::int64_t high,
                         std::int64_t step = 1, std::optional<std::int64_t> default_value = {});
-Parameter ordinal(std::string name, std::vector<Value> values, std::optional<Value> default_value = {},
-                  bool log_scale = false);
+Parameter ordinal(std::string name, std::vector<Value> values,
+                  std::optional<Value> default_value = {}, bool log_scale = false);
 Parameter categorical(std::string name, std::vector<Value> values,
                       std::optional<Value> default_value = {});
 Parameter real_interval(std::string name, double low, double high, bool log_scale = false,

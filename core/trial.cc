@@ -8,11 +8,16 @@ namespace tunebase {
 
 std::string_view to_string(TrialStatus s) {
   switch (s) {
-    case TrialStatus::pending: return "pending";
-    case TrialStatus::ok: return "ok";
-    case TrialStatus::failed: return "failed";
-    case TrialStatus::timeout: return "timeout";
-    case TrialStatus::invalid: return "invalid";
+    case TrialStatus::pending:
+      return "pending";
+    case TrialStatus::ok:
+      return "ok";
+    case TrialStatus::failed:
+      return "failed";
+    case TrialStatus::timeout:
+      return "timeout";
+    case TrialStatus::invalid:
+      return "invalid";
   }
   return "unknown";
 }

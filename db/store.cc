@@ -778,9 +778,9 @@ std::vector<Store::CompletionOutcome> Store::complete_trials(const std::vector<C
   std::vector<CompletionOutcome> out(batch.size());
   if (batch.empty()) return out;
   std::lock_guard lock(impl_->mutex);
-  const std::string what = batch.size() == 1
-                               ? "storing the result of trial " + std::to_string(batch[0].trial.value)
-                               : "storing the results of " + std::to_string(batch.size()) + " trials";
+  const std::string what =
+      batch.size() == 1 ? "storing the result of trial " + std::to_string(batch[0].trial.value)
+                        : "storing the results of " + std::to_string(batch.size()) + " trials";
   impl_->require_writable(what);
   Transaction tx(impl_->db, what);
   auto update = impl_->db.prepare(
@@ -1141,7 +1141,8 @@ void Store::save_fitted_models(const nlohmann::json& models) {
   if (!models.is_object()) throw InvalidInput("fitted models must be a JSON object by key");
   for (const auto& [key, value] : models.items()) {
     if (key.empty() || !value.is_object()) {
-      throw InvalidInput("fitted model \"" + key + "\" must have a non-empty key and an object "
+      throw InvalidInput("fitted model \"" + key +
+                         "\" must have a non-empty key and an object "
                          "value");
     }
   }
@@ -1157,8 +1158,11 @@ void Store::save_fitted_models(const nlohmann::json& models) {
   const std::string now = now_text();
   for (const auto& [key, value] : models.items()) {
     st.reset();
-    st.bind(1, key).bind(2, value.value("name", std::string())).bind(3, json_text(value))
-        .bind(4, now).run();
+    st.bind(1, key)
+        .bind(2, value.value("name", std::string()))
+        .bind(3, json_text(value))
+        .bind(4, now)
+        .run();
   }
   tx.commit();
 }

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <exception>
 #include <optional>
 #include <string>
 #include <string_view>

@@ -31,20 +31,49 @@ constexpr double kUnavailablePickCost = 2.0;
 
 /// Columns that describe the matrix; every other column is a format's SpMV time.
 const std::set<std::string>& property_columns() {
-  static const std::set<std::string> columns = {
-      "group",   "name",      "id",         "kind",       "rows",          "cols",
-      "nonzeros", "posdef",   "psym",       "nsym",       "row_min",       "row_q1",
-      "row_median", "row_q3", "row_max",    "row_mean",   "row_variance",  "row_skewness",
-      "row_kurtosis", "row_hyperskewness", "row_hyperflatness"};
+  static const std::set<std::string> columns = {"group",
+                                                "name",
+                                                "id",
+                                                "kind",
+                                                "rows",
+                                                "cols",
+                                                "nonzeros",
+                                                "posdef",
+                                                "psym",
+                                                "nsym",
+                                                "row_min",
+                                                "row_q1",
+                                                "row_median",
+                                                "row_q3",
+                                                "row_max",
+                                                "row_mean",
+                                                "row_variance",
+                                                "row_skewness",
+                                                "row_kurtosis",
+                                                "row_hyperskewness",
+                                                "row_hyperflatness"};
   return columns;
 }
 
 /// Numeric properties used as features, in this order.
 const std::vector<std::string>& numeric_properties() {
-  static const std::vector<std::string> names = {
-      "rows",     "cols",     "nonzeros",  "posdef",       "psym",         "nsym",
-      "row_min",  "row_q1",   "row_median", "row_q3",      "row_max",      "row_mean",
-      "row_variance", "row_skewness", "row_kurtosis", "row_hyperskewness", "row_hyperflatness"};
+  static const std::vector<std::string> names = {"rows",
+                                                 "cols",
+                                                 "nonzeros",
+                                                 "posdef",
+                                                 "psym",
+                                                 "nsym",
+                                                 "row_min",
+                                                 "row_q1",
+                                                 "row_median",
+                                                 "row_q3",
+                                                 "row_max",
+                                                 "row_mean",
+                                                 "row_variance",
+                                                 "row_skewness",
+                                                 "row_kurtosis",
+                                                 "row_hyperskewness",
+                                                 "row_hyperflatness"};
   return names;
 }
 
@@ -363,8 +392,8 @@ std::vector<double> FormatSelector::features(const SpmvDataset& data, std::size_
   const auto& p = data.properties.at(m);
   auto prop = [&](const char* name) {
     const auto& names = data.property_names;
-    const auto k = static_cast<std::size_t>(std::find(names.begin(), names.end(), name) -
-                                            names.begin());
+    const auto k =
+        static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
     return k < p.size() ? p[k] : kNaN;
   };
   auto known = [](double v) { return std::isnan(v) ? kMissingFeature : v; };
@@ -375,13 +404,12 @@ std::vector<double> FormatSelector::features(const SpmvDataset& data, std::size_
     f.push_back(known(v > 0.0 ? std::log10(v) : kNaN));
   }
   for (const char* n : {"posdef", "psym", "nsym"}) f.push_back(known(prop(n)));
-  for (const char* n : {"row_min", "row_q1", "row_median", "row_q3", "row_max", "row_mean",
-                        "row_variance"}) {
+  for (const char* n :
+       {"row_min", "row_q1", "row_median", "row_q3", "row_max", "row_mean", "row_variance"}) {
     const double v = prop(n);
     f.push_back(known(std::isnan(v) ? kNaN : log10_plus_one(v)));
   }
-  for (const char* n : {"row_skewness", "row_kurtosis", "row_hyperskewness",
-                        "row_hyperflatness"}) {
+  for (const char* n : {"row_skewness", "row_kurtosis", "row_hyperskewness", "row_hyperflatness"}) {
     const double v = prop(n);
     f.push_back(known(std::isnan(v) ? kNaN : signed_log10(v)));
   }
@@ -477,8 +505,8 @@ double mean_log_slowdown(const SpmvDataset& d, const TargetCosts& costs,
 
 /// The candidate that another machine ran fastest (among formats both have by name), or
 /// CSR when it never ran the matrix.
-std::size_t other_machine_pick(const SpmvDataset& d, const TargetCosts& costs,
-                               std::size_t other, std::size_t m, std::size_t csr_candidate) {
+std::size_t other_machine_pick(const SpmvDataset& d, const TargetCosts& costs, std::size_t other,
+                               std::size_t m, std::size_t csr_candidate) {
   std::size_t pick = csr_candidate;
   double fastest = std::numeric_limits<double>::infinity();
   const auto& other_formats = d.formats[other];
@@ -512,17 +540,15 @@ FormatSelectionReport evaluate_format_selection(const SpmvDataset& data, std::si
   // Candidates are fixed once from all scorable matrices so that every fold scores the same
   // choice set; the forests re-derive theirs from their training folds (same result unless a
   // format's coverage sits right at the threshold).
-  const TargetCosts costs =
-      target_costs(data, target, options.min_format_coverage, matrices);
+  const TargetCosts costs = target_costs(data, target, options.min_format_coverage, matrices);
   const std::size_t csr_candidate = static_cast<std::size_t>(
       std::find(costs.candidates.begin(), costs.candidates.end(), costs.csr) -
       costs.candidates.begin());
 
   std::mt19937_64 rng(options.seed);
   std::shuffle(matrices.begin(), matrices.end(), rng);
-  const std::vector<std::string> methods = {"always-csr", "best-single-format",
-                                            "nearest-machine", "forest-properties",
-                                            "forest-transfer"};
+  const std::vector<std::string> methods = {"always-csr", "best-single-format", "nearest-machine",
+                                            "forest-properties", "forest-transfer"};
   std::map<std::string, std::vector<std::size_t>> picks;
   std::vector<std::size_t> order;  // matrices in the order their picks were made
 
@@ -578,8 +604,7 @@ FormatSelectionReport evaluate_format_selection(const SpmvDataset& data, std::si
                             : other_machine_pick(data, costs, nearest, m, csr_candidate));
       picks["forest-properties"].push_back(
           to_costs_index(by_properties, by_properties.predict(data, m)));
-      picks["forest-transfer"].push_back(
-          to_costs_index(by_transfer, by_transfer.predict(data, m)));
+      picks["forest-transfer"].push_back(to_costs_index(by_transfer, by_transfer.predict(data, m)));
     }
   }
 

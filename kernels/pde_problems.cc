@@ -104,8 +104,8 @@ CsrMatrix convection_diffusion(std::int64_t n, double wind, int dimensions) {
     s.plus[d] = -1.0;
     s.center += h * w;
   }
-  std::string name = "convdiff" + std::to_string(dimensions) + "d_n" + std::to_string(n) +
-                     "_w" + format_number(wind);
+  std::string name = "convdiff" + std::to_string(dimensions) + "d_n" + std::to_string(n) + "_w" +
+                     format_number(wind);
   return assemble(n, s, std::move(name));
 }
 
@@ -139,7 +139,8 @@ CsrMatrix convection_diffusion_3d(std::int64_t n, double wind) {
   return convection_diffusion(n, wind, 3);
 }
 
-CsrMatrix generate_problem(std::string_view name, std::int64_t size, const ProblemOptions& options) {
+CsrMatrix generate_problem(std::string_view name, std::int64_t size,
+                           const ProblemOptions& options) {
   CsrMatrix a;
   if (name == "poisson2d") {
     checked_unknowns(size, 2, name);

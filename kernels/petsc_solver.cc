@@ -399,8 +399,8 @@ class SolverProcess {
           reply["residual"] = std::isfinite(residual) ? nlohmann::json(residual) : nlohmann::json();
           if (reason <= 0) {
             std::ostringstream m;
-            m << "KSP did not converge: " << KSPConvergedReasons[reason] << " after "
-              << iterations << " iterations";
+            m << "KSP did not converge: " << KSPConvergedReasons[reason] << " after " << iterations
+              << " iterations";
             reply["message"] = m.str();
             break;
           }
@@ -502,14 +502,13 @@ SearchSpace petsc_search_space(bool symmetric) {
   }
   std::vector<Parameter> parameters = {
       categorical("ksp_type", ksp_types, Value(std::string("gmres"))),
-      ordinal("gmres_restart", {std::int64_t{10}, std::int64_t{30}, std::int64_t{60},
-                                std::int64_t{100}},
+      ordinal("gmres_restart",
+              {std::int64_t{10}, std::int64_t{30}, std::int64_t{60}, std::int64_t{100}},
               Value(kDefaultRestart), true),
       categorical("pc_type", pc_types, Value(std::string("bjacobi"))),
       ordinal("bjacobi_blocks", {std::int64_t{1}, std::int64_t{8}}, Value(kDefaultBlocks), true),
       integer_range("factor_levels", 0, kMaxFactorLevels, 1, 0),
-      categorical("factor_shift", strings({"default", "nonzero"}),
-                  Value(std::string("default"))),
+      categorical("factor_shift", strings({"default", "nonzero"}), Value(std::string("default"))),
       categorical("lu_package", strings({"petsc", "superlu", "umfpack", "mumps"}),
                   Value(std::string("petsc"))),
       ordinal("sor_omega", {0.7, 1.0, 1.3, 1.6, 1.9}, Value(kDefaultOmega)),
@@ -522,8 +521,7 @@ SearchSpace petsc_search_space(bool symmetric) {
                   Value(std::string(kDefaultRelax))),
       categorical("hypre_interp_type", strings({"classical", "ext+i", "FF1"}),
                   Value(std::string(kDefaultInterp))),
-      ordinal("hypre_agg_nl", {std::int64_t{0}, std::int64_t{1}},
-              Value(kDefaultAggressiveLevels)),
+      ordinal("hypre_agg_nl", {std::int64_t{0}, std::int64_t{1}}, Value(kDefaultAggressiveLevels)),
   };
   // A parameter that only some methods read is pinned to its default for the others.
   struct AppliesTo {
@@ -655,9 +653,9 @@ struct PetscSolverEvaluator::Worker {
       if (now >= deadline) return Read::timed_out;
       const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
       pollfd fds[2] = {{socket, POLLIN, 0}, {log, POLLIN, 0}};
-      const int ready = ::poll(fds, log >= 0 ? 2 : 1,
-                               static_cast<int>(std::min<std::int64_t>(left_ms.count() + 1,
-                                                                       kPollSliceMs)));
+      const int ready =
+          ::poll(fds, log >= 0 ? 2 : 1,
+                 static_cast<int>(std::min<std::int64_t>(left_ms.count() + 1, kPollSliceMs)));
       if (ready < 0 && errno != EINTR) return Read::closed;
       if (ready <= 0) continue;
       if (log >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) drain_log();
@@ -758,7 +756,8 @@ PetscSolverOptions checked_options(const CsrMatrix& a, PetscSolverOptions option
   double norm = 0.0;
   for (double v : options.rhs) norm += v * v;
   if (!(norm > 0.0) || !std::isfinite(norm)) {
-    throw InvalidInput(where + "the right-hand side is zero or not finite (A*1 = 0 for this "
+    throw InvalidInput(where +
+                       "the right-hand side is zero or not finite (A*1 = 0 for this "
                        "matrix?); give a right-hand side");
   }
   return options;
@@ -862,9 +861,9 @@ Measurement PetscSolverEvaluator::evaluate(const Configuration& config) {
                                 seconds_since(start));
   }
   nlohmann::json reply;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(
-                                               options_.time_limit_seconds + kReplySlackSeconds));
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                         options_.time_limit_seconds + kReplySlackSeconds));
   const auto got = w.receive(reply, deadline);
   if (got == Worker::Read::timed_out) {
     w.kill_now();
@@ -872,8 +871,7 @@ Measurement PetscSolverEvaluator::evaluate(const Configuration& config) {
     std::ostringstream m;
     m << "no result within the time limit of " << options_.time_limit_seconds
       << " s; solver process killed";
-    Measurement result =
-        Measurement::failure(TrialStatus::timeout, m.str(), seconds_since(start));
+    Measurement result = Measurement::failure(TrialStatus::timeout, m.str(), seconds_since(start));
     result.metrics["reason"] = "TIMEOUT";
     return result;
   }

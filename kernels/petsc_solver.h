@@ -70,8 +70,9 @@ using PetscOption = std::pair<std::string, std::string>;
 /// ordinal lists so that the space stays enumerable (exhaustive search, scoring every
 /// candidate): the Cartesian product (7.5e7 for the symmetric space) is above
 /// SearchSpace::kMaxEnumerate, but the pinning constraints prune the enumeration to far
-/// fewer partial configurations. The default configuration is PETSc's default: GMRES(30) with block Jacobi and
-/// ILU(0) (one block on one process, which is what PETSc's sequential ILU(0) default computes).
+/// fewer partial configurations. The default configuration is PETSc's default: GMRES(30) with block
+/// Jacobi and ILU(0) (one block on one process, which is what PETSc's sequential ILU(0) default
+/// computes).
 SearchSpace petsc_search_space(bool symmetric);
 
 /// The options-database entries `config` (valid in `space`, a petsc_search_space) stands for;

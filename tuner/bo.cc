@@ -1033,7 +1033,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
   std::vector<surrogates::SourceData> sources_;
   // Per source: the model values of its task nearest the study's, ascending.
   std::vector<std::vector<double>> source_sorted_;
-  std::unordered_set<std::string> prior_failed_;    // keys that failed on most priors that ran them
+  std::unordered_set<std::string> prior_failed_;  // keys that failed on most priors that ran them
   std::vector<std::shared_ptr<const surrogates::SourceModel>> source_models_;  // rgpe
   surrogates::StackedPrior stack_;                                             // stacked
   std::vector<double> weights_;  // rgpe: sources..., target

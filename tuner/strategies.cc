@@ -60,8 +60,7 @@ class LatinHypercube final : public SearchStrategy {
   explicit LatinHypercube(std::uint64_t seed) : seed_(seed) {}
   std::string name() const override { return "lhs"; }
   std::vector<Configuration> propose(const TuningState& state, std::size_t n, Rng& rng) override {
-    return latin_hypercube_proposals(state, n, seed_, std::max<std::size_t>(state.budget, n),
-                                     rng);
+    return latin_hypercube_proposals(state, n, seed_, std::max<std::size_t>(state.budget, n), rng);
   }
 
  private:
@@ -139,8 +138,9 @@ class GeneticSearch final : public SearchStrategy {
 }  // namespace
 
 std::size_t TuningState::ok_count() const {
-  return static_cast<std::size_t>(std::count_if(
-      observations.begin(), observations.end(), [](const Observation& o) { return o.result.ok(); }));
+  return static_cast<std::size_t>(
+      std::count_if(observations.begin(), observations.end(),
+                    [](const Observation& o) { return o.result.ok(); }));
 }
 
 bool TuningState::is_candidate(const Configuration& c) const {
@@ -208,8 +208,8 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
     std::iota(strata.begin(), strata.end(), 0);
     std::shuffle(strata.begin(), strata.end(), design_rng);
     for (std::size_t k = 0; k < design_size; ++k) {
-      unit[i][k] = (static_cast<double>(strata[k]) + jitter(design_rng)) /
-                   static_cast<double>(design_size);
+      unit[i][k] =
+          (static_cast<double>(strata[k]) + jitter(design_rng)) / static_cast<double>(design_size);
     }
   }
   auto design_point = [&](std::size_t k) {
@@ -219,9 +219,11 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
       const double u = unit[i][k % design_size];
       if (p.kind == ParamKind::real) {
         c[i] = p.low + u * (p.high - p.low);
-        if (p.log_scale) c[i] = std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)));
+        if (p.log_scale)
+          c[i] = std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)));
       } else {
-        const auto idx = std::min<std::size_t>(static_cast<std::size_t>(u * p.size()), p.size() - 1);
+        const auto idx =
+            std::min<std::size_t>(static_cast<std::size_t>(u * p.size()), p.size() - 1);
         c[i] = p.values[idx];
       }
     }
@@ -285,7 +287,8 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
 }
 
 std::vector<std::string> strategy_names() {
-  return {"random", "lhs", "exhaustive", "ga", "bo", "bo-transfer", "rgpe", "stacked", "prior-best"};
+  return {"random",      "lhs",  "exhaustive", "ga",        "bo",
+          "bo-transfer", "rgpe", "stacked",    "prior-best"};
 }
 
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,

@@ -61,8 +61,7 @@ class SearchStrategy {
  public:
   virtual ~SearchStrategy() = default;
   virtual std::string name() const = 0;
-  virtual std::vector<Configuration> propose(const TuningState& state, std::size_t n,
-                                             Rng& rng) = 0;
+  virtual std::vector<Configuration> propose(const TuningState& state, std::size_t n, Rng& rng) = 0;
   /// What the strategy can tell a user about its last proposal (model weights, acquisition
   /// values, predicted objective...). Empty by default.
   virtual nlohmann::json diagnostics() const { return nlohmann::json::object(); }

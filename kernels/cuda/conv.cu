@@ -73,7 +73,7 @@ struct Filter {
 #define WEIGHT(i) filter[i]
 #endif
 
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE_X * BLOCK_SIZE_Y)
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE_X* BLOCK_SIZE_Y)
     convolution(float* output, INPUT_POINTER input, FILTER_PARAMETER) {
   const int tx = threadIdx.x;
   const int ty = threadIdx.y;

@@ -75,10 +75,9 @@ struct __align__(sizeof(float) * VWN) RealN {
 #define N_INDEX(i, id, per_item, group_width) ((id) + (i) * (group_width))
 #endif
 
-extern "C" __global__ void __launch_bounds__(MDIMC * NDIMC)
-    xgemm(const int size_m, const int size_n, const int size_k, const float alpha,
-          const float beta, const RealM* __restrict__ agm, const RealN* __restrict__ bgm,
-          RealM* cgm) {
+extern "C" __global__ void __launch_bounds__(MDIMC* NDIMC)
+    xgemm(const int size_m, const int size_n, const int size_k, const float alpha, const float beta,
+          const RealM* __restrict__ agm, const RealN* __restrict__ bgm, RealM* cgm) {
   const int lid_m = threadIdx.x;
   const int lid_n = threadIdx.y;
   const int tid = lid_m + MDIMC * lid_n;

@@ -313,10 +313,10 @@ TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
 TEST(ApiServer, StudiesLearnFromOtherMachinesUnlessToldNotTo) {
   TestServer server;
   auto c = server.client();
-  ASSERT_EQ(c.request("POST", "/v1/import?machine=gpu-a", kernel_tuner_cache("GPU A", 1.0),
-                      server.token)
-                .status,
-            201);
+  ASSERT_EQ(
+      c.request("POST", "/v1/import?machine=gpu-a", kernel_tuner_cache("GPU A", 1.0), server.token)
+          .status,
+      201);
   ASSERT_EQ(c.post("/v1/machines", {{"name", "gpu-new"}}, server.token).status, 201);
 
   // No strategy given and gpu-a measured this kernel: bo-transfer, and its very first
@@ -338,11 +338,12 @@ TEST(ApiServer, StudiesLearnFromOtherMachinesUnlessToldNotTo) {
   EXPECT_EQ(config["block_size_x"], 64) << config.dump();  // gpu-a's three best have bx = 64
 
   // Predictions of the new study come from the prior before it measured anything.
-  const auto forecast = c.post(
-      "/v1/predict",
-      {{"study_id", created.json()["id"]}, {"configs", {{{"block_size_x", 64}, {"block_size_y", 2}},
-                                                        {{"block_size_x", 16}, {"block_size_y", 1}}}}},
-      server.token);
+  const auto forecast = c.post("/v1/predict",
+                               {{"study_id", created.json()["id"]},
+                                {"configs",
+                                 {{{"block_size_x", 64}, {"block_size_y", 2}},
+                                  {{"block_size_x", 16}, {"block_size_y", 1}}}}},
+                               server.token);
   ASSERT_EQ(forecast.status, 200) << forecast.body;
   const auto predictions = forecast.json()["predictions"];
   EXPECT_LT(predictions[0]["mean"].get<double>(), predictions[1]["mean"].get<double>())
@@ -354,16 +355,15 @@ TEST(ApiServer, StudiesLearnFromOtherMachinesUnlessToldNotTo) {
       server.token);
   ASSERT_EQ(isolated.status, 201) << isolated.body;
   EXPECT_EQ(isolated.json()["strategy"], "bo");
-  const auto restricted = c.post("/v1/studies",
-                                 {{"kernel", "convolution"},
-                                  {"machine", "gpu-new"},
-                                  {"prior_machines", {"gpu-elsewhere"}}},
-                                 server.token);
+  const auto restricted = c.post(
+      "/v1/studies",
+      {{"kernel", "convolution"}, {"machine", "gpu-new"}, {"prior_machines", {"gpu-elsewhere"}}},
+      server.token);
   ASSERT_EQ(restricted.status, 201) << restricted.body;
   EXPECT_EQ(restricted.json()["strategy"], "bo");
-  const auto bad = c.post("/v1/studies",
-                          {{"kernel", "convolution"}, {"machine", "gpu-new"}, {"prior_machines", {7}}},
-                          server.token);
+  const auto bad = c.post(
+      "/v1/studies", {{"kernel", "convolution"}, {"machine", "gpu-new"}, {"prior_machines", {7}}},
+      server.token);
   EXPECT_EQ(bad.status, 400);
   EXPECT_EQ(bad.json()["error"]["field"], "prior_machines[0]") << bad.body;
 }

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/shared_data.h"
@@ -48,15 +48,19 @@ class Cli : public ::testing::Test {
 };
 
 TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
-  auto r = run("sweep --kernel spmv --problem laplacian2d --size 24 --strategy random --budget 6 "
-               "--repeats 3 --study s1 --no-progress --db " + db());
+  auto r =
+      run("sweep --kernel spmv --problem laplacian2d --size 24 --strategy random --budget 6 "
+          "--repeats 3 --study s1 --no-progress --db " +
+          db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("best:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("speedup"), std::string::npos) << r.out;
   EXPECT_EQ(trials("s1").size(), 6u);
   // The default configuration is measured first, as the baseline.
-  r = run("sweep --kernel spmv --problem laplacian2d --size 24 --strategy random --budget 9 "
-          "--repeats 3 --study s1 --no-progress --db " + db());
+  r =
+      run("sweep --kernel spmv --problem laplacian2d --size 24 --strategy random --budget 9 "
+          "--repeats 3 --study s1 --no-progress --db " +
+          db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto all = trials("s1");
   EXPECT_EQ(all.size(), 9u);
@@ -73,11 +77,13 @@ TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
 
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   const auto space = dir_.file("space.json");
-  std::ofstream(space) << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 9}]})";
+  std::ofstream(space)
+      << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 9}]})";
   // (x - 6)^2 + 1, computed by the shell: the best is x = 6.
   auto r = run("sweep --kernel command --space " + space +
                " --cmd 'echo result: $(( ({x} - 6) * ({x} - 6) + 1 ))' --strategy exhaustive "
-               "--budget 10 --no-progress --json --db " + db());
+               "--budget 10 --no-progress --json --db " +
+               db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["best"]["config"]["x"], 6);
@@ -90,7 +96,8 @@ TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
   EXPECT_NE(r.err.find("known kernels"), std::string::npos) << r.err;
 
   const auto space = dir_.file("bad_space.json");
-  std::ofstream(space) << R"({"parameters": [{"name": "x", "values": [1, 2]}], "constraints": ["x > y"]})";
+  std::ofstream(space)
+      << R"({"parameters": [{"name": "x", "values": [1, 2]}], "constraints": ["x > y"]})";
   r = run("sweep --kernel command --space " + space + " --cmd 'echo {x}' --db " + db());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown parameter 'y'"), std::string::npos) << r.err;
@@ -102,7 +109,8 @@ TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
   EXPECT_NE(r.err.find("MatrixMarket"), std::string::npos) << r.err;
 
   const auto truncated = dir_.file("truncated.mtx");
-  std::ofstream(truncated) << "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n2 2 1.0\n";
+  std::ofstream(truncated)
+      << "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n2 2 1.0\n";
   r = run("sweep --kernel spmv --matrix " + truncated + " --db " + db());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_FALSE(r.err.empty());
@@ -127,11 +135,12 @@ TEST_F(Cli, ANonDatabaseFileIsRefusedAndLeftAlone) {
 
 TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
   const auto space = dir_.file("space.json");
-  std::ofstream(space) << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 99}]})";
+  std::ofstream(space)
+      << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 99}]})";
   const std::string cmd = std::string(TUNEBASE_CLI) + " sweep --kernel command --space " + space +
                           " --cmd 'sleep 0.2; echo {x}' --strategy random --budget 100 "
-                          "--study interrupted --no-progress --db " + db() + " >" +
-                          dir_.file("o") + " 2>" + dir_.file("e");
+                          "--study interrupted --no-progress --db " +
+                          db() + " >" + dir_.file("o") + " 2>" + dir_.file("e");
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -154,15 +163,17 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
 // A Kernel Tuner cache of a toy kernel on `device`: t(a, b) = scale * (1 + (a - 3)^2 + (b -
 // best_b)^2) ms over a, b in 0..7.
 std::string toy_cache(const std::string& device, double scale, int best_b) {
-  nlohmann::json cache = {{"device_name", device},
-                          {"kernel_name", "toy"},
-                          {"tune_params_keys", {"a", "b"}},
-                          {"tune_params", {{"a", {0, 1, 2, 3, 4, 5, 6, 7}}, {"b", {0, 1, 2, 3, 4, 5, 6, 7}}}},
-                          {"cache", nlohmann::json::object()}};
+  nlohmann::json cache = {
+      {"device_name", device},
+      {"kernel_name", "toy"},
+      {"tune_params_keys", {"a", "b"}},
+      {"tune_params", {{"a", {0, 1, 2, 3, 4, 5, 6, 7}}, {"b", {0, 1, 2, 3, 4, 5, 6, 7}}}},
+      {"cache", nlohmann::json::object()}};
   for (int a = 0; a < 8; ++a) {
     for (int b = 0; b < 8; ++b) {
       const double t = scale * (1.0 + (a - 3) * (a - 3) + (b - best_b) * (b - best_b));
-      cache["cache"][std::to_string(a) + "," + std::to_string(b)] = {{"a", a}, {"b", b}, {"time", t}};
+      cache["cache"][std::to_string(a) + "," + std::to_string(b)] = {
+          {"a", a}, {"b", b}, {"time", t}};
     }
   }
   return cache.dump();

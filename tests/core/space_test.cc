@@ -176,8 +176,9 @@ TEST(SearchSpace, MalformedSpaceFilesAreExplained) {
   EXPECT_THROW(load_text(R"({"parameters": [{"name": "a", "values": []}]})"), InvalidInput);
   EXPECT_THROW(load_text(R"({"parameters": [{"name": "a", "values": [1], "colour": 3}]})"),
                InvalidInput);
-  EXPECT_THROW(load_text(R"({"parameters": [{"name": "a", "values": [1]}, {"name": "a", "values": [2]}]})"),
-               InvalidInput);
+  EXPECT_THROW(
+      load_text(R"({"parameters": [{"name": "a", "values": [1]}, {"name": "a", "values": [2]}]})"),
+      InvalidInput);
   EXPECT_THROW(load_text(R"({"parameters": [{"name": "a", "values": [1, 2], "default": 3}]})"),
                InvalidInput);
   EXPECT_THROW(load_text(R"({"parameters": [{"name": "r", "type": "real", "low": 2, "high": 1}]})"),

@@ -264,9 +264,12 @@ TEST_F(StoreTest, FailingBatchLeavesNothing) {
 
 TEST_F(StoreTest, ABatchOfResultsCommitsOnceAndEachIsJudgedAlone) {
   const auto s = testing::make_study(store_, "s");
-  const auto a = store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "w1", 60);
-  const auto b = store_.add_pending_trial(s.id, testing::config_json(32, "row"), "32,row", "w1", 60);
-  const auto c = store_.add_pending_trial(s.id, testing::config_json(64, "row"), "64,row", "w2", 60);
+  const auto a =
+      store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "w1", 60);
+  const auto b =
+      store_.add_pending_trial(s.id, testing::config_json(32, "row"), "32,row", "w1", 60);
+  const auto c =
+      store_.add_pending_trial(s.id, testing::config_json(64, "row"), "64,row", "w2", 60);
   store_.complete_trial(b, Measurement::success(9.0));
   const auto outcomes = store_.complete_trials({{a, "w1", Measurement::success(1.0)},
                                                 {b, "w1", Measurement::success(2.0)},
@@ -293,7 +296,7 @@ TEST_F(StoreTest, ABatchOfResultsCommitsOnceAndEachIsJudgedAlone) {
   EXPECT_EQ(error_of(1), "conflict");   // b already has a result
   EXPECT_EQ(error_of(2), "forbidden");  // c is leased to w2
   EXPECT_EQ(error_of(3), "not found");
-  EXPECT_EQ(error_of(4), "invalid");    // "ok" without a value
+  EXPECT_EQ(error_of(4), "invalid");  // "ok" without a value
   // What was refused changed nothing; what was accepted is stored.
   EXPECT_DOUBLE_EQ(store_.get_trial(b).result.objective, 9.0);
   EXPECT_EQ(store_.get_trial(c).result.status, TrialStatus::pending);

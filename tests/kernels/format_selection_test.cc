@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <random>
@@ -50,12 +50,11 @@ std::string make_dataset(const TempDir& dir, int matrices) {
     const double ell = balanced ? 0.5 * csr * noise(rng) : 3.0 * csr * noise(rng);
     const double coo = balanced ? 1.5 * csr * noise(rng) : 0.6 * csr * noise(rng);
     const bool ell_failed = log_imbalance > 1.8;
-    a << props.str() << "," << csr << "," << (ell_failed ? "" : std::to_string(ell)) << ","
-      << coo << "\n";
-    b << props.str() << "," << csr * 2 << "," << ell * 2 * noise(rng) << ","
-      << coo * 2 * noise(rng) << "\n";
-    c << props.str() << "," << csr << "," << csr * noise(rng) << "," << csr * noise(rng)
+    a << props.str() << "," << csr << "," << (ell_failed ? "" : std::to_string(ell)) << "," << coo
       << "\n";
+    b << props.str() << "," << csr * 2 << "," << ell * 2 * noise(rng) << "," << coo * 2 * noise(rng)
+      << "\n";
+    c << props.str() << "," << csr << "," << csr * noise(rng) << "," << csr * noise(rng) << "\n";
   }
   write(dir.file("A.csv"), a.str());
   write(dir.file("B.csv"), b.str());
@@ -78,9 +77,9 @@ TEST(SpmvDataset, ReadsMachinesFormatsAndQuotedCells) {
   ASSERT_EQ(d.matrices.size(), 30u);
   EXPECT_EQ(d.matrices[3], "G/m3");
   // The quoted kind "graph, synthetic" must not shift the numeric columns.
-  const auto rows_k = static_cast<std::size_t>(
-      std::find(d.property_names.begin(), d.property_names.end(), "rows") -
-      d.property_names.begin());
+  const auto rows_k =
+      static_cast<std::size_t>(std::find(d.property_names.begin(), d.property_names.end(), "rows") -
+                               d.property_names.begin());
   EXPECT_DOUBLE_EQ(d.properties[3][rows_k], 1030.0);
   EXPECT_EQ(d.machine_index("B"), 1u);
   EXPECT_THROW(d.machine_index("Z"), NotFound);
@@ -88,7 +87,8 @@ TEST(SpmvDataset, ReadsMachinesFormatsAndQuotedCells) {
 
 TEST(SpmvDataset, MalformedFilesAreRejectedWithFileAndLine) {
   TempDir dir;
-  write(dir.file("bad.csv"), std::string(kHeader) + ",csr\nG,m,1,k,2,2,2,0,1,1,1,1,1,1,1,1,0,0,0,0,0,abc\n");
+  write(dir.file("bad.csv"),
+        std::string(kHeader) + ",csr\nG,m,1,k,2,2,2,0,1,1,1,1,1,1,1,1,0,0,0,0,0,abc\n");
   try {
     read_spmv_dataset(dir.path().string());
     FAIL() << "expected InvalidInput";

@@ -64,10 +64,11 @@ TEST(MatrixMarketEdges, EmptyMatrixAndSizeLimits) {
   EXPECT_EQ(empty.nnz(), 0);
   EXPECT_EQ(empty.row_ptr.size(), 1u);
   // More rows than 32-bit indices address; refused before allocating.
-  EXPECT_THROW(parse_matrix_market(
-                   "%%MatrixMarket matrix coordinate real general\n9999999999 9999999999 1\n1 1 1\n",
-                   "huge.mtx"),
-               InvalidInput);
+  EXPECT_THROW(
+      parse_matrix_market(
+          "%%MatrixMarket matrix coordinate real general\n9999999999 9999999999 1\n1 1 1\n",
+          "huge.mtx"),
+      InvalidInput);
   // An index that does not fit any integer type.
   EXPECT_THROW(parse_matrix_market("%%MatrixMarket matrix coordinate real general\n2 2 1\n"
                                    "99999999999999999999 1 1\n",

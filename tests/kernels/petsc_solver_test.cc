@@ -40,7 +40,8 @@ TEST(PetscSearchSpace, SymmetricOnlyMethodsDependOnTheMatrix) {
   EXPECT_TRUE(symmetric_ksp.index_of(Value(std::string("cg"))));
   EXPECT_TRUE(symmetric_ksp.index_of(Value(std::string("minres"))));
   EXPECT_FALSE(general.parameter(*general.index_of("pc_type")).index_of(Value(std::string("icc"))));
-  EXPECT_TRUE(symmetric.parameter(*symmetric.index_of("pc_type")).index_of(Value(std::string("icc"))));
+  EXPECT_TRUE(
+      symmetric.parameter(*symmetric.index_of("pc_type")).index_of(Value(std::string("icc"))));
 }
 
 TEST(PetscSearchSpace, DefaultIsGmres30WithBlockJacobiIlu0) {
@@ -48,9 +49,8 @@ TEST(PetscSearchSpace, DefaultIsGmres30WithBlockJacobiIlu0) {
   const Configuration d = space.default_configuration();
   EXPECT_TRUE(space.is_valid(d));
   const std::vector<PetscOption> expected = {
-      {"-ksp_type", "gmres"},          {"-ksp_gmres_restart", "30"},
-      {"-pc_type", "bjacobi"},         {"-pc_bjacobi_blocks", "1"},
-      {"-sub_pc_type", "ilu"},         {"-sub_pc_factor_levels", "0"}};
+      {"-ksp_type", "gmres"},      {"-ksp_gmres_restart", "30"}, {"-pc_type", "bjacobi"},
+      {"-pc_bjacobi_blocks", "1"}, {"-sub_pc_type", "ilu"},      {"-sub_pc_factor_levels", "0"}};
   EXPECT_EQ(petsc_options(space, d), expected);
 }
 
@@ -96,12 +96,13 @@ TEST(PetscSolver, CpuClockTimesTheSolverProcess) {
 TEST(PetscSolver, HypreBoomerAmgWithCgSolvesPoissonInFewIterations) {
   PetscSolverEvaluator e(generate_problem("poisson2d", 40), options_with(1));
   const SearchSpace& s = e.space();
-  const Configuration c =
-      with(s, e.petsc_default(),
-           {{"ksp_type", std::string("cg")}, {"gmres_restart", std::int64_t{30}},
-            {"pc_type", std::string("hypre")}, {"bjacobi_blocks", std::int64_t{1}},
-            {"hypre_coarsen_type", std::string("HMIS")},
-            {"hypre_interp_type", std::string("ext+i")}});
+  const Configuration c = with(s, e.petsc_default(),
+                               {{"ksp_type", std::string("cg")},
+                                {"gmres_restart", std::int64_t{30}},
+                                {"pc_type", std::string("hypre")},
+                                {"bjacobi_blocks", std::int64_t{1}},
+                                {"hypre_coarsen_type", std::string("HMIS")},
+                                {"hypre_interp_type", std::string("ext+i")}});
   const Measurement m = e.evaluate(c);
   ASSERT_TRUE(m.ok()) << message_of(m);
   // Multigrid: iterations independent of the grid, far below CG's ~sqrt(condition) count.
@@ -115,35 +116,72 @@ TEST(PetscSolver, EveryPreconditionerReadsAllItsOptions) {
   const SearchSpace& s = e.space();
   const Configuration d = e.petsc_default();
   const std::vector<Configuration> configs = {
-      with(s, d, {{"ksp_type", std::string("fgmres")}, {"gmres_restart", std::int64_t{10}},
-                  {"pc_type", std::string("jacobi")}, {"bjacobi_blocks", std::int64_t{1}}}),
-      with(s, d, {{"ksp_type", std::string("bcgs")}, {"gmres_restart", std::int64_t{30}},
-                  {"bjacobi_blocks", std::int64_t{8}}, {"factor_levels", std::int64_t{2}},
-                  {"factor_shift", std::string("nonzero")}}),
-      with(s, d, {{"ksp_type", std::string("tfqmr")}, {"pc_type", std::string("sor")},
-                  {"bjacobi_blocks", std::int64_t{1}}, {"sor_omega", 1.3}}),
-      with(s, d, {{"ksp_type", std::string("cg")}, {"pc_type", std::string("icc")},
-                  {"bjacobi_blocks", std::int64_t{1}}, {"factor_levels", std::int64_t{1}}}),
-      with(s, d, {{"ksp_type", std::string("bcgsl")}, {"pc_type", std::string("ilu")},
-                  {"bjacobi_blocks", std::int64_t{1}}, {"factor_levels", std::int64_t{1}},
-                  {"factor_shift", std::string("nonzero")}}),
-      with(s, d, {{"ksp_type", std::string("lgmres")}, {"pc_type", std::string("gamg")},
-                  {"bjacobi_blocks", std::int64_t{1}}, {"gamg_threshold", 0.03}}),
-      with(s, d, {{"ksp_type", std::string("gmres")}, {"pc_type", std::string("hypre")},
-                  {"bjacobi_blocks", std::int64_t{1}}, {"hypre_strong_threshold", 0.5},
-                  {"hypre_coarsen_type", std::string("PMIS")},
-                  {"hypre_relax_type", std::string("Chebyshev")},
-                  {"hypre_interp_type", std::string("FF1")}, {"hypre_agg_nl", std::int64_t{1}}}),
-      with(s, d, {{"ksp_type", std::string("minres")}, {"gmres_restart", std::int64_t{30}},
-                  {"pc_type", std::string("none")}, {"bjacobi_blocks", std::int64_t{1}}}),
-      with(s, d, {{"ksp_type", std::string("bcgs")}, {"pc_type", std::string("lu")},
-                  {"bjacobi_blocks", std::int64_t{1}}, {"factor_shift", std::string("nonzero")}}),
-      with(s, d, {{"ksp_type", std::string("gmres")}, {"pc_type", std::string("lu")},
-                  {"bjacobi_blocks", std::int64_t{1}}, {"lu_package", std::string("superlu")}}),
-      with(s, d, {{"ksp_type", std::string("gmres")}, {"pc_type", std::string("lu")},
-                  {"bjacobi_blocks", std::int64_t{1}}, {"lu_package", std::string("umfpack")}}),
-      with(s, d, {{"ksp_type", std::string("gmres")}, {"pc_type", std::string("lu")},
-                  {"bjacobi_blocks", std::int64_t{1}}, {"lu_package", std::string("mumps")}}),
+      with(s, d,
+           {{"ksp_type", std::string("fgmres")},
+            {"gmres_restart", std::int64_t{10}},
+            {"pc_type", std::string("jacobi")},
+            {"bjacobi_blocks", std::int64_t{1}}}),
+      with(s, d,
+           {{"ksp_type", std::string("bcgs")},
+            {"gmres_restart", std::int64_t{30}},
+            {"bjacobi_blocks", std::int64_t{8}},
+            {"factor_levels", std::int64_t{2}},
+            {"factor_shift", std::string("nonzero")}}),
+      with(s, d,
+           {{"ksp_type", std::string("tfqmr")},
+            {"pc_type", std::string("sor")},
+            {"bjacobi_blocks", std::int64_t{1}},
+            {"sor_omega", 1.3}}),
+      with(s, d,
+           {{"ksp_type", std::string("cg")},
+            {"pc_type", std::string("icc")},
+            {"bjacobi_blocks", std::int64_t{1}},
+            {"factor_levels", std::int64_t{1}}}),
+      with(s, d,
+           {{"ksp_type", std::string("bcgsl")},
+            {"pc_type", std::string("ilu")},
+            {"bjacobi_blocks", std::int64_t{1}},
+            {"factor_levels", std::int64_t{1}},
+            {"factor_shift", std::string("nonzero")}}),
+      with(s, d,
+           {{"ksp_type", std::string("lgmres")},
+            {"pc_type", std::string("gamg")},
+            {"bjacobi_blocks", std::int64_t{1}},
+            {"gamg_threshold", 0.03}}),
+      with(s, d,
+           {{"ksp_type", std::string("gmres")},
+            {"pc_type", std::string("hypre")},
+            {"bjacobi_blocks", std::int64_t{1}},
+            {"hypre_strong_threshold", 0.5},
+            {"hypre_coarsen_type", std::string("PMIS")},
+            {"hypre_relax_type", std::string("Chebyshev")},
+            {"hypre_interp_type", std::string("FF1")},
+            {"hypre_agg_nl", std::int64_t{1}}}),
+      with(s, d,
+           {{"ksp_type", std::string("minres")},
+            {"gmres_restart", std::int64_t{30}},
+            {"pc_type", std::string("none")},
+            {"bjacobi_blocks", std::int64_t{1}}}),
+      with(s, d,
+           {{"ksp_type", std::string("bcgs")},
+            {"pc_type", std::string("lu")},
+            {"bjacobi_blocks", std::int64_t{1}},
+            {"factor_shift", std::string("nonzero")}}),
+      with(s, d,
+           {{"ksp_type", std::string("gmres")},
+            {"pc_type", std::string("lu")},
+            {"bjacobi_blocks", std::int64_t{1}},
+            {"lu_package", std::string("superlu")}}),
+      with(s, d,
+           {{"ksp_type", std::string("gmres")},
+            {"pc_type", std::string("lu")},
+            {"bjacobi_blocks", std::int64_t{1}},
+            {"lu_package", std::string("umfpack")}}),
+      with(s, d,
+           {{"ksp_type", std::string("gmres")},
+            {"pc_type", std::string("lu")},
+            {"bjacobi_blocks", std::int64_t{1}},
+            {"lu_package", std::string("mumps")}}),
   };
   for (const auto& c : configs) {
     const Measurement m = e.evaluate(c);
@@ -214,10 +252,8 @@ TEST(PetscSolver, IluOnAZeroDiagonalFailsWithItsReason) {
 }
 
 TEST(PetscSolver, CrashInTheSolverProcessIsAFailedTrial) {
-  for (const auto& [fault, expected] :
-       std::vector<std::pair<std::string, std::string>>{{"abort", "signal 6"},
-                                                        {"segfault", "signal 11"},
-                                                        {"exit", "exited with status"}}) {
+  for (const auto& [fault, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"abort", "signal 6"}, {"segfault", "signal 11"}, {"exit", "exited with status"}}) {
     PetscSolverEvaluator e(generate_problem("poisson2d", 8), options_with(1, 60.0, fault));
     const Measurement m = e.evaluate(e.petsc_default());
     EXPECT_EQ(m.status, TrialStatus::failed) << fault;
@@ -228,8 +264,7 @@ TEST(PetscSolver, CrashInTheSolverProcessIsAFailedTrial) {
 }
 
 TEST(PetscSolver, HangPastTheTimeLimitIsATimeout) {
-  PetscSolverEvaluator e(generate_problem("poisson2d", 8),
-                         options_with(1, 0.5, "hang"));
+  PetscSolverEvaluator e(generate_problem("poisson2d", 8), options_with(1, 0.5, "hang"));
   const Measurement m = e.evaluate(e.petsc_default());
   EXPECT_EQ(m.status, TrialStatus::timeout);
   EXPECT_LT(m.cost_seconds, 30.0);
@@ -237,12 +272,11 @@ TEST(PetscSolver, HangPastTheTimeLimitIsATimeout) {
 
 TEST(PetscSolver, SlowSolveTimesOutAndTheNextSolveStillWorks) {
   // Unpreconditioned GMRES(30) on a 160,000-unknown Laplacian stagnates for many seconds.
-  PetscSolverEvaluator e(generate_problem("poisson2d", 400),
-                         options_with(1, 2.0));
+  PetscSolverEvaluator e(generate_problem("poisson2d", 400), options_with(1, 2.0));
   const SearchSpace& s = e.space();
-  const Configuration slow = with(s, e.petsc_default(),
-                                  {{"pc_type", std::string("none")},
-                                   {"bjacobi_blocks", std::int64_t{1}}});
+  const Configuration slow =
+      with(s, e.petsc_default(),
+           {{"pc_type", std::string("none")}, {"bjacobi_blocks", std::int64_t{1}}});
   EXPECT_EQ(e.evaluate(slow).status, TrialStatus::timeout);
   const Configuration fast = with(s, e.petsc_default(),
                                   {{"ksp_type", std::string("cg")},

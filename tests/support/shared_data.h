@@ -33,10 +33,10 @@ class TempDir {
 }  // namespace tunebase::testing
 
 /// Declares `var` as the path of a shared data file, or skips the test saying what is missing.
-#define TUNEBASE_SHARED_FILE_OR_SKIP(var, relative)                                         \
+#define TUNEBASE_SHARED_FILE_OR_SKIP(var, relative)                                           \
   const auto var##_opt = ::tunebase::testing::shared_file(relative);                          \
   if (!var##_opt) {                                                                           \
-    GTEST_SKIP() << "needs ../shared/data/" << (relative)                                   \
+    GTEST_SKIP() << "needs ../shared/data/" << (relative)                                     \
                  << " (set TUNEBASE_SHARED_DATA to the shared data folder to run this test)"; \
   }                                                                                           \
   const std::string var = var##_opt->string()
