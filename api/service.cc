@@ -624,10 +624,6 @@ Response Service::create_study(Request& request) {
   study.kernel = kernel.id;
   study.machine = machine->id;
   study.task = task_record.id;
-  if (study.name.empty()) {
-    study.name = kernel_name + "@" + machine_name + " " +
-                 db::format_timestamp(std::chrono::system_clock::now());
-  }
   study.settings = {{"transfer", transfer}, {"strategy_options", options}};
   if (prior_machines) study.settings["prior_machines"] = *prior_machines;
   if (seed) study.settings["seed"] = *seed;

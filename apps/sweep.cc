@@ -82,10 +82,6 @@ db::StudyRecord find_or_create_study(db::Store& store, const SweepOptions& optio
   }
   db::NewStudy study;
   study.name = options.study_name;
-  if (study.name.empty()) {
-    study.name = kernel.name + "@" + machine.name + " " +
-                 db::format_timestamp(std::chrono::system_clock::now());
-  }
   study.kernel = kernel.id;
   study.machine = machine.id;
   study.task = task.id;

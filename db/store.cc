@@ -661,7 +661,17 @@ StudyRecord Store::create_study(const NewStudy& study) {
   const std::string what = "creating study " + study.name;
   impl_->require_writable(what);
   Transaction tx(impl_->db, what);
-  auto record = impl_->insert_study(study, StudyStatus::active);
+  NewStudy named = study;
+  if (named.name.empty()) {
+    // "<kernel>@<machine> <time>", made unique: two studies may start in the same millisecond.
+    const std::string base = impl_->get_kernel(study.kernel).name + "@" +
+                             impl_->get_machine(study.machine).name + " " + now_text();
+    named.name = base;
+    for (int n = 2; impl_->find_study_where("WHERE s.name = ?1", named.name); ++n) {
+      named.name = base + " (" + std::to_string(n) + ")";
+    }
+  }
+  auto record = impl_->insert_study(named, StudyStatus::active);
   tx.commit();
   return record;
 }

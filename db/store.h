@@ -262,8 +262,10 @@ class Store {
   std::vector<TaskRecord> list_tasks(std::string_view kernel_name = {}) const;
 
   // --- studies
-  /// Conflict for a duplicate name; NotFound for an unknown kernel, machine or task;
-  /// InvalidInput when the task belongs to another kernel name or the budget is negative.
+  /// An empty name becomes "<kernel>@<machine> <time>", with " (2)", " (3)", ... appended
+  /// when a study of that name exists. Conflict for a duplicate given name; NotFound for an
+  /// unknown kernel, machine or task; InvalidInput when the task belongs to another kernel
+  /// name or the budget is negative.
   StudyRecord create_study(const NewStudy& study);
   StudyRecord get_study(StudyId id) const;
   std::optional<StudyRecord> find_study(std::string_view name) const;

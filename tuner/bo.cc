@@ -256,18 +256,33 @@ class BayesianOptimization final : public ModelBasedStrategy {
     prepare_transfer(state);
     const bool transfer = transfer_ready();
     const std::size_t initial = initial_design(state);
-    if (!transfer && (state.observations.size() + state.pending.size() < initial ||
-                      state.ok_count() < kMinObservationsForModel)) {
-      diagnostics_["phase"] = "initial design";
-      // The initial design, then (everything failed so far, so no model yet) a design over
-      // the whole budget: still space-filling, never circling the first few points.
-      const std::size_t design =
-          state.taken.size() < initial ? initial : std::max(state.budget, state.taken.size() + n);
-      auto more = latin_hypercube_proposals(state, n - out.size(), seed_, design, rng);
+    // The initial design, then (everything failed so far, so no model yet) a design over the
+    // whole budget: still space-filling, never circling the first few points.
+    const std::size_t design_size =
+        state.taken.size() < initial ? initial : std::max(state.budget, state.taken.size() + n);
+    auto take_design = [&](std::size_t count) {
+      auto more = latin_hypercube_proposals(state, count, seed_, design_size, rng);
       for (auto& c : more) {
         if (chosen.insert(state.space->key(c)).second) out.push_back(std::move(c));
       }
+    };
+    if (!transfer && (state.observations.size() + state.pending.size() < initial ||
+                      state.ok_count() < kMinObservationsForModel)) {
+      diagnostics_["phase"] = "initial design";
+      take_design(n - out.size());
       return out;
+    }
+    if (transfer && state.ok_count() == 0 && !state.observations.empty()) {
+      // What the priors recommend failed here, and nothing has succeeded yet: priors that say
+      // nothing of feasibility on this machine or input may keep pointing at what fails. Every
+      // other proposal comes from the space-filling design until something runs.
+      const std::size_t want = n - out.size();
+      const std::size_t odd = want % 2 == 1 && state.observations.size() % 2 == 1 ? 1 : 0;
+      if (want / 2 + odd > 0) {
+        diagnostics_["phase"] = "design beside the priors";
+        take_design(want / 2 + odd);
+        if (out.size() == n) return out;
+      }
     }
 
     const auto fit_start = std::chrono::steady_clock::now();
@@ -277,7 +292,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
     auto picked = state.candidates ? maximise_over_candidates(state, n - out.size(), chosen)
                                    : maximise_by_sampling(state, n - out.size(), chosen, rng);
     diagnostics_["acquisition_ms"] = elapsed_ms(acq_start);
-    diagnostics_["phase"] = target_.n_ok == 0 ? "zero-shot" : "model";
+    if (!diagnostics_.contains("phase"))
+      diagnostics_["phase"] = target_.n_ok == 0 ? "zero-shot" : "model";
     for (auto& c : picked) out.push_back(std::move(c));
     return out;
   }

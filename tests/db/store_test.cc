@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -190,6 +191,18 @@ TEST_F(StoreTest, BadTrialsAreRefused) {
   EXPECT_THROW(store_.add_trial(StudyId{999}, cfg, "16,row", Measurement::success(1)), NotFound);
   EXPECT_THROW(store_.trials(StudyId{999}), NotFound);
   EXPECT_TRUE(store_.trials(s.id).empty());
+}
+
+TEST_F(StoreTest, GeneratedStudyNamesAreUniqueEvenWithinOneMillisecond) {
+  const auto s = testing::make_study(store_, "first");
+  NewStudy unnamed;
+  unnamed.kernel = s.kernel_id;
+  unnamed.machine = s.machine_id;
+  unnamed.task = s.task_id;
+  std::set<std::string> names;
+  for (int i = 0; i < 5; ++i) names.insert(store_.create_study(unnamed).name);
+  EXPECT_EQ(names.size(), 5u);
+  for (const auto& name : names) EXPECT_EQ(name.rfind(s.kernel_name + "@", 0), 0u) << name;
 }
 
 TEST_F(StoreTest, DataSurvivesReopening) {

@@ -112,6 +112,36 @@ TEST_P(TransferStrategy, NeverRepeatsNorLeavesTheCandidatesWithPriors) {
 INSTANTIATE_TEST_SUITE_P(Transfer, TransferStrategy,
                          ::testing::Values("bo-transfer", "rgpe", "stacked"));
 
+// The prior liked small a; on the target every configuration with a < 8 fails (another
+// input, a smaller device), which the prior cannot know. Following the prior alone fails again
+// and again (before the fix: no success in 16 evaluations for any seed); with no success yet
+// the search must also look where the prior does not point.
+TEST_P(TransferStrategy, FailuresWherePriorsPointDoNotStallTheSearch) {
+  const auto s = space();
+  std::vector<int> first_success;  // evaluations before the first success; 16 = none
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    SessionOptions options;
+    options.strategy = GetParam();
+    options.seed = seed;
+    options.priors.push_back(
+        make_prior(s, "elsewhere", [](const Configuration& c) { return 1.0 + as_double(c[0]); }));
+    Session session(s, options);
+    int first = 16;
+    for (int i = 0; i < 16 && first == 16; ++i) {
+      const auto c = session.propose(1).at(0);
+      if (as_double(c[0]) < 8.0) {
+        session.observe(c, Measurement::failure(TrialStatus::failed, "does not fit"));
+      } else {
+        first = i;
+      }
+    }
+    first_success.push_back(first);
+  }
+  std::sort(first_success.begin(), first_success.end());
+  EXPECT_LE(first_success[7], 15) << "fewer than 8 of 10 seeds found a configuration that runs";
+  EXPECT_LE(first_success[4], 6) << "median evaluations before the first success";
+}
+
 TEST(Rgpe, WeightOfAReversedPriorFallsTowardsZero) {
   const auto s = space();
   SessionOptions options;
