@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <atomic>
 #include <map>
 #include <unordered_map>
@@ -35,31 +34,12 @@ nlohmann::json task_features_of(const db::TaskRecord& task) {
 }
 
 std::vector<Prior> priors_from_store(const db::Store& store, const SearchSpace& space,
-                                     const std::string& kernel_name, const std::string& version,
-                                     const PriorSelection& selection) {
-  const auto trials = store.trials_for_kernel(kernel_name, version, selection.exclude_machine,
-                                              selection.exclude_study);
-  std::unordered_map<std::int64_t, std::string> machine_names;
+                                     const db::PriorQuery& query) {
   std::unordered_map<std::int64_t, nlohmann::json> task_features;
   // (machine name, task id) -> prior, ordered so that the result does not depend on ids.
   std::map<std::pair<std::string, std::int64_t>, Prior> grouped;
-  for (const auto& t : trials) {
+  for (auto& t : store.prior_trials(query)) {
     if (t.status == TrialStatus::pending) continue;
-    if (t.direction != selection.direction) continue;
-    if (!selection.objective.empty() && t.objective_name != selection.objective) continue;
-    if (selection.exclude_target && t.machine == selection.exclude_target->first &&
-        t.task == selection.exclude_target->second) {
-      continue;
-    }
-    auto name = machine_names.find(t.machine.value);
-    if (name == machine_names.end()) {
-      name = machine_names.emplace(t.machine.value, store.get_machine(t.machine).name).first;
-    }
-    if (!selection.machines.empty() &&
-        std::find(selection.machines.begin(), selection.machines.end(), name->second) ==
-            selection.machines.end()) {
-      continue;
-    }
     auto features = task_features.find(t.task.value);
     if (features == task_features.end()) {
       features =
@@ -71,50 +51,64 @@ std::vector<Prior> priors_from_store(const db::Store& store, const SearchSpace& 
     } catch (const InvalidInput&) {
       continue;  // not valid in this version's space
     }
-    auto& prior = grouped[{name->second, t.task.value}];
+    auto& prior = grouped[{t.machine_name, t.task.value}];
     if (prior.source.empty()) {
-      prior.source = name->second;
+      prior.source = t.machine_name;
       prior.task_features = features->second;
-      prior.minimize = selection.direction == db::Direction::minimize;
+      prior.minimize = t.direction == db::Direction::minimize;
     }
     Measurement m = t.status == TrialStatus::ok
                         ? Measurement::success(t.objective)
-                        : Measurement::failure(t.status, "measured on " + name->second);
+                        : Measurement::failure(t.status, "measured on " + t.machine_name);
     prior.observations.push_back({std::move(config), std::move(m)});
   }
   std::vector<Prior> out;
   for (auto& [key, prior] : grouped) {
-    if (selection.max_per_source > 0 && prior.observations.size() > selection.max_per_source) {
-      prior.observations.erase(
-          prior.observations.begin(),
-          prior.observations.end() - static_cast<long>(selection.max_per_source));
-    }
-    if (prior.ok_count() == 0) continue;
-    out.push_back(std::move(prior));
+    if (prior.ok_count() > 0) out.push_back(std::move(prior));
   }
   return out;
 }
 
+std::optional<db::PriorQuery> target_prior_query(const db::KernelRecord& kernel,
+                                                 db::MachineId machine, db::TaskId task,
+                                                 const std::string& objective,
+                                                 db::Direction direction,
+                                                 const nlohmann::json& settings) {
+  const bool is_object = settings.is_object();
+  if (is_object && settings.contains("transfer") && settings["transfer"].is_boolean() &&
+      !settings["transfer"].get<bool>()) {
+    return std::nullopt;
+  }
+  db::PriorQuery query;
+  query.kernel_name = kernel.name;
+  query.version = kernel.version;
+  query.exclude_target = std::make_pair(machine, task);
+  query.objective = objective;
+  query.direction = direction;
+  if (is_object && settings.contains("prior_machines") && settings["prior_machines"].is_array()) {
+    for (const auto& m : settings["prior_machines"]) {
+      if (m.is_string()) query.machines.push_back(m.get<std::string>());
+    }
+    if (query.machines.empty()) return std::nullopt;
+  }
+  return query;
+}
+
+bool has_priors(const db::Store& store, std::optional<db::PriorQuery> query) {
+  if (!query) return false;
+  query->ok_only = true;
+  query->limit = 1;
+  return !store.prior_trials(*query).empty();
+}
+
 std::vector<Prior> study_priors(const db::Store& store, const db::StudyRecord& study,
                                 const SearchSpace& space) {
-  const auto& settings = study.settings;
-  if (settings.is_object() && settings.contains("transfer") && settings["transfer"].is_boolean() &&
-      !settings["transfer"].get<bool>()) {
-    return {};
-  }
-  PriorSelection selection;
-  selection.exclude_target = std::make_pair(study.machine_id, study.task_id);
-  selection.exclude_study = study.id;
-  selection.objective = study.objective;
-  selection.direction = study.direction;
-  if (settings.is_object() && settings.contains("prior_machines") &&
-      settings["prior_machines"].is_array()) {
-    for (const auto& m : settings["prior_machines"]) {
-      if (m.is_string()) selection.machines.push_back(m.get<std::string>());
-    }
-    if (selection.machines.empty()) return {};
-  }
-  return priors_from_store(store, space, study.kernel_name, study.kernel_version, selection);
+  db::KernelRecord kernel;
+  kernel.name = study.kernel_name;
+  kernel.version = study.kernel_version;
+  const auto query = target_prior_query(kernel, study.machine_id, study.task_id, study.objective,
+                                        study.direction, study.settings);
+  return query ? priors_from_store(store, space, *query) : std::vector<Prior>{};
 }
 
 std::size_t load_fitted_models(const db::Store& store) {
@@ -144,17 +138,19 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   const auto kernel = store.find_kernel(kernel_name);
   if (!kernel) return std::nullopt;
   const auto space = SearchSpace::from_json(kernel->space);
-  PriorSelection selection;
-  selection.objective = objective;
-  selection.direction = direction;
+  db::PriorQuery query;
+  query.kernel_name = kernel_name;
+  query.version = kernel->version;
+  query.objective = objective;
+  query.direction = direction;
   nlohmann::json target_features = nlohmann::json::object();
   if (machine && task) {
-    selection.exclude_target = std::make_pair(*machine, *task);
+    query.exclude_target = std::make_pair(*machine, *task);
     target_features = task_features_of(store.get_task(*task));
   } else if (machine) {
-    selection.exclude_machine = *machine;
+    query.exclude_machine = *machine;
   }
-  auto priors = priors_from_store(store, space, kernel_name, kernel->version, selection);
+  auto priors = priors_from_store(store, space, query);
   if (priors.empty()) return std::nullopt;
 
   PredictedBest out;

@@ -18,37 +18,27 @@
 
 namespace tunebase::api {
 
-/// Which stored measurements become priors (all defaults: every study of the kernel version
-/// with the same objective and direction).
-struct PriorSelection {
-  /// Only these machines (names); empty: all.
-  std::vector<std::string> machines;
-  /// Leave out this machine entirely.
-  std::optional<db::MachineId> exclude_machine;
-  /// Leave out this (machine, task): the study's own target, whose measurements are not
-  /// priors. Other tasks of the same machine are.
-  std::optional<std::pair<db::MachineId, db::TaskId>> exclude_target;
-  /// Leave out this study (the one being tuned): its trials are the study's own.
-  std::optional<db::StudyId> exclude_study;
-  /// Objective name to match ("time"); empty: any.
-  std::string objective;
-  db::Direction direction = db::Direction::minimize;
-  /// At most this many trials per (machine, task), the most recent kept; 0: no limit.
-  std::size_t max_per_source = 0;
-};
-
-/// Finished trials of `kernel_name` at `version` (Store::trials_for_kernel), one Prior per
-/// (machine, task): source = the machine's name (so one machine's tasks are modelled
-/// together), task_features = the task's features (or the numbers of its description when it
-/// has none), observations = the trials whose configuration is valid in `space`, failures
-/// included. Priors with no successful trial are dropped. Sorted by machine name, then task.
+/// Finished trials that `query` selects (Store::prior_trials), one Prior per (machine, task):
+/// source = the machine's name (so one machine's tasks are modelled together), task_features
+/// = the task's features (or the numbers of its description when it has none), observations =
+/// the trials whose configuration is valid in `space`, failures included. Priors with no
+/// successful trial are dropped. Sorted by machine name, then task.
 std::vector<Prior> priors_from_store(const db::Store& store, const SearchSpace& space,
-                                     const std::string& kernel_name, const std::string& version,
-                                     const PriorSelection& selection = {});
+                                     const db::PriorQuery& query);
 
-/// The priors a study uses: none when its settings say "transfer": false; else those of its
-/// kernel version on other (machine, task) pairs, restricted to settings "prior_machines"
-/// (a list of machine names) when given.
+/// The priors of tuning `kernel` on (machine, task): its version's trials on every other
+/// (machine, task) with the same objective and direction, restricted by `settings`
+/// ({"transfer": false} for none; "prior_machines": [names]). None when transfer is off.
+std::optional<db::PriorQuery> target_prior_query(const db::KernelRecord& kernel,
+                                                 db::MachineId machine, db::TaskId task,
+                                                 const std::string& objective,
+                                                 db::Direction direction,
+                                                 const nlohmann::json& settings);
+
+/// Whether `query` selects at least one successful trial (one row read, not all).
+bool has_priors(const db::Store& store, std::optional<db::PriorQuery> query);
+
+/// The priors a study uses (target_prior_query of its kernel, machine, task and settings).
 std::vector<Prior> study_priors(const db::Store& store, const db::StudyRecord& study,
                                 const SearchSpace& space);
 

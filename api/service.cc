@@ -632,16 +632,9 @@ Response Service::create_study(Request& request) {
   } else {
     // Unless chosen, the strategy follows what there is to learn from: bo-transfer when other
     // machines or tasks measured this kernel version (and transfer is on), else bo.
-    db::StudyRecord would_be;
-    would_be.kernel_id = kernel.id;
-    would_be.kernel_name = kernel.name;
-    would_be.kernel_version = kernel.version;
-    would_be.machine_id = machine->id;
-    would_be.task_id = task_record.id;
-    would_be.objective = study.objective;
-    would_be.direction = study.direction;
-    would_be.settings = study.settings;
-    study.strategy = default_strategy(!study_priors(store_, would_be, *space).empty());
+    study.strategy = default_strategy(
+        has_priors(store_, target_prior_query(kernel, machine->id, task_record.id, study.objective,
+                                              study.direction, study.settings)));
   }
   const auto created = store_.create_study(study);
   return Response::json(study_json(created, true), 201);

@@ -64,6 +64,13 @@ class ProgressBar {
   std::chrono::steady_clock::time_point start_;
 };
 
+// {"transfer": ..., "prior_machines": [...]}: how a study chooses its priors, as stored.
+nlohmann::json transfer_settings(const SweepOptions& options) {
+  nlohmann::json settings{{"transfer", options.transfer}};
+  if (!options.prior_machines.empty()) settings["prior_machines"] = options.prior_machines;
+  return settings;
+}
+
 db::StudyRecord find_or_create_study(db::Store& store, const SweepOptions& options,
                                      const db::KernelRecord& kernel,
                                      const db::MachineRecord& machine, const db::TaskRecord& task,
@@ -88,8 +95,9 @@ db::StudyRecord find_or_create_study(db::Store& store, const SweepOptions& optio
   study.direction = minimize ? db::Direction::minimize : db::Direction::maximize;
   study.strategy = strategy;
   study.budget = static_cast<std::int64_t>(options.budget);
-  study.settings = {{"seed", options.seed}, {"unit", unit}, {"transfer", options.transfer}};
-  if (!options.prior_machines.empty()) study.settings["prior_machines"] = options.prior_machines;
+  study.settings = transfer_settings(options);
+  study.settings["seed"] = options.seed;
+  study.settings["unit"] = unit;
   return store.create_study(study);
 }
 
@@ -132,14 +140,14 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
 
   // Priors: other machines' and tasks' measurements of this kernel version, and files.
   std::vector<Prior> priors;
-  if (options.transfer) {
+  const auto direction = evaluator.minimize() ? db::Direction::minimize : db::Direction::maximize;
+  if (const auto query =
+          api::target_prior_query(kernel, machine.id, task.id, db::NewStudy{}.objective, direction,
+                                  transfer_settings(options))) {
     api::load_fitted_models(store);
-    api::PriorSelection selection;
-    selection.machines = options.prior_machines;
-    selection.exclude_target = std::make_pair(machine.id, task.id);
-    selection.objective = db::NewStudy{}.objective;  // what sweeps store
-    selection.direction = evaluator.minimize() ? db::Direction::minimize : db::Direction::maximize;
-    priors = api::priors_from_store(store, space, kernel.name, kernel.version, selection);
+    priors = api::priors_from_store(store, space, *query);
+  }
+  if (options.transfer) {
     for (const auto& file : options.prior_files) priors.push_back(load_prior(file, space));
   }
   const std::string strategy =

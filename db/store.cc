@@ -66,6 +66,17 @@ std::vector<double> raw_from_json(const nlohmann::json& j) {
   return out;
 }
 
+// Binds a result's columns status, objective, raw, cost_seconds, message, metrics to the
+// parameters first .. first + 5.
+Statement& bind_result(Statement& st, int first, const Measurement& m) {
+  return st.bind(first, to_string(m.status))
+      .bind(first + 1, std::isfinite(m.objective) ? m.objective : std::nan(""))
+      .bind(first + 2, json_text(raw_to_json(m.raw)))
+      .bind(first + 3, m.cost_seconds)
+      .bind(first + 4, m.message)
+      .bind(first + 5, json_text(m.metrics.is_null() ? nlohmann::json::object() : m.metrics));
+}
+
 std::string hex(const unsigned char* bytes, std::size_t n) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string out;
@@ -261,17 +272,8 @@ std::int64_t insert_finished_trial(Statement& insert, const Database& db, StudyI
                                    const Measurement& m, std::string_view client_id,
                                    const std::string& now) {
   insert.reset();
-  insert.bind(1, study.value)
-      .bind(2, json_text(config))
-      .bind(3, key)
-      .bind(4, to_string(m.status))
-      .bind(5, std::isfinite(m.objective) ? m.objective : std::nan(""))
-      .bind(6, json_text(raw_to_json(m.raw)))
-      .bind(7, m.cost_seconds)
-      .bind(8, m.message)
-      .bind(9, json_text(m.metrics.is_null() ? nlohmann::json::object() : m.metrics))
-      .bind(10, client_id)
-      .bind(11, now);
+  insert.bind(1, study.value).bind(2, json_text(config)).bind(3, key);
+  bind_result(insert, 4, m).bind(10, client_id).bind(11, now);
   insert.run();
   return db.last_insert_rowid();
 }
@@ -818,15 +820,7 @@ std::vector<Store::CompletionOutcome> Store::complete_trials(const std::vector<C
       }
       const auto& r = c.result;
       update.reset();
-      update.bind(1, to_string(r.status))
-          .bind(2, std::isfinite(r.objective) ? r.objective : std::nan(""))
-          .bind(3, json_text(raw_to_json(r.raw)))
-          .bind(4, r.cost_seconds)
-          .bind(5, r.message)
-          .bind(6, json_text(r.metrics.is_null() ? nlohmann::json::object() : r.metrics))
-          .bind(7, now)
-          .bind(8, c.trial.value)
-          .run();
+      bind_result(update, 1, r).bind(7, now).bind(8, c.trial.value).run();
       out[i].record = impl_->get_trial(c.trial);
       impl_->db.exec("RELEASE one_result", item);
     } catch (...) {
@@ -946,31 +940,52 @@ std::vector<PriorTrial> Store::trials_for_kernel(std::string_view kernel_name,
                                                  std::string_view version,
                                                  std::optional<MachineId> exclude_machine,
                                                  std::optional<StudyId> exclude_study) const {
+  PriorQuery query;
+  query.kernel_name = kernel_name;
+  query.version = version;
+  query.exclude_machine = exclude_machine;
+  query.exclude_study = exclude_study;
+  return prior_trials(query);
+}
+
+std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
   std::lock_guard lock(impl_->mutex);
   auto st = impl_->db.prepare(
-      "SELECT s.id, s.machine_id, s.task_id, k.version, s.objective, s.direction, t.id, "
+      "SELECT s.id, s.machine_id, m.name, s.task_id, k.version, s.objective, s.direction, t.id, "
       "t.config, t.config_key, t.status, t.objective "
       "FROM trials t JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
+      "JOIN machines m ON m.id = s.machine_id "
       "WHERE k.name = ?1 AND (?2 = '' OR k.version = ?2) AND (?3 IS NULL OR s.machine_id <> ?3) "
-      "AND (?4 IS NULL OR s.id <> ?4) AND t.finished_at IS NOT NULL ORDER BY t.id",
-      "reading the trials of kernel " + std::string(kernel_name));
-  st.bind(1, kernel_name).bind(2, version);
-  if (exclude_machine) st.bind(3, exclude_machine->value);
-  if (exclude_study) st.bind(4, exclude_study->value);
+      "AND (?4 IS NULL OR s.id <> ?4) AND (?5 IS NULL OR s.machine_id <> ?5 OR s.task_id <> ?6) "
+      "AND (?7 = '' OR s.objective = ?7) AND (?8 IS NULL OR s.direction = ?8) "
+      "AND (?9 = '[]' OR m.name IN (SELECT value FROM json_each(?9))) "
+      "AND t.finished_at IS NOT NULL AND (?10 = 0 OR t.status = 'ok') ORDER BY t.id "
+      "LIMIT CASE WHEN ?11 > 0 THEN ?11 ELSE -1 END",
+      "reading the trials of kernel " + q.kernel_name);
+  st.bind(1, q.kernel_name).bind(2, q.version);
+  if (q.exclude_machine) st.bind(3, q.exclude_machine->value);
+  if (q.exclude_study) st.bind(4, q.exclude_study->value);
+  if (q.exclude_target)
+    st.bind(5, q.exclude_target->first.value).bind(6, q.exclude_target->second.value);
+  st.bind(7, q.objective);
+  if (q.direction) st.bind(8, to_string(*q.direction));
+  st.bind(9, json_text(q.machines)).bind(10, q.ok_only ? 1 : 0);
+  st.bind(11, static_cast<std::int64_t>(q.limit));
   std::vector<PriorTrial> out;
   while (st.step()) {
     PriorTrial p;
     p.study = StudyId{st.column_int64(0)};
     p.machine = MachineId{st.column_int64(1)};
-    p.task = TaskId{st.column_int64(2)};
-    p.kernel_version = st.column_text(3);
-    p.objective_name = st.column_text(4);
-    p.direction = direction_from_string(st.column_text(5));
-    p.trial = TrialId{st.column_int64(6)};
-    p.config = parse_json_column(st.column_text(7), impl_->db, "trials.config");
-    p.config_key = st.column_text(8);
-    p.status = trial_status_from_string(st.column_text(9));
-    p.objective = st.column_double(10);
+    p.machine_name = st.column_text(2);
+    p.task = TaskId{st.column_int64(3)};
+    p.kernel_version = st.column_text(4);
+    p.objective_name = st.column_text(5);
+    p.direction = direction_from_string(st.column_text(6));
+    p.trial = TrialId{st.column_int64(7)};
+    p.config = parse_json_column(st.column_text(8), impl_->db, "trials.config");
+    p.config_key = st.column_text(9);
+    p.status = trial_status_from_string(st.column_text(10));
+    p.objective = st.column_double(11);
     out.push_back(std::move(p));
   }
   return out;

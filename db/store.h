@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/machine.h"
@@ -164,6 +165,7 @@ struct NewTrial {
 struct PriorTrial {
   StudyId study;
   MachineId machine;
+  std::string machine_name;
   TaskId task;
   std::string kernel_version;
   std::string objective_name;
@@ -174,6 +176,28 @@ struct PriorTrial {
   TrialStatus status = TrialStatus::ok;
   /// NaN unless status is ok.
   double objective = 0.0;
+};
+
+/// Which finished trials of a kernel are priors (Store::prior_trials); every filter is
+/// applied in the query.
+struct PriorQuery {
+  std::string kernel_name;
+  /// Kernel version; empty: any.
+  std::string version;
+  /// Only these machines (names); empty: all.
+  std::vector<std::string> machines;
+  std::optional<MachineId> exclude_machine;
+  /// The (machine, task) being tuned: its own measurements are not priors, the same machine's
+  /// other tasks are.
+  std::optional<std::pair<MachineId, TaskId>> exclude_target;
+  std::optional<StudyId> exclude_study;
+  /// Objective name; empty: any.
+  std::string objective;
+  std::optional<Direction> direction;
+  /// Successful trials only.
+  bool ok_only = false;
+  /// At most this many trials; 0: all.
+  std::size_t limit = 0;
 };
 
 struct TrialCounts {
@@ -323,6 +347,9 @@ class Store {
                                         std::string_view objective = {}) const;
   /// Finished trials of every study of `kernel_name` (of `version` when non-empty), leaving
   /// out one machine and/or one study (the one being tuned): priors for transfer learning.
+  std::vector<PriorTrial> prior_trials(const PriorQuery& query) const;
+  /// prior_trials of `kernel_name` (at `version` when non-empty) without one machine and/or
+  /// one study.
   std::vector<PriorTrial> trials_for_kernel(std::string_view kernel_name,
                                             std::string_view version = {},
                                             std::optional<MachineId> exclude_machine = {},

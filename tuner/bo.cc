@@ -403,8 +403,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
       if (!groups.count(p.source)) order.push_back(p.source);
       groups[p.source].push_back(&p);
     }
-    // Failures on priors, per configuration: (failed, succeeded) counts over every prior.
-    std::unordered_map<std::string, std::pair<int, int>> prior_outcomes;
+    mark_prior_failures(state);
     for (const auto& source : order) {
       std::vector<std::vector<double>> rows;
       std::vector<double> g;  // model values of the task nearest the study's, for units
@@ -420,10 +419,6 @@ class BayesianOptimization final : public ModelBasedStrategy {
         const auto scaled = features_.scale(p->task_features);
         std::vector<double> g_task;
         for (const auto& o : p->observations) {
-          if (state.is_candidate(o.config)) {
-            auto& counts = prior_outcomes[state.space->key(o.config)];
-            (o.result.ok() ? counts.second : counts.first) += 1;
-          }
           if (!o.result.ok()) continue;
           std::vector<double> x;
           try {
@@ -461,11 +456,6 @@ class BayesianOptimization final : public ModelBasedStrategy {
       source_sorted_.push_back(std::move(g));
       sources_.push_back(std::move(data));
     }
-    // A configuration that failed on most of the priors that ran it probably fails here too;
-    // one that failed on one input but ran on others is not marked.
-    for (const auto& [key, counts] : prior_outcomes) {
-      if (counts.first > counts.second) prior_failed_.insert(key);
-    }
     if (sources_.empty()) return;
     auto& cache = surrogates::SourceModelCache::process_cache();
     if (mode_ == TransferMode::rgpe) {
@@ -478,6 +468,32 @@ class BayesianOptimization final : public ModelBasedStrategy {
       models.push_back(m->to_json());
     }
     prior_models_json_ = models;
+  }
+
+  // A configuration that failed on most of the priors that ran it probably fails here too;
+  // one that failed on one input but ran on others is not marked. Keys are computed for
+  // failures, and for successes only when some prior failed.
+  void mark_prior_failures(const TuningState& state) {
+    std::unordered_map<std::string, std::pair<int, int>> failed_ok;  // key -> (failed, ok)
+    for (const auto& p : *state.priors) {
+      for (const auto& o : p.observations) {
+        if (!o.result.ok() && state.is_candidate(o.config)) {
+          ++failed_ok[state.space->key(o.config)].first;
+        }
+      }
+    }
+    if (failed_ok.empty()) return;
+    for (const auto& p : *state.priors) {
+      for (const auto& o : p.observations) {
+        if (!o.result.ok()) continue;
+        if (auto it = failed_ok.find(state.space->key(o.config)); it != failed_ok.end()) {
+          ++it->second.second;
+        }
+      }
+    }
+    for (const auto& [key, counts] : failed_ok) {
+      if (counts.first > counts.second) prior_failed_.insert(key);
+    }
   }
 
   // Predictions of every source model (RGPE) or of the stack (one entry) at target rows x.

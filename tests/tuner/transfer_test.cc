@@ -56,14 +56,19 @@ std::vector<Configuration> ranked_by_target(const SearchSpace& s) {
   return all;
 }
 
+SessionOptions with_prior(std::string strategy, std::uint64_t seed, Prior prior) {
+  SessionOptions options;
+  options.strategy = std::move(strategy);
+  options.seed = seed;
+  options.priors.push_back(std::move(prior));
+  return options;
+}
+
 class TransferStrategy : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TransferStrategy, PriorIdenticalToTheTargetGivesTheTargetsBestFirst) {
   const auto s = space();
-  SessionOptions options;
-  options.strategy = GetParam();
-  options.seed = 5;
-  options.priors.push_back(make_prior(s, "twin", same));
+  SessionOptions options = with_prior(GetParam(), 5, make_prior(s, "twin", same));
   Session session(s, options);
   const auto ranked = ranked_by_target(s);
   const auto first = session.propose(1);
@@ -83,10 +88,7 @@ TEST_P(TransferStrategy, PriorIdenticalToTheTargetGivesTheTargetsBestFirst) {
 
 TEST_P(TransferStrategy, NeverRepeatsNorLeavesTheCandidatesWithPriors) {
   const auto s = space();
-  SessionOptions options;
-  options.strategy = GetParam();
-  options.seed = 11;
-  options.priors.push_back(make_prior(s, "reversed", reversed));
+  SessionOptions options = with_prior(GetParam(), 11, make_prior(s, "reversed", reversed));
   const auto& all = s.valid_configurations();
   options.candidates.assign(all.begin(), all.begin() + 60);
   std::set<std::string> allowed;
@@ -120,10 +122,8 @@ TEST_P(TransferStrategy, FailuresWherePriorsPointDoNotStallTheSearch) {
   const auto s = space();
   std::vector<int> first_success;  // evaluations before the first success; 16 = none
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
-    SessionOptions options;
-    options.strategy = GetParam();
-    options.seed = seed;
-    options.priors.push_back(
+    SessionOptions options = with_prior(
+        GetParam(), seed,
         make_prior(s, "elsewhere", [](const Configuration& c) { return 1.0 + as_double(c[0]); }));
     Session session(s, options);
     int first = 16;
@@ -144,10 +144,7 @@ TEST_P(TransferStrategy, FailuresWherePriorsPointDoNotStallTheSearch) {
 
 TEST(Rgpe, WeightOfAReversedPriorFallsTowardsZero) {
   const auto s = space();
-  SessionOptions options;
-  options.strategy = "rgpe";
-  options.seed = 2;
-  options.priors.push_back(make_prior(s, "reversed", reversed));
+  SessionOptions options = with_prior("rgpe", 2, make_prior(s, "reversed", reversed));
   Session session(s, options);
   double first_weight = -1.0;
   double last_weight = -1.0;
