@@ -30,6 +30,7 @@ struct BenchmarkArgs {
   std::string space_file;
   std::string json_out;
   std::string svg_out;
+  std::string trace_out;
   unsigned jobs = 1;
   std::string options = "{}";
 };
@@ -42,6 +43,8 @@ constexpr std::size_t kWeightCheckpoints[] = {1, 2, 5, 10, 20, 50, 100};
 
 struct RunResult {
   RunTrace trace;
+  /// The configurations evaluated, in order (JSON objects).
+  std::vector<nlohmann::json> configs;
   /// The RGPE weights (source name -> weight) behind each proposal, when the strategy has them.
   std::vector<std::map<std::string, double>> weights;
 };
@@ -74,6 +77,7 @@ RunResult run_one(const ReplayEvaluator& target, const SearchSpace& space,
         space_differs ? target.lookup_json(space.config_to_json(config)) : target.lookup(config);
     session.observe(config, m);
     trace.objectives.push_back(m.ok() ? m.objective : std::nan(""));
+    result.configs.push_back(space.config_to_json(config));
   }
   return result;
 }
@@ -176,6 +180,9 @@ void add_benchmark_command(CLI::App& app) {
                   "Search the valid space of this T1/space file instead of the file's entries");
   cmd->add_option("--json", args->json_out, "Write the metrics as JSON here");
   cmd->add_option("--svg", args->svg_out, "Write the plot here");
+  cmd->add_option("--trace", args->trace_out,
+                  "Write every run's evaluations here, one JSON line per strategy and seed: "
+                  "{strategy, seed, configs, objectives} (null for a failed evaluation)");
   cmd->add_option("--jobs,-j", args->jobs, "Seeds run in parallel (1 for clean timings)")
       ->capture_default_str();
   cmd->add_option("--options", args->options,
@@ -222,6 +229,11 @@ void add_benchmark_command(CLI::App& app) {
               << "\n";
     std::vector<QualityReport> reports;
     std::vector<nlohmann::json> weights;
+    std::ofstream trace_file;
+    if (!args->trace_out.empty()) {
+      trace_file.open(args->trace_out);
+      if (!trace_file) throw IoError("cannot write " + args->trace_out);
+    }
     for (const auto& strategy : strategies) {
       std::vector<RunResult> results(args->seeds);
       std::size_t next = 0;
@@ -242,6 +254,21 @@ void add_benchmark_command(CLI::App& app) {
       for (unsigned j = 0; j < std::max(1u, args->jobs); ++j) threads.emplace_back(worker);
       for (auto& t : threads) t.join();
       if (g_interrupted) throw Error("interrupted");
+      if (trace_file.is_open()) {
+        for (std::size_t seed = 0; seed < results.size(); ++seed) {
+          nlohmann::json objectives = nlohmann::json::array();
+          for (double v : results[seed].trace.objectives) {
+            objectives.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
+          }
+          trace_file << nlohmann::json{{"strategy", strategy},
+                                       {"seed", seed + 1},
+                                       {"configs", results[seed].configs},
+                                       {"objectives", std::move(objectives)}}
+                            .dump()
+                     << "\n";
+        }
+        if (!trace_file) throw IoError("cannot write " + args->trace_out);
+      }
       std::vector<RunTrace> runs;
       for (auto& r : results) runs.push_back(std::move(r.trace));
       weights.push_back(weights_over_time(results, args->budget));

@@ -227,9 +227,23 @@ TEST_F(Cli, BenchmarkReplaysAMeasuredSpaceAgainstRandom) {
   std::ofstream(target) << toy_cache("TestGPU", 1.0, 5);
   const auto out = dir_.file("report.json");
   const auto svg = dir_.file("report.svg");
+  const auto trace = dir_.file("trace.jsonl");
   auto r = run("benchmark --target " + target + " --strategy ga --budget 20 --seeds 3 --json " +
-               out + " --svg " + svg);
+               out + " --svg " + svg + " --trace " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The trace: one line per strategy and seed, every evaluation in order.
+  std::istringstream lines(slurp(trace));
+  std::vector<nlohmann::json> runs;
+  for (std::string line; std::getline(lines, line);) runs.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(runs.size(), 6u);
+  EXPECT_EQ(runs[0]["strategy"], "ga");
+  EXPECT_EQ(runs[0]["seed"], 1);
+  EXPECT_EQ(runs[5]["strategy"], "random");
+  for (const auto& run_trace : runs) {
+    ASSERT_EQ(run_trace["configs"].size(), 20u);
+    ASSERT_EQ(run_trace["objectives"].size(), 20u);
+    EXPECT_TRUE(run_trace["configs"][0].is_object());
+  }
   const auto report = nlohmann::json::parse(slurp(out));
   ASSERT_EQ(report["strategies"].size(), 2u);
   EXPECT_EQ(report["strategies"][1]["strategy"], "random");
