@@ -3,6 +3,8 @@
 # 4 ask for: `tunebase benchmark` with budget 100 and 20 seeds, random search beside every
 # strategy. Writes JSON (and SVG plots) to $OUT (default ./quality).
 #   BUILD=build TUNEBASE_SHARED_DATA=../shared/data OUT=quality bash bench/tuning_quality.sh
+# With the argument `all`: bo against random on every measured space instead (Kernel Tuner
+# cache files; the T4 twins hold the same measurements), about 15 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
@@ -19,6 +21,16 @@ bench() {  # bench NAME args...: one tunebase benchmark run, its table printed
   echo "\$ tunebase benchmark $* --budget 100 --seeds 20 --json $out/$name.json --svg $out/$name.svg"
   "$tb" benchmark "$@" --budget 100 --seeds 20 --json "$out/$name.json" --svg "$out/$name.svg"
 }
+
+if [ "${1:-}" = all ]; then
+  echo "== bo against random search on every measured space"
+  for file in "$data"/*/*.json.gz; do
+    case $file in *_T4.json.gz) continue ;; esac
+    name=$(basename "$(dirname "$file")")_$(basename "$file" .json.gz)
+    bench "$name" --target "$file" --strategy bo --jobs 2
+  done
+  exit 0
+fi
 
 echo "== issue 3: bo against random search"
 bench gemm_A100 --target "$data/gemm/A100.json.gz" --strategy bo
