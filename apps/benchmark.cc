@@ -219,6 +219,11 @@ void add_benchmark_command(CLI::App& app) {
     if (args->seeds == 0 || args->budget == 0)
       throw InvalidInput("--seeds and --budget must be positive");
 
+    std::ofstream trace_file;
+    if (!args->trace_out.empty()) {
+      trace_file.open(args->trace_out);
+      if (!trace_file) throw IoError("cannot write " + args->trace_out);
+    }
     std::cout << "target " << args->target << ": " << candidates.size() << " candidates, optimum "
               << target.optimum() << ", budget " << args->budget << ", " << args->seeds
               << " seeds\n";
@@ -229,11 +234,6 @@ void add_benchmark_command(CLI::App& app) {
               << "\n";
     std::vector<QualityReport> reports;
     std::vector<nlohmann::json> weights;
-    std::ofstream trace_file;
-    if (!args->trace_out.empty()) {
-      trace_file.open(args->trace_out);
-      if (!trace_file) throw IoError("cannot write " + args->trace_out);
-    }
     for (const auto& strategy : strategies) {
       std::vector<RunResult> results(args->seeds);
       std::size_t next = 0;

@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
   app.add_option("--target", target, "Kernel Tuner cache or T4 file, fully measured")->required();
   app.add_option("--train", train_sizes, "measurements the model is fitted on (repeatable)");
   app.add_option("--seeds", seeds, "random training sets per size")->check(CLI::PositiveNumber);
-  app.add_option("--level", level, "configurations within this fraction of the optimum are held out")
+  app.add_option("--level", level,
+                 "configurations within this fraction of the optimum are held out")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--sample", sample,
                  "training set: random, or best (the best below the level, what a search that "
@@ -142,8 +143,7 @@ int main(int argc, char** argv) {
                                   ? predicted[half]
                                   : 0.5 * (predicted[half - 1] + predicted[half]);
         std::printf("| %zu | %u | %.2g | %.3f | %zu | %zu | %zu |\n", n, seed,
-                    gp.hyperparameters().noise_variance, median, by_mean,
-                    by_ei, unmeasured.size());
+                    gp.hyperparameters().noise_variance, median, by_mean, by_ei, unmeasured.size());
         std::fflush(stdout);
       }
     }
