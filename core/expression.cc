@@ -463,54 +463,34 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
   type_error(name, a, b);
 }
 
+// An ordering comparison of two numbers (or strings) of one type.
+template <typename T>
+bool ordered(Op op, const T& x, const T& y) {
+  switch (op) {
+    case Op::lt:
+      return x < y;
+    case Op::le:
+      return x <= y;
+    case Op::gt:
+      return x > y;
+    case Op::ge:
+      return x >= y;
+    default:
+      return false;
+  }
+}
+
 bool compare(Op op, const Value& a, const Value& b) {
   if (op == Op::eq) return same_value(a, b);
   if (op == Op::ne) return !same_value(a, b);
   if (is_number(a) && is_number(b)) {
     if (std::holds_alternative<std::int64_t>(a) && std::holds_alternative<std::int64_t>(b)) {
-      const auto x = std::get<std::int64_t>(a), y = std::get<std::int64_t>(b);
-      switch (op) {
-        case Op::lt:
-          return x < y;
-        case Op::le:
-          return x <= y;
-        case Op::gt:
-          return x > y;
-        case Op::ge:
-          return x >= y;
-        default:
-          break;
-      }
+      return ordered(op, std::get<std::int64_t>(a), std::get<std::int64_t>(b));
     }
-    const double x = as_double(a), y = as_double(b);
-    switch (op) {
-      case Op::lt:
-        return x < y;
-      case Op::le:
-        return x <= y;
-      case Op::gt:
-        return x > y;
-      case Op::ge:
-        return x >= y;
-      default:
-        break;
-    }
+    return ordered(op, as_double(a), as_double(b));
   }
   if (!is_number(a) && !is_number(b)) {
-    const auto& x = std::get<std::string>(a);
-    const auto& y = std::get<std::string>(b);
-    switch (op) {
-      case Op::lt:
-        return x < y;
-      case Op::le:
-        return x <= y;
-      case Op::gt:
-        return x > y;
-      case Op::ge:
-        return x >= y;
-      default:
-        break;
-    }
+    return ordered(op, std::get<std::string>(a), std::get<std::string>(b));
   }
   throw InvalidInput("cannot compare " + to_string(a) + " with " + to_string(b));
 }

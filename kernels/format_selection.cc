@@ -29,32 +29,6 @@ constexpr double kP95 = 0.95;
 /// Cost of picking a format that failed on the matrix, in units of its CSR time.
 constexpr double kUnavailablePickCost = 2.0;
 
-/// Columns that describe the matrix; every other column is a format's SpMV time.
-const std::set<std::string>& property_columns() {
-  static const std::set<std::string> columns = {"group",
-                                                "name",
-                                                "id",
-                                                "kind",
-                                                "rows",
-                                                "cols",
-                                                "nonzeros",
-                                                "posdef",
-                                                "psym",
-                                                "nsym",
-                                                "row_min",
-                                                "row_q1",
-                                                "row_median",
-                                                "row_q3",
-                                                "row_max",
-                                                "row_mean",
-                                                "row_variance",
-                                                "row_skewness",
-                                                "row_kurtosis",
-                                                "row_hyperskewness",
-                                                "row_hyperflatness"};
-  return columns;
-}
-
 /// Numeric properties used as features, in this order.
 const std::vector<std::string>& numeric_properties() {
   static const std::vector<std::string> names = {"rows",
@@ -75,6 +49,17 @@ const std::vector<std::string>& numeric_properties() {
                                                  "row_hyperskewness",
                                                  "row_hyperflatness"};
   return names;
+}
+
+/// Columns that describe the matrix (the numeric properties and four text ones); every other
+/// column is a format's SpMV time.
+const std::set<std::string>& property_columns() {
+  static const std::set<std::string> columns = [] {
+    std::set<std::string> c = {"group", "name", "id", "kind"};
+    c.insert(numeric_properties().begin(), numeric_properties().end());
+    return c;
+  }();
+  return columns;
 }
 
 /// Splits one CSV line, honouring double quotes (cells such as "problem, kind").
