@@ -936,18 +936,6 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
   return read_trial(st, impl_->db);
 }
 
-std::vector<PriorTrial> Store::trials_for_kernel(std::string_view kernel_name,
-                                                 std::string_view version,
-                                                 std::optional<MachineId> exclude_machine,
-                                                 std::optional<StudyId> exclude_study) const {
-  PriorQuery query;
-  query.kernel_name = kernel_name;
-  query.version = version;
-  query.exclude_machine = exclude_machine;
-  query.exclude_study = exclude_study;
-  return prior_trials(query);
-}
-
 std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
   std::lock_guard lock(impl_->mutex);
   auto st = impl_->db.prepare(

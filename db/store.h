@@ -345,15 +345,9 @@ class Store {
   std::optional<TrialRecord> best_trial(std::string_view kernel_name, MachineId machine,
                                         std::optional<TaskId> task, Direction direction,
                                         std::string_view objective = {}) const;
-  /// Finished trials of every study of `kernel_name` (of `version` when non-empty), leaving
-  /// out one machine and/or one study (the one being tuned): priors for transfer learning.
+  /// Finished trials of every study of the query's kernel that pass its filters (see
+  /// PriorQuery), in id order: priors for transfer learning.
   std::vector<PriorTrial> prior_trials(const PriorQuery& query) const;
-  /// prior_trials of `kernel_name` (at `version` when non-empty) without one machine and/or
-  /// one study.
-  std::vector<PriorTrial> trials_for_kernel(std::string_view kernel_name,
-                                            std::string_view version = {},
-                                            std::optional<MachineId> exclude_machine = {},
-                                            std::optional<StudyId> exclude_study = {}) const;
 
   // --- import / export
   /// Files a measured dataset: machine (found by name, else created with a fingerprint from

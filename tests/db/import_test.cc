@@ -127,7 +127,10 @@ TEST(Import, SecondImportIsAConflictUnlessRenamed) {
   const auto other = store.import_dataset(generated_dataset("Test GPU 2", 2), on_node);
   EXPECT_EQ(store.get_machine(other.machine).name, "gpu-node-7");
   EXPECT_EQ(other.task, first.task);
-  EXPECT_EQ(store.trials_for_kernel("convolution", {}, first.machine).size(), data.entries.size());
+  PriorQuery not_first;
+  not_first.kernel_name = "convolution";
+  not_first.exclude_machine = first.machine;
+  EXPECT_EQ(store.prior_trials(not_first).size(), data.entries.size());
 }
 
 TEST(Import, FailureLeavesNothing) {

@@ -426,7 +426,7 @@ TEST_F(StoreTest, BestTrialForMinimiseAndMaximise) {
       0.1);
 }
 
-TEST_F(StoreTest, TrialsForKernelGivePriors) {
+TEST_F(StoreTest, PriorTrialsLeaveOutAMachineAStudyOrOtherVersions) {
   const auto a = testing::make_study(store_, "a", "m1");
   const auto b = testing::make_study(store_, "b", "m2");
   store_.add_trial(a.id, testing::config_json(16, "row"), "16,row", Measurement::success(1.0));
@@ -435,9 +435,13 @@ TEST_F(StoreTest, TrialsForKernelGivePriors) {
                    Measurement::failure(TrialStatus::invalid, "wrong result"));
   store_.add_pending_trial(b.id, testing::config_json(64, "row"), "64,row", "w", 60);
 
-  const auto all = store_.trials_for_kernel("demo");
+  PriorQuery demo;
+  demo.kernel_name = "demo";
+  const auto all = store_.prior_trials(demo);
   EXPECT_EQ(all.size(), 3u);  // pending trials are not priors
-  const auto others = store_.trials_for_kernel("demo", {}, a.machine_id);
+  PriorQuery without_a = demo;
+  without_a.exclude_machine = a.machine_id;
+  const auto others = store_.prior_trials(without_a);
   ASSERT_EQ(others.size(), 2u);
   EXPECT_EQ(others[0].machine, b.machine_id);
   EXPECT_EQ(others[0].task, b.task_id);
@@ -445,9 +449,14 @@ TEST_F(StoreTest, TrialsForKernelGivePriors) {
   EXPECT_DOUBLE_EQ(others[0].objective, 2.0);
   EXPECT_EQ(others[1].status, TrialStatus::invalid);
   EXPECT_TRUE(std::isnan(others[1].objective));
-  EXPECT_EQ(store_.trials_for_kernel("demo", {}, std::nullopt, b.id).size(), 1u);
-  EXPECT_EQ(store_.trials_for_kernel("demo", a.kernel_version).size(), 3u);
-  EXPECT_TRUE(store_.trials_for_kernel("demo", "0000").empty());
+  PriorQuery without_b = demo;
+  without_b.exclude_study = b.id;
+  EXPECT_EQ(store_.prior_trials(without_b).size(), 1u);
+  PriorQuery at_version = demo;
+  at_version.version = a.kernel_version;
+  EXPECT_EQ(store_.prior_trials(at_version).size(), 3u);
+  at_version.version = "0000";
+  EXPECT_TRUE(store_.prior_trials(at_version).empty());
 }
 
 // --- export
