@@ -224,6 +224,7 @@ int main(int argc, char** argv) {
     std::map<std::string, std::vector<nlohmann::json>> reused;
     if (!reuse_path.empty()) {
       std::ifstream in(reuse_path);
+      if (!in) throw IoError("--reuse-tuning: cannot read " + reuse_path);
       const auto earlier = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
       if (!earlier.is_array()) {
         throw InvalidInput("--reuse-tuning " + reuse_path + ": not a JSON array of trials");
@@ -240,13 +241,11 @@ int main(int argc, char** argv) {
     }
     // A stored trial as a measurement (what the tuner and the table need of it).
     auto measurement_of = [](const nlohmann::json& r) {
-      if (r["status"] == "ok") {
-        Measurement m = Measurement::success(r["seconds"].get<double>());
-        m.metrics = r.value("metrics", nlohmann::json::object());
-        return m;
-      }
-      Measurement m = Measurement::failure(trial_status_from_string(r["status"].get<std::string>()),
-                                           r.value("message", std::string()));
+      Measurement m =
+          r["status"] == "ok"
+              ? Measurement::success(r["seconds"].get<double>())
+              : Measurement::failure(trial_status_from_string(r["status"].get<std::string>()),
+                                     r.value("message", std::string()));
       m.metrics = r.value("metrics", nlohmann::json::object());
       return m;
     };
