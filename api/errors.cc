@@ -25,7 +25,7 @@ ErrorReply error_reply(std::exception_ptr error) {
   } catch (const FieldError& e) {
     return reply(400, "invalid_input", e.what(), e.field());
   } catch (const PayloadTooLarge& e) {
-    return reply(413, "payload_too_large", e.what(), "body");
+    return reply(413, "payload_too_large", e.what(), e.part());
   } catch (const MethodNotAllowed& e) {
     auto r = reply(405, "method_not_allowed", e.what());
     r.header_name = "Allow";

@@ -25,7 +25,13 @@ class FieldError : public InvalidInput {
 /// A request body over the route's limit: 413.
 class PayloadTooLarge : public InvalidInput {
  public:
-  using InvalidInput::InvalidInput;
+  /// `part`: what is too large, "body" or "headers".
+  explicit PayloadTooLarge(const std::string& message, std::string part = "body")
+      : InvalidInput(message), part_(std::move(part)) {}
+  const std::string& part() const { return part_; }
+
+ private:
+  std::string part_;
 };
 
 /// The client did not send its request in time (slow-loris): 408.

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "api/errors.h"
+#include "core/json.h"
 
 namespace tunebase::api {
 
@@ -30,10 +31,9 @@ std::string join(const std::vector<std::string>& names) {
 nlohmann::json parse_json_body(const std::string& body) {
   if (body.find_first_not_of(" \t\r\n") == std::string::npos) return nlohmann::json::object();
   try {
-    return nlohmann::json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw FieldError("body", "the request body is not valid JSON (at byte " +
-                                 std::to_string(e.byte) + "): " + e.what());
+    return parse_json_text(body, "the request body");
+  } catch (const InvalidInput& e) {
+    throw FieldError("body", e.what());
   }
 }
 
@@ -76,15 +76,18 @@ std::optional<std::int64_t> JsonReader::optional_integer(const std::string& key,
                                                          std::int64_t max) {
   const auto* v = find(key);
   if (!v) return std::nullopt;
+  const auto out_of_range = [&] {
+    return FieldError(field(key), "\"" + field(key) + "\" must be in [" + std::to_string(min) +
+                                      ", " + std::to_string(max) + "], got " + v->dump());
+  };
   std::int64_t value = 0;
   if (v->is_number_integer()) {
     if (v->is_number_unsigned() &&
         v->get<std::uint64_t>() >
             static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      value = std::numeric_limits<std::int64_t>::max();
-    } else {
-      value = v->get<std::int64_t>();
+      throw out_of_range();
     }
+    value = v->get<std::int64_t>();
   } else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
              std::floor(v->get<double>()) == v->get<double>() &&
              std::abs(v->get<double>()) < 9.0e15) {
@@ -92,10 +95,7 @@ std::optional<std::int64_t> JsonReader::optional_integer(const std::string& key,
   } else {
     throw FieldError(field(key), "\"" + field(key) + "\" must be an integer, got " + type_name(*v));
   }
-  if (value < min || value > max) {
-    throw FieldError(field(key), "\"" + field(key) + "\" must be in [" + std::to_string(min) +
-                                     ", " + std::to_string(max) + "], got " + v->dump());
-  }
+  if (value < min || value > max) throw out_of_range();
   return value;
 }
 

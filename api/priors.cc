@@ -94,6 +94,16 @@ std::optional<db::PriorQuery> target_prior_query(const db::KernelRecord& kernel,
   return query;
 }
 
+void require_prior_machines(const db::Store& store, const std::vector<std::string>& names) {
+  for (const auto& name : names) {
+    if (store.find_machine(name)) continue;
+    std::string known;
+    for (const auto& m : store.list_machines()) known += (known.empty() ? "" : ", ") + m.name;
+    throw InvalidInput("unknown prior machine \"" + name +
+                       "\"; known machines: " + (known.empty() ? std::string("none yet") : known));
+  }
+}
+
 bool has_priors(const db::Store& store, std::optional<db::PriorQuery> query) {
   if (!query) return false;
   query->ok_only = true;

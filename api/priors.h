@@ -35,6 +35,11 @@ std::optional<db::PriorQuery> target_prior_query(const db::KernelRecord& kernel,
                                                  db::Direction direction,
                                                  const nlohmann::json& settings);
 
+/// Throws InvalidInput for the first of `names` that is not a registered machine, listing the
+/// known ones: restricting priors to a machine that does not exist would silently turn
+/// transfer off.
+void require_prior_machines(const db::Store& store, const std::vector<std::string>& names);
+
 /// Whether `query` selects at least one successful trial (one row read, not all).
 bool has_priors(const db::Store& store, std::optional<db::PriorQuery> query);
 

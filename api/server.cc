@@ -189,7 +189,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (ec == http::error::header_limit) {
       return fail(std::make_exception_ptr(PayloadTooLarge(
-          "the request headers are over " + std::to_string(kMaxHeaderBytes) + " bytes")));
+          "the request headers are over " + std::to_string(kMaxHeaderBytes) + " bytes",
+          "headers")));
     }
     if (ec) {
       if (!got_some) return close();

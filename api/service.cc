@@ -22,7 +22,6 @@ constexpr std::size_t kMaxPredictConfigs = 100000;
 constexpr std::size_t kMaxMeasurementsPerRequest = 100000;
 constexpr std::int64_t kMaxBudget = 1'000'000'000;
 constexpr double kMaxCostSeconds = 1e9;
-constexpr std::size_t kMaxNameLength = 200;
 constexpr auto kPredictedBestTtl = std::chrono::seconds(60);
 // Read-only connections for queries; each serialises its own calls, so a few let the I/O
 // threads read in parallel.
@@ -44,11 +43,10 @@ std::string bearer_token(const std::string& authorization) {
 std::string checked_name(JsonReader& r, const std::string& key, bool required) {
   auto name = required ? std::optional(r.required_string(key)) : r.optional_string(key);
   if (!name) return {};
-  if (name->empty() || name->size() > kMaxNameLength ||
-      name->find_first_of("\r\n\t") != std::string::npos) {
-    throw FieldError(r.field(key), "\"" + r.field(key) + "\" must be 1 to " +
-                                       std::to_string(kMaxNameLength) +
-                                       " characters without tabs or line breaks");
+  try {
+    db::check_name(*name, "\"" + r.field(key) + "\"");
+  } catch (const InvalidInput& e) {
+    throw FieldError(r.field(key), e.what());
   }
   return *name;
 }
@@ -521,8 +519,14 @@ Response Service::create_machine(Request& request) {
   JsonReader r(body);
   MachineInfo info;
   info.name = checked_name(r, "name", true);
-  if (const auto* fp = r.optional_object("fingerprint")) info.fingerprint = *fp;
+  const auto* fingerprint = r.optional_object("fingerprint");
   r.finish();
+  if (!fingerprint) {
+    // Registering a known name again without a fingerprint keeps the one stored.
+    if (auto known = store_.find_machine(info.name)) return Response::json(machine_json(*known));
+  } else {
+    info.fingerprint = *fingerprint;
+  }
   refresh_fingerprint_hash(info);
   return Response::json(machine_json(store_.upsert_machine(info)), 201);
 }
@@ -564,6 +568,12 @@ Response Service::create_study(Request& request) {
   JsonReader r(body);
   db::NewStudy study;
   study.name = checked_name(r, "name", false);
+  if (!study.name.empty()) {
+    in_field("name", [&] {
+      db::check_study_name(study.name);
+      return 0;
+    });
+  }
   const auto kernel_name = checked_name(r, "kernel", true);
   const auto* space_json = r.optional_object("space");
   const auto machine_name = checked_name(r, "machine", true);
@@ -617,6 +627,12 @@ Response Service::create_study(Request& request) {
                                     "\"; register it with POST /v1/machines (GET /v1/machines "
                                     "lists the known ones)");
   }
+  if (prior_machines) {
+    in_field("prior_machines", [&] {
+      require_prior_machines(store_, prior_machines->get<std::vector<std::string>>());
+      return 0;
+    });
+  }
   const auto kernel = store_.upsert_kernel(kernel_name, *space);
   const auto task_record =
       store_.upsert_task(kernel_name, task ? *task : nlohmann::json::object(),
@@ -651,10 +667,8 @@ Response Service::get_study(Request& request) {
   const db::StudyId id{request.id_param("id")};
   const auto study = reader().get_study(id);
   auto j = study_json(study, true);
-  const auto best = reader().best_trial(study.kernel_name, study.machine_id, study.task_id,
-                                        study.direction, study.objective);
-  j["best"] = nullptr;
-  if (best && best->study_id == id) j["best"] = trial_json(*best);
+  const auto best = reader().best_trial(id);
+  j["best"] = best ? trial_json(*best) : nlohmann::json(nullptr);
   return Response::json(j);
 }
 
@@ -681,11 +695,14 @@ Response Service::suggest(Request& request) {
   JsonReader r(body);
   const auto n = r.optional_integer("n", 1, kMaxSuggestionsPerRequest).value_or(1);
   const auto client_id = checked_name(r, "client_id", true);
-  const double lease =
-      r.optional_number("lease_seconds", 0.0, kMaxLeaseSeconds).value_or(kDefaultLeaseSeconds);
-  if (lease <= 0.0) {
+  // One message for every value out of (0, max]: any number is read, then checked.
+  const double lease = r.optional_number("lease_seconds", std::numeric_limits<double>::lowest(),
+                                         std::numeric_limits<double>::max())
+                           .value_or(kDefaultLeaseSeconds);
+  if (!(lease > 0.0 && lease <= kMaxLeaseSeconds)) {
     throw FieldError("lease_seconds", "\"lease_seconds\" must be > 0 and at most " +
-                                          nlohmann::json(kMaxLeaseSeconds).dump());
+                                          nlohmann::json(kMaxLeaseSeconds).dump() + ", got " +
+                                          nlohmann::json(lease).dump());
   }
   r.finish();
   const auto result = studies_.suggest(id, static_cast<std::size_t>(n), client_id, lease);
@@ -834,9 +851,12 @@ Response Service::best(Request& request) {
   if (request.running_on != Runs::compute) return Response::compute_needed();
   const auto predicted = studies_.predict_best(kernel, machine->id, task, direction, objective);
   if (!predicted) {
+    std::string filters = "direction " + std::string(db::to_string(direction));
+    if (!objective.empty()) filters += ", objective \"" + objective + "\"";
+    if (task) filters += ", task " + std::to_string(task->value);
     throw NotFound("nothing measured for kernel \"" + kernel + "\" on machine \"" + machine_name +
-                   "\"" + (task ? " (task " + std::to_string(task->value) + ")" : "") +
-                   ", and too few measurements of it on other machines to predict from");
+                   "\" (" + filters +
+                   "), and too few measurements of it on other machines to predict from");
   }
   return remember(
       Response::json({{"source", "predicted"},
@@ -903,9 +923,10 @@ Response Service::import_file(Request& request) {
   }
   db::ImportOptions options;
   if (auto m = request.query_value("machine")) {
-    if (m->empty() || m->size() > kMaxNameLength) {
-      throw FieldError("query.machine",
-                       "machine names are 1 to " + std::to_string(kMaxNameLength) + " characters");
+    try {
+      db::check_name(*m, "query parameter \"machine\"");
+    } catch (const InvalidInput& e) {
+      throw FieldError("query.machine", e.what());
     }
     options.machine_name = *m;
   }

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -26,6 +27,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/json.h"
 
 namespace tunebase {
 namespace {
@@ -168,23 +170,23 @@ std::string read_file_bytes(const std::string& path) {
 
 // ---------------------------------------------------------------- JSON helpers
 
-/// nlohmann's messages start with "[json.exception.parse_error.101] "; users need the rest.
-std::string without_exception_tag(const char* what) {
-  std::string s(what);
-  if (!s.empty() && s.front() == '[') {
-    if (auto close = s.find("] "); close != std::string::npos) s.erase(0, close + 2);
+/// A measured time: a positive number of milliseconds (a failure is a string, not 0 or -1).
+double measured_time(double ms, const std::string& where) {
+  if (!(ms > 0.0) || !std::isfinite(ms)) {
+    throw InvalidInput(where + ": \"time\" must be a positive number of milliseconds, got " +
+                       json(ms).dump() +
+                       " (a failed configuration is a string such as \"RuntimeFailedConfig\")");
   }
-  return s;
+  return ms;
 }
 
 json parse_json(const std::string& text, const std::string& origin) {
   try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    const std::size_t position = e.byte > 0 ? e.byte - 1 : 0;
-    throw ParseError(origin + " is not valid JSON (" + without_exception_tag(e.what()) +
-                         "); expected a Kernel Tuner cache file or a T4 results file",
-                     position);
+    return parse_json_text(text, origin);
+  } catch (const ParseError& e) {
+    throw ParseError(
+        std::string(e.what()) + "; expected a Kernel Tuner cache file or a T4 results file",
+        e.position());
   }
 }
 
@@ -340,7 +342,8 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
                        "\"CompilationFailedConfig\" for a failed configuration)");
   }
   if (time->is_number()) {
-    obs.result = Measurement::success(time->get<double>(), std::move(raw), cost);
+    obs.result =
+        Measurement::success(measured_time(time->get<double>(), where), std::move(raw), cost);
   } else if (time->is_string()) {
     obs.result = Measurement::failure(TrialStatus::failed, time->get<std::string>(), cost);
   } else {
@@ -714,7 +717,7 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
                            ": invalidity is \"correct\" but it has neither a measurement "
                            "named \"time\" nor times \"runtimes\"");
       }
-      obs.result = Measurement::success(objective, std::move(raw), cost);
+      obs.result = Measurement::success(measured_time(objective, where), std::move(raw), cost);
     } else {
       // Kernel Tuner writes its failure string (e.g. "CompilationFailedConfig") as the value.
       std::string message = time_value != nullptr && time_value->is_string()
@@ -780,8 +783,15 @@ MeasuredDataset parse_measurements(const std::string& bytes, const std::string& 
   const bool kernel_tuner =
       root.contains("cache") || root.contains("tune_params") || root.contains("tune_params_keys");
   const bool t4 = root.contains("results") || root.contains("schema_version");
-  if (kernel_tuner && !t4) return parse_kernel_tuner(root, origin);
-  if (t4 && !kernel_tuner) return parse_t4(root, text, origin);
+  if (kernel_tuner != t4) {
+    auto dataset = kernel_tuner ? parse_kernel_tuner(root, origin) : parse_t4(root, text, origin);
+    if (dataset.entries.empty()) {
+      throw InvalidInput(origin + " holds no measurements (its " +
+                         (kernel_tuner ? "\"cache\"" : "\"results\"") +
+                         " is empty): nothing to import or replay");
+    }
+    return dataset;
+  }
   std::string keys;
   for (const auto& [key, value] : root.items()) keys += (keys.empty() ? "" : ", ") + key;
   throw InvalidInput(origin + (kernel_tuner ? " mixes the keys of both formats: it" : "") +

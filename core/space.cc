@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json.h"
 
 namespace tunebase {
 
@@ -651,11 +652,21 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
         params.push_back(ordinal(name, values_from_json(pj["values"], here), def, log_scale));
         continue;
       }
-      const auto step = pj.contains("step") ? static_cast<std::int64_t>(number("step")) : 1;
+      // Integer bounds are stored as doubles: every whole number up to 2^53 is exact there.
+      constexpr double kMaxWhole = 9007199254740992.0;
+      const auto whole = [&](double v, const std::string& what) {
+        if (!(std::floor(v) == v && std::abs(v) <= kMaxWhole)) {
+          throw InvalidInput(here + ": " + what +
+                             " must be a whole number within +-2^53 (9007199254740992), got " +
+                             nlohmann::json(v).dump());
+        }
+        return static_cast<std::int64_t>(v);
+      };
+      const auto step = pj.contains("step") ? whole(number("step"), "\"step\"") : 1;
       std::optional<std::int64_t> idef;
-      if (def) idef = static_cast<std::int64_t>(as_double(*def));
-      params.push_back(integer_range(name, static_cast<std::int64_t>(number("low")),
-                                     static_cast<std::int64_t>(number("high")), step, idef));
+      if (def) idef = whole(as_double(*def), "\"default\"");
+      params.push_back(integer_range(name, whole(number("low"), "\"low\""),
+                                     whole(number("high"), "\"high\""), step, idef));
     } else if (type == "ordinal") {
       params.push_back(ordinal(name, values_from_json(pj.value("values", nlohmann::json()), here),
                                def, log_scale));
@@ -750,13 +761,8 @@ SearchSpace SearchSpace::load(const std::string& path) {
   std::stringstream buffer;
   buffer << in.rdbuf();
   // ordered_json keeps the parameter order of Kernel Tuner's tune_params.
-  nlohmann::ordered_json ordered;
-  try {
-    ordered = nlohmann::ordered_json::parse(buffer.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ParseError(path + " is not valid JSON: " + e.what(), e.byte);
-  }
-  const nlohmann::json j = nlohmann::json::parse(buffer.str());
+  const auto ordered = parse_json_text<nlohmann::ordered_json>(buffer.str(), path);
+  const nlohmann::json j = parse_json_text(buffer.str(), path);
   SearchSpace space;
   try {
     if (j.contains("ConfigurationSpace")) {

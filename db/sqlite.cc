@@ -54,6 +54,10 @@ bool folder_allows_journal(const std::string& path) {
 Database::Database(std::string path, DatabaseOptions options)
     : path_(std::move(path)), options_(options) {
   const bool in_memory = path_ == kMemoryPath;
+  if (std::error_code ec; !in_memory && std::filesystem::is_directory(path_, ec)) {
+    throw SqliteError("database " + path_ + " is a directory; give the path of a database file",
+                      SQLITE_CANTOPEN);
+  }
   if (options_.read_only && !in_memory) {
     std::error_code ec;
     if (!std::filesystem::exists(path_, ec)) {

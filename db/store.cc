@@ -156,10 +156,6 @@ void check_config(const nlohmann::json& config, std::string_view key, std::strin
   }
 }
 
-void check_name(std::string_view name, std::string_view what) {
-  if (name.empty()) throw InvalidInput(std::string(what) + " name must not be empty");
-}
-
 // Column lists and row readers. Each reader expects the columns in the order of its list.
 constexpr std::string_view kMachineColumns = "id, name, fingerprint, fingerprint_hash, created_at";
 constexpr std::string_view kKernelColumns = "id, name, version, space, created_at";
@@ -282,6 +278,31 @@ std::int64_t insert_finished_trial(Statement& insert, const Database& db, StudyI
 
 // ---------------------------------------------------------------------------------------------
 // Enums and timestamps
+
+void check_name(std::string_view name, std::string_view what) {
+  const bool control = std::any_of(name.begin(), name.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  const bool blank = name.find_first_not_of(' ') == std::string_view::npos;
+  if (name.size() > kMaxNameBytes || control || blank) {
+    const auto shown = nlohmann::json(std::string(name.substr(0, 80)))
+                           .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    throw InvalidInput(std::string(what) + " must be 1 to " + std::to_string(kMaxNameBytes) +
+                       " bytes of text (UTF-8), not only spaces, without tabs, line breaks or "
+                       "other control characters; got " +
+                       (name.empty() ? std::string("an empty name") : shown) +
+                       (name.size() > kMaxNameBytes ? " (" + std::to_string(name.size()) + " bytes)"
+                                                    : std::string()));
+  }
+}
+
+void check_study_name(std::string_view name) {
+  check_name(name, "a study name");
+  if (std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    throw InvalidInput("a study name of digits only (\"" + std::string(name) +
+                       "\") would read as a study id; add a letter");
+  }
+}
 
 std::string_view to_string(Direction d) {
   return d == Direction::maximize ? "maximize" : "minimize";
@@ -493,7 +514,7 @@ struct Store::Impl {
   }
 
   StudyRecord insert_study(const NewStudy& s, StudyStatus status) {
-    check_name(s.name, "a study");
+    check_study_name(s.name);
     if (s.budget && *s.budget < 0) {
       throw InvalidInput("study " + s.name + ": budget must be >= 0 (got " +
                          std::to_string(*s.budget) + ")");
@@ -560,7 +581,7 @@ bool Store::read_only() const { return impl_->db.read_only(); }
 
 MachineRecord Store::upsert_machine(const MachineInfo& info) {
   std::lock_guard lock(impl_->mutex);
-  check_name(info.name, "a machine");
+  check_name(info.name, "a machine name");
   impl_->require_writable("storing machine " + info.name);
   Transaction tx(impl_->db, "storing machine " + info.name);
   auto record = impl_->insert_or_update_machine(info, /*update_fingerprint=*/true);
@@ -591,7 +612,7 @@ std::vector<MachineRecord> Store::list_machines() const {
 
 KernelRecord Store::upsert_kernel(std::string_view name, const SearchSpace& space) {
   std::lock_guard lock(impl_->mutex);
-  check_name(name, "a kernel");
+  check_name(name, "a kernel name");
   const std::string what = "storing kernel " + std::string(name);
   impl_->require_writable(what);
   Transaction tx(impl_->db, what);
@@ -631,7 +652,7 @@ std::vector<KernelRecord> Store::list_kernels() const {
 TaskRecord Store::upsert_task(std::string_view kernel_name, const nlohmann::json& description,
                               const nlohmann::json& features) {
   std::lock_guard lock(impl_->mutex);
-  check_name(kernel_name, "a task's kernel");
+  check_name(kernel_name, "a task's kernel name");
   const std::string what = "storing a task of kernel " + std::string(kernel_name);
   impl_->require_writable(what);
   Transaction tx(impl_->db, what);
@@ -936,6 +957,19 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
   return read_trial(st, impl_->db);
 }
 
+std::optional<TrialRecord> Store::best_trial(StudyId study) const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare(
+      sql({"SELECT ", kTrialColumns,
+           " FROM trials t JOIN studies s ON s.id = t.study_id WHERE t.study_id = ?1 AND "
+           "t.status = 'ok' ORDER BY CASE WHEN s.direction = 'maximize' THEN -t.objective ELSE "
+           "t.objective END, t.id LIMIT 1"}),
+      "finding the best trial of study " + std::to_string(study.value));
+  st.bind(1, study.value);
+  if (!st.step()) return std::nullopt;
+  return read_trial(st, impl_->db);
+}
+
 std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
   std::lock_guard lock(impl_->mutex);
   auto st = impl_->db.prepare(
@@ -986,8 +1020,11 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
   const std::string machine_name =
       options.machine_name.empty() ? dataset.device_name : options.machine_name;
   const std::string what = "importing " + dataset.kernel_name + " measurements of " + machine_name;
-  check_name(dataset.kernel_name, "the dataset's kernel");
-  check_name(machine_name, "the dataset's device (give a machine name)");
+  check_name(dataset.kernel_name, "the dataset's kernel name");
+  check_name(machine_name,
+             options.machine_name.empty()
+                 ? "the machine name (the file's device_name; give one to override it)"
+                 : "the machine name");
   impl_->require_writable(what);
 
   Transaction tx(impl_->db, what);
@@ -1022,10 +1059,14 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
   study.strategy = "import";
   study.budget = static_cast<std::int64_t>(dataset.entries.size());
   study.settings = {{"format", dataset.format}, {"device_name", dataset.device_name}};
-  if (impl_->find_study_where("WHERE s.name = ?1", study.name)) {
-    throw Conflict("study \"" + study.name +
-                   "\" already exists: this dataset was imported before; give another study "
-                   "name to import it again");
+  if (const auto existing = impl_->find_study_where("WHERE s.name = ?1", study.name)) {
+    throw Conflict(existing->strategy == "import" && options.study_name.empty()
+                       ? "study \"" + study.name +
+                             "\" already exists: this dataset was imported before; give "
+                             "another study name to import it again"
+                       : "a study named \"" + study.name + "\" exists already (" +
+                             existing->kernel_name + " on " + existing->machine_name +
+                             "); choose another study name");
   }
   result.study = impl_->insert_study(study, StudyStatus::completed).id;
 
@@ -1196,7 +1237,7 @@ nlohmann::json Store::fitted_models() const {
 
 std::string Store::create_token(std::string_view name) {
   std::lock_guard lock(impl_->mutex);
-  check_name(name, "a token");
+  check_name(name, "a token name");
   const std::string what = "creating token " + std::string(name);
   impl_->require_writable(what);
   std::array<unsigned char, kTokenBytes> bytes{};

@@ -59,6 +59,15 @@ std::string_view to_string(StudyStatus s);
 /// Parses `active` / `completed` / `stopped`; throws InvalidInput naming the allowed values.
 StudyStatus study_status_from_string(std::string_view s);
 
+/// The longest name (machine, kernel, study, token, client) the store takes, in bytes.
+inline constexpr std::size_t kMaxNameBytes = 200;
+/// Throws InvalidInput unless `name` is 1 to kMaxNameBytes bytes with no control character
+/// (tab, line break, NUL...) and not only spaces; `what` names it in the message ("a machine
+/// name"). Names are printed in tables and one-line messages, so they must be one line.
+void check_name(std::string_view name, std::string_view what);
+/// check_name for a study, which must also not be digits only (tools read digits as an id).
+void check_study_name(std::string_view name);
+
 /// ISO-8601 UTC with milliseconds, "2024-05-01T12:00:00.000Z": the form of every stored
 /// timestamp (it sorts as text in time order).
 std::string format_timestamp(std::chrono::system_clock::time_point t);
@@ -345,6 +354,8 @@ class Store {
   std::optional<TrialRecord> best_trial(std::string_view kernel_name, MachineId machine,
                                         std::optional<TaskId> task, Direction direction,
                                         std::string_view objective = {}) const;
+  /// The best ok trial of one study, in the study's direction.
+  std::optional<TrialRecord> best_trial(StudyId study) const;
   /// Finished trials of every study of the query's kernel that pass its filters (see
   /// PriorQuery), in id order: priors for transfer learning.
   std::vector<PriorTrial> prior_trials(const PriorQuery& query) const;

@@ -177,48 +177,39 @@ class BayesianOptimization final : public ModelBasedStrategy {
  public:
   BayesianOptimization(const StrategyOptions& options, TransferMode mode, std::string name)
       : name_(std::move(name)), mode_(mode) {
-    const auto get = [&](const char* key, auto fallback) {
-      return options.is_object() && options.contains(key) && !options[key].is_null()
-                 ? options[key].get<decltype(fallback)>()
-                 : fallback;
-    };
-    try {
-      seed_ = get("seed", std::uint64_t{0});
-      initial_design_ = get("initial_design", std::size_t{0});
-      refit_every_ = get("refit_every", kDefaultRefitEvery);
-      refit_below_ = get("refit_below", kAlwaysRefitBelow);
-      candidate_samples_ = get("candidate_samples", kDefaultCandidateSamples);
-      acquisition_.kind =
-          surrogates::acquisition_from_string(get("acquisition", std::string("log_ei")));
-      acquisition_.kappa = get("kappa", 2.0);
-      fit_options_.kind =
-          surrogates::covariance_kind_from_string(get("covariance", std::string("matern52")));
-      const auto output = get("output", std::string("copula"));
-      if (output != "copula" && output != "log") {
-        throw InvalidInput("bo option output must be \"copula\" or \"log\", got \"" + output +
-                           "\"");
-      }
-      copula_ = output == "copula";
-      // Absent: the default; null: none (the GP module's dimension-scaled prior mode, no
-      // extra optimiser start).
-      const auto optional_number = [&](const char* key, std::optional<double> fallback) {
-        if (!options.is_object() || !options.contains(key)) return fallback;
-        return options[key].is_null() ? std::optional<double>() : options[key].get<double>();
-      };
-      fit_options_.priors.lengthscale_location = optional_number("lengthscale_location", {});
-      short_start_ = optional_number("short_start", kDefaultShortStart);
-      rgpe_options_.samples = get("rgpe_samples", rgpe_options_.samples);
-      source_options_.subsample.max_points =
-          get("prior_points", source_options_.subsample.max_points);
-      source_options_.subsample.best_fraction =
-          get("prior_best_fraction", source_options_.subsample.best_fraction);
-      prior_best_count_ = get("prior_best", name_ == "prior-best" ? kDefaultPriorBestCount : 0);
-      local_every_ = get("local_every", kDefaultLocalEvery);
-      local_radius_ = get("local_radius", kDefaultLocalRadius);
-    } catch (const nlohmann::json::exception& e) {
-      throw InvalidInput("bo options: a value has the wrong type (" + std::string(e.what()) + ")");
+    const OptionReader read(options, name_);
+    constexpr std::uint64_t kMaxCount = 1'000'000;
+    constexpr double kMaxMagnitude = 1e6;
+    seed_ = read.count("seed", 0, 0, std::numeric_limits<std::uint64_t>::max());
+    initial_design_ = read.count("initial_design", 0, 0, kMaxCount);
+    refit_every_ = read.count("refit_every", kDefaultRefitEvery, 1, kMaxCount);
+    refit_below_ = read.count("refit_below", kAlwaysRefitBelow, 0, kMaxCount);
+    candidate_samples_ = read.count("candidate_samples", kDefaultCandidateSamples, 1, kMaxCount);
+    acquisition_.kind = surrogates::acquisition_from_string(read.text("acquisition", "log_ei"));
+    acquisition_.kappa = read.number("kappa", 2.0, 0.0, kMaxMagnitude);
+    fit_options_.kind =
+        surrogates::covariance_kind_from_string(read.text("covariance", "matern52"));
+    const auto output = read.text("output", "copula");
+    if (output != "copula" && output != "log") {
+      throw InvalidInput(name_ + " option output must be \"copula\" or \"log\", got \"" + output +
+                         "\"");
     }
-    if (refit_every_ == 0) throw InvalidInput("bo option refit_every must be at least 1");
+    copula_ = output == "copula";
+    // Absent: the default; null: none (the GP module's dimension-scaled prior mode, no
+    // extra optimiser start).
+    fit_options_.priors.lengthscale_location =
+        read.optional_number("lengthscale_location", {}, -kMaxMagnitude, kMaxMagnitude);
+    short_start_ =
+        read.optional_number("short_start", kDefaultShortStart, -kMaxMagnitude, kMaxMagnitude);
+    rgpe_options_.samples = read.count("rgpe_samples", rgpe_options_.samples, 1, kMaxCount);
+    source_options_.subsample.max_points =
+        read.count("prior_points", source_options_.subsample.max_points, 1, kMaxCount);
+    source_options_.subsample.best_fraction =
+        read.number("prior_best_fraction", source_options_.subsample.best_fraction, 0.0, 1.0);
+    prior_best_count_ =
+        read.count("prior_best", name_ == "prior-best" ? kDefaultPriorBestCount : 0, 0, kMaxCount);
+    local_every_ = read.count("local_every", kDefaultLocalEvery, 0, kMaxCount);
+    local_radius_ = read.count("local_radius", kDefaultLocalRadius, 1, kMaxCount);
     source_options_.fit.kind = fit_options_.kind;
     source_options_.fit.priors = fit_options_.priors;
   }

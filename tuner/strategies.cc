@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <sstream>
 
 #include "core/error.h"
 #include "tuner/bo.h"
@@ -291,9 +292,91 @@ std::vector<std::string> strategy_names() {
           "bo-transfer", "rgpe", "stacked",    "prior-best"};
 }
 
+const std::vector<std::string>& strategy_option_names() {
+  static const std::vector<std::string> names = {"seed",
+                                                 "initial_design",
+                                                 "refit_every",
+                                                 "refit_below",
+                                                 "candidate_samples",
+                                                 "acquisition",
+                                                 "kappa",
+                                                 "covariance",
+                                                 "output",
+                                                 "lengthscale_location",
+                                                 "short_start",
+                                                 "rgpe_samples",
+                                                 "prior_points",
+                                                 "prior_best_fraction",
+                                                 "prior_best",
+                                                 "local_every",
+                                                 "local_radius"};
+  return names;
+}
+
+OptionReader::OptionReader(const StrategyOptions& options, std::string owner)
+    : options_(options), owner_(std::move(owner)) {}
+
+const nlohmann::json* OptionReader::find(const char* key) const {
+  if (!options_.is_object()) return nullptr;
+  auto it = options_.find(key);
+  return it == options_.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::uint64_t OptionReader::count(const char* key, std::uint64_t fallback, std::uint64_t min,
+                                  std::uint64_t max) const {
+  const auto* v = find(key);
+  if (!v) return fallback;
+  const bool whole =
+      v->is_number_unsigned() || (v->is_number_integer() && v->get<std::int64_t>() >= 0);
+  if (!whole || v->get<std::uint64_t>() < min || v->get<std::uint64_t>() > max) {
+    throw InvalidInput(owner_ + " option " + key + " must be a whole number in [" +
+                       std::to_string(min) + ", " + std::to_string(max) + "], got " + v->dump());
+  }
+  return v->get<std::uint64_t>();
+}
+
+double OptionReader::number(const char* key, double fallback, double min, double max) const {
+  return optional_number(key, fallback, min, max).value_or(fallback);
+}
+
+std::optional<double> OptionReader::optional_number(const char* key, std::optional<double> fallback,
+                                                    double min, double max) const {
+  if (!options_.is_object() || !options_.contains(key)) return fallback;
+  const auto& v = options_[key];
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_number() || !(v.get<double>() >= min && v.get<double>() <= max)) {
+    std::ostringstream range;
+    range << "[" << min << ", " << max << "]";
+    throw InvalidInput(owner_ + " option " + key + " must be a number in " + range.str() +
+                       ", got " + v.dump());
+  }
+  return v.get<double>();
+}
+
+std::string OptionReader::text(const char* key, const std::string& fallback) const {
+  const auto* v = find(key);
+  if (!v) return fallback;
+  if (!v->is_string()) {
+    throw InvalidInput(owner_ + " option " + key + " must be a string, got " + v->dump());
+  }
+  return v->get<std::string>();
+}
+
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
                                               const StrategyOptions& options) {
-  const std::uint64_t seed = options.is_object() ? options.value("seed", std::uint64_t{0}) : 0;
+  if (!options.is_null() && !options.is_object()) {
+    throw InvalidInput("strategy options must be a JSON object, got " + options.dump());
+  }
+  const auto& known_keys = strategy_option_names();
+  for (const auto& [key, value] : options.items()) {
+    if (std::find(known_keys.begin(), known_keys.end(), key) == known_keys.end()) {
+      std::string known;
+      for (const auto& k : known_keys) known += (known.empty() ? "" : ", ") + k;
+      throw InvalidInput("unknown strategy option \"" + key + "\"; known options: " + known);
+    }
+  }
+  const std::uint64_t seed =
+      OptionReader(options, name).count("seed", 0, 0, std::numeric_limits<std::uint64_t>::max());
   if (name == "random") return std::make_unique<RandomSearch>();
   if (name == "exhaustive") return std::make_unique<ExhaustiveSearch>();
   if (name == "lhs") return std::make_unique<LatinHypercube>(seed);

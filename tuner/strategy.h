@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -67,9 +69,35 @@ class SearchStrategy {
   virtual nlohmann::json diagnostics() const { return nlohmann::json::object(); }
 };
 
-/// Options that strategies read by name; unknown keys are ignored by strategies that do not
-/// use them.
+/// Options that strategies read by name (a JSON object). A key no strategy knows is refused by
+/// make_strategy; a known key that one strategy does not use (a bo option given to random) is
+/// ignored, so one set of options can serve the strategies of a benchmark.
 using StrategyOptions = nlohmann::json;
+
+/// Every key any strategy reads, for messages and checks.
+const std::vector<std::string>& strategy_option_names();
+
+/// Typed, range-checked reads of strategy options; absent or null keys give the fallback.
+/// Throws InvalidInput naming the key, the value and the allowed range.
+class OptionReader {
+ public:
+  OptionReader(const StrategyOptions& options, std::string owner);
+  /// A whole number in [min, max].
+  std::uint64_t count(const char* key, std::uint64_t fallback, std::uint64_t min,
+                      std::uint64_t max) const;
+  /// A finite number in [min, max].
+  double number(const char* key, double fallback, double min, double max) const;
+  /// Like number(), but an explicit null means "none" (std::nullopt), absence the fallback.
+  std::optional<double> optional_number(const char* key, std::optional<double> fallback, double min,
+                                        double max) const;
+  /// A string (the caller checks which ones it allows).
+  std::string text(const char* key, const std::string& fallback) const;
+
+ private:
+  const nlohmann::json* find(const char* key) const;
+  const StrategyOptions& options_;
+  std::string owner_;
+};
 
 /// Creates a strategy by name: random, lhs, exhaustive, ga, bo, and the transfer strategies
 /// bo-transfer, rgpe, stacked, prior-best (which behave as bo when a study has no priors).

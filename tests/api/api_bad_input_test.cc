@@ -104,6 +104,15 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
        "not valid JSON"},
       {"body not an object", "POST", "/v1/studies", "[1,2]", true, 400, "body", "JSON object"},
       {"malformed result", "POST", trial, "{value: 1}", true, 400, "body", ""},
+      // Hostile JSON: nesting that would exhaust the stack when the body is printed or copied
+      // (no token needed to send it), and numbers no double holds.
+      {"deeply nested", "POST", "/v1/predict",
+       R"({"study_id": 1, "configs": [{"a": )" + std::string(100000, '[') +
+           std::string(100000, ']') + "}]}",
+       false, 400, "body", "deeper than 64 levels"},
+      {"number overflow", "POST", "/v1/studies",
+       R"({"kernel": "demo2", "machine": "test-machine", "task": {"n": 1e999}})", true, 400, "body",
+       "out of range"},
       // Wrong types.
       {"budget as string", "POST", "/v1/studies", study_body({{"budget", "ten"}}), true, 400,
        "budget", "must be an integer"},
@@ -169,6 +178,33 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
       {"negative cost", "POST", trial, R"({"client_id": "owner", "value": 1, "cost_seconds": -2})",
        true, 400, "cost_seconds", ""},
       {"budget zero", "POST", "/v1/studies", study_body({{"budget", 0}}), true, 400, "budget", ""},
+      {"lease zero", "POST", study + "/suggestions",
+       R"({"n": 1, "client_id": "x", "lease_seconds": 0})", true, 400, "lease_seconds",
+       "must be > 0 and at most 604800"},
+      {"seed beyond 64-bit signed", "POST", "/v1/studies",
+       R"({"kernel": "demo2", "machine": "test-machine", "seed": 18446744073709551615})", true, 400,
+       "seed", "must be in [0, 9223372036854775807]"},
+      {"negative strategy option", "POST", "/v1/studies",
+       study_body({{"strategy", "bo"}, {"strategy_options", {{"initial_design", -3}}}}), true, 400,
+       "strategy_options", "initial_design must be a whole number in [0, 1000000]"},
+      {"unknown strategy option", "POST", "/v1/studies",
+       study_body({{"strategy_options", {{"inital_design", 5}}}}), true, 400, "strategy_options",
+       "known options: seed, initial_design"},
+      {"integer range past 2^53", "POST", "/v1/studies",
+       study_body({{"space",
+                    {{"parameters",
+                      {{{"name", "a"},
+                        {"type", "integer"},
+                        {"low", 0},
+                        {"high", 9223372036854775806LL}}}}}}}),
+       true, 400, "space", "whole number within +-2^53"},
+      // Names are one line of text.
+      {"name with NUL", "POST", "/v1/machines", R"({"name": "m\u0000x"})", true, 400, "name",
+       "control characters"},
+      {"blank name", "POST", "/v1/machines", R"({"name": "   "})", true, 400, "name",
+       "not only spaces"},
+      {"digits-only study name", "POST", "/v1/studies", study_body({{"name", "123"}}), true, 400,
+       "name", "would read as a study id"},
       {"ok without value", "POST", trial, R"({"client_id": "owner"})", true, 400, "value", "raw"},
       {"failure with value", "POST", trial,
        R"({"client_id": "owner", "status": "failed", "value": 2})", true, 400, "value", ""},
@@ -249,6 +285,7 @@ TEST_F(BadInput, OversizeBodiesGet413) {
       server_->port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " +
                            std::string(kMaxHeaderBytes + 100, 'y') + "\r\n\r\n");
   EXPECT_THAT(headers, HasSubstr("HTTP/1.1 413"));
+  EXPECT_THAT(headers, HasSubstr(R"("field":"headers")"));
 
   EXPECT_EQ(client_->get("/healthz").status, 200);
   EXPECT_EQ(snapshot(), before);

@@ -355,12 +355,23 @@ TEST(ApiServer, StudiesLearnFromOtherMachinesUnlessToldNotTo) {
       server.token);
   ASSERT_EQ(isolated.status, 201) << isolated.body;
   EXPECT_EQ(isolated.json()["strategy"], "bo");
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "gpu-elsewhere"}}, server.token).status, 201);
   const auto restricted = c.post(
       "/v1/studies",
       {{"kernel", "convolution"}, {"machine", "gpu-new"}, {"prior_machines", {"gpu-elsewhere"}}},
       server.token);
   ASSERT_EQ(restricted.status, 201) << restricted.body;
   EXPECT_EQ(restricted.json()["strategy"], "bo");
+  // A machine nobody registered is a typo, not a reason to turn transfer off silently.
+  const auto unknown =
+      c.post("/v1/studies",
+             {{"kernel", "convolution"}, {"machine", "gpu-new"}, {"prior_machines", {"gpu-typo"}}},
+             server.token);
+  EXPECT_EQ(unknown.status, 400);
+  EXPECT_EQ(unknown.json()["error"]["field"], "prior_machines") << unknown.body;
+  EXPECT_NE(unknown.json()["error"]["message"].get<std::string>().find("gpu-typo"),
+            std::string::npos)
+      << unknown.body;
   const auto bad = c.post(
       "/v1/studies", {{"kernel", "convolution"}, {"machine", "gpu-new"}, {"prior_machines", {7}}},
       server.token);
@@ -398,6 +409,33 @@ TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
       c.post("/v1/predict", {{"study_id", study}, {"configs", {list[0]["config"]}}});
   ASSERT_EQ(predicted.status, 200) << predicted.body;
   EXPECT_EQ(predicted.json()["predictions"].size(), 1u);
+}
+
+TEST(ApiServer, AStudyShowsItsOwnBestAndAMachineKeepsItsFingerprint) {
+  TestServer server;
+  auto c = server.client();
+  const auto first = create_demo_study(c, server.token, "random", 10);
+  const auto second = create_demo_study(c, server.token, "random", 10);
+  const auto add = [&](std::int64_t study, const nlohmann::json& config, double value) {
+    const auto reply =
+        c.post("/v1/studies/" + std::to_string(study) + "/measurements",
+               {{"measurements", {{{"config", config}, {"value", value}}}}}, server.token);
+    ASSERT_EQ(reply.status, 201) << reply.body;
+  };
+  add(first, {{"bx", 4}, {"by", 2}, {"unroll", 1}}, 1.0);
+  add(second, {{"bx", 1}, {"by", 1}, {"unroll", 0}}, 5.0);
+  add(second, {{"bx", 2}, {"by", 1}, {"unroll", 0}}, 4.0);
+  // The second study's best is its own, although the first holds a better one.
+  const auto shown = c.get("/v1/studies/" + std::to_string(second)).json();
+  ASSERT_TRUE(shown["best"].is_object()) << shown.dump();
+  EXPECT_EQ(shown["best"]["value"], 4.0) << shown.dump();
+
+  // Registering a known machine again without a fingerprint keeps the stored one.
+  const auto again = c.post("/v1/machines", {{"name", "test-machine"}}, server.token);
+  EXPECT_EQ(again.status, 201) << again.body;
+  const auto machine = server.store().find_machine("test-machine");
+  ASSERT_TRUE(machine);
+  EXPECT_EQ(machine->fingerprint, (nlohmann::json{{"cpu", "test"}}));
 }
 
 TEST(ApiServer, MetricsCountRequestsSuggestionsAndResults) {

@@ -330,6 +330,36 @@ TEST(BrokenFiles, WrongTypes) {
   }
 }
 
+TEST(BrokenFiles, TimesMustBePositiveAndAFileMustHoldSome) {
+  nlohmann::json j = nlohmann::json::parse(kKernelTunerCache);
+  for (double bad : {-5.0, 0.0}) {
+    nlohmann::json b = j;
+    b["cache"]["16,1,0.5"]["time"] = bad;
+    EXPECT_THAT(parse_error(b.dump()), HasSubstr("\"time\" must be a positive number"));
+  }
+  nlohmann::json t4 = nlohmann::json::parse(kT4Results);
+  t4["results"][0]["measurements"][0]["value"] = -0.003;
+  EXPECT_THAT(parse_error(t4.dump()), HasSubstr("results[0]"));
+
+  nlohmann::json empty = j;
+  empty["cache"] = nlohmann::json::object();
+  EXPECT_THAT(parse_error(empty.dump()), HasSubstr("holds no measurements"));
+}
+
+TEST(BrokenFiles, HostileJsonIsRefusedNotFollowed) {
+  // Nesting past the limit would exhaust the stack of nlohmann's (recursive) serialiser.
+  const std::string deep =
+      R"({"cache": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  EXPECT_THAT(parse_error(deep), HasSubstr("deeper than 64 levels"));
+  EXPECT_THAT(parse_error(R"({"cache": {"1": {"time": 1e999}}})"), HasSubstr("out of range"));
+  // 64 levels (the object and 63 arrays) parse and reach the format checks; 65 do not.
+  const auto nested = [](int arrays) {
+    return R"({"cache": )" + std::string(arrays, '[') + std::string(arrays, ']') + "}";
+  };
+  EXPECT_THAT(parse_error(nested(63)), HasSubstr("no \"tune_params_keys\""));
+  EXPECT_THAT(parse_error(nested(64)), HasSubstr("deeper than 64 levels"));
+}
+
 TEST(BrokenFiles, MissingFileIsAnIoError) {
   testing::TempDir dir;
   EXPECT_THROW(read_measurements(dir.file("absent.json.gz")), IoError);

@@ -109,6 +109,37 @@ TEST(Strategies, UnknownNameListsTheKnownOnes) {
   }
 }
 
+TEST(Strategies, OptionsAreCheckedByNameTypeAndRange) {
+  const auto message = [](const std::string& name, const nlohmann::json& options) {
+    try {
+      make_strategy(name, options);
+    } catch (const InvalidInput& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // One set of options serves every strategy of a benchmark: random ignores bo's.
+  EXPECT_EQ(message("random", {{"initial_design", 10}, {"seed", 3}}), "accepted");
+  EXPECT_EQ(message("bo", {{"initial_design", 10}, {"kappa", 1.5}, {"short_start", nullptr}}),
+            "accepted");
+  EXPECT_NE(message("random", {{"inital_design", 10}})
+                .find("unknown strategy option "
+                      "\"inital_design\"; known options: "),
+            std::string::npos);
+  EXPECT_NE(message("bo", {{"initial_design", -1}})
+                .find("initial_design must be a whole number "
+                      "in [0, 1000000], got -1"),
+            std::string::npos);
+  EXPECT_NE(message("bo", {{"refit_every", 0}}).find("refit_every"), std::string::npos);
+  EXPECT_NE(message("bo", {{"candidate_samples", 2.5}}).find("whole number"), std::string::npos);
+  EXPECT_NE(message("bo", {{"kappa", "big"}}).find("kappa must be a number"), std::string::npos);
+  EXPECT_NE(message("bo", {{"prior_best_fraction", 2}}).find("[0, 1]"), std::string::npos);
+  EXPECT_NE(message("bo", {{"acquisition", 3}}).find("acquisition must be a string"),
+            std::string::npos);
+  EXPECT_NE(message("lhs", {{"seed", -4}}).find("seed"), std::string::npos);
+  EXPECT_NE(message("bo", nlohmann::json::array()).find("JSON object"), std::string::npos);
+}
+
 TEST(Strategies, ExplicitCandidatesRestrictProposals) {
   auto space = test_space();
   SessionOptions opts;
