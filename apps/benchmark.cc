@@ -1,6 +1,7 @@
 // tunebase benchmark: tuning quality of strategies on a fully measured target (simulation
 // mode, as Kernel Tuner's), over many seeds, as JSON and SVG.
 #include <cmath>
+#include <exception>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -11,6 +12,7 @@
 
 #include "apps/cli.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/measurements.h"
 #include "kernels/replay.h"
 #include "tuner/prior.h"
@@ -174,8 +176,12 @@ void add_benchmark_command(CLI::App& app) {
                   "prior-best, bo and random");
   cmd->add_option("--strategy,-s", args->strategies,
                   "Strategy to compare (repeatable); random search is always included");
-  cmd->add_option("--budget,-b", args->budget, "Evaluations per run")->capture_default_str();
-  cmd->add_option("--seeds", args->seeds, "Runs per strategy")->capture_default_str();
+  cmd->add_option("--budget,-b", args->budget, "Evaluations per run")
+      ->check(CLI::Range(std::size_t{1}, kMaxBudget))
+      ->capture_default_str();
+  cmd->add_option("--seeds", args->seeds, "Runs per strategy")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100'000}))
+      ->capture_default_str();
   cmd->add_option("--space", args->space_file,
                   "Search the valid space of this T1/space file instead of the file's entries");
   cmd->add_option("--json", args->json_out, "Write the metrics as JSON here");
@@ -184,6 +190,7 @@ void add_benchmark_command(CLI::App& app) {
                   "Write every run's evaluations here, one JSON line per strategy and seed: "
                   "{strategy, seed, configs, objectives} (null for a failed evaluation)");
   cmd->add_option("--jobs,-j", args->jobs, "Seeds run in parallel (1 for clean timings)")
+      ->check(CLI::Range(1u, 1024u))
       ->capture_default_str();
   cmd->add_option("--options", args->options,
                   "Strategy options as JSON, e.g. '{\"initial_design\": 10}'");
@@ -194,8 +201,11 @@ void add_benchmark_command(CLI::App& app) {
     const SearchSpace space = space_differs ? SearchSpace::load(args->space_file) : target.space();
     const std::vector<Configuration> candidates =
         space_differs ? space.valid_configurations() : target.configurations();
-    const nlohmann::json strategy_options = nlohmann::json::parse(args->options, nullptr, false);
-    if (strategy_options.is_discarded() || !strategy_options.is_object()) {
+    if (candidates.empty()) throw InvalidInput("the search space has no valid configuration");
+    // A parameter of the space that the target lacks fails here, not in every seed.
+    if (space_differs) (void)target.lookup_json(space.config_to_json(candidates.front()));
+    const nlohmann::json strategy_options = parse_json_text(args->options, "--options");
+    if (!strategy_options.is_object()) {
       throw InvalidInput("--options must be a JSON object, got " + args->options);
     }
     std::vector<Prior> priors;
@@ -216,14 +226,19 @@ void add_benchmark_command(CLI::App& app) {
       strategies.push_back("random");
     }
     for (const auto& s : strategies) (void)make_strategy(s, strategy_options);  // fail fast
-    if (args->seeds == 0 || args->budget == 0)
-      throw InvalidInput("--seeds and --budget must be positive");
 
-    std::ofstream trace_file;
-    if (!args->trace_out.empty()) {
-      trace_file.open(args->trace_out);
-      if (!trace_file) throw IoError("cannot write " + args->trace_out);
-    }
+    // Every output is opened before the run, so an unwritable path costs nothing.
+    const auto open_output = [](const std::string& path) {
+      std::ofstream out;
+      if (!path.empty()) {
+        out.open(path);
+        if (!out) throw IoError("cannot write " + path);
+      }
+      return out;
+    };
+    std::ofstream trace_file = open_output(args->trace_out);
+    std::ofstream json_file = open_output(args->json_out);
+    std::ofstream svg_file = open_output(args->svg_out);
     std::cout << "target " << args->target << ": " << candidates.size() << " candidates, optimum "
               << target.optimum() << ", budget " << args->budget << ", " << args->seeds
               << " seeds\n";
@@ -238,21 +253,28 @@ void add_benchmark_command(CLI::App& app) {
       std::vector<RunResult> results(args->seeds);
       std::size_t next = 0;
       std::mutex mutex;
+      std::exception_ptr failure;  // the first seed's error ends the run and is reported
       auto worker = [&] {
         for (;;) {
           std::size_t seed;
           {
             std::lock_guard lock(mutex);
-            if (next >= args->seeds || g_interrupted) return;
+            if (next >= args->seeds || g_interrupted || failure) return;
             seed = next++;
           }
-          results[seed] = run_one(target, space, candidates, priors, strategy, strategy_options,
-                                  args->budget, seed + 1, space_differs);
+          try {
+            results[seed] = run_one(target, space, candidates, priors, strategy, strategy_options,
+                                    args->budget, seed + 1, space_differs);
+          } catch (...) {
+            std::lock_guard lock(mutex);
+            if (!failure) failure = std::current_exception();
+          }
         }
       };
       std::vector<std::thread> threads;
       for (unsigned j = 0; j < std::max(1u, args->jobs); ++j) threads.emplace_back(worker);
       for (auto& t : threads) t.join();
+      if (failure) std::rethrow_exception(failure);
       if (g_interrupted) throw Error("interrupted");
       if (trace_file.is_open()) {
         for (std::size_t seed = 0; seed < results.size(); ++seed) {
@@ -290,13 +312,13 @@ void add_benchmark_command(CLI::App& app) {
         if (!weights[i].is_null()) r["rgpe_weights"] = weights[i];
         j["strategies"].push_back(std::move(r));
       }
-      std::ofstream out(args->json_out);
-      if (!(out << j.dump(2) << "\n")) throw IoError("cannot write " + args->json_out);
+      if (!(json_file << j.dump(2) << "\n")) throw IoError("cannot write " + args->json_out);
     }
     if (!args->svg_out.empty()) {
-      std::ofstream out(args->svg_out);
       const std::string title = "fraction of optimum on " + args->target;
-      if (!(out << quality_svg(reports, title))) throw IoError("cannot write " + args->svg_out);
+      if (!(svg_file << quality_svg(reports, title))) {
+        throw IoError("cannot write " + args->svg_out);
+      }
     }
   });
 }

@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cstddef>
+#include <limits>
 #include <string>
 
 namespace tunebase::cli {
@@ -17,6 +19,9 @@ enum ExitCode : int {
   kConflict = 5,
   kInterrupted = 130,  ///< Ctrl-C: every finished trial is stored
 };
+
+/// The largest --budget any command takes (the API's limit too).
+inline constexpr std::size_t kMaxBudget = 1'000'000'000;
 
 /// Set by SIGINT/SIGTERM; long loops finish the current step, store it, and stop.
 extern std::atomic<bool> g_interrupted;

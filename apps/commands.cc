@@ -1,4 +1,6 @@
 // The subcommands: sweep, best, trials, studies, machines, export, import.
+#include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -19,8 +21,15 @@ namespace {
 constexpr const char* kDefaultDb = "tunebase.db";
 
 db::StudyRecord resolve_study(const db::Store& store, const std::string& study) {
+  // Study names are never digits only, so digits are an id.
   if (!study.empty() && std::all_of(study.begin(), study.end(), ::isdigit)) {
-    return store.get_study(db::StudyId{std::stoll(study)});
+    std::int64_t id = 0;
+    const auto [end, error] = std::from_chars(study.data(), study.data() + study.size(), id);
+    if (error == std::errc() && end == study.data() + study.size()) {
+      return store.get_study(db::StudyId{id});
+    }
+    throw NotFound("no study has id " + study + " in " + store.path() +
+                   " (tunebase studies lists them)");
   }
   if (auto s = store.find_study(study)) return *s;
   throw NotFound("no study named '" + study + "' in " + store.path() +
@@ -160,6 +169,7 @@ void add_sweep_command(CLI::App& app) {
                   "Kernel Tuner cache or T4 file of another machine used as a prior (repeatable)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--budget,-b", args->sweep.budget, "Number of evaluations in the study")
+      ->check(CLI::Range(std::size_t{1}, kMaxBudget))
       ->capture_default_str();
   cmd->add_option("--seed", args->sweep.seed, "Random seed (runs are reproducible)")
       ->capture_default_str();
@@ -217,7 +227,8 @@ void add_query_commands(CLI::App& app) {
     auto* cmd = app.add_subcommand("best", "Best known configuration of a kernel on a machine");
     cmd->add_option("--kernel,-k", args->kernel, "Kernel name")->required();
     cmd->add_option("--machine", args->machine, "Machine name (default: this host)");
-    cmd->add_option("--task", args->task, "Task id (default: any input)");
+    cmd->add_option("--task", args->task, "Task id (default: any input)")
+        ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->add_flag("--maximize", args->maximize, "Higher objective is better");
     cmd->add_flag("--json", args->json, "Print JSON");

@@ -66,5 +66,9 @@ int main(int argc, char** argv) {
   } catch (const Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return cli::kError;
+  } catch (const std::exception& e) {
+    // A bug rather than bad input; still a message and an exit code, never an abort.
+    std::cerr << "error: internal: " << e.what() << "\n";
+    return cli::kError;
   }
 }

@@ -128,6 +128,8 @@ std::string format_seconds(double s) {
 SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOptions& options) {
   const auto& space = evaluator.space();
 
+  if (!options.study_name.empty()) db::check_study_name(options.study_name);
+  api::require_prior_machines(store, options.prior_machines);
   const auto machine = store.upsert_machine(this_machine(options.machine_name));
   const auto kernel = store.upsert_kernel(evaluator.kernel_name(), space);
   nlohmann::json description = evaluator.task();
@@ -152,6 +154,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   }
   const std::string strategy =
       options.strategy.empty() ? default_strategy(!priors.empty()) : options.strategy;
+  (void)make_strategy(strategy);  // an unknown name fails before a study is stored
   const auto study =
       find_or_create_study(store, options, kernel, machine, task, evaluator.minimize(), strategy,
                            evaluator.objective_unit());

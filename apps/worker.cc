@@ -180,10 +180,13 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("--client-id", args->worker.client_id, "Name of this worker (default host:pid)");
   cmd->add_option("--lease", args->worker.lease_seconds,
                   "Seconds a suggestion is reserved for this worker")
+      ->check(CLI::Range(0.001, 604800.0))
       ->capture_default_str();
-  cmd->add_option("--max-trials", args->worker.max_trials, "Stop after this many trials");
+  cmd->add_option("--max-trials", args->worker.max_trials, "Stop after this many trials")
+      ->check(CLI::Range(std::size_t{1}, kMaxBudget));
   cmd->add_option("--patience", args->worker.patience_seconds,
                   "Seconds to wait for leases of other workers to come back before stopping")
+      ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
   cmd->add_option("--create-study", args->create_study,
                   "Create a study with this name for the evaluator's kernel and work on it "
@@ -191,8 +194,10 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("--machine", args->machine, "With --create-study: machine name (default host)");
   cmd->add_option("--strategy", args->strategy, "With --create-study: search strategy")
       ->capture_default_str();
-  cmd->add_option("--budget", args->budget, "With --create-study: number of evaluations");
-  cmd->add_option("--seed", args->seed, "With --create-study: random seed");
+  cmd->add_option("--budget", args->budget, "With --create-study: number of evaluations")
+      ->check(CLI::Range(std::int64_t{1}, static_cast<std::int64_t>(kMaxBudget)));
+  cmd->add_option("--seed", args->seed, "With --create-study: random seed")
+      ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()));
   cmd->add_flag("--quiet,-q", args->worker.quiet, "Print only the summary");
   cmd->callback([args] {
     install_interrupt_handler();

@@ -251,5 +251,53 @@ TEST_F(Cli, BenchmarkReplaysAMeasuredSpaceAgainstRandom) {
   EXPECT_NE(slurp(svg).find("<svg"), std::string::npos);
 }
 
+TEST_F(Cli, BadArgumentsNeverAbortNorLeaveAStudyBehind) {
+  const auto space = dir_.file("space.json");
+  std::ofstream(space)
+      << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 9}]})";
+  const std::string sweep =
+      "sweep --kernel command --space " + space + " --cmd 'echo {x}' --no-progress --db " + db();
+  // Refused before anything is stored: an unknown strategy, a zero budget, a study name that
+  // would read as an id, priors restricted to a machine nobody registered.
+  auto r = run(sweep + " --strategy simplex");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown strategy 'simplex'"), std::string::npos) << r.err;
+  r = run(sweep + " --budget 0");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--budget: Value 0 not in range 1 to"), std::string::npos) << r.err;
+  r = run(sweep + " --study 12345");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("would read as a study id"), std::string::npos) << r.err;
+  r = run(sweep + " --prior-machine nowhere");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown prior machine \"nowhere\""), std::string::npos) << r.err;
+  r = run("studies --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+
+  // An id too large for any study is "not found", not an abort.
+  r = run("trials --study 99999999999999999999999 --db " + db());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("no study has id 99999999999999999999999"), std::string::npos) << r.err;
+  r = run("studies --db " + dir_.path().string());
+  EXPECT_NE(r.err.find("is a directory"), std::string::npos) << r.err;
+
+  // Benchmark errors, in the options or in a space the target does not hold, are messages.
+  const auto target = dir_.file("toy.json");
+  std::ofstream(target) << toy_cache("TestGPU", 1.0, 5);
+  r = run("benchmark --target " + target + " --budget 5 --seeds 1 --options " +
+          R"('{"initial_design": -1}')");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("initial_design must be a whole number"), std::string::npos) << r.err;
+  r = run("benchmark --target " + target + " --budget 5 --seeds 1 --space " + space);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("parameter 'x' is not in"), std::string::npos) << r.err;
+  r = run("benchmark --target " + target + " --budget 5 --seeds 1 --json " +
+          dir_.file("absent/report.json"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot write"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("strategy"), std::string::npos) << "ran before checking its output";
+}
+
 }  // namespace
 }  // namespace tunebase
