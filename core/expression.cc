@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "core/error.h"
@@ -144,6 +145,7 @@ struct Expression::Node {
   std::vector<Op> compare_ops;
   std::string function;
   std::vector<std::shared_ptr<const Node>> children;
+  std::size_t depth = 1;  ///< of the subtree: evaluation recurses this deep
 };
 
 namespace {
@@ -186,7 +188,29 @@ class Parser {
                      p);
   }
 
-  static NodePtr make(Node n) { return std::make_shared<const Node>(std::move(n)); }
+  // Parsing and evaluation recurse; a bound keeps "((((...x...))))" or a chain of 100,000
+  // terms from exhausting the stack of a server thread.
+  static constexpr std::size_t kMaxDepth = 200;
+  [[noreturn]] void too_deep() const {
+    fail("the expression nests more than " + std::to_string(kMaxDepth) +
+         " levels deep (parentheses, operators or chained terms); split it into several "
+         "constraints");
+  }
+  struct Nesting {
+    explicit Nesting(const Parser& p) : parser(p) {
+      if (++parser.nesting_ > kMaxDepth) parser.too_deep();
+    }
+    ~Nesting() { --parser.nesting_; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+    const Parser& parser;
+  };
+
+  NodePtr make(Node n) const {
+    for (const auto& c : n.children) n.depth = std::max(n.depth, c->depth + 1);
+    if (n.depth > kMaxDepth) too_deep();
+    return std::make_shared<const Node>(std::move(n));
+  }
 
   NodePtr parse_or() {
     auto left = parse_and();
@@ -210,6 +234,7 @@ class Parser {
   }
   NodePtr parse_not() {
     if (accept_word("not") || accept_op("!")) {
+      const Nesting nesting(*this);
       Node n;
       n.kind = Node::Kind::logical_not;
       n.children = {parse_not()};
@@ -285,6 +310,7 @@ class Parser {
   NodePtr parse_factor() {
     const bool negate = accept_op("-");
     if (negate || accept_op("+")) {
+      const Nesting nesting(*this);
       Node n;
       n.kind = Node::Kind::unary;
       n.op = negate ? Op::neg : Op::pos;
@@ -292,10 +318,15 @@ class Parser {
       return make(std::move(n));
     }
     auto base = parse_atom();
-    if (accept_op("**")) return binary(Op::pow, base, parse_factor());
+    if (accept_op("**")) {
+      const Nesting nesting(*this);
+      return binary(Op::pow, base, parse_factor());
+    }
     return base;
   }
+  // Every bracket, parenthesis and argument list nests one level.
   std::vector<NodePtr> parse_list(std::string_view close) {
+    const Nesting nesting(*this);
     std::vector<NodePtr> items;
     if (accept_op(close)) return items;
     for (;;) {
@@ -348,6 +379,7 @@ class Parser {
       return make(std::move(n));
     }
     if (accept_op("(")) {
+      const Nesting nesting(*this);
       auto inner = parse_or();
       if (accept_op(",")) {  // a tuple, used with `in`
         Node n;
@@ -373,6 +405,7 @@ class Parser {
   std::vector<Token> tokens_;
   std::size_t pos_ = 0;
   std::vector<std::string>& names_;
+  mutable std::size_t nesting_ = 0;
 };
 
 bool truthy(const Value& v) {
@@ -386,10 +419,33 @@ bool truthy(const Value& v) {
                      to_string(b));
 }
 
+// b != 0 and not (a == INT64_MIN and b == -1): the caller checks.
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   std::int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
+}
+
+// Python's integers never overflow. Where an exact int64 result does not exist, the result is
+// the double nearest the true one: comparisons keep their sign and magnitude (2 ** 64 > 0)
+// instead of wrapping around.
+Value int_pow(std::int64_t base, std::int64_t exponent) {
+  std::int64_t result = 1;
+  std::int64_t b = base;
+  bool overflow = false;
+  for (std::int64_t e = exponent; e > 0 && !overflow; e >>= 1) {  // by squaring: 63 steps at most
+    if (e & 1) overflow = __builtin_mul_overflow(result, b, &result);
+    if (e > 1 && !overflow) overflow = __builtin_mul_overflow(b, b, &b);
+  }
+  if (!overflow) return result;
+  return std::pow(static_cast<double>(base), static_cast<double>(exponent));
+}
+
+Value checked_pow(double x, double y) {
+  if (x == 0.0 && y < 0.0) {
+    throw InvalidInput("0 cannot be raised to a negative power");
+  }
+  return std::pow(x, y);
 }
 
 Value arithmetic(Op op, const Value& a, const Value& b) {
@@ -406,31 +462,31 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
   if (ints) {
     const auto x = std::get<std::int64_t>(a);
     const auto y = std::get<std::int64_t>(b);
+    const auto dx = static_cast<double>(x);
+    const auto dy = static_cast<double>(y);
+    std::int64_t r = 0;
     switch (op) {
       case Op::add:
-        return x + y;
+        return __builtin_add_overflow(x, y, &r) ? Value(dx + dy) : Value(r);
       case Op::sub:
-        return x - y;
+        return __builtin_sub_overflow(x, y, &r) ? Value(dx - dy) : Value(r);
       case Op::mul:
-        return x * y;
+        return __builtin_mul_overflow(x, y, &r) ? Value(dx * dy) : Value(r);
       case Op::truediv:
         if (y == 0) throw InvalidInput("division by zero");
-        return static_cast<double>(x) / static_cast<double>(y);
+        return dx / dy;
       case Op::floordiv:
         if (y == 0) throw InvalidInput("integer division by zero");
+        if (y == -1) return x == std::numeric_limits<std::int64_t>::min() ? Value(-dx) : Value(-x);
         return floor_div(x, y);
-      case Op::mod: {
+      case Op::mod:
         if (y == 0) throw InvalidInput("modulo by zero");
+        if (y == -1) return std::int64_t{0};
         // Python: the result takes the sign of the divisor.
         return x - floor_div(x, y) * y;
-      }
       case Op::pow:
-        if (y >= 0) {
-          std::int64_t r = 1;
-          for (std::int64_t k = 0; k < y; ++k) r *= x;
-          return r;
-        }
-        return std::pow(static_cast<double>(x), static_cast<double>(y));
+        if (y >= 0) return int_pow(x, y);
+        return checked_pow(dx, dy);
       default:
         break;
     }
@@ -456,7 +512,7 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
       return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
     }
     case Op::pow:
-      return std::pow(x, y);
+      return checked_pow(x, y);
     default:
       break;
   }
@@ -508,7 +564,10 @@ struct Evaluator {
       case Node::Kind::unary: {
         Value v = eval(*n.children[0]);
         if (n.op == Op::pos) return v;
-        if (const auto* i = std::get_if<std::int64_t>(&v)) return -*i;
+        if (const auto* i = std::get_if<std::int64_t>(&v)) {
+          return *i == std::numeric_limits<std::int64_t>::min() ? Value(-static_cast<double>(*i))
+                                                                : Value(-*i);
+        }
         if (const auto* d = std::get_if<double>(&v)) return -*d;
         throw InvalidInput("cannot negate the string " + to_string(v));
       }
@@ -567,16 +626,23 @@ struct Evaluator {
     if (args.size() != 1) throw InvalidInput(f + " takes one argument");
     const Value& v = args[0];
     if (f == "abs") {
-      if (const auto* i = std::get_if<std::int64_t>(&v)) return *i < 0 ? -*i : *i;
+      if (const auto* i = std::get_if<std::int64_t>(&v)) {
+        if (*i == std::numeric_limits<std::int64_t>::min()) return -static_cast<double>(*i);
+        return *i < 0 ? -*i : *i;
+      }
       return std::fabs(as_double(v));
     }
-    if (f == "int") {
-      if (const auto* i = std::get_if<std::int64_t>(&v)) return *i;
-      return static_cast<std::int64_t>(std::trunc(as_double(v)));
-    }
     if (f == "float") return as_double(v);
-    // round: Python rounds half to even.
-    return static_cast<std::int64_t>(std::nearbyint(as_double(v)));
+    if (const auto* i = std::get_if<std::int64_t>(&v)) return *i;
+    // int truncates, round rounds half to even (as Python); a whole number beyond int64 stays
+    // a double, infinity and NaN have no integer.
+    const double d = as_double(v);
+    if (!std::isfinite(d))
+      throw InvalidInput(f + "() of " + to_string(v) + " has no integer value");
+    const double whole = f == "int" ? std::trunc(d) : std::nearbyint(d);
+    constexpr double kInt64Bound = 9223372036854775808.0;  // 2^63
+    if (whole >= kInt64Bound || whole < -kInt64Bound) return whole;
+    return static_cast<std::int64_t>(whole);
   }
 };
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "core/error.h"
 
 namespace tunebase {
@@ -70,6 +72,65 @@ TEST(Expression, SyntaxErrorsCarryPosition) {
 TEST(Expression, RuntimeErrorsAreInvalidInput) {
   EXPECT_THROW(eval("1 // 0"), InvalidInput);
   EXPECT_THROW(eval("'a' < 1"), InvalidInput);
+  EXPECT_THROW(eval("pow(0, -1)"), InvalidInput);  // Python: ZeroDivisionError
+  EXPECT_THROW(eval("0.0 ** -2"), InvalidInput);
+  EXPECT_THROW(eval("int(float(10 ** 400))"), InvalidInput);  // int(inf)
+}
+
+// Python's integers do not overflow; where int64 cannot hold the result it becomes the nearest
+// double, so comparisons answer as Python does instead of wrapping around (or trapping).
+TEST(Expression, IntegerOverflowKeepsSignAndMagnitude) {
+  const std::int64_t big = std::numeric_limits<std::int64_t>::max();
+  EXPECT_TRUE(holds("2 ** 64 > 0", {}));
+  EXPECT_TRUE(holds("2 ** 63 > 2 ** 62", {}));
+  EXPECT_TRUE(same_value(eval("2 ** 62"), Value(std::int64_t{1} << 62)));
+  EXPECT_TRUE(same_value(eval("(-2) ** 63"), Value(std::numeric_limits<std::int64_t>::min())));
+  for (std::int64_t x = 1; x <= 5; ++x) {
+    EXPECT_TRUE(holds("x ** 64 > 0", {x})) << x;
+    EXPECT_TRUE(holds("x * 9223372036854775807 > 0", {x})) << x;
+    EXPECT_TRUE(holds("9223372036854775807 + x > 0", {x})) << x;
+    EXPECT_TRUE(holds("-9223372036854775807 - 1 - x < 0", {x})) << x;
+  }
+  EXPECT_TRUE(holds("x ** 1000000000000 > 1", {std::int64_t{2}}));  // fast, not a loop
+  // INT64_MIN // -1 and % -1 trap in C++ (SIGFPE); Python gives 2^63 and 0.
+  EXPECT_TRUE(holds("(-9223372036854775807 - 1) // -1 > 0", {}));
+  EXPECT_TRUE(holds("(-9223372036854775807 - 1) % x == 0", {std::int64_t{-1}}));
+  EXPECT_TRUE(holds("abs(-9223372036854775807 - 1) > 0", {}));
+  EXPECT_TRUE(holds("-(-9223372036854775807 - 1) > 0", {}));
+  EXPECT_TRUE(holds("int(1e300) > 0", {}));
+  EXPECT_TRUE(same_value(eval("int(-2.5)"), Value(std::int64_t{-2})));
+  EXPECT_TRUE(same_value(eval("round(2.5)"), Value(std::int64_t{2})));
+  EXPECT_TRUE(same_value(eval("x - 1", {big}), Value(big - 1)));
+}
+
+TEST(Expression, NestingIsBoundedNotAStackOverflow) {
+  const auto deep_error = [](const std::string& text) {
+    try {
+      Expression::parse(text);
+    } catch (const ParseError& e) {
+      return std::string(e.what());
+    }
+    return std::string("parsed");
+  };
+  const auto nested = [](int n) {
+    return std::string(n, '(') + "x" + std::string(n, ')') + " > 1";
+  };
+  EXPECT_EQ(deep_error(nested(100)), "parsed");
+  EXPECT_NE(deep_error(nested(100000)).find("nests more than 200 levels"), std::string::npos);
+  std::string chain = "x";
+  for (int k = 0; k < 50000; ++k) chain += " + x";
+  EXPECT_NE(deep_error(chain + " > 1").find("nests more than"), std::string::npos);
+  std::string nots;
+  for (int k = 0; k < 100000; ++k) nots += "not ";
+  EXPECT_NE(deep_error(nots + "x").find("nests more than"), std::string::npos);
+  EXPECT_NE(deep_error(std::string(30000, '-') + "x > 1").find("nests more than"),
+            std::string::npos);
+  std::string powers;
+  for (int k = 0; k < 100000; ++k) powers += "2 ** ";
+  EXPECT_NE(deep_error(powers + "1 > 0").find("nests more than"), std::string::npos);
+  // A realistic constraint is nowhere near the bound.
+  EXPECT_EQ(deep_error("32 <= bx * by <= 1024 and (tile_x * bx) % 32 == 0 or not use_smem"),
+            "parsed");
 }
 
 }  // namespace
