@@ -29,8 +29,8 @@ Json parse_json_text(std::string_view text, std::string_view what) {
     return Json::parse(text, limit_depth);
   } catch (const nlohmann::json::parse_error& e) {
     const std::size_t position = e.byte > 0 ? e.byte - 1 : 0;
-    throw ParseError(std::string(what) + " is not valid JSON (at byte " +
-                         std::to_string(e.byte) + "): " + without_exception_tag(e.what()),
+    throw ParseError(std::string(what) + " is not valid JSON (at byte " + std::to_string(e.byte) +
+                         "): " + without_exception_tag(e.what()),
                      position);
   } catch (const nlohmann::json::out_of_range& e) {
     // 406: a number literal such as 1e999 that no double holds.

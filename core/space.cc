@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -235,8 +236,10 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
       throw InvalidInput("parameter '" + p.name + "' is declared twice");
     }
     if (p.kind == ParamKind::real) {
-      if (!(p.low < p.high) || !std::isfinite(p.low) || !std::isfinite(p.high)) {
-        throw InvalidInput("parameter '" + p.name + "': a real parameter needs finite low < high");
+      if (!(p.low < p.high) || !std::isfinite(p.high - p.low)) {
+        throw InvalidInput("parameter '" + p.name +
+                           "': a real parameter needs finite low < high, with high - low "
+                           "within a double's range (about 1.8e308)");
       }
       if (p.log_scale && p.low <= 0) {
         throw InvalidInput("parameter '" + p.name + "': a log-scale parameter needs low > 0");
@@ -244,14 +247,22 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
     } else {
       if (p.values.empty()) throw InvalidInput("parameter '" + p.name + "' has no values");
       // Numbers compare by value (2 == 2.0), strings by text.
+      // Configuration keys and exports write values as text: 1 and "1" would be one value.
       std::set<double> numbers;
       std::set<std::string> strings;
+      std::map<std::string, Value> texts;
       for (const auto& v : p.values) {
         const bool fresh = is_number(v) ? numbers.insert(as_double(v)).second
                                         : strings.insert(std::get<std::string>(v)).second;
         if (!fresh) {
           throw InvalidInput("parameter '" + p.name + "' lists the value " + to_string(v) +
                              " twice");
+        }
+        const auto [known, added] = texts.emplace(to_string(v), v);
+        if (!added) {
+          throw InvalidInput("parameter '" + p.name + "' lists the number and the string " +
+                             to_string(v) +
+                             ", which configuration keys and exports cannot tell apart; keep one");
         }
       }
       if (p.kind != ParamKind::categorical &&

@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "core/error.h"
 
@@ -35,6 +37,13 @@ nlohmann::json to_json(const Value& v) {
 }
 
 Value value_from_json(const nlohmann::json& j) {
+  if (j.is_number_unsigned() &&
+      j.get<std::uint64_t>() >
+          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    throw InvalidInput("integer " + j.dump() +
+                       " is out of range; integers must lie within -2^63 .. 2^63-1 "
+                       "(-9223372036854775808 .. 9223372036854775807)");
+  }
   if (j.is_number_integer()) return j.get<std::int64_t>();
   if (j.is_number_float()) {
     const double d = j.get<double>();

@@ -186,6 +186,41 @@ TEST(SearchSpace, MalformedSpaceFilesAreExplained) {
   EXPECT_THROW(SearchSpace::load(dir.file("missing.json")), IoError);
 }
 
+TEST(SearchSpace, ValuesThatCannotBeStoredFaithfullyAreRefused) {
+  const auto error = [](const std::string& text) {
+    try {
+      SearchSpace::from_json(json::parse(text));
+    } catch (const InvalidInput& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // 2^64 - 1 became -1 on the way to an int64.
+  EXPECT_NE(error(R"({"parameters": [{"name": "a", "values": [18446744073709551615, 1]}]})")
+                .find("out of range"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"parameters": [{"name": "a", "type": "integer", "low": 0,
+                      "high": 9223372036854775806}]})")
+                .find("within +-2^53"),
+            std::string::npos);
+  // high - low overflows to infinity: nothing could ever be sampled.
+  EXPECT_NE(error(R"({"parameters": [{"name": "r", "type": "real", "low": -9e307,
+                      "high": 9e307}]})")
+                .find("within a double's range"),
+            std::string::npos);
+  EXPECT_EQ(error(R"({"parameters": [{"name": "r", "type": "real", "low": -1e300,
+                      "high": 1e300}]})"),
+            "accepted");
+  // Keys and exports write 1 and "1" alike.
+  EXPECT_NE(error(R"({"parameters": [{"name": "c", "type": "categorical",
+                      "values": [1, "1", 2.5]}]})")
+                .find("cannot tell apart"),
+            std::string::npos);
+  EXPECT_EQ(error(R"({"parameters": [{"name": "c", "type": "categorical",
+                      "values": [1, "one", 2.5]}]})"),
+            "accepted");
+}
+
 TEST(SearchSpace, ConfigurationJsonIsChecked) {
   auto s = discrete_space();
   auto c = s.config_from_json(json{{"bx", 32}, {"by", 2}, {"fmt", "csr"}});
