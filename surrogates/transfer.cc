@@ -116,7 +116,8 @@ std::uint64_t hash_values(std::span<const double> values, std::uint64_t seed) {
 }
 
 std::uint64_t SourceData::key() const {
-  return hash_values(y, hash_matrix(x, 0xcbf29ce484222325ULL));
+  const std::uint64_t named = hash_bytes(name.data(), name.size(), 0xcbf29ce484222325ULL);
+  return hash_values(y, hash_matrix(x, named));
 }
 
 std::vector<std::size_t> subsample_indices(const Matrix& x, std::span<const double> y,

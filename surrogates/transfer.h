@@ -61,7 +61,9 @@ struct SourceData {
   std::vector<double> y;
 
   std::size_t size() const { return y.size(); }
-  /// Content hash of x and y.
+  /// Content hash of name, x and y. The name is part of it: the models cached under a key
+  /// carry their source's name into the ensemble weights users read, and two machines whose
+  /// data transform alike (the copula of times that differ by a factor) are two sources.
   std::uint64_t key() const;
 };
 

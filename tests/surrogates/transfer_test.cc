@@ -130,9 +130,16 @@ TEST(SourceModelCache, FitsOncePerSourceAndRestoresSavedHyperparameters) {
   t2.join();
   EXPECT_EQ(cache.fit_count(), 2u);
 
+  // Two machines with the same data (after the copula, times that differ by a factor) are
+  // two sources: each model keeps its own name for the weights users read.
+  const auto twin = cache.model(source("twin", x, bowl(x)), options);
+  EXPECT_EQ(twin->name(), "twin");
+  EXPECT_EQ(cache.model(data, options)->name(), "bowl");
+  EXPECT_EQ(cache.fit_count(), 3u);
+
   // Saved hyperparameters: a fresh cache conditions instead of fitting, same predictions.
   const nlohmann::json saved = cache.to_json();
-  ASSERT_EQ(saved.size(), 2u);
+  ASSERT_EQ(saved.size(), 3u);
   SourceModelCache restored;
   restored.load(nlohmann::json::parse(saved.dump()));
   const auto c = restored.model(data, options);
