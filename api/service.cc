@@ -51,6 +51,17 @@ std::string checked_name(JsonReader& r, const std::string& key, bool required) {
   return *name;
 }
 
+std::optional<std::string> checked_query_name(const Request& request, const std::string& key) {
+  auto value = request.query_value(key);
+  if (!value) return std::nullopt;
+  try {
+    db::check_name(*value, "query parameter \"" + key + "\"");
+  } catch (const InvalidInput& e) {
+    throw FieldError("query." + key, e.what());
+  }
+  return value;
+}
+
 std::int64_t integer_query(const Request& request, const std::string& name) {
   const auto text = *request.query_value(name);
   std::int64_t v = 0;
@@ -388,6 +399,11 @@ void Service::add_routes() {
     r.changes_measurements = true;
     r.body_limit = kMaxImportBytes;
     r.query = {{"machine", "string", false, "machine name (default: the file's device_name)", {}},
+               {"kernel",
+                "string",
+                false,
+                "kernel name (default: the file's kernel_name; T4 files have none)",
+                {}},
                {"study_name", "string", false, "name of the new study", {}}};
     r.request_content_type = "application/octet-stream";
     r.request_schema = {{"type", "string"}, {"format", "binary"}};
@@ -922,26 +938,21 @@ Response Service::import_file(Request& request) {
     throw FieldError("body", e.what());
   }
   db::ImportOptions options;
-  if (auto m = request.query_value("machine")) {
-    try {
-      db::check_name(*m, "query parameter \"machine\"");
-    } catch (const InvalidInput& e) {
-      throw FieldError("query.machine", e.what());
-    }
-    options.machine_name = *m;
-  }
+  options.machine_name = checked_query_name(request, "machine").value_or("");
+  options.kernel_name = checked_query_name(request, "kernel").value_or("");
   if (auto s = request.query_value("study_name")) options.study_name = *s;
   options.client_id = "import:" + request.token_name;
   const auto result = store_.import_dataset(dataset, options);
-  return Response::json({{"machine_id", result.machine.value},
-                         {"kernel_id", result.kernel.value},
-                         {"kernel", dataset.kernel_name},
-                         {"task_id", result.task.value},
-                         {"study_id", result.study.value},
-                         {"trials", result.trials},
-                         {"failed", result.failed},
-                         {"format", dataset.format}},
-                        201);
+  return Response::json(
+      {{"machine_id", result.machine.value},
+       {"kernel_id", result.kernel.value},
+       {"kernel", options.kernel_name.empty() ? dataset.kernel_name : options.kernel_name},
+       {"task_id", result.task.value},
+       {"study_id", result.study.value},
+       {"trials", result.trials},
+       {"failed", result.failed},
+       {"format", dataset.format}},
+      201);
 }
 
 Response Service::export_study(Request& request) {

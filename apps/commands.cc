@@ -44,6 +44,15 @@ std::string objective_text(const db::StudyRecord& study, double value) {
   return format_objective(value, study.objective == "time" ? unit : "");
 }
 
+// A failure message (a program's stderr, say) on one table line: control characters become
+// spaces.
+std::string one_line(std::string text) {
+  for (auto& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return text;
+}
+
 // "  GFLOP/s 9.13  GB/s 70.3" from an evaluator's metrics, when it reports them.
 std::string throughput(const nlohmann::json& metrics) {
   std::ostringstream os;
@@ -91,13 +100,14 @@ void print_sweep_summary(const SweepSummary& s) {
   std::cout << "objective:  " << format_objective(s.best->result.objective, s.unit)
             << throughput(s.best->result.metrics) << "\n";
   if (s.default_result && s.default_result->result.ok()) {
-    const double speedup = s.default_result->result.objective / s.best->result.objective;
     std::cout << "default:    " << format_objective(s.default_result->result.objective, s.unit)
               << throughput(s.default_result->result.metrics) << "\n";
-    std::cout << "speedup:    " << std::fixed << std::setprecision(2) << speedup
-              << "x over the default configuration\n";
+    if (const auto speedup = s.speedup()) {
+      std::cout << "speedup:    " << std::fixed << std::setprecision(2) << *speedup
+                << "x over the default configuration\n";
+    }
   } else if (s.default_result) {
-    std::cout << "default:    failed (" << s.default_result->result.message << ")\n";
+    std::cout << "default:    failed (" << one_line(s.default_result->result.message) << ")\n";
   }
 }
 
@@ -205,8 +215,7 @@ void add_sweep_command(CLI::App& app) {
       if (summary.default_result && summary.default_result->result.ok() && summary.best) {
         j["default_objective"] = summary.default_result->result.objective;
         j["default_metrics"] = summary.default_result->result.metrics;
-        j["speedup_over_default"] =
-            summary.default_result->result.objective / summary.best->result.objective;
+        if (const auto speedup = summary.speedup()) j["speedup_over_default"] = *speedup;
       }
       std::cout << j.dump(2) << "\n";
     } else {
@@ -312,7 +321,7 @@ void add_query_commands(CLI::App& app) {
                   << (t.result.ok() ? objective_text(study, t.result.objective) : "-") << "  "
                   << t.config.dump();
         if (!t.result.ok() && !t.result.message.empty())
-          std::cout << "  (" << t.result.message << ")";
+          std::cout << "  (" << one_line(t.result.message) << ")";
         std::cout << "\n";
       }
       std::cout << trials.size() << " trials; * marks a new best\n";
@@ -376,22 +385,25 @@ void add_query_commands(CLI::App& app) {
   // --- import
   {
     struct Args {
-      std::string file, db = kDefaultDb, machine;
+      std::string file, db = kDefaultDb, machine, kernel;
     };
     auto args = std::make_shared<Args>();
     auto* cmd = app.add_subcommand(
         "import", "Store a Kernel Tuner cache (.json/.json.gz) or T4 file as measurements");
     cmd->add_option("file", args->file, "The file to import")->required();
     cmd->add_option("--machine", args->machine, "Machine name (default: the file's device)");
+    cmd->add_option("--kernel", args->kernel,
+                    "Kernel name (default: the file's kernel_name; T4 files have none)");
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->callback([args] {
       const auto dataset = read_measurements(args->file);
       db::Store store(args->db);
       db::ImportOptions options;
       options.machine_name = args->machine;
+      options.kernel_name = args->kernel;
       const auto result = store.import_dataset(dataset, options);
       std::cout << "imported " << result.trials << " trials (" << result.failed << " failed) of "
-                << dataset.kernel_name << " on "
+                << (args->kernel.empty() ? dataset.kernel_name : args->kernel) << " on "
                 << (args->machine.empty() ? dataset.device_name : args->machine) << " as study "
                 << result.study.value << "\n";
     });

@@ -34,6 +34,32 @@ nlohmann::json gpu_options(const EvaluatorSpec& spec) {
   return options;
 }
 
+// A file or program given to a kernel that does not read it would be silently ignored (a
+// replay "with --space" searching the file's own space): refuse it, naming who reads it.
+void reject_unused_options(const EvaluatorSpec& spec) {
+  const bool gpu = spec.kernel.rfind("opencl-", 0) == 0 || spec.kernel.rfind("cuda-", 0) == 0;
+  const struct {
+    const char* flag;
+    bool given;
+    bool used;
+    const char* used_by;
+  } options[] = {
+      {"--matrix", !spec.matrix.empty(), spec.kernel == "spmv" || spec.kernel == "petsc" || gpu,
+       "spmv, petsc and the GPU kernels"},
+      {"--cmd", !spec.command.empty(), spec.kernel == "command", "command"},
+      {"--space", !spec.space_file.empty(), spec.kernel == "command",
+       "command (replay searches its file's own configurations)"},
+      {"--regex", !spec.regex.empty(), spec.kernel == "command", "command"},
+      {"--replay", !spec.replay_file.empty(), spec.kernel == "replay", "replay"},
+  };
+  for (const auto& o : options) {
+    if (o.given && !o.used) {
+      throw InvalidInput(std::string(o.flag) + " is not used by --kernel " + spec.kernel +
+                         "; it is read by " + o.used_by);
+    }
+  }
+}
+
 }  // namespace
 
 std::string known_kernels() {
@@ -71,6 +97,7 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
   cmd.add_option("--regex", spec.regex,
                  "Objective = first capture group of this regex in stdout (default: last number)");
   cmd.add_option("--timeout", spec.timeout_seconds, "Seconds before a command is killed")
+      ->check(CLI::Range(0.001, 365.0 * 24 * 3600))
       ->capture_default_str();
   cmd.add_flag("--maximize", spec.maximize, "Higher objective is better (command evaluator)");
   cmd.add_option("--replay", spec.replay_file,
@@ -79,6 +106,7 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
 }
 
 std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
+  reject_unused_options(spec);
   if (spec.kernel == "spmv") {
     SpmvOptions options;
     if (spec.repeats > 0) options.repeats = spec.repeats;

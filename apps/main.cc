@@ -7,6 +7,7 @@
 
 #include "apps/cli.h"
 #include "core/error.h"
+#include "kernels/command.h"
 
 namespace tunebase::cli {
 
@@ -15,6 +16,7 @@ std::atomic<bool> g_interrupted{false};
 namespace {
 extern "C" void on_signal(int sig) {
   if (g_interrupted.exchange(true)) {
+    kill_running_commands();  // they run in their own process groups: none may outlive us
     std::signal(sig, SIG_DFL);
     std::raise(sig);
   }

@@ -103,6 +103,14 @@ db::StudyRecord find_or_create_study(db::Store& store, const SweepOptions& optio
 
 }  // namespace
 
+std::optional<double> SweepSummary::speedup() const {
+  if (!best || !default_result || !default_result->result.ok()) return std::nullopt;
+  const double b = best->result.objective;
+  const double d = default_result->result.objective;
+  if (!(b > 0.0 && d > 0.0)) return std::nullopt;  // a ratio of signed values means nothing
+  return minimize ? d / b : b / d;
+}
+
 std::string format_objective(double value, const std::string& unit) {
   if (unit == "s") return format_seconds(value);
   if (unit == "ms") return format_seconds(value * 1e-3);
@@ -114,7 +122,9 @@ std::string format_objective(double value, const std::string& unit) {
 std::string format_seconds(double s) {
   char buf[32];
   if (!std::isfinite(s)) return "n/a";
-  if (s < 1e-6)
+  if (s <= 0.0)  // not a duration: the number as it is
+    std::snprintf(buf, sizeof buf, "%.6g s", s);
+  else if (s < 1e-6)
     std::snprintf(buf, sizeof buf, "%.1f ns", s * 1e9);
   else if (s < 1e-3)
     std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
@@ -181,6 +191,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   summary.study = study.id;
   summary.study_name = study.name;
   summary.unit = evaluator.objective_unit();
+  summary.minimize = evaluator.minimize();
   const Configuration default_config = space.default_configuration();
   const auto default_key = space.key(default_config);
   for (const auto& o : finished) {

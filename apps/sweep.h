@@ -40,6 +40,11 @@ struct SweepSummary {
   std::optional<Observation> default_result;
   nlohmann::json best_config;
   std::string unit = "s";  ///< of the objective
+  bool minimize = true;
+
+  /// How many times better the best is than the default configuration (default / best when
+  /// minimising, best / default when maximising); none without two positive objectives.
+  std::optional<double> speedup() const;
   std::string strategy;
   /// Prior sources (machine or file names) and their number of measurements.
   std::vector<std::pair<std::string, std::size_t>> priors;

@@ -1019,8 +1019,15 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
   std::lock_guard lock(impl_->mutex);
   const std::string machine_name =
       options.machine_name.empty() ? dataset.device_name : options.machine_name;
-  const std::string what = "importing " + dataset.kernel_name + " measurements of " + machine_name;
-  check_name(dataset.kernel_name, "the dataset's kernel name");
+  const std::string kernel_name =
+      options.kernel_name.empty() ? dataset.kernel_name : options.kernel_name;
+  const std::string what = "importing " + kernel_name + " measurements of " + machine_name;
+  if (kernel_name.empty()) {
+    throw InvalidInput(
+        "the measurements name no kernel (T4 files have none); give one: "
+        "tunebase import --kernel NAME, or POST /v1/import?kernel=NAME");
+  }
+  check_name(kernel_name, "the kernel name");
   check_name(machine_name,
              options.machine_name.empty()
                  ? "the machine name (the file's device_name; give one to override it)"
@@ -1040,17 +1047,16 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
     machine = impl_->insert_or_update_machine(info, /*update_fingerprint=*/false);
   }
   result.machine = machine->id;
-  result.kernel = impl_->upsert_kernel(dataset.kernel_name, dataset.space).id;
+  result.kernel = impl_->upsert_kernel(kernel_name, dataset.space).id;
   result.task = impl_
-                    ->upsert_task(dataset.kernel_name, {{"problem_size", dataset.problem_size}},
+                    ->upsert_task(kernel_name, {{"problem_size", dataset.problem_size}},
                                   nlohmann::json::object())
                     .id;
 
   NewStudy study;
-  study.name = options.study_name.empty()
-                   ? "import " + dataset.kernel_name + " on " + machine_name + " (task " +
-                         std::to_string(result.task.value) + ")"
-                   : options.study_name;
+  study.name = options.study_name.empty() ? "import " + kernel_name + " on " + machine_name +
+                                                " (task " + std::to_string(result.task.value) + ")"
+                                          : options.study_name;
   study.kernel = result.kernel;
   study.machine = result.machine;
   study.task = result.task;

@@ -221,6 +221,8 @@ struct TrialCounts {
 struct ImportOptions {
   /// Name of the machine to file the measurements under; default: the dataset's device_name.
   std::string machine_name;
+  /// Name of the kernel; default: the dataset's kernel_name (T4 files have none).
+  std::string kernel_name;
   /// Name of the new study; default "import <kernel> on <machine> (task <id>)".
   std::string study_name;
   /// client_id recorded on every imported trial.

@@ -8,12 +8,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
@@ -165,7 +168,40 @@ int milliseconds_left(Clock::time_point deadline) {
   return static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, kPollMilliseconds));
 }
 
+// Process groups of the running commands (0: a free slot), for kill_running_commands. A few
+// slots: evaluators run commands one at a time, benchmarks a few in parallel at most.
+constexpr std::size_t kRunningSlots = 64;
+std::array<std::atomic<pid_t>, kRunningSlots> g_running{};
+
+// Registers a running group for as long as it lives.
+class RunningGroup {
+ public:
+  explicit RunningGroup(pid_t group) {
+    for (auto& slot : g_running) {
+      pid_t free = 0;
+      if (slot.compare_exchange_strong(free, group)) {
+        slot_ = &slot;
+        return;
+      }
+    }
+  }
+  ~RunningGroup() {
+    if (slot_) slot_->store(0);
+  }
+  RunningGroup(const RunningGroup&) = delete;
+  RunningGroup& operator=(const RunningGroup&) = delete;
+
+ private:
+  std::atomic<pid_t>* slot_ = nullptr;
+};
+
 }  // namespace
+
+void kill_running_commands() noexcept {
+  for (auto& slot : g_running) {
+    if (const pid_t group = slot.load(); group > 0) ::kill(-group, SIGKILL);
+  }
+}
 
 CommandResult run_command(const std::string& command, const std::vector<std::string>& environment,
                           double timeout_seconds, const std::string& working_directory) {
@@ -229,6 +265,7 @@ CommandResult run_command(const std::string& command, const std::vector<std::str
   }
   out_write.reset();
   err_write.reset();
+  std::optional<RunningGroup> running(std::in_place, pid);
 
   CommandResult result;
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
@@ -248,6 +285,7 @@ CommandResult run_command(const std::string& command, const std::vector<std::str
   }
   // Whatever the shell left running in its group goes with it.
   ::kill(-pid, SIGKILL);
+  running.reset();  // before the reap: a reaped pid may be reused by another group
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -303,10 +341,15 @@ CommandEvaluator::CommandEvaluator(SearchSpace space, std::string command_templa
     : space_(std::move(space)),
       template_(std::move(command_template)),
       options_(std::move(options)) {
-  if (template_.empty()) throw InvalidInput("command: the command template is empty");
-  if (!(options_.timeout_seconds > 0.0)) {
-    throw InvalidInput("command: timeout must be positive, got " +
-                       std::to_string(options_.timeout_seconds) + " s");
+  if (template_.find_first_not_of(" \t\r\n") == std::string::npos) {
+    throw InvalidInput("command: the command template is empty");
+  }
+  // A steady-clock deadline in nanoseconds overflows past about 292 years; a year is plenty.
+  constexpr double kMaxTimeoutSeconds = 365.0 * 24 * 3600;
+  if (!(options_.timeout_seconds > 0.0 && options_.timeout_seconds <= kMaxTimeoutSeconds)) {
+    throw InvalidInput("command: timeout must be a positive number of seconds up to " +
+                       std::to_string(static_cast<long long>(kMaxTimeoutSeconds)) +
+                       " (a year), got " + std::to_string(options_.timeout_seconds));
   }
   if (options_.repeats < 1) {
     throw InvalidInput("command: repeats must be at least 1, got " +

@@ -308,6 +308,13 @@ TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   const auto unknown = c.get("/v1/best?kernel=nothing&machine=gpu-new");
   EXPECT_EQ(unknown.status, 404);
   EXPECT_THAT(unknown.json()["error"]["message"].get<std::string>(), HasSubstr("nothing measured"));
+
+  // The kernel can be named (T4 files have no kernel name; here it renames the cache's).
+  const auto renamed = c.request("POST", "/v1/import?machine=gpu-c&kernel=conv2d",
+                                 kernel_tuner_cache("GPU C", 3.0), server.token);
+  ASSERT_EQ(renamed.status, 201) << renamed.body;
+  EXPECT_EQ(renamed.json()["kernel"], "conv2d");
+  EXPECT_EQ(c.get("/v1/best?kernel=conv2d&machine=gpu-c").status, 200);
 }
 
 TEST(ApiServer, StudiesLearnFromOtherMachinesUnlessToldNotTo) {

@@ -160,6 +160,52 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
   EXPECT_NE(slurp(dir_.file("o")).find("interrupted"), std::string::npos);
 }
 
+// Alive, and not a zombie waiting for a reaper.
+bool process_running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return false;
+  const auto close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
+}
+
+TEST_F(Cli, ASecondInterruptEndsAtOnceAndTakesTheCommandWithIt) {
+  const auto space = dir_.file("space.json");
+  std::ofstream(space)
+      << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 9}]})";
+  const auto child_pid = dir_.file("child.pid");
+  const std::string cmd = std::string(TUNEBASE_CLI) + " sweep --kernel command --space " + space +
+                          " --cmd 'sleep 30 & echo $! > " + child_pid +
+                          "; wait' --budget 3 --no-progress --db " + db() + " >" + dir_.file("o") +
+                          " 2>" + dir_.file("e");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  pid_t sleeper = 0;
+  for (int k = 0; k < 100 && sleeper == 0; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream(child_pid) >> sleeper;
+  }
+  ASSERT_GT(sleeper, 0) << slurp(dir_.file("e"));
+  ASSERT_TRUE(process_running(sleeper));
+  kill(pid, SIGINT);  // the first waits for the trial...
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  kill(pid, SIGINT);  // ...the second does not, and must not leave the command behind
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status));
+  bool gone = false;
+  for (int k = 0; k < 50 && !gone; ++k) {
+    gone = !process_running(sleeper);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone) << "the command's process " << sleeper << " outlived tunebase";
+  if (!gone) kill(sleeper, SIGKILL);
+}
+
 // A Kernel Tuner cache of a toy kernel on `device`: t(a, b) = scale * (1 + (a - 3)^2 + (b -
 // best_b)^2) ms over a, b in 0..7.
 std::string toy_cache(const std::string& device, double scale, int best_b) {
@@ -297,6 +343,42 @@ TEST_F(Cli, BadArgumentsNeverAbortNorLeaveAStudyBehind) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot write"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("strategy"), std::string::npos) << "ran before checking its output";
+}
+
+TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
+  const auto target = dir_.file("toy.json");
+  std::ofstream(target) << toy_cache("TestGPU", 1.0, 5);
+  const auto space = dir_.file("space.json");
+  std::ofstream(space)
+      << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 3}]})";
+  auto r = run("sweep --kernel replay --replay " + target + " --space " + space + " --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--space is not used by --kernel replay"), std::string::npos) << r.err;
+  r = run("sweep --kernel command --space " + space + " --cmd 'echo {x}' --timeout 1e11 --db " +
+          db());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--timeout"), std::string::npos) << r.err;
+
+  // A zero objective is shown as a number, and no speedup is made of it.
+  r = run("sweep --kernel command --space " + space +
+          " --cmd 'echo 0' --budget 2 --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("objective:  0 s"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("speedup"), std::string::npos) << r.out;
+
+  // T4 files name no kernel: the import says how to give one.
+  const auto t4 = dir_.file("results_T4.json");
+  std::ofstream(t4) << R"({"schema_version": "1.0.0", "results": [
+      {"configuration": {"bs": 32}, "invalidity": "correct", "correctness": 1,
+       "measurements": [{"name": "time", "value": 2.5, "unit": "ms"}]},
+      {"configuration": {"bs": 64}, "invalidity": "compile", "correctness": 0}]})";
+  r = run("import " + t4 + " --machine gpu --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--kernel NAME"), std::string::npos) << r.err;
+  r = run("import " + t4 + " --machine gpu --kernel reduce --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("imported 2 trials (1 failed) of reduce on gpu"), std::string::npos)
+      << r.out;
 }
 
 }  // namespace
