@@ -678,6 +678,7 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
       if (def) idef = whole(as_double(*def), "\"default\"");
       params.push_back(integer_range(name, whole(number("low"), "\"low\""),
                                      whole(number("high"), "\"high\""), step, idef));
+      params.back().log_scale = log_scale;  // checked with the others: values must be > 0
     } else if (type == "ordinal") {
       params.push_back(ordinal(name, values_from_json(pj.value("values", nlohmann::json()), here),
                                def, log_scale));

@@ -219,6 +219,14 @@ TEST(SearchSpace, ValuesThatCannotBeStoredFaithfullyAreRefused) {
   EXPECT_EQ(error(R"({"parameters": [{"name": "c", "type": "categorical",
                       "values": [1, "one", 2.5]}]})"),
             "accepted");
+  // "log" on an integer range is honoured (it was dropped), so it needs positive values.
+  EXPECT_NE(error(R"({"parameters": [{"name": "n", "type": "integer", "low": 0, "high": 64,
+                      "log": true}]})")
+                .find("needs values > 0"),
+            std::string::npos);
+  const auto logged = SearchSpace::from_json(json::parse(
+      R"({"parameters": [{"name": "n", "type": "integer", "low": 1, "high": 64, "log": true}]})"));
+  EXPECT_TRUE(logged.parameters()[0].log_scale);
 }
 
 TEST(SearchSpace, ConfigurationJsonIsChecked) {
