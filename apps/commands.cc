@@ -338,7 +338,7 @@ void add_query_commands(CLI::App& app) {
         const auto counts = store.trial_counts(s.id);
         std::cout << std::setw(4) << s.id.value << "  " << s.name << "  [" << s.kernel_name
                   << " on " << s.machine_name << ", " << s.strategy << ", " << counts.total
-                  << " trials, " << counts.ok << " ok]\n";
+                  << " trials, " << counts.ok << " ok, " << db::to_string(s.status) << "]\n";
       }
     });
   }

@@ -82,7 +82,8 @@ db::StudyRecord find_or_create_study(db::Store& store, const SweepOptions& optio
           existing->task_id != task.id) {
         throw Conflict("study '" + options.study_name + "' tunes " + existing->kernel_name +
                        " on " + existing->machine_name +
-                       " with another space, machine or input; choose another --study name");
+                       " with another space, machine or input (a command's input includes its "
+                       "command line); choose another --study name");
       }
       return *existing;
     }
@@ -169,6 +170,11 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
       find_or_create_study(store, options, kernel, machine, task, evaluator.minimize(), strategy,
                            evaluator.objective_unit());
 
+  if (!options.strategy.empty() && options.strategy != study.strategy) {
+    std::cerr << "note: study '" << study.name << "' keeps its strategy " << study.strategy
+              << "; --strategy " << options.strategy << " applies to new studies\n";
+  }
+
   SessionOptions session_options;
   session_options.strategy = study.strategy;
   session_options.priors = priors;
@@ -218,6 +224,11 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     progress.update(session.observations().size(), summary.evaluated, best_text());
   };
 
+  // A study resumed with a larger budget is active again until it is spent.
+  if (study.status == db::StudyStatus::completed &&
+      session.observations().size() < options.budget) {
+    store.set_study_status(study.id, db::StudyStatus::active);
+  }
   // The default configuration first: the baseline every tuned result is compared with.
   const bool default_measurable =
       space.is_valid(default_config) && (!evaluator.candidates() || session.candidate_count());
@@ -237,6 +248,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     evaluate_and_store(batch.front());
   }
   progress.finish();
+  if (!g_interrupted) store.set_study_status(study.id, db::StudyStatus::completed);
 
   summary.interrupted = g_interrupted;
   summary.strategy = study.strategy;

@@ -56,12 +56,16 @@ TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
   EXPECT_NE(r.out.find("best:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("speedup"), std::string::npos) << r.out;
   EXPECT_EQ(trials("s1").size(), 6u);
-  // The default configuration is measured first, as the baseline.
+  r = run("studies --db " + db());
+  EXPECT_NE(r.out.find("6 trials, 6 ok, completed]"), std::string::npos) << r.out;
+  // The default configuration is measured first, as the baseline. A resumed study keeps its
+  // strategy, and says so when another is asked for.
   r =
-      run("sweep --kernel spmv --problem laplacian2d --size 24 --strategy random --budget 9 "
+      run("sweep --kernel spmv --problem laplacian2d --size 24 --strategy lhs --budget 9 "
           "--repeats 3 --study s1 --no-progress --db " +
           db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("keeps its strategy random"), std::string::npos) << r.err;
   const auto all = trials("s1");
   EXPECT_EQ(all.size(), 9u);
   std::set<std::string> configs;
