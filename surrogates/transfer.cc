@@ -59,7 +59,7 @@ Subsampled subsample(const SourceData& data, const SourceModelOptions& options) 
     throw InvalidInput("source '" + data.name + "': " + std::to_string(data.x.nr()) + " rows but " +
                        std::to_string(data.size()) + " objective values");
   }
-  Rng rng(options.seed ^ data.key());
+  Rng rng(options.seed ^ data.content_key());
   const auto keep = subsample_indices(data.x, data.y, options.subsample, rng);
   Subsampled s;
   s.x = select_rows(data.x, keep);
@@ -115,9 +115,12 @@ std::uint64_t hash_values(std::span<const double> values, std::uint64_t seed) {
   return hash_bytes(values.data(), values.size_bytes(), seed);
 }
 
+std::uint64_t SourceData::content_key() const {
+  return hash_values(y, hash_matrix(x, 0xcbf29ce484222325ULL));
+}
+
 std::uint64_t SourceData::key() const {
-  const std::uint64_t named = hash_bytes(name.data(), name.size(), 0xcbf29ce484222325ULL);
-  return hash_values(y, hash_matrix(x, named));
+  return hash_bytes(name.data(), name.size(), content_key());
 }
 
 std::vector<std::size_t> subsample_indices(const Matrix& x, std::span<const double> y,
@@ -190,7 +193,7 @@ std::uint64_t SourceModelOptions::key() const {
 
 SourceModel SourceModel::fit(const SourceData& data, const SourceModelOptions& options) {
   Subsampled s = subsample(data, options);
-  Rng rng(options.seed ^ data.key() ^ 0x5bd1e995ULL);
+  Rng rng(options.seed ^ data.content_key() ^ 0x5bd1e995ULL);
   SourceModel m;
   m.name_ = data.name;
   m.key_ = data.key() ^ (options.key() * kFnvPrime);

@@ -61,9 +61,12 @@ struct SourceData {
   std::vector<double> y;
 
   std::size_t size() const { return y.size(); }
-  /// Content hash of name, x and y. The name is part of it: the models cached under a key
-  /// carry their source's name into the ensemble weights users read, and two machines whose
-  /// data transform alike (the copula of times that differ by a factor) are two sources.
+  /// Hash of x and y: seeds the subsample and the fit, so a model depends on its data only.
+  std::uint64_t content_key() const;
+  /// content_key and the name: what models are cached under. The name is part of it because
+  /// a cached model carries its source's name into the ensemble weights users read, and two
+  /// machines whose data transform alike (the copula of times that differ by a factor) are
+  /// two sources.
   std::uint64_t key() const;
 };
 
