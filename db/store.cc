@@ -1027,6 +1027,11 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
         "the measurements name no kernel (T4 files have none); give one: "
         "tunebase import --kernel NAME, or POST /v1/import?kernel=NAME");
   }
+  if (machine_name.empty()) {
+    throw InvalidInput(
+        "the measurements name no device (T4 files have none); give the machine: "
+        "tunebase import --machine NAME, or POST /v1/import?machine=NAME");
+  }
   check_name(kernel_name, "the kernel name");
   check_name(machine_name,
              options.machine_name.empty()

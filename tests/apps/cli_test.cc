@@ -379,6 +379,9 @@ TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   r = run("import " + t4 + " --machine gpu --db " + db());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--kernel NAME"), std::string::npos) << r.err;
+  r = run("import " + t4 + " --kernel reduce --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--machine NAME"), std::string::npos) << r.err;
   r = run("import " + t4 + " --machine gpu --kernel reduce --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("imported 2 trials (1 failed) of reduce on gpu"), std::string::npos)
