@@ -20,7 +20,6 @@ constexpr double kDefaultLeaseSeconds = 3600.0;
 constexpr double kMaxLeaseSeconds = 7 * 24 * 3600.0;
 constexpr std::size_t kMaxPredictConfigs = 100000;
 constexpr std::size_t kMaxMeasurementsPerRequest = 100000;
-constexpr std::int64_t kMaxBudget = 1'000'000'000;
 constexpr double kMaxCostSeconds = 1e9;
 constexpr auto kPredictedBestTtl = std::chrono::seconds(60);
 // Read-only connections for queries; each serialises its own calls, so a few let the I/O
@@ -40,25 +39,21 @@ std::string bearer_token(const std::string& authorization) {
   return token;
 }
 
+// db::check_name, its error naming the request field.
+void check_name_in(const std::string& name, const std::string& field, const std::string& what) {
+  in_field(field, [&] { db::check_name(name, what); });
+}
+
 std::string checked_name(JsonReader& r, const std::string& key, bool required) {
   auto name = required ? std::optional(r.required_string(key)) : r.optional_string(key);
   if (!name) return {};
-  try {
-    db::check_name(*name, "\"" + r.field(key) + "\"");
-  } catch (const InvalidInput& e) {
-    throw FieldError(r.field(key), e.what());
-  }
+  check_name_in(*name, r.field(key), "\"" + r.field(key) + "\"");
   return *name;
 }
 
 std::optional<std::string> checked_query_name(const Request& request, const std::string& key) {
   auto value = request.query_value(key);
-  if (!value) return std::nullopt;
-  try {
-    db::check_name(*value, "query parameter \"" + key + "\"");
-  } catch (const InvalidInput& e) {
-    throw FieldError("query." + key, e.what());
-  }
+  if (value) check_name_in(*value, "query." + key, "query parameter \"" + key + "\"");
   return value;
 }
 
@@ -585,10 +580,7 @@ Response Service::create_study(Request& request) {
   db::NewStudy study;
   study.name = checked_name(r, "name", false);
   if (!study.name.empty()) {
-    in_field("name", [&] {
-      db::check_study_name(study.name);
-      return 0;
-    });
+    in_field("name", [&] { db::check_study_name(study.name); });
   }
   const auto kernel_name = checked_name(r, "kernel", true);
   const auto* space_json = r.optional_object("space");
@@ -600,7 +592,7 @@ Response Service::create_study(Request& request) {
       r.optional_choice("direction", {"minimize", "maximize"}).value_or("minimize"));
   const auto strategy = r.optional_choice("strategy", strategy_names());
   const auto* strategy_options = r.optional_object("strategy_options");
-  study.budget = r.optional_integer("budget", 1, kMaxBudget);
+  study.budget = r.optional_integer("budget", 1, db::kMaxStudyBudget);
   const bool transfer = r.optional_bool("transfer").value_or(true);
   const auto* prior_machines = r.optional_array("prior_machines");
   const auto seed = r.optional_integer("seed", 0);
@@ -646,7 +638,6 @@ Response Service::create_study(Request& request) {
   if (prior_machines) {
     in_field("prior_machines", [&] {
       require_prior_machines(store_, prior_machines->get<std::vector<std::string>>());
-      return 0;
     });
   }
   const auto kernel = store_.upsert_kernel(kernel_name, *space);
@@ -943,16 +934,15 @@ Response Service::import_file(Request& request) {
   if (auto s = request.query_value("study_name")) options.study_name = *s;
   options.client_id = "import:" + request.token_name;
   const auto result = store_.import_dataset(dataset, options);
-  return Response::json(
-      {{"machine_id", result.machine.value},
-       {"kernel_id", result.kernel.value},
-       {"kernel", options.kernel_name.empty() ? dataset.kernel_name : options.kernel_name},
-       {"task_id", result.task.value},
-       {"study_id", result.study.value},
-       {"trials", result.trials},
-       {"failed", result.failed},
-       {"format", dataset.format}},
-      201);
+  return Response::json({{"machine_id", result.machine.value},
+                         {"kernel_id", result.kernel.value},
+                         {"kernel", result.kernel_name},
+                         {"task_id", result.task.value},
+                         {"study_id", result.study.value},
+                         {"trials", result.trials},
+                         {"failed", result.failed},
+                         {"format", dataset.format}},
+                        201);
 }
 
 Response Service::export_study(Request& request) {

@@ -7,6 +7,8 @@
 #include <limits>
 #include <string>
 
+#include "db/store.h"
+
 namespace tunebase::cli {
 
 /// Exit codes, one per error class (mapped in one place: main.cc).
@@ -20,8 +22,8 @@ enum ExitCode : int {
   kInterrupted = 130,  ///< Ctrl-C: every finished trial is stored
 };
 
-/// The largest --budget any command takes (the API's limit too).
-inline constexpr std::size_t kMaxBudget = 1'000'000'000;
+/// The largest --budget any command takes: the store's limit.
+inline constexpr auto kMaxBudget = static_cast<std::size_t>(db::kMaxStudyBudget);
 
 /// Set by SIGINT/SIGTERM; long loops finish the current step, store it, and stop.
 extern std::atomic<bool> g_interrupted;

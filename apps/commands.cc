@@ -403,8 +403,7 @@ void add_query_commands(CLI::App& app) {
       options.kernel_name = args->kernel;
       const auto result = store.import_dataset(dataset, options);
       std::cout << "imported " << result.trials << " trials (" << result.failed << " failed) of "
-                << (args->kernel.empty() ? dataset.kernel_name : args->kernel) << " on "
-                << (args->machine.empty() ? dataset.device_name : args->machine) << " as study "
+                << result.kernel_name << " on " << result.machine_name << " as study "
                 << result.study.value << "\n";
     });
   }

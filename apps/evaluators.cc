@@ -97,7 +97,7 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
   cmd.add_option("--regex", spec.regex,
                  "Objective = first capture group of this regex in stdout (default: last number)");
   cmd.add_option("--timeout", spec.timeout_seconds, "Seconds before a command is killed")
-      ->check(CLI::Range(0.001, 365.0 * 24 * 3600))
+      ->check(CLI::Range(0.001, CommandOptions::kMaxTimeoutSeconds))
       ->capture_default_str();
   cmd.add_flag("--maximize", spec.maximize, "Higher objective is better (command evaluator)");
   cmd.add_option("--replay", spec.replay_file,

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
-#include <map>
 #include <set>
 #include <sstream>
 
@@ -250,7 +249,7 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
       // Configuration keys and exports write values as text: 1 and "1" would be one value.
       std::set<double> numbers;
       std::set<std::string> strings;
-      std::map<std::string, Value> texts;
+      std::set<std::string> texts;
       for (const auto& v : p.values) {
         const bool fresh = is_number(v) ? numbers.insert(as_double(v)).second
                                         : strings.insert(std::get<std::string>(v)).second;
@@ -258,8 +257,7 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
           throw InvalidInput("parameter '" + p.name + "' lists the value " + to_string(v) +
                              " twice");
         }
-        const auto [known, added] = texts.emplace(to_string(v), v);
-        if (!added) {
+        if (!texts.insert(to_string(v)).second) {
           throw InvalidInput("parameter '" + p.name + "' lists the number and the string " +
                              to_string(v) +
                              ", which configuration keys and exports cannot tell apart; keep one");

@@ -1052,7 +1052,9 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
     machine = impl_->insert_or_update_machine(info, /*update_fingerprint=*/false);
   }
   result.machine = machine->id;
+  result.machine_name = machine_name;
   result.kernel = impl_->upsert_kernel(kernel_name, dataset.space).id;
+  result.kernel_name = kernel_name;
   result.task = impl_
                     ->upsert_task(kernel_name, {{"problem_size", dataset.problem_size}},
                                   nlohmann::json::object())

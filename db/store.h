@@ -59,6 +59,9 @@ std::string_view to_string(StudyStatus s);
 /// Parses `active` / `completed` / `stopped`; throws InvalidInput naming the allowed values.
 StudyStatus study_status_from_string(std::string_view s);
 
+/// The largest study budget (evaluations) the API and the command line take.
+inline constexpr std::int64_t kMaxStudyBudget = 1'000'000'000;
+
 /// The longest name (machine, kernel, study, token, client) the store takes, in bytes.
 inline constexpr std::size_t kMaxNameBytes = 200;
 /// Throws InvalidInput unless `name` is 1 to kMaxNameBytes bytes with no control character
@@ -232,6 +235,9 @@ struct ImportOptions {
 struct ImportResult {
   MachineId machine;
   KernelId kernel;
+  /// The names the measurements were filed under (given, or the file's own).
+  std::string machine_name;
+  std::string kernel_name;
   TaskId task;
   StudyId study;
   std::size_t trials = 0;

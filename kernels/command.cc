@@ -344,8 +344,7 @@ CommandEvaluator::CommandEvaluator(SearchSpace space, std::string command_templa
   if (template_.find_first_not_of(" \t\r\n") == std::string::npos) {
     throw InvalidInput("command: the command template is empty");
   }
-  // A steady-clock deadline in nanoseconds overflows past about 292 years; a year is plenty.
-  constexpr double kMaxTimeoutSeconds = 365.0 * 24 * 3600;
+  constexpr double kMaxTimeoutSeconds = CommandOptions::kMaxTimeoutSeconds;
   if (!(options_.timeout_seconds > 0.0 && options_.timeout_seconds <= kMaxTimeoutSeconds)) {
     throw InvalidInput("command: timeout must be a positive number of seconds up to " +
                        std::to_string(static_cast<long long>(kMaxTimeoutSeconds)) +

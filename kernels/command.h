@@ -13,7 +13,11 @@
 namespace tunebase {
 
 struct CommandOptions {
-  /// Wall-clock limit of one run; the whole process group is killed when it passes.
+  /// The longest timeout: a steady-clock deadline in nanoseconds overflows past about 292
+  /// years; a year is plenty.
+  static constexpr double kMaxTimeoutSeconds = 365.0 * 24 * 3600;
+  /// Wall-clock limit of one run, in (0, kMaxTimeoutSeconds]; the whole process group is
+  /// killed when it passes.
   double timeout_seconds = 60.0;
   /// ECMAScript regex applied to stdout; its first capture group (else the whole match) of
   /// the first match is the objective. Unset: the last number printed on stdout.
