@@ -120,11 +120,22 @@ std::string csv_field(std::string_view s) {
   return out + "\"";
 }
 
+// A text cell (never a number) that a spreadsheet would read as a formula (it starts with
+// =, +, -, @, tab or carriage return) gets a leading apostrophe, as OWASP's advice on CSV
+// injection says: Excel and LibreOffice then show it as text and run nothing.
+std::string csv_text(std::string_view s) {
+  if (!s.empty() && std::string_view("=+-@\t\r").find(s.front()) != std::string_view::npos) {
+    return csv_field("'" + std::string(s));
+  }
+  return csv_field(s);
+}
+
 std::string csv_value(const nlohmann::json& v) {
   if (v.is_null()) return {};
-  if (v.is_string()) return csv_field(v.get<std::string>());
+  if (v.is_string()) return csv_text(v.get<std::string>());
   if (v.is_number_float()) return format_number(v.get<double>());
-  return csv_field(json_text(v));
+  if (v.is_number() || v.is_boolean()) return json_text(v);
+  return csv_text(json_text(v));
 }
 
 void check_result(const Measurement& m, std::string_view where) {
@@ -1185,7 +1196,7 @@ std::string Store::export_study_csv(StudyId id) const {
     out += ',';
     out += text;
   };
-  for (const auto& n : names) field(csv_field(n));
+  for (const auto& n : names) field(csv_text(n));
   out += ",status,objective,cost_seconds,client_id,created_at,finished_at,message\r\n";
   for (const auto& t : all) {
     out += std::to_string(t.id.value);
@@ -1193,10 +1204,10 @@ std::string Store::export_study_csv(StudyId id) const {
     field(to_string(t.result.status));
     field(std::isfinite(t.result.objective) ? format_number(t.result.objective) : "");
     field(format_number(t.result.cost_seconds));
-    field(csv_field(t.client_id));
+    field(csv_text(t.client_id));
     field(t.created_at);
     field(t.finished_at.value_or(""));
-    field(csv_field(t.result.message));
+    field(csv_text(t.result.message));
     out += "\r\n";
   }
   return out;

@@ -378,7 +378,8 @@ class Store {
   nlohmann::json study_to_json(StudyId study) const;
   std::string export_study_json(StudyId study) const;
   /// Header: trial_id, one column per parameter, status, objective, cost_seconds, client_id,
-  /// created_at, finished_at, message (RFC 4180 quoting).
+  /// created_at, finished_at, message (RFC 4180 quoting). Text cells that start with = + - @,
+  /// a tab or a carriage return get a leading ' so spreadsheets show them and run nothing.
   std::string export_study_csv(StudyId study) const;
 
   // --- fitted models

@@ -498,6 +498,25 @@ TEST_F(StoreTest, ExportJsonAndCsv) {
   EXPECT_THROW(store_.export_study_csv(StudyId{42}), NotFound);
 }
 
+TEST_F(StoreTest, CsvExportNeutralisesFormulasInTextButNotNumbers) {
+  const auto s = testing::make_study(store_, "formulas");
+  store_.add_trial(s.id, testing::config_json(-3, "=HYPERLINK(\"x\")"), "-3,=HYPERLINK",
+                   Measurement::failure(TrialStatus::failed, "-1+2 @SUM(A1)"), "@w1");
+  store_.add_trial(s.id, testing::config_json(4, "+row"), "4,+row",
+                   Measurement::failure(TrialStatus::failed, "\tcmd"), "w=2");
+
+  std::istringstream in(store_.export_study_csv(s.id));
+  std::string header, row1, row2;
+  std::getline(in, header);
+  std::getline(in, row1);
+  std::getline(in, row2);
+  // Numbers keep their sign; text that a spreadsheet would run is shown as text.
+  EXPECT_THAT(row1, ::testing::StartsWith("1,-3,\"'=HYPERLINK(\"\"x\"\")\",failed,,0,'@w1,"));
+  EXPECT_THAT(row1, ::testing::EndsWith(",'-1+2 @SUM(A1)\r"));
+  EXPECT_THAT(row2, ::testing::StartsWith("2,4,'+row,failed,,0,w=2,"));
+  EXPECT_THAT(row2, ::testing::EndsWith(",'\tcmd\r"));
+}
+
 // --- tokens
 
 TEST_F(StoreTest, TokensAreStoredHashedAndRevocable) {
