@@ -98,9 +98,12 @@ double model_value(double objective, bool log, bool minimize) {
   const double g = log ? std::log(objective) : objective;
   return minimize ? g : -g;
 }
+// Clamped to the finite doubles: a bound of an objective near the largest double would
+// otherwise be infinite, which JSON cannot carry.
 double objective_value(double g, bool log, bool minimize) {
   const double v = minimize ? g : -g;
-  return log ? std::exp(v) : v;
+  constexpr double kMax = std::numeric_limits<double>::max();
+  return std::clamp(log ? std::exp(v) : v, -kMax, kMax);
 }
 
 // Inverse of the Gaussian copula of a sample: z -> the sample's quantile Phi(z), interpolated

@@ -17,7 +17,7 @@ namespace tunebase {
 struct Forecast {
   double mean = 0.0;   ///< median of the predictive distribution (mean when not log-transformed)
   double lower = 0.0;  ///< 16th percentile (one standard deviation below, in model space)
-  double upper = 0.0;  ///< 84th percentile
+  double upper = 0.0;  ///< 84th percentile (bounds are clamped to the finite doubles)
   double std = 0.0;    ///< standard deviation in model space (log units for log-transformed)
   double probability_feasible = 1.0;
   /// Predicted from priors alone: the study has no successful observation yet (zero-shot).

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <set>
 
 #include "core/error.h"
@@ -165,6 +168,36 @@ TEST(Strategies, ObservingTwiceIsAConflictAndInvalidIsRejected) {
   Configuration bad = c;
   bad[0] = std::int64_t{3};
   EXPECT_THROW(session.observe(bad, Measurement::success(1.0)), InvalidInput);
+}
+
+TEST(Strategies, ForecastsStayFiniteForObjectivesNearTheLargestDouble) {
+  auto space = test_space();
+  SessionOptions opts;
+  opts.strategy = "bo";
+  Session session(space, opts);
+  const auto configs = space.valid_configurations();
+  const auto by_objective = [&](const Configuration& a, const Configuration& b) {
+    return objective(space, a) < objective(space, b);
+  };
+  const auto worst_config = *std::max_element(configs.begin(), configs.end(), by_objective);
+  const double worst = objective(space, worst_config);
+  // The worst configuration measures the largest double, the best about 10^10 times less.
+  const auto value = [&](const Configuration& c) {
+    return std::numeric_limits<double>::max() / std::pow(10.0, 2.0 * (worst - objective(space, c)));
+  };
+  session.observe(worst_config, Measurement::success(value(worst_config)));
+  for (int i = 0; i < 10; ++i) {
+    const auto c = session.propose(1).at(0);
+    session.observe(c, Measurement::success(value(c)));
+  }
+  const auto forecasts = session.forecast(configs);
+  ASSERT_EQ(forecasts.size(), configs.size());
+  for (const auto& f : forecasts) {
+    ASSERT_TRUE(std::isfinite(f.lower) && std::isfinite(f.mean) && std::isfinite(f.upper))
+        << f.lower << " " << f.mean << " " << f.upper;
+    EXPECT_LE(f.lower, f.mean);
+    EXPECT_LE(f.mean, f.upper);
+  }
 }
 
 TEST(Strategies, GaImprovesOnRandomOnASmoothObjective) {
