@@ -49,10 +49,12 @@ struct StudyManager::Entry {
     std::string client_id;
     Clock::time_point expires;
   };
-  /// A result (or, without one, a release) the session has not taken in yet.
+  /// What the session has not taken in yet: a result, a release (an expired lease), or a
+  /// hold (a lease made by another process sharing the database).
   struct Event {
     Configuration config;
     std::optional<Measurement> result;
+    bool hold = false;
   };
 
   db::StudyRecord record;
@@ -71,6 +73,9 @@ struct StudyManager::Entry {
   /// config_key -> trial id of every configuration with a stored result.
   std::unordered_map<std::string, std::int64_t> finished;
   std::vector<Event> inbox;
+  /// Store::data_version when the entry last read the study; another value means another
+  /// process wrote to the database since.
+  std::optional<std::int64_t> synced_version;
 };
 
 StudyManager::StudyManager(db::Store& store) : store_(store) { load_fitted_models(store_); }
@@ -92,24 +97,61 @@ std::shared_ptr<StudyManager::Entry> StudyManager::load(db::StudyId study) {
   entry->record = store_.get_study(study);
   const auto kernel = store_.get_kernel(entry->record.kernel_id);
   entry->space = std::make_shared<const SearchSpace>(SearchSpace::from_json(kernel.space));
-  auto trials = store_.trials(study);
-  for (const auto& t : trials) {
-    if (t.finished_at) {
-      entry->finished[t.config_key] = t.id.value;
-    } else if (t.result.status == TrialStatus::pending && t.lease_expires_at) {
-      try {
-        entry->pending[t.id.value] = {t.config_key, entry->space->config_from_json(t.config),
-                                      t.client_id,
-                                      db::parse_timestamp(*t.lease_expires_at) + kLeaseSlack};
-      } catch (const InvalidInput& e) {
-        spdlog::warn("study {}: pending trial {} is not valid in its space: {}", study.value,
-                     t.id.value, e.what());
-      }
-    }
-  }
-  if (entry->record.status == db::StudyStatus::active) entry->initial_trials = std::move(trials);
+  sync_with_store(*entry);
   studies_.emplace(study.value, entry);
   return entry;
+}
+
+// The Store is the truth, and other processes (a CLI sweep, a second server) may write to it.
+// When they did, the study's status, budget, results, leases and expiries are read again: a
+// session not built yet starts from them; a running one is sent what it did not know. Holding
+// the state lock while reading orders this with report_all and add_measurements_all (they
+// take it after their writes), so nothing is missed; what is seen twice is ignored.
+void StudyManager::sync_with_store(Entry& entry) {
+  const auto version = store_.data_version();
+  if (entry.synced_version == version) return;
+  const auto id = entry.record.id;
+  const auto record = store_.get_study(id);
+  std::lock_guard lock(entry.state_mutex);
+  auto trials = store_.trials(id);
+  entry.synced_version = version;
+  entry.record.status = record.status;
+  entry.record.budget = record.budget;
+  const bool running = entry.session != nullptr;
+  for (const auto& t : trials) {
+    const auto lease = entry.pending.find(t.id.value);
+    if (t.finished_at) {
+      if (lease != entry.pending.end()) entry.pending.erase(lease);
+      if (entry.finished.count(t.config_key)) continue;
+      entry.finished[t.config_key] = t.id.value;
+    } else if (t.result.status == TrialStatus::pending) {
+      if (lease != entry.pending.end() || !t.lease_expires_at) continue;
+    } else {
+      // An expired lease: its configuration may be proposed again.
+      if (lease == entry.pending.end()) continue;
+      if (running) entry.inbox.push_back({std::move(lease->second.config), std::nullopt});
+      entry.pending.erase(lease);
+      continue;
+    }
+    Configuration config;
+    try {
+      config = entry.space->config_from_json(t.config);
+    } catch (const InvalidInput& e) {
+      spdlog::warn("study {}: trial {} is not valid in its space, left out: {}", id.value,
+                   t.id.value, e.what());
+      continue;
+    }
+    if (t.finished_at) {
+      if (running) entry.inbox.push_back({std::move(config), t.result});
+      continue;
+    }
+    if (running) entry.inbox.push_back({config, std::nullopt, /*hold=*/true});
+    entry.pending[t.id.value] = {t.config_key, std::move(config), t.client_id,
+                                 db::parse_timestamp(*t.lease_expires_at) + kLeaseSlack};
+  }
+  if (!running && entry.record.status == db::StudyStatus::active) {
+    entry.initial_trials = std::move(trials);
+  }
 }
 
 void StudyManager::ensure_session(Entry& entry) {
@@ -162,6 +204,10 @@ void StudyManager::take_in_events(Entry& entry) {
     events.swap(entry.inbox);
   }
   for (auto& e : events) {
+    if (e.hold) {
+      entry.session->hold(e.config);
+      continue;
+    }
     if (!e.result) {
       entry.session->release(e.config);
       continue;
@@ -206,6 +252,7 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
   auto entry = load(study);
   Suggestions out;
   std::lock_guard session_lock(entry->session_mutex);
+  sync_with_store(*entry);
   if (entry->record.status != db::StudyStatus::active) {
     out.done = true;
     out.reason = "study " + std::to_string(study.value) + " is " +
@@ -256,28 +303,33 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
   }
 
   const auto& space = *entry->space;
+  std::vector<db::Store::LeaseRequest> requests;
+  for (const auto& config : configs)
+    requests.push_back({space.config_to_json(config), space.key(config)});
+  std::vector<db::Store::LeaseOutcome> leased;
+  try {
+    leased = store_.add_pending_trials(study, requests, client_id, lease_seconds);
+  } catch (...) {
+    // Nothing was leased: the session may propose them again.
+    for (const auto& config : configs) session.release(config);
+    throw;
+  }
+  const auto leased_at = Clock::now();
+  const auto expires = leased_at + seconds_to_duration(lease_seconds);
   for (std::size_t i = 0; i < configs.size(); ++i) {
-    const auto& config = configs[i];
-    const auto config_json = space.config_to_json(config);
-    const auto key = space.key(config);
-    db::TrialId id;
-    try {
-      id = store_.add_pending_trial(study, config_json, key, client_id, lease_seconds);
-    } catch (const Conflict&) {
-      // Leased by another process sharing the database: it stays taken in this session.
+    if (!leased[i].trial) {
+      // Taken meanwhile (a measurement added at the same moment, or another process sharing
+      // the database): the session keeps it as taken and learns its fate from the Store.
+      entry->synced_version.reset();
       continue;
-    } catch (...) {
-      for (std::size_t j = i; j < configs.size(); ++j) session.release(configs[j]);
-      throw;
     }
-    const auto leased_at = Clock::now();
+    const auto id = *leased[i].trial;
     {
       std::lock_guard lock(entry->state_mutex);
-      entry->pending[id.value] = {key, config, client_id,
-                                  leased_at + seconds_to_duration(lease_seconds) + kLeaseSlack};
+      entry->pending[id.value] = {requests[i].config_key, configs[i], client_id,
+                                  expires + kLeaseSlack};
     }
-    out.leases.push_back(
-        {id, config_json, db::format_timestamp(leased_at + seconds_to_duration(lease_seconds))});
+    out.leases.push_back({id, std::move(requests[i].config), db::format_timestamp(expires)});
   }
   return out;
 }
@@ -439,6 +491,7 @@ std::vector<Forecast> StudyManager::predict(db::StudyId study,
                                             const std::vector<Configuration>& configs) {
   auto entry = load(study);
   std::lock_guard session_lock(entry->session_mutex);
+  sync_with_store(*entry);
   std::vector<Observation> observations;
   if (entry->record.status == db::StudyStatus::active) {
     ensure_session(*entry);

@@ -130,6 +130,7 @@ class StudyManager {
   struct Entry;
   std::shared_ptr<Entry> load(db::StudyId study);
   std::shared_ptr<Entry> find_loaded(db::StudyId study) const;
+  void sync_with_store(Entry& entry);
   void ensure_session(Entry& entry);
   void take_in_events(Entry& entry);
   std::size_t release_expired(Entry& entry, std::chrono::system_clock::time_point now);

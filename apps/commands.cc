@@ -117,7 +117,9 @@ nlohmann::json trial_json(const db::TrialRecord& t) {
                    {"status", std::string(to_string(t.result.status))},
                    {"cost_seconds", t.result.cost_seconds},
                    {"client_id", t.client_id},
-                   {"created_at", t.created_at}};
+                   {"created_at", t.created_at},
+                   {"lease_expired", t.lease_expired()}};
+  j["finished_at"] = t.finished_at ? nlohmann::json(*t.finished_at) : nlohmann::json();
   j["objective"] = t.result.ok() ? nlohmann::json(t.result.objective) : nlohmann::json();
   if (!t.result.message.empty()) j["message"] = t.result.message;
   if (!t.result.metrics.empty()) j["metrics"] = t.result.metrics;

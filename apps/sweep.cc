@@ -185,13 +185,18 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   if (const auto* cands = evaluator.candidates()) session_options.candidates = *cands;
   Session session(space, session_options);
 
-  // Resume: everything stored in the study, pending leases of vanished workers left out.
+  // Resume: every result stored in the study. Expired leases (no result) are left out, so
+  // their configurations may be measured; live leases of a server's workers are not proposed.
   std::vector<Observation> finished;
+  std::vector<Configuration> leased;
   for (const auto& t : store.trials(study.id)) {
-    if (t.result.status == TrialStatus::pending) continue;
-    finished.push_back({space.config_from_json(t.config), t.result});
+    if (t.finished_at) {
+      finished.push_back({space.config_from_json(t.config), t.result});
+    } else if (t.result.status == TrialStatus::pending) {
+      leased.push_back(space.config_from_json(t.config));
+    }
   }
-  session.restore(finished, {});
+  session.restore(finished, leased);
 
   SweepSummary summary;
   summary.study = study.id;
@@ -217,7 +222,12 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     } catch (const BackendError& e) {
       m = Measurement::failure(TrialStatus::failed, e.what());
     }
-    store.add_trial(study.id, space.config_to_json(config), space.key(config), m, "cli");
+    try {
+      store.add_trial(study.id, space.config_to_json(config), space.key(config), m, "cli");
+    } catch (const Conflict& e) {
+      // Another process sharing the database (a server's worker) took it meanwhile.
+      std::cerr << "\nnote: " << e.what() << "; this run's measurement is not stored\n";
+    }
     session.observe(config, m);
     ++summary.evaluated;
     if (space.key(config) == default_key) summary.default_result = Observation{config, m};

@@ -142,10 +142,25 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
     } catch (const BackendError& e) {
       m = Measurement::failure(TrialStatus::failed, e.what());
     }
-    const auto told = post_with_retry(client, "/v1/trials/" + std::to_string(trial_id) + "/result",
-                                      result_body(m, client_id), options.token);
-    if (told.status != 200)
+    const std::string trial_path = "/v1/trials/" + std::to_string(trial_id);
+    const auto told =
+        post_with_retry(client, trial_path + "/result", result_body(m, client_id), options.token);
+    if (told.status == 409) {
+      // Either a resend after a lost reply (the first send was stored: nothing to do), or the
+      // lease expired and the configuration went to another client: the result is refused,
+      // and the worker goes on with the next suggestion.
+      const auto stored = client.get(trial_path, options.token);
+      const bool ours = stored.status == 200 && !stored.json()["finished_at"].is_null() &&
+                        stored.json()["client_id"] == client_id;
+      if (!ours) {
+        std::cerr << "warning: the result of trial " << trial_id
+                  << " was not stored: " << told.error_message() << "\n";
+        ++summary.refused;
+        continue;
+      }
+    } else if (told.status != 200) {
       fail_reply("reporting the result of trial " + std::to_string(trial_id), told);
+    }
     ++summary.evaluated;
     if (!m.ok()) ++summary.failed;
     if (!options.quiet) {
@@ -239,7 +254,11 @@ void add_worker_command(CLI::App& app) {
     }
     const auto summary = run_worker(*evaluator, client, args->worker);
     std::cout << "worker: " << summary.evaluated << " trials evaluated (" << summary.failed
-              << " failed); stopped: " << summary.stop_reason << "\n";
+              << " failed"
+              << (summary.refused ? ", " + std::to_string(summary.refused) +
+                                        " results refused after their lease expired"
+                                  : std::string())
+              << "); stopped: " << summary.stop_reason << "\n";
   });
 }
 

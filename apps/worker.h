@@ -29,6 +29,8 @@ struct WorkerOptions {
 struct WorkerSummary {
   std::size_t evaluated = 0;
   std::size_t failed = 0;
+  /// Results the server refused (the lease had expired and the configuration was taken again).
+  std::size_t refused = 0;
   bool interrupted = false;
   std::string stop_reason;
 };

@@ -111,6 +111,12 @@ CREATE TABLE fitted_models (
 );
 )sql";
 
+// Version 3: the trials of one configuration in a study, found at once when a lease or a
+// result is checked against those already there.
+constexpr std::string_view kSchemaV3 = R"sql(
+CREATE INDEX trials_by_study_key ON trials (study_id, config_key);
+)sql";
+
 constexpr std::string_view kCreateVersionTable = R"sql(
 CREATE TABLE IF NOT EXISTS schema_version (
   version     INTEGER PRIMARY KEY,
@@ -152,6 +158,7 @@ const std::vector<Migration>& migrations() {
   static const std::vector<Migration> all = {
       {1, "machines, kernels, tasks, studies, trials, tokens", kSchemaV1},
       {2, "fitted models of priors", kSchemaV2},
+      {3, "trials by study and configuration", kSchemaV3},
   };
   return all;
 }

@@ -570,6 +570,36 @@ struct Store::Impl {
     if (!st.step()) throw NotFound("trial " + std::to_string(id.value) + " does not exist");
     return read_trial(st, db);
   }
+
+  // Throws Conflict when another trial of `key` in `study` (not `except`) has a result or a
+  // live lease: a configuration is measured once per study, by one client at a time. Checked
+  // inside the writing transaction, so it holds across processes sharing the file.
+  void require_untaken(StudyId study, std::string_view key, std::string_view what,
+                       TrialId except = TrialId{0}) {
+    auto st = db.prepare(sql({"SELECT ", kTrialColumns,
+                              " FROM trials t WHERE t.study_id = ?1 AND t.config_key = ?2 "
+                              "AND t.id <> ?3 AND (t.finished_at IS NOT NULL OR t.status = "
+                              "'pending') ORDER BY t.id LIMIT 1"}),
+                         what);
+    st.bind(1, study.value).bind(2, key).bind(3, except.value);
+    if (!st.step()) return;
+    const auto other = read_trial(st, db);
+    const std::string config =
+        "configuration " + json_text(other.config) + " of study " + std::to_string(study.value);
+    if (other.finished_at) {
+      throw Conflict(std::string(what) + ": " + config + " already has a result (trial " +
+                     std::to_string(other.id.value) + ", status " +
+                     std::string(to_string(other.result.status)) +
+                     "); a configuration is measured once per study");
+    }
+    throw Conflict(std::string(what) + ": " + config + " is leased to client " +
+                   nlohmann::json(other.client_id).dump() + " as trial " +
+                   std::to_string(other.id.value) + " until " +
+                   other.lease_expires_at.value_or("?") +
+                   "; that client reports it with POST "
+                   "/v1/trials/" +
+                   std::to_string(other.id.value) + "/result");
+  }
 };
 
 Store::Store(const std::string& path, StoreOptions options)
@@ -764,6 +794,7 @@ std::vector<TrialId> Store::add_trials(StudyId study, const std::vector<NewTrial
   std::vector<TrialId> ids;
   ids.reserve(trials.size());
   for (const auto& t : trials) {
+    impl_->require_untaken(study, t.config_key, what);
     ids.push_back(TrialId{insert_finished_trial(insert, impl_->db, study, t.config, t.config_key,
                                                 t.result, t.client_id, now)});
   }
@@ -774,10 +805,23 @@ std::vector<TrialId> Store::add_trials(StudyId study, const std::vector<NewTrial
 TrialId Store::add_pending_trial(StudyId study, const nlohmann::json& config,
                                  std::string_view config_key, std::string_view client_id,
                                  double lease_seconds) {
+  auto outcome =
+      add_pending_trials(study, {{config, std::string(config_key)}}, client_id, lease_seconds)
+          .front();
+  if (outcome.error) std::rethrow_exception(outcome.error);
+  return *outcome.trial;
+}
+
+std::vector<Store::LeaseOutcome> Store::add_pending_trials(StudyId study,
+                                                           const std::vector<LeaseRequest>& batch,
+                                                           std::string_view client_id,
+                                                           double lease_seconds) {
+  std::vector<LeaseOutcome> out(batch.size());
+  if (batch.empty()) return out;
   std::lock_guard lock(impl_->mutex);
-  const std::string what = "leasing configuration " + std::string(config_key) + " of study " +
-                           std::to_string(study.value);
-  check_config(config, config_key, what);
+  const std::string what = "leasing " + std::to_string(batch.size()) +
+                           " configuration(s) of study " + std::to_string(study.value);
+  for (const auto& b : batch) check_config(b.config, b.config_key, what);
   if (!std::isfinite(lease_seconds) || lease_seconds <= 0 || lease_seconds > kMaxLeaseSeconds) {
     throw InvalidInput(what + ": lease_seconds must be in (0, " + format_number(kMaxLeaseSeconds) +
                        "], got " + format_number(lease_seconds));
@@ -792,24 +836,30 @@ TrialId Store::add_pending_trial(StudyId study, const nlohmann::json& config,
       "INSERT INTO trials (study_id, config, config_key, status, client_id, lease_expires_at, "
       "created_at, started_at) VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?6)",
       what);
-  st.bind(1, study.value)
-      .bind(2, json_text(config))
-      .bind(3, config_key)
-      .bind(4, client_id)
-      .bind(5, format_timestamp(expires))
-      .bind(6, format_timestamp(now));
-  try {
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const auto& b = batch[i];
+    const std::string item =
+        "leasing configuration " + b.config_key + " of study " + std::to_string(study.value);
+    // Refused configurations (taken meanwhile, maybe by another process) are reported one by
+    // one; any other error undoes the whole batch, so that a failed request leases nothing.
+    try {
+      impl_->require_untaken(study, b.config_key, item);
+    } catch (const Conflict&) {
+      out[i].error = std::current_exception();
+      continue;
+    }
+    st.reset();
+    st.bind(1, study.value)
+        .bind(2, json_text(b.config))
+        .bind(3, b.config_key)
+        .bind(4, client_id)
+        .bind(5, format_timestamp(expires))
+        .bind(6, format_timestamp(now));
     st.run();
-  } catch (const SqliteError& e) {
-    if (!is_unique_violation(e)) throw;
-    throw Conflict("configuration " + std::string(config_key) + " of study " +
-                   std::to_string(study.value) +
-                   " is already leased to a client (a pending trial); propose another one or "
-                   "wait for that result");
+    out[i].trial = TrialId{impl_->db.last_insert_rowid()};
   }
-  const TrialId id{impl_->db.last_insert_rowid()};
   tx.commit();
-  return id;
+  return out;
 }
 
 TrialRecord Store::complete_trial(TrialId trial, const Measurement& result) {
@@ -849,6 +899,14 @@ std::vector<Store::CompletionOutcome> Store::complete_trials(const std::vector<C
         throw Conflict("trial " + std::to_string(c.trial.value) + " already has a result (status " +
                        std::string(to_string(current.result.status)) + ", stored " +
                        *current.finished_at + "); a result is accepted once");
+      }
+      if (current.result.status != TrialStatus::pending) {
+        // A late result (the lease expired): kept unless the configuration went to another
+        // trial meanwhile, which would measure it twice and overrun the budget.
+        impl_->require_untaken(
+            current.study_id, current.config_key,
+            item + " after its lease expired at " + current.lease_expires_at.value_or("?"),
+            current.id);
       }
       const auto& r = c.result;
       update.reset();
@@ -912,6 +970,13 @@ std::vector<std::string> Store::pending_keys(StudyId study) const {
   std::vector<std::string> out;
   while (st.step()) out.push_back(st.column_text(0));
   return out;
+}
+
+std::int64_t Store::data_version() const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare("PRAGMA data_version", "reading the data version");
+  st.step();
+  return st.column_int64(0);
 }
 
 TrialCounts Store::trial_counts(StudyId study) const {

@@ -315,19 +315,35 @@ class Store {
   void set_study_status(StudyId id, StudyStatus status);
 
   // --- trials
-  /// Stores an evaluated configuration (status not pending). One transaction.
+  /// Stores an evaluated configuration (status not pending). One transaction. Conflict when
+  /// the configuration already has a result or a live lease in the study (a configuration is
+  /// measured once per study; imports are not held to this).
   TrialId add_trial(StudyId study, const nlohmann::json& config, std::string_view config_key,
                     const Measurement& result, std::string_view client_id = {});
-  /// Stores many results in one transaction: all or none.
+  /// Stores many results in one transaction: all or none (Conflict as add_trial).
   std::vector<TrialId> add_trials(StudyId study, const std::vector<NewTrial>& trials);
-  /// Leases a configuration to a client until now + lease_seconds. Conflict when the same
-  /// configuration already has a pending lease in this study.
+  /// Leases a configuration to a client until now + lease_seconds. Conflict when the
+  /// configuration already has a live lease or a result in this study.
   TrialId add_pending_trial(StudyId study, const nlohmann::json& config,
                             std::string_view config_key, std::string_view client_id,
                             double lease_seconds);
+  struct LeaseRequest {
+    nlohmann::json config;
+    std::string config_key;
+  };
+  struct LeaseOutcome {
+    std::optional<TrialId> trial;
+    std::exception_ptr error;  ///< Conflict: the configuration is taken (add_pending_trial)
+  };
+  /// Leases several configurations to one client in ONE transaction. A taken configuration
+  /// gets its Conflict and the others are leased; any other error leases none and is thrown.
+  std::vector<LeaseOutcome> add_pending_trials(StudyId study,
+                                               const std::vector<LeaseRequest>& batch,
+                                               std::string_view client_id, double lease_seconds);
   /// Stores the result of a pending trial, or the late result of one whose lease expired
-  /// (accepted once). Conflict when a result was already stored; NotFound for an unknown id;
-  /// InvalidInput for a pending result.
+  /// (accepted once, and only while no other trial of its configuration has a result or a
+  /// live lease). Conflict when a result was already stored or the configuration was taken
+  /// again; NotFound for an unknown id; InvalidInput for a pending result.
   TrialRecord complete_trial(TrialId trial, const Measurement& result);
 
   /// One result of a batch: for `trial`, reported by `client_id` (checked against the client
@@ -355,6 +371,9 @@ class Store {
   /// config_key of every pending trial of the study.
   std::vector<std::string> pending_keys(StudyId study) const;
   TrialCounts trial_counts(StudyId study) const;
+  /// SQLite's data_version of this connection: it changes when another connection (another
+  /// process sharing the file) commits, and only then.
+  std::int64_t data_version() const;
 
   // --- queries across studies
   /// The best ok trial of any study of `kernel_name` (any version) on `machine` (and `task`

@@ -91,6 +91,10 @@ void Session::release(const Configuration& config) {
   state_.taken.erase(key);
 }
 
+void Session::hold(const Configuration& config) {
+  if (state_.taken.insert(space_.key(config)).second) state_.pending.push_back(config);
+}
+
 void Session::restore(const std::vector<Observation>& finished,
                       const std::vector<Configuration>& pending) {
   state_.observations.clear();

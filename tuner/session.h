@@ -58,6 +58,9 @@ class Session {
   void observe(const Configuration& config, const Measurement& result);
   /// Forgets a pending configuration (its worker vanished) so that it may be proposed again.
   void release(const Configuration& config);
+  /// Records a configuration leased elsewhere (another process sharing the study) as pending,
+  /// so that it is not proposed; nothing when it is observed or pending already.
+  void hold(const Configuration& config);
   /// Rebuilds the state from stored trials (finished ones and pending ones).
   void restore(const std::vector<Observation>& finished, const std::vector<Configuration>& pending);
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -142,15 +143,21 @@ TEST(ApiServer, ConcurrentWorkersNeverReceiveTheSameConfiguration) {
   EXPECT_EQ(counts.pending, 0);
 }
 
-TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedOnce) {
+TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedWhileUntaken) {
   TestServer server;
   auto c = server.client();
   const auto study = create_demo_study(c, server.token, "exhaustive", 3);
   const std::string base = "/v1/studies/" + std::to_string(study);
-  const auto first =
-      c.post(base + "/suggestions", {{"n", 1}, {"client_id", "vanishing"}, {"lease_seconds", 0.1}},
-             server.token)
-          .json()["suggestions"][0];
+  const auto lease = [&](const std::string& client, double seconds) {
+    return c
+        .post(base + "/suggestions", {{"n", 1}, {"client_id", client}, {"lease_seconds", seconds}},
+              server.token)
+        .json()["suggestions"][0];
+  };
+  const auto result_path = [](const nlohmann::json& s) {
+    return "/v1/trials/" + std::to_string(s["trial_id"].get<int>()) + "/result";
+  };
+  const auto first = lease("vanishing", 0.1);
   std::this_thread::sleep_for(std::chrono::milliseconds(400));  // several lease checks
 
   const auto expired = c.get("/v1/trials/" + std::to_string(first["trial_id"].get<int>())).json();
@@ -158,28 +165,35 @@ TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedOnce) {
   EXPECT_TRUE(expired["lease_expired"].get<bool>());
 
   // Exhaustive search takes the lowest free configuration: the released one comes back.
-  const auto again =
-      c.post(base + "/suggestions", {{"n", 1}, {"client_id", "steady"}}, server.token)
-          .json()["suggestions"][0];
+  const auto again = lease("steady", 3600);
   EXPECT_EQ(again["config"], first["config"]);
   EXPECT_NE(again["trial_id"], first["trial_id"]);
 
-  // The vanished worker comes back: its late result is accepted once, never twice.
-  tell(c, server.token, first["trial_id"], "vanishing", 2.0);
-  const auto twice =
-      c.post("/v1/trials/" + std::to_string(first["trial_id"].get<int>()) + "/result",
-             {{"client_id", "vanishing"}, {"value", 2.0}}, server.token);
-  EXPECT_EQ(twice.status, 409);
-  EXPECT_EQ(twice.json()["error"]["code"], "conflict");
+  // The vanished worker comes back, but its configuration is another client's now: the late
+  // result is refused (it would measure the configuration twice), saying whose it is.
+  const auto late =
+      c.post(result_path(first), {{"client_id", "vanishing"}, {"value", 2.0}}, server.token);
+  EXPECT_EQ(late.status, 409);
+  EXPECT_EQ(late.json()["error"]["code"], "conflict");
+  EXPECT_THAT(late.json()["error"]["message"].get<std::string>(),
+              HasSubstr("is leased to client \"steady\""));
   tell(c, server.token, again["trial_id"], "steady", 2.1);
 
-  // The study goes on with new configurations.
-  const auto next = c.post(base + "/suggestions", {{"n", 1}, {"client_id", "steady"}}, server.token)
-                        .json()["suggestions"];
-  ASSERT_EQ(next.size(), 1u);
-  EXPECT_NE(next[0]["config"], first["config"]);
+  // A late result for a configuration nobody took since is accepted, once.
+  const auto second = lease("vanishing", 0.1);
+  EXPECT_NE(second["config"], first["config"]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  tell(c, server.token, second["trial_id"], "vanishing", 3.0);
+  const auto twice =
+      c.post(result_path(second), {{"client_id", "vanishing"}, {"value", 3.0}}, server.token);
+  EXPECT_EQ(twice.status, 409);
+
+  // The study goes on with the configuration nobody measured, and then it is done.
+  const auto next = lease("steady", 3600);
+  EXPECT_NE(next["config"], first["config"]);
+  EXPECT_NE(next["config"], second["config"]);
   const auto metrics = c.get("/metrics").body;
-  EXPECT_THAT(metrics, HasSubstr("tunebase_leases_expired_total 1"));
+  EXPECT_THAT(metrics, HasSubstr("tunebase_leases_expired_total 2"));
 }
 
 TEST(ApiServer, WritesNeedAValidTokenAndResultsTheirOwnClient) {
@@ -416,6 +430,95 @@ TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
       c.post("/v1/predict", {{"study_id", study}, {"configs", {list[0]["config"]}}});
   ASSERT_EQ(predicted.status, 200) << predicted.body;
   EXPECT_EQ(predicted.json()["predictions"].size(), 1u);
+}
+
+TEST(ApiServer, MeasurementsAddedWhileSuggestingNeverMeasureAConfigurationTwice) {
+  TestServer server;
+  auto setup = server.client();
+  const auto study = create_demo_study(setup, server.token, "random", testing::kDemoValid);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto configs = SearchSpace::from_json(testing::demo_space()).valid_configurations();
+  const auto space = SearchSpace::from_json(testing::demo_space());
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 3; ++w) {
+    // Workers: suggest and report until the study is done.
+    threads.emplace_back([&, w] {
+      auto c = server.client();
+      const std::string client = "worker-" + std::to_string(w);
+      for (int round = 0; round < 200; ++round) {
+        const auto answer =
+            c.post(base + "/suggestions", {{"n", 1}, {"client_id", client}}, server.token).json();
+        if (answer["suggestions"].empty()) {
+          if (answer.value("done", false)) return;
+          continue;
+        }
+        const auto& s = answer["suggestions"][0];
+        tell(c, server.token, s["trial_id"], client, demo_objective(s["config"]));
+      }
+    });
+    // Measurers: add results for configurations the workers are likely to be given next.
+    threads.emplace_back([&, w] {
+      auto c = server.client();
+      for (std::size_t i = w; i < configs.size(); i += 3) {
+        const auto config = space.config_to_json(configs[i]);
+        const auto r =
+            c.post(base + "/measurements",
+                   {{"measurements", {{{"config", config}, {"value", 5.0}}}}}, server.token);
+        EXPECT_TRUE(r.status == 201 || r.status == 409) << r.body;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::map<std::string, int> results;
+  for (const auto& t : server.store().trials(db::StudyId{study})) {
+    if (t.finished_at) ++results[t.config_key];
+  }
+  EXPECT_EQ(results.size(), testing::kDemoValid);
+  for (const auto& [key, n] : results) EXPECT_EQ(n, 1) << key << " was measured " << n << " times";
+}
+
+TEST(ApiServer, WhatAnotherProcessWritesToTheDatabaseIsSeen) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "exhaustive", 10);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto space = SearchSpace::from_json(testing::demo_space());
+  const auto configs = space.valid_configurations();
+  // The server knows the study before the other process writes.
+  const auto first =
+      c.post(base + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token).json();
+  ASSERT_EQ(first["suggestions"].size(), 1u);
+  tell(c, server.token, first["suggestions"][0]["trial_id"], "w", 1.5);
+
+  // Another process (its own connection to the file) measures three configurations and
+  // leases a fourth: those exhaustive search would propose next.
+  db::Store other(server.db_path());
+  std::set<std::string> taken{first["suggestions"][0]["config"].dump()};
+  for (std::size_t i = 1; i <= 4; ++i) {
+    const auto config = space.config_to_json(configs[i]);
+    taken.insert(config.dump());
+    if (i < 4) {
+      other.add_trial(db::StudyId{study}, config, space.key(configs[i]), Measurement::success(2.0),
+                      "sweep");
+    } else {
+      other.add_pending_trial(db::StudyId{study}, config, space.key(configs[i]), "elsewhere", 3600);
+    }
+  }
+  // Budget 10: 4 results and 1 lease leave 5, none of them a taken configuration.
+  const auto reply =
+      c.post(base + "/suggestions", {{"n", 10}, {"client_id", "w"}}, server.token).json();
+  EXPECT_EQ(reply["suggestions"].size(), 5u) << reply.dump();
+  for (const auto& s : reply["suggestions"]) {
+    EXPECT_FALSE(taken.count(s["config"].dump())) << s["config"] << " was handed out again";
+  }
+
+  // The other process ends the study: the server hands out nothing more.
+  other.set_study_status(db::StudyId{study}, db::StudyStatus::completed);
+  const auto done =
+      c.post(base + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token).json();
+  EXPECT_TRUE(done["suggestions"].empty()) << done.dump();
+  EXPECT_TRUE(done["done"].get<bool>());
+  EXPECT_THAT(done["reason"].get<std::string>(), HasSubstr("completed"));
 }
 
 TEST(ApiServer, AStudyShowsItsOwnBestAndAMachineKeepsItsFingerprint) {

@@ -115,6 +115,70 @@ TEST(Worker, TwoWorkersShareAStudyWithoutRepeats) {
   EXPECT_EQ(failed, summaries[0].failed + summaries[1].failed);
 }
 
+// Its first evaluation outlasts the lease, and meanwhile another client is given the same
+// configuration (exhaustive search proposes the lowest free one again).
+class SlowFirstEvaluator : public ReplayEvaluator {
+ public:
+  SlowFirstEvaluator(testing::TestServer& server, std::int64_t study)
+      : ReplayEvaluator(measured_dataset("conv"), "generated.json"),
+        server_(server),
+        study_(study) {}
+  Measurement evaluate(const Configuration& config) override {
+    if (!first_done_) {
+      first_done_ = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      auto c = server_.client();
+      retaken_ = c.post("/v1/studies/" + std::to_string(study_) + "/suggestions",
+                        {{"n", 1}, {"client_id", "other"}}, server_.token)
+                     .json()["suggestions"];
+    }
+    return ReplayEvaluator::evaluate(config);
+  }
+  nlohmann::json retaken_;
+
+ private:
+  testing::TestServer& server_;
+  std::int64_t study_;
+  bool first_done_ = false;
+};
+
+TEST(Worker, AResultRefusedAfterItsLeaseExpiredIsReportedAndTheWorkerGoesOn) {
+  testing::TestServer server;
+  auto c = server.client();
+  ReplayEvaluator reference(measured_dataset("conv"), "generated.json");
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "replay-host"}}, server.token).status, 201);
+  const auto created = c.post("/v1/studies",
+                              {{"kernel", "conv"},
+                               {"space", reference.space().to_json()},
+                               {"machine", "replay-host"},
+                               {"strategy", "exhaustive"},
+                               {"budget", 10}},
+                              server.token);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const auto study = created.json()["id"].get<std::int64_t>();
+
+  SlowFirstEvaluator evaluator(server, study);
+  cli::WorkerOptions options;
+  options.study = study;
+  options.token = server.token;
+  options.client_id = "slow";
+  options.lease_seconds = 0.1;
+  options.max_trials = 3;
+  options.quiet = true;
+  const auto summary = cli::run_worker(evaluator, c, options);
+  ASSERT_EQ(evaluator.retaken_.size(), 1u) << "the other client was not given the configuration";
+  EXPECT_EQ(summary.refused, 1u);
+  EXPECT_EQ(summary.evaluated, 3u);
+  // The configuration is measured once, by the client that holds it now.
+  const auto trials = server.store().trials(db::StudyId{study});
+  const auto retaken_trial = evaluator.retaken_[0]["trial_id"].get<std::int64_t>();
+  for (const auto& t : trials) {
+    if (t.config == evaluator.retaken_[0]["config"] && t.id.value != retaken_trial) {
+      EXPECT_FALSE(t.finished_at.has_value()) << "the refused result was stored";
+    }
+  }
+}
+
 TEST(Worker, RefusesAnEvaluatorForAnotherSpace) {
   testing::TestServer server;
   ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");

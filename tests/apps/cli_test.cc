@@ -11,6 +11,8 @@
 #include <sstream>
 #include <thread>
 
+#include "core/space.h"
+#include "db/store.h"
 #include "tests/support/shared_data.h"
 
 namespace tunebase {
@@ -39,6 +41,12 @@ class Cli : public ::testing::Test {
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
   }
   std::string db() const { return dir_.file("t.db"); }
+  /// Sweeps study s1 of SpMV on a small 2D Laplacian in this test's database.
+  CliRun sweep_s1(const std::string& strategy, int budget, int repeats) {
+    return run("sweep --kernel spmv --problem laplacian2d --size 24 --strategy " + strategy +
+               " --budget " + std::to_string(budget) + " --repeats " + std::to_string(repeats) +
+               " --study s1 --no-progress --db " + db());
+  }
   nlohmann::json trials(const std::string& study) {
     auto r = run("trials --study '" + study + "' --json --db " + db());
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -48,10 +56,7 @@ class Cli : public ::testing::Test {
 };
 
 TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
-  auto r =
-      run("sweep --kernel spmv --problem laplacian2d --size 24 --strategy random --budget 6 "
-          "--repeats 3 --study s1 --no-progress --db " +
-          db());
+  auto r = sweep_s1("random", 6, 3);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("best:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("speedup"), std::string::npos) << r.out;
@@ -60,10 +65,7 @@ TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
   EXPECT_NE(r.out.find("6 trials, 6 ok, completed]"), std::string::npos) << r.out;
   // The default configuration is measured first, as the baseline. A resumed study keeps its
   // strategy, and says so when another is asked for.
-  r =
-      run("sweep --kernel spmv --problem laplacian2d --size 24 --strategy lhs --budget 9 "
-          "--repeats 3 --study s1 --no-progress --db " +
-          db());
+  r = sweep_s1("lhs", 9, 3);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("keeps its strategy random"), std::string::npos) << r.err;
   const auto all = trials("s1");
@@ -77,6 +79,41 @@ TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
   r = run("export --study s1 --format csv --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 10);
+}
+
+TEST_F(Cli, AResumedSweepMeasuresExpiredLeasesAndLeavesLiveOnesAlone) {
+  auto r = sweep_s1("random", 3, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> live_key;
+  {
+    // A server's workers leased two more configurations of the study: one lease expired.
+    db::Store store(db());
+    const auto study = *store.find_study("s1");
+    const auto space = SearchSpace::from_json(store.get_kernel(study.kernel_id).space);
+    std::set<std::string> measured;
+    for (const auto& t : store.trials(study.id)) measured.insert(t.config_key);
+    std::vector<Configuration> fresh;
+    for (const auto& c : space.valid_configurations()) {
+      if (!measured.count(space.key(c)) && fresh.size() < 2) fresh.push_back(c);
+    }
+    ASSERT_EQ(fresh.size(), 2u);
+    store.add_pending_trial(study.id, space.config_to_json(fresh[0]), space.key(fresh[0]),
+                            "vanished", 0.001);
+    store.expire_leases(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    store.add_pending_trial(study.id, space.config_to_json(fresh[1]), space.key(fresh[1]), "worker",
+                            3600);
+    live_key.insert(space.key(fresh[1]));
+  }
+  r = sweep_s1("random", 6, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Six results: the expired lease is not one of them, and the live one is not measured.
+  EXPECT_NE(r.out.find("6 stored (3 in this run"), std::string::npos) << r.out;
+  std::size_t finished = 0;
+  for (const auto& t : trials("s1")) {
+    if (t["status"] == "pending" || t.value("lease_expired", false)) continue;
+    ++finished;
+  }
+  EXPECT_EQ(finished, 6u);
 }
 
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {

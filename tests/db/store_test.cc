@@ -342,9 +342,14 @@ TEST_F(StoreTest, LeaseClaimCompleteOnce) {
   EXPECT_THROW(store_.complete_trial(id, Measurement::success(1.0)), Conflict);
   EXPECT_DOUBLE_EQ(store_.get_trial(id).result.objective, 2.5);
 
+  // A configuration is measured once per study: with a result it is not leased again.
+  EXPECT_THAT([&] { store_.add_pending_trial(s.id, cfg, "16,row", "worker-2", 60.0); },
+              ThrowsMessage<Conflict>(HasSubstr("already has a result (trial 1")));
+
   Measurement pending_result;
   pending_result.status = TrialStatus::pending;
-  const auto id2 = store_.add_pending_trial(s.id, cfg, "16,row", "worker-2", 60.0);
+  const auto id2 =
+      store_.add_pending_trial(s.id, testing::config_json(32, "row"), "32,row", "worker-2", 60.0);
   EXPECT_THROW(store_.complete_trial(id2, pending_result), InvalidInput);
   EXPECT_THROW(store_.complete_trial(TrialId{12345}, Measurement::success(1.0)), NotFound);
   // A failure is a result too.
@@ -372,20 +377,60 @@ TEST_F(StoreTest, ExpiredLeaseAcceptsALateResultOnce) {
   EXPECT_EQ(store_.get_trial(live).result.status, TrialStatus::pending);
   EXPECT_EQ(store_.pending_keys(s.id), std::vector<std::string>{"64,col"});
 
-  // The configuration may be leased again...
+  // The configuration may be leased again; while that lease lives, the late result of the
+  // first one is refused (it would measure the configuration twice)...
   const auto again = store_.add_pending_trial(s.id, cfg, "32,col", "worker-3", 30.0);
   EXPECT_NE(again, id);
-  // ...and the late result of the first lease is still accepted, once.
+  EXPECT_THAT([&] { store_.complete_trial(id, Measurement::success(9.0)); },
+              ThrowsMessage<Conflict>(HasSubstr("is leased to client \"worker-3\" as trial 3")));
+  // ...and once that lease expired too, the late result is accepted, once.
+  EXPECT_EQ(store_.expire_leases(now + 240s), 1u);
   const auto late = store_.complete_trial(id, Measurement::success(9.0));
   EXPECT_EQ(late.result.status, TrialStatus::ok);
   EXPECT_FALSE(late.lease_expired());
   EXPECT_THROW(store_.complete_trial(id, Measurement::success(8.0)), Conflict);
   EXPECT_DOUBLE_EQ(store_.get_trial(id).result.objective, 9.0);
+  // Now that it has a result, neither the other expired lease's result nor a new lease is
+  // taken: the configuration is measured.
+  EXPECT_THROW(store_.complete_trial(again, Measurement::success(7.0)), Conflict);
+  EXPECT_THROW(store_.add_pending_trial(s.id, cfg, "32,col", "worker-4", 30.0), Conflict);
 
   const auto counts = store_.trial_counts(s.id);
   EXPECT_EQ(counts.total, 3);
-  EXPECT_EQ(counts.pending, 2);
+  EXPECT_EQ(counts.pending, 1);  // fast-worker's
   EXPECT_EQ(counts.ok, 1);
+}
+
+TEST_F(StoreTest, MeasurementsOfTakenConfigurationsAreRefused) {
+  const auto s = testing::make_study(store_, "s");
+  const auto leased =
+      store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "worker-1", 60.0);
+  // A measurement of a leased configuration, or of one with a result, is refused whole.
+  EXPECT_THAT(
+      [&] {
+        store_.add_trials(
+            s.id, {{testing::config_json(32, "row"), "32,row", Measurement::success(1.0), "m"},
+                   {testing::config_json(16, "row"), "16,row", Measurement::success(2.0), "m"}});
+      },
+      ThrowsMessage<Conflict>(HasSubstr("is leased to client \"worker-1\"")));
+  EXPECT_EQ(store_.trial_counts(s.id).total, 1);
+  store_.complete_trial(leased, Measurement::success(3.0));
+  EXPECT_THAT(
+      [&] {
+        store_.add_trial(s.id, testing::config_json(16, "row"), "16,row",
+                         Measurement::success(2.0));
+      },
+      ThrowsMessage<Conflict>(HasSubstr("already has a result")));
+  // In a batch of leases, a taken configuration is refused alone.
+  const auto outcomes = store_.add_pending_trials(
+      s.id,
+      {{testing::config_json(16, "row"), "16,row"}, {testing::config_json(8, "col"), "8,col"}},
+      "worker-2", 60.0);
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_TRUE(outcomes[0].error && !outcomes[0].trial);
+  ASSERT_TRUE(outcomes[1].trial && !outcomes[1].error);
+  EXPECT_EQ(store_.get_trial(*outcomes[1].trial).client_id, "worker-2");
+  EXPECT_EQ(store_.trial_counts(s.id).total, 2);
 }
 
 // --- queries across studies
