@@ -215,8 +215,7 @@ void StudyManager::take_in_events(Entry& entry) {
     try {
       entry.session->observe(e.config, *e.result);
     } catch (const Conflict&) {
-      // Already known: read from the Store at load time, or a second result for a
-      // configuration proposed again after its lease expired. The Store keeps both.
+      // Already known: read from the Store when the entry caught up with it.
     }
   }
 }

@@ -13,7 +13,9 @@ namespace {
 //   pending (a client leased it; lease_expires_at set, finished_at NULL)
 //     -> ok | failed | timeout | invalid      (result reported; finished_at set)
 //     -> timeout with finished_at NULL        (lease expired, no result yet)
-//          -> ok | failed | timeout | invalid (the late result, accepted once)
+//          -> ok | failed | timeout | invalid (the late result, accepted once, while no other
+//                                              trial of the configuration has a result or a
+//                                              live lease)
 // "finished_at IS NULL" therefore means "no result has been reported yet".
 constexpr std::string_view kSchemaV1 = R"sql(
 CREATE TABLE machines (
