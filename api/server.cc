@@ -51,11 +51,15 @@ constexpr std::size_t kLingerBufferBytes = 64 * 1024;
 
 class Connection;
 
+constexpr std::chrono::milliseconds kAcceptPause{100};
+constexpr std::chrono::seconds kAcceptWarningInterval{10};
+
 struct Server::Impl {
   Impl(Service& s, ServerOptions o)
       : service(s),
         options(std::move(o)),
         acceptor(net::make_strand(ioc)),
+        accept_timer(ioc),
         compute_work(net::make_work_guard(compute)),
         lease_timer(ioc),
         signals(ioc) {}
@@ -86,6 +90,11 @@ struct Server::Impl {
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections;
   net::io_context ioc;
   tcp::acceptor acceptor;
+  // Accepting pauses after an error (out of file descriptors: accepting again at once would
+  // spin), and its warnings are rate-limited.
+  net::steady_timer accept_timer;
+  std::chrono::steady_clock::time_point last_accept_warning;
+  std::size_t accept_errors_unreported = 0;
   // The compute pool: its threads run below the I/O threads' priority, so that a model fit
   // on every core still leaves the I/O threads the CPU they need for quick requests.
   net::io_context compute;
@@ -451,10 +460,26 @@ void Server::Impl::accept() {
       auto connection = std::make_shared<Connection>(std::move(socket), *this);
       track(connection);
       connection->start();
-    } else {
-      spdlog::warn("accepting a connection failed: {}", ec.message());
+      accept();
+      return;
     }
-    accept();
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_accept_warning >= kAcceptWarningInterval) {
+      spdlog::warn("accepting a connection failed: {}{}; pausing {} ms before accepting again",
+                   ec.message(),
+                   accept_errors_unreported ? " (and " + std::to_string(accept_errors_unreported) +
+                                                  " times since the last warning)"
+                                            : std::string(),
+                   kAcceptPause.count());
+      last_accept_warning = now;
+      accept_errors_unreported = 0;
+    } else {
+      ++accept_errors_unreported;
+    }
+    accept_timer.expires_after(kAcceptPause);
+    accept_timer.async_wait([this](error_code timer_ec) {
+      if (!timer_ec && !stopping) accept();
+    });
   });
 }
 
@@ -483,6 +508,7 @@ void Server::Impl::begin_stop() {
     net::post(ioc, [this] {
       error_code ignored;
       acceptor.close(ignored);
+      accept_timer.cancel();
       lease_timer.cancel();
       signals.cancel(ignored);
       std::vector<std::shared_ptr<Connection>> live;

@@ -315,10 +315,11 @@ void Service::add_routes() {
     r.response_schema = kAnyObject;
   }
   {
-    auto& r = route("POST", "/v1/trials/{id}/result", "reportResult",
-                    "Report the result (or failure) of a leased trial; accepted once, also after the "
-                    "lease expired unless the configuration was leased again or measured (409)",
-                    Access::write, batch_one(&Service::report_results));
+    auto& r =
+        route("POST", "/v1/trials/{id}/result", "reportResult",
+              "Report the result (or failure) of a leased trial; accepted once, also after the "
+              "lease expired unless the configuration was leased again or measured (409)",
+              Access::write, batch_one(&Service::report_results));
     r.runs = Runs::writer;
     r.changes_measurements = true;
     r.batch_handler = [this](std::vector<Request*>& all) { return report_results(all); };

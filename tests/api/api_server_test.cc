@@ -1,9 +1,16 @@
 // Real HTTP round trips against a server on an ephemeral port: ask/tell, concurrent workers,
 // leases, tokens, imports, predictions, metrics and shutdown.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -577,6 +584,54 @@ TEST(ApiServer, StopsPromptlyWithIdleKeepAliveConnections) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   db::Store reopened(path);  // closed cleanly and usable
   EXPECT_EQ(reopened.list_tokens().size(), 1u);
+}
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+TEST(ApiServer, OutOfFileDescriptorsPausesAcceptingInsteadOfSpinning) {
+  TestServer server;
+  ASSERT_EQ(server.client().get("/healthz").status, 200);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  std::size_t open_now = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    ++open_now;
+  }
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // 100 connections the server cannot all accept, held for 1.5 s (POSIX calls only).
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(server.port());
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < 100; ++i) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      if (fd >= 0) connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    }
+    usleep(1'500'000);
+    _exit(0);
+  }
+  rlimit low = old;
+  low.rlim_cur = open_now + 10;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double before = cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const double used = cpu_seconds() - before;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  // Accepting again at once after EMFILE keeps a core busy (about 0.5 s of CPU here).
+  EXPECT_LT(used, 0.1) << "the server spun on accept errors";
+  // Once the connections are gone, the server answers again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(server.client().get("/healthz").status, 200);
 }
 
 TEST(ApiServer, RefusesToListenOnABusyPort) {
