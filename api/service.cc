@@ -278,6 +278,9 @@ void Service::add_routes() {
   {
     auto& r = route("GET", "/v1/studies/{id}/trials", "listTrials", "The trials of a study",
                     Access::read, bind(&Service::list_trials));
+    // Replies that grow with the study (an imported one has tens of thousands of trials) are
+    // built off the I/O threads, which keep answering quick requests meanwhile.
+    r.runs = Runs::compute;
     r.query = {{"status",
                 "string",
                 false,
@@ -411,6 +414,7 @@ void Service::add_routes() {
     auto& r =
         route("GET", "/v1/studies/{id}/export", "exportStudy",
               "A study and its trials as JSON or CSV", Access::read, bind(&Service::export_study));
+    r.runs = Runs::compute;  // as listTrials
     r.query = {{"format", "string", false, "json (default) or csv", {"json", "csv"}}};
     r.response_schema = kAnyObject;
   }

@@ -197,6 +197,20 @@ TEST(OpenApi, DocumentsEveryRegisteredRoute) {
   }
 }
 
+TEST(Routes, RepliesThatGrowWithAStudyAreBuiltOffTheIoThreads) {
+  tunebase::testing::TempDir dir;
+  db::Store store(dir.file("r.db"));
+  Service service(store);
+  for (const auto& r : service.router().routes()) {
+    if (r.pattern == "/v1/studies/{id}/export" || r.pattern == "/v1/studies/{id}/trials") {
+      EXPECT_EQ(r.runs, Runs::compute) << r.pattern;
+    }
+    if (r.pattern == "/healthz") {
+      EXPECT_EQ(r.runs, Runs::io);
+    }
+  }
+}
+
 TEST(Metrics, RendersPrometheusText) {
   Metrics m({"GET /v1/best", "POST /v1/trials/{id}/result"});
   m.record_request(0, 200, 0.0004);
