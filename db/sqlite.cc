@@ -127,6 +127,19 @@ void Database::configure() {
                           "permissions of the folder",
                       SQLITE_READONLY);
   }
+  // -wal and -shm files left behind by another user (or mode 0444) let the file open, and then
+  // every write fails. Say so now, naming the file.
+  if (!options_.read_only && path_ != kMemoryPath) {
+    for (const char* suffix : {"-wal", "-shm"}) {
+      const std::string side = path_ + suffix;
+      if (access(side.c_str(), F_OK) == 0 && access(side.c_str(), W_OK) != 0) {
+        throw SqliteError("database " + path_ + " is read-only: " + side +
+                              " exists but is not writable by this user; fix its permissions "
+                              "(or its owner), or remove it once no process uses the database",
+                          SQLITE_READONLY);
+      }
+    }
+  }
   // Reading the schema is the first access to the file: this is where a file that is not a
   // database, or a WAL index that cannot be created, shows up.
   prepare("SELECT count(*) FROM sqlite_schema", "reading the schema").run();

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "db/schema.h"
 #include "db/store.h"
@@ -291,6 +292,37 @@ TEST(BadFiles, ReadOnlyFolder) {
   EXPECT_FALSE(fs::exists(new_path));
   fs::permissions(folder, fs::perms::owner_all);
   EXPECT_EQ(testing::snapshot(path), before);
+}
+
+// -wal and -shm files this user cannot write (left by a read-only open as another user, say):
+// opening for writing is refused at once, naming the file, and reading still works.
+TEST(BadFiles, ReadOnlyWalAndShmLeftBehind) {
+  TempDir dir;
+  const auto path = dir.file("t.db");
+  StudyId study;
+  {
+    Store store(path);
+    study = testing::make_study(store, "s").id;
+  }
+  fs::permissions(dir.path(), fs::perms::all);
+  fs::permissions(path, fs::perms::all);
+  for (const char* suffix : {"-wal", "-shm"}) {
+    std::ofstream(path + suffix).flush();
+    fs::permissions(path + suffix,
+                    fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  }
+  const auto result = testing::run_with_permissions([&]() -> std::string {
+    try {
+      Store store(path);
+      return "opened for writing";
+    } catch (const StorageError& e) {
+      return std::string("write-open: ") + e.what();
+    }
+  });
+  if (!result) GTEST_SKIP() << "cannot drop root privileges to test file permissions";
+  EXPECT_THAT(*result,
+              HasSubstr("write-open: database " + path + " is read-only: " + path + "-wal"));
+  EXPECT_THAT(*result, HasSubstr("not writable by this user"));
 }
 
 TEST(BadFiles, LockedByAnotherWriter) {
