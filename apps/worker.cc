@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "apps/cli.h"
@@ -63,6 +64,22 @@ api::HttpReply post_with_retry(api::HttpClient& client, const std::string& targe
   throw Error(message);
 }
 
+/// A live lease of this client in the study, as a suggestion ({"trial_id", "config"}), if any.
+std::optional<nlohmann::json> own_pending_trial(api::HttpClient& client,
+                                                const std::string& study_path,
+                                                const std::string& client_id,
+                                                const std::string& token) {
+  const auto reply = client.get(study_path + "/trials?status=pending", token);
+  if (reply.status != 200) return std::nullopt;
+  const auto pending = reply.json();
+  for (const auto& t : pending["trials"]) {
+    if (t.value("client_id", std::string()) == client_id) {
+      return nlohmann::json{{"trial_id", t["id"]}, {"config", t["config"]}};
+    }
+  }
+  return std::nullopt;
+}
+
 nlohmann::json result_body(const Measurement& m, const std::string& client_id) {
   nlohmann::json body{
       {"client_id", client_id},
@@ -118,7 +135,14 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
         {{"n", 1}, {"client_id", client_id}, {"lease_seconds", options.lease_seconds}},
         options.token);
     if (reply.status != 200) fail_reply("asking for a suggestion", reply);
-    const auto answer = reply.json();
+    auto answer = reply.json();
+    if (answer["suggestions"].empty() && !answer.value("done", false)) {
+      // A lease of ours whose reply never arrived (a resent request) holds a configuration
+      // nobody evaluates until it expires: take it up.
+      if (auto mine = own_pending_trial(client, study_path, client_id, options.token)) {
+        answer["suggestions"] = nlohmann::json::array({*mine});
+      }
+    }
     const auto& suggestions = answer["suggestions"];
     if (suggestions.empty()) {
       const std::string reason = answer.value("reason", std::string("no suggestion"));

@@ -179,6 +179,27 @@ TEST(Worker, AResultRefusedAfterItsLeaseExpiredIsReportedAndTheWorkerGoesOn) {
   }
 }
 
+TEST(Worker, TakesUpItsOwnLeaseWhoseReplyWasLost) {
+  testing::TestServer server;
+  ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");
+  auto c = server.client();
+  const auto study = create_study(c, server.token, evaluator, 3);
+  // A suggestion made for this worker whose reply never reached it.
+  const auto lost = c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
+                           {{"n", 1}, {"client_id", "w1"}}, server.token);
+  ASSERT_EQ(lost.status, 200) << lost.body;
+  cli::WorkerOptions options;
+  options.study = study;
+  options.token = server.token;
+  options.client_id = "w1";
+  options.quiet = true;
+  const auto summary = cli::run_worker(evaluator, c, options);
+  EXPECT_EQ(summary.evaluated, 3u) << summary.stop_reason;
+  const auto counts = server.store().trial_counts(db::StudyId{study});
+  EXPECT_EQ(counts.pending, 0);
+  EXPECT_EQ(counts.total, 3);
+}
+
 TEST(Worker, RefusesAnEvaluatorForAnotherSpace) {
   testing::TestServer server;
   ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");
