@@ -524,6 +524,24 @@ struct Store::Impl {
     if (!st.step()) throw NotFound("study " + std::to_string(id.value) + " does not exist");
   }
 
+  // What a study's budget counts: its results and its live leases.
+  std::int64_t budget_used(StudyId id) {
+    auto st = db.prepare(
+        "SELECT count(*) FROM trials WHERE study_id = ?1 AND (finished_at IS NOT NULL OR "
+        "status = 'pending')",
+        "counting the results and leases of study " + std::to_string(id.value));
+    st.bind(1, id.value);
+    st.step();
+    return st.column_int64(0);
+  }
+
+  std::optional<std::int64_t> study_budget(StudyId id) {
+    auto st = db.prepare("SELECT budget FROM studies WHERE id = ?1", "reading a study's budget");
+    st.bind(1, id.value);
+    if (!st.step()) throw NotFound("study " + std::to_string(id.value) + " does not exist");
+    return st.column_optional_int64(0);
+  }
+
   StudyRecord insert_study(const NewStudy& s, StudyStatus status) {
     check_study_name(s.name);
     if (s.budget && *s.budget < 0) {
@@ -907,6 +925,17 @@ std::vector<Store::CompletionOutcome> Store::complete_trials(const std::vector<C
             current.study_id, current.config_key,
             item + " after its lease expired at " + current.lease_expires_at.value_or("?"),
             current.id);
+        // The expired lease gave its place in the budget back; the late result needs one.
+        const auto budget = impl_->study_budget(current.study_id);
+        const auto used = impl_->budget_used(current.study_id);
+        if (budget && used >= *budget) {
+          throw Conflict(item + " after its lease expired at " +
+                         current.lease_expires_at.value_or("?") + ": the budget of study " +
+                         std::to_string(current.study_id.value) + " (" + std::to_string(*budget) +
+                         " evaluations) is taken by " + std::to_string(used) +
+                         " results and live leases; a late result is "
+                         "stored only while the budget has room");
+        }
       }
       const auto& r = c.result;
       update.reset();
@@ -970,6 +999,12 @@ std::vector<std::string> Store::pending_keys(StudyId study) const {
   std::vector<std::string> out;
   while (st.step()) out.push_back(st.column_text(0));
   return out;
+}
+
+std::int64_t Store::budget_used(StudyId study) const {
+  std::lock_guard lock(impl_->mutex);
+  impl_->require_study(study);
+  return impl_->budget_used(study);
 }
 
 std::int64_t Store::data_version() const {

@@ -342,8 +342,9 @@ class Store {
                                                std::string_view client_id, double lease_seconds);
   /// Stores the result of a pending trial, or the late result of one whose lease expired
   /// (accepted once, and only while no other trial of its configuration has a result or a
-  /// live lease). Conflict when a result was already stored or the configuration was taken
-  /// again; NotFound for an unknown id; InvalidInput for a pending result.
+  /// live lease and the budget has room: results plus live leases below it). Conflict when a
+  /// result was already stored, the configuration was taken again or the budget is full;
+  /// NotFound for an unknown id; InvalidInput for a pending result.
   TrialRecord complete_trial(TrialId trial, const Measurement& result);
 
   /// One result of a batch: for `trial`, reported by `client_id` (checked against the client
@@ -371,6 +372,8 @@ class Store {
   /// config_key of every pending trial of the study.
   std::vector<std::string> pending_keys(StudyId study) const;
   TrialCounts trial_counts(StudyId study) const;
+  /// What the study's budget counts: trials with a result plus live leases.
+  std::int64_t budget_used(StudyId study) const;
   /// SQLite's data_version of this connection: it changes when another connection (another
   /// process sharing the file) commits, and only then.
   std::int64_t data_version() const;

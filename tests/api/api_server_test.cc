@@ -203,6 +203,35 @@ TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedWhileUntaken)
   EXPECT_THAT(metrics, HasSubstr("tunebase_leases_expired_total 2"));
 }
 
+TEST(ApiServer, LateResultsNeverOverrunTheBudget) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 2);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto slow = c.post(base + "/suggestions",
+                           {{"n", 2}, {"client_id", "slow"}, {"lease_seconds", 0.1}}, server.token)
+                        .json()["suggestions"];
+  ASSERT_EQ(slow.size(), 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // The expired leases give their places back, and two other configurations fill them.
+  const auto space = SearchSpace::from_json(testing::demo_space());
+  nlohmann::json others = nlohmann::json::array();
+  for (const auto& config : space.valid_configurations()) {
+    const auto j = space.config_to_json(config);
+    if (others.size() < 2 && j != slow[0]["config"] && j != slow[1]["config"]) {
+      others.push_back({{"config", j}, {"value", 1.0}});
+    }
+  }
+  ASSERT_EQ(c.post(base + "/measurements", {{"measurements", others}}, server.token).status, 201);
+  // The late results of configurations nobody took again find no room in the budget.
+  for (const auto& s : slow) {
+    const auto late = c.post("/v1/trials/" + std::to_string(s["trial_id"].get<int>()) + "/result",
+                             {{"client_id", "slow"}, {"value", 2.0}}, server.token);
+    EXPECT_EQ(late.status, 409) << late.body;
+  }
+  EXPECT_EQ(server.store().trial_counts(db::StudyId{study}).ok, 2);
+}
+
 TEST(ApiServer, WritesNeedAValidTokenAndResultsTheirOwnClient) {
   TestServer server;
   auto c = server.client();
