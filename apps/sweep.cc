@@ -18,6 +18,9 @@ namespace tunebase::cli {
 namespace {
 
 constexpr int kProgressBarWidth = 24;
+// How long a sweep holds the configuration it evaluates (as a worker's default lease): when the
+// process dies, a server sharing the study proposes it again after this.
+constexpr double kSweepLeaseSeconds = 3600.0;
 
 std::string format_duration(double seconds) {
   const auto s = static_cast<long long>(std::llround(std::max(seconds, 0.0)));
@@ -215,17 +218,32 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     return best ? format_objective(best->result.objective, evaluator.objective_unit())
                 : std::string("-");
   };
+  // Each configuration is leased before it is evaluated, as a server's workers do, so that a
+  // sweep and a server sharing the study never measure one configuration twice.
   auto evaluate_and_store = [&](const Configuration& config) {
+    db::TrialId trial;
+    try {
+      trial = store.add_pending_trial(study.id, space.config_to_json(config), space.key(config),
+                                      "cli", kSweepLeaseSeconds);
+    } catch (const Conflict& e) {
+      // Taken by another process sharing the database (a server's worker): skip it.
+      std::cerr << "\nnote: " << e.what() << "; skipped\n";
+      session.hold(config);
+      return;
+    }
     Measurement m;
     try {
       m = evaluator.evaluate(config);
     } catch (const BackendError& e) {
       m = Measurement::failure(TrialStatus::failed, e.what());
+    } catch (...) {
+      // No result: the configuration goes back to whoever proposes it next.
+      store.release_lease(trial);
+      throw;
     }
     try {
-      store.add_trial(study.id, space.config_to_json(config), space.key(config), m, "cli");
+      store.complete_trial(trial, m);
     } catch (const Conflict& e) {
-      // Another process sharing the database (a server's worker) took it meanwhile.
       std::cerr << "\nnote: " << e.what() << "; this run's measurement is not stored\n";
     }
     session.observe(config, m);
@@ -252,7 +270,11 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     if (is_candidate) evaluate_and_store(default_config);
   }
 
-  while (session.observations().size() < options.budget && !g_interrupted) {
+  // The budget counts what every process sharing the study stored or holds.
+  const auto budget_left = [&] {
+    return static_cast<std::size_t>(store.budget_used(study.id)) < options.budget;
+  };
+  while (session.observations().size() < options.budget && budget_left() && !g_interrupted) {
     auto batch = session.propose(1);
     if (batch.empty()) break;  // every candidate measured
     evaluate_and_store(batch.front());
@@ -268,8 +290,12 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     summary.weights = d["rgpe_weights"];
   }
   if (!priors.empty()) api::save_fitted_models(store);
-  summary.total = session.observations().size();
-  for (const auto& o : session.observations()) summary.failed += !o.result.ok();
+  // Totals from the store: other processes may have added results meanwhile.
+  for (const auto& t : store.trials(study.id)) {
+    if (!t.finished_at) continue;
+    ++summary.total;
+    summary.failed += !t.result.ok();
+  }
   summary.best = session.best();
   if (summary.best) summary.best_config = space.config_to_json(summary.best->config);
   return summary;

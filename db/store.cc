@@ -973,6 +973,17 @@ std::size_t Store::expire_leases(std::chrono::system_clock::time_point now) {
   return static_cast<std::size_t>(impl_->db.changes());
 }
 
+void Store::release_lease(TrialId trial) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "releasing the lease of trial " + std::to_string(trial.value);
+  impl_->require_writable(what);
+  auto st = impl_->db.prepare(
+      "UPDATE trials SET status = 'timeout', message = 'lease released by client ' || "
+      "quote(client_id) || ' without a result' WHERE id = ?1 AND status = 'pending'",
+      what);
+  st.bind(1, trial.value).run();
+}
+
 TrialRecord Store::get_trial(TrialId id) const {
   std::lock_guard lock(impl_->mutex);
   return impl_->get_trial(id);

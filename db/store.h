@@ -366,6 +366,8 @@ class Store {
   /// Pending trials whose lease ended before `now` become timeout (no finished_at). Returns
   /// how many.
   std::size_t expire_leases(std::chrono::system_clock::time_point now);
+  /// Ends a live lease without a result, as if it expired now (nothing when not pending).
+  void release_lease(TrialId trial);
   TrialRecord get_trial(TrialId id) const;
   /// Every trial of the study, in id (creation) order.
   std::vector<TrialRecord> trials(StudyId study) const;

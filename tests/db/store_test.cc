@@ -401,6 +401,19 @@ TEST_F(StoreTest, ExpiredLeaseAcceptsALateResultOnce) {
   EXPECT_EQ(counts.ok, 1);
 }
 
+TEST_F(StoreTest, AReleasedLeaseFreesItsConfiguration) {
+  const auto s = testing::make_study(store_, "s");
+  const auto cfg = testing::config_json(16, "row");
+  const auto id = store_.add_pending_trial(s.id, cfg, "16,row", "cli", 3600.0);
+  EXPECT_EQ(store_.budget_used(s.id), 1);
+  store_.release_lease(id);
+  const auto released = store_.get_trial(id);
+  EXPECT_TRUE(released.lease_expired());
+  EXPECT_THAT(released.result.message, HasSubstr("released by client 'cli'"));
+  EXPECT_EQ(store_.budget_used(s.id), 0);
+  EXPECT_NE(store_.add_pending_trial(s.id, cfg, "16,row", "w", 60.0), id);
+}
+
 TEST_F(StoreTest, MeasurementsOfTakenConfigurationsAreRefused) {
   const auto s = testing::make_study(store_, "s");
   const auto leased =
