@@ -321,7 +321,8 @@ void Service::add_routes() {
     auto& r =
         route("POST", "/v1/trials/{id}/result", "reportResult",
               "Report the result (or failure) of a leased trial; accepted once, also after the "
-              "lease expired unless the configuration was leased again or measured (409)",
+              "lease expired while the configuration was not leased again or measured and "
+              "the budget has room (else 409)",
               Access::write, batch_one(&Service::report_results));
     r.runs = Runs::writer;
     r.changes_measurements = true;

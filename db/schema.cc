@@ -15,7 +15,8 @@ namespace {
 //     -> timeout with finished_at NULL        (lease expired, no result yet)
 //          -> ok | failed | timeout | invalid (the late result, accepted once, while no other
 //                                              trial of the configuration has a result or a
-//                                              live lease)
+//                                              live lease and the study's budget has room)
+//   pending -> timeout with finished_at NULL   (lease released by its client: release_lease)
 // "finished_at IS NULL" therefore means "no result has been reported yet".
 constexpr std::string_view kSchemaV1 = R"sql(
 CREATE TABLE machines (
