@@ -91,7 +91,10 @@ void print_sweep_summary(const SweepSummary& s) {
     }
   }
   std::cout << "trials:     " << s.total << " stored (" << s.evaluated << " in this run, "
-            << s.failed << " failed)" << (s.interrupted ? ", interrupted" : "") << "\n";
+            << s.failed << " failed)" << (s.interrupted ? ", interrupted" : "");
+  if (s.leased_elsewhere)
+    std::cout << "; " << s.leased_elsewhere << " still leased to other clients";
+  std::cout << "\n";
   if (!s.best) {
     std::cout << "best:       none (no successful evaluation)\n";
     return;
@@ -197,10 +200,15 @@ void add_sweep_command(CLI::App& app) {
     db::Store store(args->db);
     const auto summary = run_sweep(*evaluator, store, args->sweep);
     if (args->json) {
-      nlohmann::json j{{"study", summary.study_name}, {"study_id", summary.study.value},
-                       {"trials", summary.total},     {"evaluated", summary.evaluated},
-                       {"failed", summary.failed},    {"interrupted", summary.interrupted},
-                       {"unit", summary.unit},        {"strategy", summary.strategy}};
+      nlohmann::json j{{"study", summary.study_name},
+                       {"study_id", summary.study.value},
+                       {"trials", summary.total},
+                       {"evaluated", summary.evaluated},
+                       {"failed", summary.failed},
+                       {"interrupted", summary.interrupted},
+                       {"leased_elsewhere", summary.leased_elsewhere},
+                       {"unit", summary.unit},
+                       {"strategy", summary.strategy}};
       if (!summary.priors.empty()) {
         nlohmann::json priors = nlohmann::json::array();
         for (const auto& [name, n] : summary.priors) {

@@ -292,6 +292,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   if (!priors.empty()) api::save_fitted_models(store);
   // Totals from the store: other processes may have added results meanwhile.
   for (const auto& t : store.trials(study.id)) {
+    summary.leased_elsewhere += t.result.status == TrialStatus::pending;
     if (!t.finished_at) continue;
     ++summary.total;
     summary.failed += !t.result.ok();

@@ -35,6 +35,9 @@ struct SweepSummary {
   std::size_t evaluated = 0;  ///< in this run
   std::size_t total = 0;      ///< in the study
   std::size_t failed = 0;     ///< in the study
+  /// Live leases of other clients (a server's workers) when the sweep ended: their results
+  /// may still come.
+  std::size_t leased_elsewhere = 0;
   bool interrupted = false;
   std::optional<Observation> best;
   std::optional<Observation> default_result;
