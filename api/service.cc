@@ -930,8 +930,9 @@ Response Service::import_file(Request& request) {
   // The upload is parsed from memory: no name from the request reaches the filesystem.
   MeasuredDataset dataset;
   try {
-    dataset =
-        in_field("body", [&] { return parse_measurements(request.body, "the uploaded file"); });
+    dataset = in_field("body", [&] {
+      return parse_measurements(request.body, "the uploaded file", kMaxImportTextBytes);
+    });
   } catch (const IoError& e) {
     throw FieldError("body", e.what());
   }

@@ -38,8 +38,6 @@ constexpr unsigned char kGzipMagic[2] = {0x1f, 0x8b};
 // zlib windowBits: 15 = the 32 KiB window every gzip file may use; +16 = expect a gzip
 // header and trailer (not a raw zlib stream).
 constexpr int kGzipWindowBits = 15 + 16;
-// Inflating stops here: a small upload must not expand into an unbounded buffer.
-constexpr std::size_t kMaxInflatedBytes = std::size_t{4} << 30;
 constexpr std::size_t kInflateFirstChunk = std::size_t{1} << 20;
 // Deflate never compresses better than about 1032:1, which bounds what a gzip trailer's
 // size field can honestly claim (used only to pre-allocate).
@@ -77,7 +75,13 @@ class Inflater {
   z_stream stream_{};
 };
 
-std::string gunzip(const std::string& bytes, const std::string& origin) {
+InvalidInput too_large(const std::string& origin, std::size_t limit, const char* what) {
+  return InvalidInput(origin + ": " + what + " more than " + std::to_string(limit >> 20) +
+                      " MiB of JSON, the most tunebase reads from one measurement file here "
+                      "(parsing takes about 8 times that in memory)");
+}
+
+std::string gunzip(const std::string& bytes, const std::string& origin, std::size_t limit) {
   const auto truncated = [&] {
     return InvalidInput(origin +
                         ": the gzip stream is truncated (it ends before the compressed "
@@ -95,7 +99,7 @@ std::string gunzip(const std::string& bytes, const std::string& origin) {
       (static_cast<std::size_t>(tail[2]) << 16) | (static_cast<std::size_t>(tail[3]) << 24);
   std::string out;
   out.resize(std::max(kInflateFirstChunk,
-                      std::min({claimed + 1, bytes.size() * kMaxDeflateRatio, kMaxInflatedBytes})));
+                      std::min({claimed + 1, bytes.size() * kMaxDeflateRatio, limit})));
 
   std::size_t consumed = 0;  // bytes handed to zlib so far
   std::size_t produced = 0;
@@ -107,12 +111,8 @@ std::string gunzip(const std::string& bytes, const std::string& origin) {
       consumed += n;
     }
     if (produced == out.size()) {
-      if (out.size() >= kMaxInflatedBytes) {
-        throw InvalidInput(origin + ": decompresses to more than " +
-                           std::to_string(kMaxInflatedBytes >> 20) +
-                           " MiB, larger than any measurement file tunebase accepts");
-      }
-      out.resize(std::min(out.size() * 2, kMaxInflatedBytes));
+      if (out.size() >= limit) throw too_large(origin, limit, "decompresses to");
+      out.resize(std::min(out.size() * 2, limit));
     }
     zs.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
     zs.avail_out = static_cast<uInt>(std::min<std::size_t>(out.size() - produced, UINT_MAX));
@@ -159,6 +159,9 @@ std::string read_file_bytes(const std::string& path) {
   std::string bytes;
   in.seekg(0, std::ios::end);
   const auto size = in.tellg();
+  if (size > 0 && static_cast<std::size_t>(size) > kMaxMeasurementTextBytes) {
+    throw too_large(path, kMaxMeasurementTextBytes, "holds");
+  }
   if (size > 0) {
     bytes.resize(static_cast<std::size_t>(size));
     in.seekg(0, std::ios::beg);
@@ -762,16 +765,19 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
 
 std::string gunzip_if_needed(const std::string& bytes, const std::string& origin) {
   if (!starts_with_gzip_magic(bytes)) return bytes;
-  return gunzip(bytes, origin);
+  return gunzip(bytes, origin, kMaxMeasurementTextBytes);
 }
 
 std::string read_maybe_gzipped(const std::string& path) {
   return gunzip_if_needed(read_file_bytes(path), path);
 }
 
-MeasuredDataset parse_measurements(const std::string& bytes, const std::string& origin) {
+MeasuredDataset parse_measurements(const std::string& bytes, const std::string& origin,
+                                   std::size_t max_text_bytes) {
   const bool compressed = starts_with_gzip_magic(bytes);
-  const std::string inflated = compressed ? gunzip(bytes, origin) : std::string();
+  if (!compressed && bytes.size() > max_text_bytes)
+    throw too_large(origin, max_text_bytes, "holds");
+  const std::string inflated = compressed ? gunzip(bytes, origin, max_text_bytes) : std::string();
   const std::string& text = compressed ? inflated : bytes;
   const json root = parse_json(text, origin);
   if (!root.is_object()) {

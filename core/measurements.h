@@ -1,6 +1,7 @@
 // Readers for measurement files users already have: Kernel Tuner cache files and T4 results.
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -23,12 +24,17 @@ struct MeasuredDataset {
   std::vector<Observation> entries;
 };
 
+/// The most JSON text read from one measurement file (after gunzip): parsing needs about 8
+/// times this in memory. The largest shared datasets hold under 20 MiB.
+inline constexpr std::size_t kMaxMeasurementTextBytes = std::size_t{512} << 20;
+
 /// Reads `.json` or `.json.gz` (gzip detected by its magic bytes, not its name), Kernel Tuner
 /// cache or T4 format. Throws IoError / InvalidInput naming the file and what is wrong.
 MeasuredDataset read_measurements(const std::string& path);
 /// Same from the bytes of a file (plain or gzip), e.g. an HTTP upload; `origin` names it in
-/// error messages.
-MeasuredDataset parse_measurements(const std::string& bytes, const std::string& origin);
+/// error messages. InvalidInput when the JSON text is over `max_text_bytes` (a gzip bomb).
+MeasuredDataset parse_measurements(const std::string& bytes, const std::string& origin,
+                                   std::size_t max_text_bytes = kMaxMeasurementTextBytes);
 
 /// Reads a whole file, gunzipping when it starts with the gzip magic bytes.
 std::string read_maybe_gzipped(const std::string& path);

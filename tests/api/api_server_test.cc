@@ -316,6 +316,19 @@ std::string gzip(const std::string& bytes) {
   return out;
 }
 
+TEST(ApiServer, AnUploadThatDecompressesPastTheLimitIsRefused) {
+  TestServer server;
+  auto c = server.client();
+  // A gzip bomb: well under the upload limit, its JSON text is over the import limit.
+  const auto bomb = gzip(std::string(kMaxImportTextBytes + (1u << 20), ' '));
+  ASSERT_LT(bomb.size(), kMaxImportBytes);
+  const auto r = c.request("POST", "/v1/import", bomb, server.token, "application/gzip");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(),
+              HasSubstr("decompresses to more than 256 MiB of JSON"));
+  EXPECT_TRUE(c.get("/v1/studies").json()["studies"].empty());
+}
+
 TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   TestServer server;
   auto c = server.client();

@@ -213,6 +213,19 @@ TEST(BrokenFiles, TruncatedGzipSaysSo) {
   }
 }
 
+TEST(BrokenFiles, AGzipBombStopsAtTheLimit) {
+  // 8 MiB of spaces compress to a few KiB; with a 4 MiB limit inflating stops, with a message.
+  const std::string bomb = gzip(std::string(8u << 20, ' ') + kKernelTunerCache);
+  ASSERT_LT(bomb.size(), 64u << 10);
+  const std::string message = error_of([&] { parse_measurements(bomb, "bomb.json.gz", 4u << 20); });
+  EXPECT_THAT(message, HasSubstr("bomb.json.gz: decompresses to more than 4 MiB of JSON"));
+  const std::string plain(5u << 20, ' ');
+  EXPECT_THAT(error_of([&] { parse_measurements(plain, "big.json", 4u << 20); }),
+              HasSubstr("big.json: holds more than 4 MiB of JSON"));
+  // Under the limit the same file reads.
+  EXPECT_FALSE(parse_measurements(bomb, "bomb.json.gz", 16u << 20).entries.empty());
+}
+
 TEST(BrokenFiles, CorruptGzipSaysSo) {
   std::string compressed = gzip(kKernelTunerCache);
   for (std::size_t i = 20; i < 40; ++i) compressed[i] = static_cast<char>(compressed[i] ^ 0x5a);
