@@ -270,7 +270,7 @@ Value domain_value(const Parameter& p, const json& j, const std::string& where,
 /// Whether the cache key names the same values as the entry. Kernel Tuner writes the key as
 /// Python's str() of each value joined by commas, so compare value by value (1.0 and 1 are
 /// the same number) rather than as text.
-bool key_matches(std::string_view key, const Configuration& config, const SearchSpace& space) {
+bool key_matches(std::string_view key, const Configuration& config) {
   std::vector<std::string_view> pieces;
   std::size_t start = 0;
   for (;;) {
@@ -279,8 +279,16 @@ bool key_matches(std::string_view key, const Configuration& config, const Search
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
-  // A string value holding a comma splits into several pieces: compare the whole text.
-  if (pieces.size() != config.size()) return key == space.key(config);
+  // A string value holding a comma splits into several pieces: compare the whole text, as
+  // Kernel Tuner writes it (unescaped).
+  if (pieces.size() != config.size()) {
+    std::string joined;
+    for (std::size_t i = 0; i < config.size(); ++i) {
+      if (i) joined += ',';
+      joined += to_string(config[i]);
+    }
+    return key == joined;
+  }
   for (std::size_t i = 0; i < config.size(); ++i) {
     std::string_view piece = pieces[i];
     while (!piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
@@ -327,7 +335,7 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
     }
     obs.config.push_back(domain_value(p, *it, where, "tune_params"));
   }
-  if (!key_matches(key, obs.config, space)) {
+  if (!key_matches(key, obs.config)) {
     throw InvalidInput(where + " does not match its values: they give the key \"" +
                        space.key(obs.config) +
                        "\" (the key must be the values of tune_params_keys joined by commas)");

@@ -532,7 +532,16 @@ std::string SearchSpace::key(const Configuration& c) const {
   std::string k;
   for (std::size_t i = 0; i < c.size(); ++i) {
     if (i) k += ',';
-    k += to_string(c[i]);
+    const auto* text = std::get_if<std::string>(&c[i]);
+    if (!text || text->find_first_of(",\\") == std::string::npos) {
+      k += to_string(c[i]);
+      continue;
+    }
+    // ("a", "b,c") and ("a,b", "c") must not share a key.
+    for (char ch : *text) {
+      if (ch == ',' || ch == '\\') k += '\\';
+      k += ch;
+    }
   }
   return k;
 }

@@ -140,7 +140,9 @@ class SearchSpace {
   /// their default when `fill_defaults`.
   nlohmann::json config_to_json(const Configuration& c) const;
   Configuration config_from_json(const nlohmann::json& j, bool fill_defaults = false) const;
-  /// Kernel Tuner cache key: the values joined by commas, in parameter order.
+  /// Kernel Tuner cache key: the values joined by commas, in parameter order. Commas and
+  /// backslashes inside string values are escaped with a backslash (Kernel Tuner's own keys
+  /// are not), so that distinct configurations never share a key.
   std::string key(const Configuration& c) const;
 
   /// Features in [0,1] for surrogates: discrete numeric parameters by position (or log value

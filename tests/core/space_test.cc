@@ -245,6 +245,16 @@ TEST(SearchSpace, ConfigurationJsonIsChecked) {
   EXPECT_EQ(s.key(s.config_from_json(json{{"bx", 32.0}, {"by", 2}, {"fmt", "csr"}})), "32,2,csr");
 }
 
+TEST(SearchSpace, StringValuesWithCommasNeverShareAKey) {
+  const auto s = SearchSpace::from_json(json::parse(R"({"parameters": [
+      {"name": "c1", "type": "categorical", "values": ["a", "a,b", "x\\"]},
+      {"name": "c2", "type": "categorical", "values": ["b,c", "c", ",c"]}]})"));
+  std::set<std::string> keys;
+  for (const auto& c : s.valid_configurations()) keys.insert(s.key(c));
+  EXPECT_EQ(keys.size(), s.valid_configurations().size());
+  EXPECT_EQ(s.key(s.config_from_json(json{{"c1", "a,b"}, {"c2", "c"}})), "a\\,b,c");
+}
+
 TEST(SearchSpace, JsonRoundTripKeepsTheFingerprint) {
   auto s = small_space();
   auto again = SearchSpace::from_json(s.to_json());
