@@ -182,6 +182,21 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
       candidates.push_back(space.sample(rng));
     }
   }
+  // What already failed on the target (this machine, and this task when given) is not
+  // predicted to be its best, whatever the other machines say.
+  if (machine) {
+    db::PriorQuery own;
+    own.kernel_name = kernel_name;
+    own.version = kernel->version;
+    own.machines = {store.get_machine(*machine).name};
+    std::unordered_set<std::string> failed;
+    for (const auto& t : store.prior_trials(own)) {
+      if (t.status != TrialStatus::ok && (!task || t.task == *task)) failed.insert(t.config_key);
+    }
+    std::erase_if(candidates,
+                  [&](const Configuration& c) { return failed.count(space.key(c)) > 0; });
+    out.failed_here = failed.size();
+  }
   SessionOptions options;
   options.strategy = default_strategy(true);
   options.seed = static_cast<std::uint64_t>(kernel->id.value);

@@ -63,6 +63,8 @@ struct PredictedBest {
   Forecast forecast;
   std::size_t trials = 0;    ///< prior measurements the prediction rests on
   std::size_t machines = 0;  ///< machines they come from
+  /// Configurations that failed on the target, left out of the candidates.
+  std::size_t failed_here = 0;
   std::string kernel_version;
   std::string model;
   /// {"<source>": weight} of the transfer model (equal with no target observation).
@@ -74,7 +76,8 @@ struct PredictedBest {
 /// (`bo-transfer`) on every other machine's and task's measurements: zero-shot. None when the
 /// kernel is unknown or nothing usable was measured elsewhere. Candidates are the valid
 /// configurations (a sample when there are too many); the predicted best is the lowest (or
-/// highest) predicted objective among those more likely to run than to fail.
+/// highest) predicted objective among those more likely to run than to fail and not failed
+/// on the target already.
 std::optional<PredictedBest> predict_best(const db::Store& store, const std::string& kernel_name,
                                           std::optional<db::MachineId> machine,
                                           std::optional<db::TaskId> task, db::Direction direction,

@@ -884,6 +884,7 @@ Response Service::best(Request& request) {
                       {"based_on",
                        {{"trials", predicted->trials},
                         {"machines", predicted->machines},
+                        {"failed_here", predicted->failed_here},
                         {"kernel_version", predicted->kernel_version},
                         {"model", predicted->model},
                         {"weights", predicted->weights}}}}),

@@ -143,6 +143,7 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
                                 {"based_on",
                                  {{"trials", p.trials},
                                   {"machines", p.machines},
+                                  {"failed_here", p.failed_here},
                                   {"kernel_version", p.kernel_version},
                                   {"model", p.model},
                                   {"weights", p.weights}}}}
@@ -153,10 +154,12 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
   std::cout << "kernel:    " << kernel << "\nmachine:   " << machine << "\nsource:    predicted ("
             << p.model << " on " << p.trials << " measurements of " << p.machines
             << " other machine" << (p.machines == 1 ? "" : "s")
-            << "; nothing measured here yet)\nconfig:    " << p.config.dump()
-            << "\nobjective: " << std::setprecision(4) << p.forecast.mean << " (68% interval "
-            << p.forecast.lower << " .. " << p.forecast.upper
-            << ", in the unit of the measurements)\n";
+            << (p.failed_here ? "; " + std::to_string(p.failed_here) +
+                                    " configurations failed here and were left out, none ran"
+                              : std::string("; nothing measured here yet"))
+            << ")\nconfig:    " << p.config.dump() << "\nobjective: " << std::setprecision(4)
+            << p.forecast.mean << " (68% interval " << p.forecast.lower << " .. "
+            << p.forecast.upper << ", in the unit of the measurements)\n";
   if (!p.weights.empty()) std::cout << "weights:   " << weights_text(p.weights) << "\n";
 }
 

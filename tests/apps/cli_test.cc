@@ -287,6 +287,25 @@ TEST_F(Cli, OtherMachinesMeasurementsPredictAndGuideANewMachine) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("source:    predicted"), std::string::npos) << r.out;
 
+  // A machine where the configuration GPU-A likes failed: the prediction leaves it out.
+  const auto gpu_c = dir_.file("c.json");
+  std::ofstream(gpu_c)
+      << nlohmann::json{{"device_name", "GPU-C"},
+                        {"kernel_name", "toy"},
+                        {"tune_params_keys", {"a", "b"}},
+                        {"tune_params",
+                         {{"a", {0, 1, 2, 3, 4, 5, 6, 7}}, {"b", {0, 1, 2, 3, 4, 5, 6, 7}}}},
+                        {"cache", {{"3,5", {{"a", 3}, {"b", 5}, {"time", "RuntimeFailedConfig"}}}}}}
+             .dump();
+  r = run("import " + gpu_c + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("best --kernel toy --machine GPU-C --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const auto around_failure = nlohmann::json::parse(r.out);
+  EXPECT_EQ(around_failure["source"], "predicted");
+  EXPECT_NE(around_failure["config"], (nlohmann::json{{"a", 3}, {"b", 5}})) << r.out;
+  EXPECT_EQ(around_failure["based_on"]["failed_here"], 1) << r.out;
+
   // A sweep on GPU-B learns from GPU-A by default, and says so.
   r = run("sweep --kernel replay --replay " + gpu_b +
           " --machine GPU-B --budget 6 --no-progress --json --study t --db " + db());
