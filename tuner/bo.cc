@@ -318,10 +318,12 @@ class BayesianOptimization final : public ModelBasedStrategy {
       const double g = to_log_units(z);
       const double g_lo = to_log_units(z - sd);
       const double g_hi = to_log_units(z + sd);
+      // Zero-shot values come from the priors, on their scale (to_log_units).
+      const bool log = target_.sorted_g.empty() ? zero_shot_log_ : log_;
       Forecast f;
-      f.mean = objective_value(g, log_, state.minimize);
-      const double a = objective_value(g_lo, log_, state.minimize);
-      const double b = objective_value(g_hi, log_, state.minimize);
+      f.mean = objective_value(g, log, state.minimize);
+      const double a = objective_value(g_lo, log, state.minimize);
+      const double b = objective_value(g_hi, log, state.minimize);
       f.lower = std::min(a, b);
       f.upper = std::max(a, b);
       f.std = 0.5 * std::abs(g_hi - g_lo);
@@ -398,9 +400,17 @@ class BayesianOptimization final : public ModelBasedStrategy {
       groups[p.source].push_back(&p);
     }
     mark_prior_failures(state);
+    // Zero-shot forecasts are told in the priors' units, all on one scale: log when every
+    // prior value is positive (as the target's would be), else linear.
+    zero_shot_log_ = true;
+    for (const auto& p : *state.priors) {
+      for (const auto& o : p.observations) {
+        if (o.result.ok() && !(o.result.objective > 0)) zero_shot_log_ = false;
+      }
+    }
     for (const auto& source : order) {
       std::vector<std::vector<double>> rows;
-      std::vector<double> g;  // model values of the task nearest the study's, for units
+      std::vector<double> g;  // values of the task nearest the study's, for units
       double g_distance = std::numeric_limits<double>::infinity();
       std::vector<double> y;  // copula values, each prior (task) on its own
       bool log = true;
@@ -412,6 +422,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
       for (const Prior* p : groups[source]) {
         const auto scaled = features_.scale(p->task_features);
         std::vector<double> g_task;
+        std::vector<double> units_task;  // on the zero-shot scale
         for (const auto& o : p->observations) {
           if (!o.result.ok()) continue;
           std::vector<double> x;
@@ -423,6 +434,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
           x.insert(x.end(), scaled.begin(), scaled.end());
           rows.push_back(std::move(x));
           g_task.push_back(model_value(o.result.objective, log, p->minimize));
+          units_task.push_back(model_value(o.result.objective, zero_shot_log_, p->minimize));
         }
         // The copula per task: on another input the same configuration may take ten times
         // as long; what carries over is how configurations rank, so each task's values become
@@ -437,7 +449,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
           }
           if (distance < g_distance) {
             g_distance = distance;
-            g = std::move(g_task);
+            g = std::move(units_task);
           }
         }
       }
@@ -1040,6 +1052,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
 
   // ---- the target model, kept between calls: refitted on a schedule, conditioned in between
   bool log_ = true;
+  /// Whether source_sorted_ holds log values (every prior value positive).
+  bool zero_shot_log_ = true;
   surrogates::ObjectiveTransform transform_;
   TargetData target_;
   GaussianProcess gp_;

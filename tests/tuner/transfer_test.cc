@@ -226,6 +226,32 @@ TEST(ZeroShot, ForecastsComeFromThePriorsAndAreMarkedSo) {
   EXPECT_TRUE(plain.forecast({ranked.front()}).empty());
 }
 
+TEST(ZeroShot, ForecastsKeepThePriorsUnitsWhenTheirValuesAreNotAllPositive) {
+  const auto s = space();
+  // A score to maximise that runs from below zero to 4 at the target's optimum.
+  Prior p = make_prior(s, "scores", [](const Configuration& c) { return 5.0 - objective(c); });
+  p.minimize = false;
+  double lowest = 0.0;
+  for (const auto& o : p.observations) lowest = std::min(lowest, o.result.objective);
+  ASSERT_LT(lowest, 0.0);
+  SessionOptions options;
+  options.strategy = "bo-transfer";
+  options.minimize = false;
+  options.priors.push_back(p);
+  Session session(s, options);
+  const auto ranked = ranked_by_target(s);
+  const auto f = session.forecast({ranked.front(), ranked.back()});
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_TRUE(f[0].from_priors);
+  // In the prior's units: near 5 - objective, not its exponential.
+  EXPECT_NEAR(f[0].mean, 5.0 - objective(ranked.front()), 1.0);
+  EXPECT_NEAR(f[1].mean, 5.0 - objective(ranked.back()), 2.0);
+  for (const auto& one : f) {
+    EXPECT_LE(one.lower, one.mean);
+    EXPECT_LE(one.mean, one.upper);
+  }
+}
+
 TEST(TaskFeatures, PriorsOnOtherInputsPredictTheOptimumOfANewInput) {
   const auto s = space();
   SessionOptions options;
