@@ -73,6 +73,8 @@ class CommandEvaluator : public Evaluator {
   nlohmann::json task() const override;
   Measurement evaluate(const Configuration& config) override;
   bool minimize() const override { return options_.minimize; }
+  /// Seconds for a time to minimise; a score to maximise (GFLOP/s, say) has no unit we know.
+  std::string objective_unit() const override { return options_.minimize ? "s" : ""; }
 
   /// The command line a configuration runs.
   std::string command_for(const Configuration& config) const;

@@ -131,6 +131,18 @@ TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["best"]["config"]["x"], 6);
   EXPECT_DOUBLE_EQ(j["best"]["objective"].get<double>(), 1.0);
+  EXPECT_EQ(j["unit"], "s");
+
+  // A score to maximise is a plain number, not seconds.
+  r = run("sweep --kernel command --space " + space +
+          " --cmd 'echo $(( 50 - ({x} - 6) * ({x} - 6) ))' --maximize --strategy exhaustive "
+          "--budget 10 --no-progress --study score --db " +
+          db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("objective:  50\n"), std::string::npos) << r.out;
+  r = run("best --kernel command --maximize --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("objective: 50\n"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
