@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <set>
 #include <unordered_set>
 
 #include "api/errors.h"
@@ -365,7 +366,28 @@ std::vector<StudyManager::ReportOutcome> StudyManager::report_all(
     entry->finished[stored.config_key] = r.trial.value;
     entry->inbox.push_back({std::move(config), r.result});
   }
+  std::set<std::int64_t> studies;
+  for (const auto& o : out) {
+    if (o.record) studies.insert(o.record->study_id.value);
+  }
+  for (auto id : studies) complete_if_spent(db::StudyId{id});
   return out;
+}
+
+// A study whose budget its results have spent, with no lease left out, is completed now, not
+// only when a client next asks for a suggestion. The stored results stand either way.
+void StudyManager::complete_if_spent(db::StudyId study) {
+  try {
+    const auto record = store_.get_study(study);
+    if (record.status != db::StudyStatus::active || !record.budget) return;
+    const auto pending = store_.trial_counts(study).pending;
+    if (pending == 0 && store_.budget_used(study) >= *record.budget) {
+      store_.set_study_status(study, db::StudyStatus::completed);
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("study {}: checking whether its budget is spent failed: {}", study.value,
+                 e.what());
+  }
 }
 
 db::TrialRecord StudyManager::report(db::TrialId trial, const std::string& client_id,
@@ -469,6 +491,7 @@ std::vector<StudyManager::MeasurementOutcome> StudyManager::add_measurements_all
         entry->inbox.push_back({std::move(parsed[b][i]), trials[b][i].result});
       }
     }
+    complete_if_spent(db::StudyId{study_id});
   }
   return out;
 }

@@ -133,6 +133,7 @@ class StudyManager {
   std::shared_ptr<Entry> load(db::StudyId study);
   std::shared_ptr<Entry> find_loaded(db::StudyId study) const;
   void sync_with_store(Entry& entry);
+  void complete_if_spent(db::StudyId study);
   void ensure_session(Entry& entry);
   void take_in_events(Entry& entry);
   std::size_t release_expired(Entry& entry, std::chrono::system_clock::time_point now);

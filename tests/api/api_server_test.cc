@@ -232,6 +232,39 @@ TEST(ApiServer, LateResultsNeverOverrunTheBudget) {
   EXPECT_EQ(server.store().trial_counts(db::StudyId{study}).ok, 2);
 }
 
+TEST(ApiServer, AStudyIsCompletedByTheResultThatSpendsItsBudget) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 3);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto leased = c.post(base + "/suggestions", {{"n", 2}, {"client_id", "w"}}, server.token)
+                          .json()["suggestions"];
+  ASSERT_EQ(leased.size(), 2u);
+  for (const auto& s : leased) tell(c, server.token, s["trial_id"], "w", 1.0);
+  EXPECT_EQ(c.get(base).json()["status"], "active");
+  // The third result, an outside measurement, spends the budget: no further request needed.
+  const auto space = SearchSpace::from_json(testing::demo_space());
+  for (const auto& config : space.valid_configurations()) {
+    const auto j = space.config_to_json(config);
+    if (j == leased[0]["config"] || j == leased[1]["config"]) continue;
+    ASSERT_EQ(c.post(base + "/measurements", {{"measurements", {{{"config", j}, {"value", 2.0}}}}},
+                     server.token)
+                  .status,
+              201);
+    break;
+  }
+  EXPECT_EQ(c.get(base).json()["status"], "completed");
+
+  // The same when a reported result spends it.
+  const auto one = create_demo_study(c, server.token, "random", 1, "test-machine", "one");
+  const std::string one_base = "/v1/studies/" + std::to_string(one);
+  const auto lease = c.post(one_base + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token)
+                         .json()["suggestions"];
+  ASSERT_EQ(lease.size(), 1u);
+  tell(c, server.token, lease[0]["trial_id"], "w", 1.0);
+  EXPECT_EQ(c.get(one_base).json()["status"], "completed");
+}
+
 TEST(ApiServer, WritesNeedAValidTokenAndResultsTheirOwnClient) {
   TestServer server;
   auto c = server.client();
