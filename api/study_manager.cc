@@ -272,8 +272,7 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
     if (observed >= limit) {
       out.done = true;
       out.reason = "the budget of " + std::to_string(limit) + " evaluations is spent";
-      if (pending == 0) {
-        store_.set_study_status(study, db::StudyStatus::completed);
+      if (pending == 0 && store_.complete_if_spent(study)) {
         entry->record.status = db::StudyStatus::completed;
       }
       return out;
@@ -378,12 +377,7 @@ std::vector<StudyManager::ReportOutcome> StudyManager::report_all(
 // only when a client next asks for a suggestion. The stored results stand either way.
 void StudyManager::complete_if_spent(db::StudyId study) {
   try {
-    const auto record = store_.get_study(study);
-    if (record.status != db::StudyStatus::active || !record.budget) return;
-    const auto pending = store_.trial_counts(study).pending;
-    if (pending == 0 && store_.budget_used(study) >= *record.budget) {
-      store_.set_study_status(study, db::StudyStatus::completed);
-    }
+    store_.complete_if_spent(study);
   } catch (const std::exception& e) {
     spdlog::warn("study {}: checking whether its budget is spent failed: {}", study.value,
                  e.what());

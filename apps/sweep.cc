@@ -290,13 +290,12 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     summary.weights = d["rgpe_weights"];
   }
   if (!priors.empty()) api::save_fitted_models(store);
-  // Totals from the store: other processes may have added results meanwhile.
-  for (const auto& t : store.trials(study.id)) {
-    summary.leased_elsewhere += t.result.status == TrialStatus::pending;
-    if (!t.finished_at) continue;
-    ++summary.total;
-    summary.failed += !t.result.ok();
-  }
+  // Totals from the store: other processes may have added results meanwhile. Results are
+  // what the budget counts less the live leases.
+  const auto counts = store.trial_counts(study.id);
+  summary.leased_elsewhere = static_cast<std::size_t>(counts.pending);
+  summary.total = static_cast<std::size_t>(store.budget_used(study.id) - counts.pending);
+  summary.failed = summary.total - static_cast<std::size_t>(counts.ok);
   summary.best = session.best();
   if (summary.best) summary.best_config = space.config_to_json(summary.best->config);
   return summary;

@@ -173,9 +173,10 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
       // Either a resend after a lost reply (the first send was stored: nothing to do), or the
       // lease expired and the configuration went to another client: the result is refused,
       // and the worker goes on with the next suggestion.
-      const auto stored = client.get(trial_path, options.token);
-      const bool ours = stored.status == 200 && !stored.json()["finished_at"].is_null() &&
-                        stored.json()["client_id"] == client_id;
+      const auto reply_now = client.get(trial_path, options.token);
+      const auto stored = reply_now.status == 200 ? reply_now.json() : nlohmann::json::object();
+      const bool ours = stored.contains("finished_at") && !stored["finished_at"].is_null() &&
+                        stored.value("client_id", std::string()) == client_id;
       if (!ours) {
         std::cerr << "warning: the result of trial " << trial_id
                   << " was not stored: " << told.error_message() << "\n";

@@ -535,13 +535,6 @@ struct Store::Impl {
     return st.column_int64(0);
   }
 
-  std::optional<std::int64_t> study_budget(StudyId id) {
-    auto st = db.prepare("SELECT budget FROM studies WHERE id = ?1", "reading a study's budget");
-    st.bind(1, id.value);
-    if (!st.step()) throw NotFound("study " + std::to_string(id.value) + " does not exist");
-    return st.column_optional_int64(0);
-  }
-
   StudyRecord insert_study(const NewStudy& s, StudyStatus status) {
     check_study_name(s.name);
     if (s.budget && *s.budget < 0) {
@@ -789,6 +782,20 @@ void Store::set_study_status(StudyId id, StudyStatus status) {
   }
 }
 
+bool Store::complete_if_spent(StudyId id) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "completing study " + std::to_string(id.value);
+  impl_->require_writable(what);
+  auto st = impl_->db.prepare(
+      "UPDATE studies SET status = 'completed' WHERE id = ?1 AND status = 'active' AND budget "
+      "IS NOT NULL AND NOT EXISTS (SELECT 1 FROM trials WHERE study_id = ?1 AND status = "
+      "'pending') AND (SELECT count(*) FROM trials WHERE study_id = ?1 AND finished_at IS NOT "
+      "NULL) >= budget",
+      what);
+  st.bind(1, id.value).run();
+  return impl_->db.changes() > 0;
+}
+
 // --- trials
 
 TrialId Store::add_trial(StudyId study, const nlohmann::json& config, std::string_view config_key,
@@ -926,7 +933,7 @@ std::vector<Store::CompletionOutcome> Store::complete_trials(const std::vector<C
             item + " after its lease expired at " + current.lease_expires_at.value_or("?"),
             current.id);
         // The expired lease gave its place in the budget back; the late result needs one.
-        const auto budget = impl_->study_budget(current.study_id);
+        const auto budget = impl_->get_study(current.study_id).budget;
         const auto used = impl_->budget_used(current.study_id);
         if (budget && used >= *budget) {
           throw Conflict(item + " after its lease expired at " +

@@ -313,6 +313,9 @@ class Store {
   /// Every study, or those of one kernel name; in id order.
   std::vector<StudyRecord> list_studies(std::string_view kernel_name = {}) const;
   void set_study_status(StudyId id, StudyStatus status);
+  /// Marks an active study completed when its results have reached its budget and no lease is
+  /// live; true when it did.
+  bool complete_if_spent(StudyId id);
 
   // --- trials
   /// Stores an evaluated configuration (status not pending). One transaction. Conflict when

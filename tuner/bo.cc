@@ -413,16 +413,10 @@ class BayesianOptimization final : public ModelBasedStrategy {
       std::vector<double> g;  // values of the task nearest the study's, for units
       double g_distance = std::numeric_limits<double>::infinity();
       std::vector<double> y;  // copula values, each prior (task) on its own
-      bool log = true;
-      for (const Prior* p : groups[source]) {
-        for (const auto& o : p->observations) {
-          if (o.result.ok() && !(o.result.objective > 0)) log = false;
-        }
-      }
       for (const Prior* p : groups[source]) {
         const auto scaled = features_.scale(p->task_features);
+        // On the zero-shot scale; the copula below only reads their ranks.
         std::vector<double> g_task;
-        std::vector<double> units_task;  // on the zero-shot scale
         for (const auto& o : p->observations) {
           if (!o.result.ok()) continue;
           std::vector<double> x;
@@ -433,8 +427,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
           }
           x.insert(x.end(), scaled.begin(), scaled.end());
           rows.push_back(std::move(x));
-          g_task.push_back(model_value(o.result.objective, log, p->minimize));
-          units_task.push_back(model_value(o.result.objective, zero_shot_log_, p->minimize));
+          g_task.push_back(model_value(o.result.objective, zero_shot_log_, p->minimize));
         }
         // The copula per task: on another input the same configuration may take ten times
         // as long; what carries over is how configurations rank, so each task's values become
@@ -449,7 +442,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
           }
           if (distance < g_distance) {
             g_distance = distance;
-            g = std::move(units_task);
+            g = std::move(g_task);
           }
         }
       }

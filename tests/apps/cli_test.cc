@@ -301,14 +301,9 @@ TEST_F(Cli, OtherMachinesMeasurementsPredictAndGuideANewMachine) {
 
   // A machine where the configuration GPU-A likes failed: the prediction leaves it out.
   const auto gpu_c = dir_.file("c.json");
-  std::ofstream(gpu_c)
-      << nlohmann::json{{"device_name", "GPU-C"},
-                        {"kernel_name", "toy"},
-                        {"tune_params_keys", {"a", "b"}},
-                        {"tune_params",
-                         {{"a", {0, 1, 2, 3, 4, 5, 6, 7}}, {"b", {0, 1, 2, 3, 4, 5, 6, 7}}}},
-                        {"cache", {{"3,5", {{"a", 3}, {"b", 5}, {"time", "RuntimeFailedConfig"}}}}}}
-             .dump();
+  auto failed_only = nlohmann::json::parse(toy_cache("GPU-C", 1.0, 5));
+  failed_only["cache"] = {{"3,5", {{"a", 3}, {"b", 5}, {"time", "RuntimeFailedConfig"}}}};
+  std::ofstream(gpu_c) << failed_only.dump();
   r = run("import " + gpu_c + " --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run("best --kernel toy --machine GPU-C --json --db " + db());
