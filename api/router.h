@@ -56,6 +56,11 @@ struct Response {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  /// A reply that grows with the data (a study's export) is made piece by piece: `body` is the
+  /// first piece, and `more` appends the next one to its argument, false at the end. The server
+  /// sends it chunked, makes each piece where the route runs and waits until the client took
+  /// one before making the next, so a slow reader holds one piece in memory, not the reply.
+  std::function<bool(std::string&)> more;
   /// Set by a handler on an I/O thread that found it must fit a model: the server runs it
   /// again on the compute pool.
   bool needs_compute = false;

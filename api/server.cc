@@ -319,12 +319,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
     write(std::move(response), false);
   }
 
-  void write(Response response, bool keep_alive) {
-    auto res = std::make_shared<http::response<http::string_body>>(
-        static_cast<http::status>(response.status), version_ ? version_ : 11);
+  template <class Body>
+  std::shared_ptr<http::response<Body>> reply_header(const Response& response) const {
+    auto res = std::make_shared<http::response<Body>>(static_cast<http::status>(response.status),
+                                                      version_ ? version_ : 11);
     res->set(http::field::server, kServerName);
     res->set(http::field::content_type, response.content_type);
     for (const auto& [name, value] : response.headers) res->set(name, value);
+    return res;
+  }
+
+  void write(Response response, bool keep_alive) {
+    if (response.more) return write_stream(std::move(response), keep_alive);
+    auto res = reply_header<http::string_body>(response);
     res->keep_alive(keep_alive);
     res->body() = std::move(response.body);
     res->prepare_payload();
@@ -335,6 +342,84 @@ class Connection : public std::enable_shared_from_this<Connection> {
                         if (ec || !keep_alive) return self->close();
                         self->read_header();
                       });
+  }
+
+  // A reply made piece by piece (Response::more). HTTP/1.1 gets chunked transfer encoding;
+  // HTTP/1.0 has none, so there the body ends when the connection closes. Each piece is made on
+  // the compute pool (it reads the database) once the client has taken the one before, so at
+  // most one piece per connection is in memory. A piece that cannot be made ends the reply
+  // without its last chunk (or, in HTTP/1.0, early): clients see a truncated reply, not a
+  // complete one.
+  struct Streaming {
+    std::function<bool(std::string&)> more;
+    std::string piece;
+    bool chunked = true;
+    bool keep_alive = false;
+  };
+
+  void write_stream(Response response, bool keep_alive) {
+    auto state = std::make_shared<Streaming>();
+    state->more = std::move(response.more);
+    state->piece = std::move(response.body);
+    state->chunked = version_ >= 11;
+    state->keep_alive = keep_alive && state->chunked;
+    auto res = reply_header<http::empty_body>(response);
+    res->keep_alive(state->keep_alive);
+    if (state->chunked) res->chunked(true);
+    auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
+    stream_.expires_after(server_.options.write_timeout);
+    http::async_write_header(
+        stream_, *serializer,
+        [self = shared_from_this(), res, serializer, state](error_code ec, std::size_t) {
+          if (ec) return self->close();
+          self->write_piece(state);
+        });
+  }
+
+  void write_piece(std::shared_ptr<Streaming> state) {
+    if (state->piece.empty()) return make_piece(std::move(state));
+    auto done = [self = shared_from_this(), state](error_code ec, std::size_t) {
+      if (ec) return self->close();
+      state->piece.clear();
+      self->make_piece(state);
+    };
+    stream_.expires_after(server_.options.write_timeout);
+    if (state->chunked) {
+      net::async_write(stream_, http::make_chunk(net::buffer(state->piece)), std::move(done));
+    } else {
+      net::async_write(stream_, net::buffer(state->piece), std::move(done));
+    }
+  }
+
+  void make_piece(std::shared_ptr<Streaming> state) {
+    auto guard = std::make_unique<WorkGuard>(stream_.get_executor());
+    net::post(server_.compute,
+              [self = shared_from_this(), state, guard = std::move(guard)]() mutable {
+                bool more = false;
+                bool failed = false;
+                try {
+                  more = state->more(state->piece);
+                } catch (const std::exception& e) {
+                  spdlog::error("a streamed reply ended early: {}", e.what());
+                  failed = true;
+                }
+                net::post(self->stream_.get_executor(),
+                          [self, state, more, failed, guard = std::move(guard)] {
+                            if (failed || self->server_.stopping) return self->close();
+                            if (more) return self->write_piece(state);
+                            self->end_stream(state);
+                          });
+              });
+  }
+
+  void end_stream(const std::shared_ptr<Streaming>& state) {
+    if (!state->chunked) return close();
+    stream_.expires_after(server_.options.write_timeout);
+    net::async_write(stream_, http::make_chunk_last(),
+                     [self = shared_from_this(), state](error_code ec, std::size_t) {
+                       if (ec || !state->keep_alive) return self->close();
+                       self->read_header();
+                     });
   }
 
   // Half-closes, then reads and drops what the client still sends until it closes too.

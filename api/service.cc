@@ -8,6 +8,7 @@
 #include "api/json_reader.h"
 #include "api/priors.h"
 #include "core/measurements.h"
+#include "db/study_export.h"
 #include "tuner/strategy.h"
 
 namespace tunebase::api {
@@ -412,9 +413,9 @@ void Service::add_routes() {
     r.response_schema = kAnyObject;
   }
   {
-    auto& r =
-        route("GET", "/v1/studies/{id}/export", "exportStudy",
-              "A study and its trials as JSON or CSV", Access::read, bind(&Service::export_study));
+    auto& r = route("GET", "/v1/studies/{id}/export", "exportStudy",
+                    "A study and its trials as JSON or CSV, streamed a page of trials at a time",
+                    Access::read, bind(&Service::export_study));
     r.runs = Runs::compute;  // as listTrials
     r.query = {{"format", "string", false, "json (default) or csv", {"json", "csv"}}};
     r.response_schema = kAnyObject;
@@ -958,9 +959,14 @@ Response Service::export_study(Request& request) {
   const db::StudyId id{request.id_param("id")};
   const auto format = request.query_value("format").value_or("json");
   const std::string filename = "study-" + std::to_string(id.value) + "." + format;
-  auto response = format == "csv"
-                      ? Response::text(reader().export_study_csv(id), "text/csv; charset=utf-8")
-                      : Response::text(reader().export_study_json(id), "application/json");
+  // NotFound before any byte is sent; the trials follow a page at a time.
+  auto source = std::make_shared<db::StudyExport>(
+      reader(), id, format == "csv" ? db::ExportFormat::csv : db::ExportFormat::json);
+  std::string first;
+  source->next(first);
+  auto response = Response::text(std::move(first),
+                                 format == "csv" ? "text/csv; charset=utf-8" : "application/json");
+  response.more = [source](std::string& out) { return source->next(out); };
   response.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + filename + "\"");
   return response;
 }

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/machine.h"
 #include "db/store.h"
+#include "db/study_export.h"
 
 namespace tunebase::cli {
 
@@ -384,15 +385,20 @@ void add_query_commands(CLI::App& app) {
     cmd->callback([args] {
       db::Store store(args->db, {.read_only = true});
       const auto study = resolve_study(store, args->study);
-      const std::string text = args->format == "csv" ? store.export_study_csv(study.id)
-                                                     : store.export_study_json(study.id);
-      if (args->output.empty()) {
-        std::cout << text;
-        if (!text.empty() && text.back() != '\n') std::cout << "\n";
-        return;
+      // A page of trials at a time: a study of any size is written without holding it whole.
+      db::StudyExport source(
+          store, study.id, args->format == "csv" ? db::ExportFormat::csv : db::ExportFormat::json);
+      std::ofstream file;
+      if (!args->output.empty()) file.open(args->output, std::ios::binary);
+      std::ostream& out = args->output.empty() ? std::cout : file;
+      std::string piece;
+      while (out && source.next(piece)) {
+        out << piece;
+        piece.clear();
       }
-      std::ofstream out(args->output, std::ios::binary);
-      if (!(out << text)) throw IoError("cannot write " + args->output);
+      if (!out.flush()) {
+        throw IoError("cannot write " + (args->output.empty() ? "standard output" : args->output));
+      }
     });
   }
   // --- import

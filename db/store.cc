@@ -14,34 +14,13 @@
 #include <utility>
 
 #include "core/error.h"
+#include "db/json_text.h"
 #include "db/schema.h"
 
 namespace tunebase::db {
 
-namespace {
-
-constexpr std::size_t kTokenBytes = 32;
-constexpr std::int64_t kMillisPerSecond = 1000;
-constexpr double kMaxLeaseSeconds = 365.0 * 24 * 3600;
-
-// ---------------------------------------------------------------------------------------------
-// Small helpers
-
-std::string now_text() { return format_timestamp(std::chrono::system_clock::now()); }
-
-// Compact JSON; invalid UTF-8 in user strings is replaced rather than refused.
 std::string json_text(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-nlohmann::json parse_json_column(const std::string& text, const Database& db,
-                                 std::string_view column) {
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    throw StorageError("database " + db.path() + " is corrupt: column " + std::string(column) +
-                       " holds text that is not JSON: " + text.substr(0, 80));
-  }
-  return j;
 }
 
 nlohmann::json raw_to_json(const std::vector<double>& raw) {
@@ -54,6 +33,34 @@ nlohmann::json raw_to_json(const std::vector<double>& raw) {
     }
   }
   return out;
+}
+
+std::string format_number(double v) {
+  std::array<char, 64> buf{};
+  auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
+  if (ec != std::errc()) return std::to_string(v);
+  return std::string(buf.data(), end);
+}
+
+namespace {
+
+constexpr std::size_t kTokenBytes = 32;
+constexpr std::int64_t kMillisPerSecond = 1000;
+constexpr double kMaxLeaseSeconds = 365.0 * 24 * 3600;
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+
+std::string now_text() { return format_timestamp(std::chrono::system_clock::now()); }
+
+nlohmann::json parse_json_column(const std::string& text, const Database& db,
+                                 std::string_view column) {
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    throw StorageError("database " + db.path() + " is corrupt: column " + std::string(column) +
+                       " holds text that is not JSON: " + text.substr(0, 80));
+  }
+  return j;
 }
 
 std::vector<double> raw_from_json(const nlohmann::json& j) {
@@ -100,42 +107,6 @@ std::string sha256_hex(std::string_view text) {
 bool is_unique_violation(const SqliteError& e) {
   return e.extended_code() == SQLITE_CONSTRAINT_UNIQUE ||
          e.extended_code() == SQLITE_CONSTRAINT_PRIMARYKEY;
-}
-
-std::string format_number(double v) {
-  std::array<char, 64> buf{};
-  auto [end, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
-  if (ec != std::errc()) return std::to_string(v);
-  return std::string(buf.data(), end);
-}
-
-// RFC 4180: quote a field holding a comma, quote or line break; double inner quotes.
-std::string csv_field(std::string_view s) {
-  if (s.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(s);
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
-// A text cell (never a number) that a spreadsheet would read as a formula (it starts with
-// =, +, -, @, tab or carriage return) gets a leading apostrophe, as OWASP's advice on CSV
-// injection says: Excel and LibreOffice then show it as text and run nothing.
-std::string csv_text(std::string_view s) {
-  if (!s.empty() && std::string_view("=+-@\t\r").find(s.front()) != std::string_view::npos) {
-    return csv_field("'" + std::string(s));
-  }
-  return csv_field(s);
-}
-
-std::string csv_value(const nlohmann::json& v) {
-  if (v.is_null()) return {};
-  if (v.is_string()) return csv_text(v.get<std::string>());
-  if (v.is_number_float()) return format_number(v.get<double>());
-  if (v.is_number() || v.is_boolean()) return json_text(v);
-  return csv_text(json_text(v));
 }
 
 void check_result(const Measurement& m, std::string_view where) {
@@ -1008,6 +979,52 @@ std::vector<TrialRecord> Store::trials(StudyId study) const {
   return out;
 }
 
+std::vector<TrialRecord> Store::trials(StudyId study, const TrialRange& range) const {
+  std::lock_guard lock(impl_->mutex);
+  impl_->require_study(study);
+  auto st =
+      impl_->db.prepare(sql({"SELECT ", kTrialColumns,
+                             " FROM trials t WHERE t.study_id = ?1 AND t.id > ?2 AND t.id <= ?3"
+                             " AND (?4 IS NULL OR t.status = ?4) ORDER BY t.id LIMIT ?5"}),
+                        "reading the trials of study " + std::to_string(study.value));
+  st.bind(1, study.value).bind(2, range.after).bind(3, range.up_to);
+  if (range.status) st.bind(4, std::string(to_string(*range.status)));
+  // SQLite reads a negative LIMIT as none.
+  st.bind(5, range.limit > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
+                 ? std::int64_t{-1}
+                 : static_cast<std::int64_t>(range.limit));
+  std::vector<TrialRecord> out;
+  while (st.step()) out.push_back(read_trial(st, impl_->db));
+  return out;
+}
+
+std::int64_t Store::last_trial_id(StudyId study) const {
+  std::lock_guard lock(impl_->mutex);
+  impl_->require_study(study);
+  auto st = impl_->db.prepare("SELECT coalesce(max(id), 0) FROM trials WHERE study_id = ?1",
+                              "reading the newest trial of study " + std::to_string(study.value));
+  st.bind(1, study.value);
+  st.step();
+  return st.column_int64(0);
+}
+
+std::vector<std::string> Store::config_names(StudyId study, std::int64_t up_to) const {
+  std::lock_guard lock(impl_->mutex);
+  impl_->require_study(study);
+  auto st =
+      impl_->db.prepare("SELECT config FROM trials WHERE study_id = ?1 AND id <= ?2 ORDER BY id",
+                        "reading the configurations of study " + std::to_string(study.value));
+  st.bind(1, study.value).bind(2, up_to);
+  std::vector<std::string> names;
+  while (st.step()) {
+    const auto config = parse_json_column(st.column_text(0), impl_->db, "trials.config");
+    for (const auto& [name, value] : config.items()) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  return names;
+}
+
 std::vector<std::string> Store::pending_keys(StudyId study) const {
   std::lock_guard lock(impl_->mutex);
   auto st = impl_->db.prepare(
@@ -1231,104 +1248,6 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
   }
   tx.commit();
   return result;
-}
-
-nlohmann::json Store::study_to_json(StudyId id) const {
-  const auto study = get_study(id);
-  const auto kernel = get_kernel(study.kernel_id);
-  const auto machine = get_machine(study.machine_id);
-  const auto task = get_task(study.task_id);
-  const auto all = trials(id);
-
-  auto optional_text = [](const std::optional<std::string>& s) -> nlohmann::json {
-    return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
-  };
-  auto number_or_null = [](double v) -> nlohmann::json {
-    return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
-  };
-
-  nlohmann::json out;
-  out["format"] = "tunebase-study";
-  out["format_version"] = 1;
-  out["study"] = {{"id", study.id.value},
-                  {"name", study.name},
-                  {"objective", study.objective},
-                  {"direction", to_string(study.direction)},
-                  {"strategy", study.strategy},
-                  {"budget", study.budget ? nlohmann::json(*study.budget) : nlohmann::json()},
-                  {"settings", study.settings},
-                  {"status", to_string(study.status)},
-                  {"created_at", study.created_at}};
-  out["kernel"] = {{"name", kernel.name}, {"version", kernel.version}, {"space", kernel.space}};
-  out["machine"] = {{"name", machine.name},
-                    {"fingerprint", machine.fingerprint},
-                    {"fingerprint_hash", machine.fingerprint_hash}};
-  out["task"] = {
-      {"description", task.description}, {"features", task.features}, {"hash", task.hash}};
-  nlohmann::json rows = nlohmann::json::array();
-  for (const auto& t : all) {
-    rows.push_back({{"id", t.id.value},
-                    {"config", t.config},
-                    {"config_key", t.config_key},
-                    {"status", to_string(t.result.status)},
-                    {"objective", number_or_null(t.result.objective)},
-                    {"raw", raw_to_json(t.result.raw)},
-                    {"cost_seconds", t.result.cost_seconds},
-                    {"message", t.result.message},
-                    {"metrics", t.result.metrics},
-                    {"client_id", t.client_id},
-                    {"lease_expires_at", optional_text(t.lease_expires_at)},
-                    {"created_at", t.created_at},
-                    {"started_at", optional_text(t.started_at)},
-                    {"finished_at", optional_text(t.finished_at)}});
-  }
-  out["trials"] = std::move(rows);
-  return out;
-}
-
-std::string Store::export_study_json(StudyId study) const {
-  return study_to_json(study).dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string Store::export_study_csv(StudyId id) const {
-  const auto study = get_study(id);
-  const auto kernel = get_kernel(study.kernel_id);
-  const auto all = trials(id);
-
-  // Parameter columns in the space's order; names found only in configs follow.
-  std::vector<std::string> names;
-  if (kernel.space.contains("parameters") && kernel.space["parameters"].is_array()) {
-    for (const auto& p : kernel.space["parameters"]) {
-      if (p.contains("name") && p["name"].is_string()) names.push_back(p["name"]);
-    }
-  }
-  for (const auto& t : all) {
-    for (const auto& [name, value] : t.config.items()) {
-      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-    }
-  }
-
-  // Fields are appended one by one: a row is `trial_id,<parameters...>,status,...`.
-  std::string out = "trial_id";
-  auto field = [&out](std::string_view text) {
-    out += ',';
-    out += text;
-  };
-  for (const auto& n : names) field(csv_text(n));
-  out += ",status,objective,cost_seconds,client_id,created_at,finished_at,message\r\n";
-  for (const auto& t : all) {
-    out += std::to_string(t.id.value);
-    for (const auto& n : names) field(t.config.contains(n) ? csv_value(t.config[n]) : "");
-    field(to_string(t.result.status));
-    field(std::isfinite(t.result.objective) ? format_number(t.result.objective) : "");
-    field(format_number(t.result.cost_seconds));
-    field(csv_text(t.client_id));
-    field(t.created_at);
-    field(t.finished_at.value_or(""));
-    field(csv_text(t.result.message));
-    out += "\r\n";
-  }
-  return out;
 }
 
 // --- fitted models

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -221,6 +222,15 @@ struct TrialCounts {
   std::int64_t invalid = 0;
 };
 
+/// Which trials Store::trials(study, range) reads: ids in (after, up_to], with `status` when
+/// given, at most `limit` of them.
+struct TrialRange {
+  std::int64_t after = 0;
+  std::int64_t up_to = std::numeric_limits<std::int64_t>::max();
+  std::optional<TrialStatus> status;
+  std::size_t limit = std::numeric_limits<std::size_t>::max();
+};
+
 struct ImportOptions {
   /// Name of the machine to file the measurements under; default: the dataset's device_name.
   std::string machine_name;
@@ -374,6 +384,13 @@ class Store {
   TrialRecord get_trial(TrialId id) const;
   /// Every trial of the study, in id (creation) order.
   std::vector<TrialRecord> trials(StudyId study) const;
+  /// The trials of the study in `range`, in id order.
+  std::vector<TrialRecord> trials(StudyId study, const TrialRange& range) const;
+  /// Id of the study's newest trial; 0 when it has none.
+  std::int64_t last_trial_id(StudyId study) const;
+  /// Parameter names of the configurations of the study's trials with ids up to `up_to`, in
+  /// order of first appearance.
+  std::vector<std::string> config_names(StudyId study, std::int64_t up_to) const;
   /// config_key of every pending trial of the study.
   std::vector<std::string> pending_keys(StudyId study) const;
   TrialCounts trial_counts(StudyId study) const;
@@ -395,19 +412,12 @@ class Store {
   /// PriorQuery), in id order: priors for transfer learning.
   std::vector<PriorTrial> prior_trials(const PriorQuery& query) const;
 
-  // --- import / export
+  // --- import (study_export.h exports)
   /// Files a measured dataset: machine (found by name, else created with a fingerprint from
   /// the file), kernel (dataset kernel_name + space), task {"problem_size": ...}, a study with
   /// strategy "import" and status completed, and one trial per entry: all in ONE transaction.
   /// Conflict when the study name is taken (the dataset was imported already).
   ImportResult import_dataset(const MeasuredDataset& dataset, const ImportOptions& options = {});
-  /// {"format": "tunebase-study", "study", "kernel", "machine", "task", "trials": [...]}
-  nlohmann::json study_to_json(StudyId study) const;
-  std::string export_study_json(StudyId study) const;
-  /// Header: trial_id, one column per parameter, status, objective, cost_seconds, client_id,
-  /// created_at, finished_at, message (RFC 4180 quoting). Text cells that start with = + - @,
-  /// a tab or a carriage return get a leading ' so spreadsheets show them and run nothing.
-  std::string export_study_csv(StudyId study) const;
 
   // --- fitted models
   /// Stores fitted model parameters by key, replacing those with the same key, all in one

@@ -5,6 +5,7 @@
 
 #include <thread>
 
+#include "db/study_export.h"
 #include "tests/api/api_test_util.h"
 
 namespace tunebase::api {
@@ -50,7 +51,8 @@ class BadInput : public ::testing::Test {
     auto& store = server_->store();
     nlohmann::json s;
     for (const auto& st : store.list_studies()) {
-      s["studies"].push_back(nlohmann::json::parse(store.export_study_json(st.id)));
+      s["studies"].push_back(
+          nlohmann::json::parse(db::export_study(store, st.id, db::ExportFormat::json)));
       s["status"].push_back(std::string(db::to_string(st.status)));
     }
     for (const auto& m : store.list_machines()) s["machines"].push_back(m.fingerprint);

@@ -10,12 +10,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "db/study_export.h"
 #include "tests/api/api_test_util.h"
 
 namespace tunebase::api {
@@ -25,6 +28,7 @@ using testing::create_demo_study;
 using testing::demo_objective;
 using ::testing::HasSubstr;
 using testing::TestServer;
+using http_response_t = boost::beast::http::response<boost::beast::http::string_body>;
 
 nlohmann::json tell(HttpClient& c, const std::string& token, std::int64_t trial,
                     const std::string& client, double value) {
@@ -628,6 +632,67 @@ TEST(ApiServer, AStudyShowsItsOwnBestAndAMachineKeepsItsFingerprint) {
   const auto machine = server.store().find_machine("test-machine");
   ASSERT_TRUE(machine);
   EXPECT_EQ(machine->fingerprint, (nlohmann::json{{"cpu", "test"}}));
+}
+
+// Sends one GET on `stream` and reads the whole reply.
+http_response_t get_on(boost::beast::tcp_stream& stream, const std::string& target,
+                       unsigned version) {
+  namespace http = boost::beast::http;
+  http::request<http::empty_body> request{http::verb::get, target, version};
+  request.set(http::field::host, "127.0.0.1");
+  http::write(stream, request);
+  boost::beast::flat_buffer buffer;
+  http_response_t reply;
+  http::read(stream, buffer, reply);
+  return reply;
+}
+
+TEST(ApiServer, ExportsAreStreamedInChunks) {
+  TestServer server;
+  auto c = server.client();
+  const db::StudyId study{create_demo_study(c, server.token, "random", 2000)};
+  // More trials than one piece holds (db::StudyExport::kDefaultPageTrials).
+  std::vector<db::NewTrial> trials;
+  for (int i = 0; i < 1200; ++i) {
+    trials.push_back(
+        {{{"bx", i}, {"by", 1}, {"unroll", i % 2}},
+         std::to_string(i) + ",1," + std::to_string(i % 2),
+         i % 7 ? Measurement::success(1.0 + i) : Measurement::failure(TrialStatus::failed, "no"),
+         "w"});
+  }
+  server.store().add_trials(study, trials);
+  const std::string target = "/v1/studies/" + std::to_string(study.value) + "/export";
+
+  namespace net = boost::asio;
+  net::io_context io;
+  boost::beast::tcp_stream stream(io);
+  stream.connect({net::ip::make_address("127.0.0.1"), server.port()});
+  for (const auto* format : {"json", "csv"}) {
+    const auto reply = get_on(stream, target + "?format=" + format, 11);
+    ASSERT_EQ(reply.result_int(), 200) << reply.body().substr(0, 300);
+    EXPECT_TRUE(reply.chunked()) << format;
+    EXPECT_EQ(reply.body(), db::export_study(server.store(), study,
+                                             format == std::string("csv") ? db::ExportFormat::csv
+                                                                          : db::ExportFormat::json))
+        << format;
+  }
+  EXPECT_EQ(nlohmann::json::parse(get_on(stream, target, 11).body())["trials"].size(), 1200u);
+  // The connection is kept for the next request.
+  EXPECT_EQ(get_on(stream, "/healthz", 11).result_int(), 200);
+
+  // HTTP/1.0 has no chunks: the reply ends when the server closes the connection.
+  boost::beast::tcp_stream old(io);
+  old.connect({net::ip::make_address("127.0.0.1"), server.port()});
+  const auto reply = get_on(old, target + "?format=csv", 10);
+  EXPECT_FALSE(reply.chunked());
+  EXPECT_EQ(reply.body(), db::export_study(server.store(), study, db::ExportFormat::csv));
+  boost::beast::error_code ec;
+  char byte = 0;
+  old.socket().read_some(net::buffer(&byte, 1), ec);
+  EXPECT_EQ(ec, net::error::eof);
+
+  // An unknown study is a 404 before anything is streamed.
+  EXPECT_EQ(get_on(stream, "/v1/studies/999/export", 11).result_int(), 404);
 }
 
 TEST(ApiServer, MetricsCountRequestsSuggestionsAndResults) {

@@ -17,6 +17,7 @@
 
 #include "core/space.h"
 #include "db/store.h"
+#include "db/study_export.h"
 
 namespace tunebase::db::testing {
 
@@ -73,7 +74,7 @@ inline std::string snapshot(const std::string& path) {
     j["tasks"].push_back({t.id.value, t.kernel_name, t.description, t.features});
   }
   for (const auto& s : store.list_studies()) {
-    j["studies"].push_back(store.study_to_json(s.id));
+    j["studies"].push_back(study_to_json(store, s.id));
   }
   for (const auto& t : store.list_tokens()) {
     j["tokens"].push_back({t.id.value, t.name, t.created_at, t.revoked_at.value_or("")});

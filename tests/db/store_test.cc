@@ -12,6 +12,7 @@
 
 #include "core/machine.h"
 #include "db/sqlite.h"
+#include "db/study_export.h"
 #include "tests/db/db_test_util.h"
 #include "tests/support/shared_data.h"
 
@@ -208,9 +209,9 @@ TEST_F(StoreTest, GeneratedStudyNamesAreUniqueEvenWithinOneMillisecond) {
 TEST_F(StoreTest, DataSurvivesReopening) {
   const auto s = testing::make_study(store_, "s");
   store_.add_trial(s.id, testing::config_json(16, "row"), "16,row", Measurement::success(3.0));
-  const auto before = store_.export_study_json(s.id);
+  const auto before = export_study(store_, s.id, ExportFormat::json);
   Store again(path());
-  EXPECT_EQ(again.export_study_json(s.id), before);
+  EXPECT_EQ(export_study(again, s.id, ExportFormat::json), before);
 }
 
 TEST_F(StoreTest, FittedModelsAreSavedByKeyAndReplaced) {
@@ -526,7 +527,7 @@ TEST_F(StoreTest, ExportJsonAndCsv) {
   store_.add_trial(s.id, testing::config_json(32, "col"), "32,col",
                    Measurement::failure(TrialStatus::failed, "error: \"bad\", line 3"));
 
-  const auto j = nlohmann::json::parse(store_.export_study_json(s.id));
+  const auto j = nlohmann::json::parse(export_study(store_, s.id, ExportFormat::json));
   EXPECT_EQ(j["format"], "tunebase-study");
   EXPECT_EQ(j["study"]["name"], "export me");
   EXPECT_EQ(j["kernel"]["name"], "demo");
@@ -540,7 +541,7 @@ TEST_F(StoreTest, ExportJsonAndCsv) {
   EXPECT_EQ(j["trials"][1]["status"], "failed");
   EXPECT_EQ(SearchSpace::from_json(j["kernel"]["space"]).dimension(), 2u);
 
-  const auto csv = store_.export_study_csv(s.id);
+  const auto csv = export_study(store_, s.id, ExportFormat::csv);
   std::istringstream in(csv);
   std::string header, row1, row2, extra;
   std::getline(in, header);
@@ -553,7 +554,7 @@ TEST_F(StoreTest, ExportJsonAndCsv) {
   EXPECT_THAT(row2, ::testing::StartsWith("2,32,col,failed,,0,,"));
   EXPECT_THAT(row2, ::testing::EndsWith(",\"error: \"\"bad\"\", line 3\"\r"));
   EXPECT_FALSE(std::getline(in, extra));
-  EXPECT_THROW(store_.export_study_csv(StudyId{42}), NotFound);
+  EXPECT_THROW(export_study(store_, StudyId{42}, ExportFormat::csv), NotFound);
 }
 
 TEST_F(StoreTest, CsvExportNeutralisesFormulasInTextButNotNumbers) {
@@ -563,7 +564,7 @@ TEST_F(StoreTest, CsvExportNeutralisesFormulasInTextButNotNumbers) {
   store_.add_trial(s.id, testing::config_json(4, "+row"), "4,+row",
                    Measurement::failure(TrialStatus::failed, "\tcmd"), "w=2");
 
-  std::istringstream in(store_.export_study_csv(s.id));
+  std::istringstream in(export_study(store_, s.id, ExportFormat::csv));
   std::string header, row1, row2;
   std::getline(in, header);
   std::getline(in, row1);
@@ -573,6 +574,73 @@ TEST_F(StoreTest, CsvExportNeutralisesFormulasInTextButNotNumbers) {
   EXPECT_THAT(row1, ::testing::EndsWith(",'-1+2 @SUM(A1)\r"));
   EXPECT_THAT(row2, ::testing::StartsWith("2,4,'+row,failed,,0,w=2,"));
   EXPECT_THAT(row2, ::testing::EndsWith(",'\tcmd\r"));
+}
+
+TEST_F(StoreTest, ExportsArePagedWithoutChangingTheText) {
+  const auto s = testing::make_study(store_, "paged");
+  for (int i = 0; i < 5; ++i) {
+    store_.add_trial(s.id, testing::config_json(i, "row"), std::to_string(i) + ",row",
+                     Measurement::success(1.0 + i), "w1");
+  }
+  for (const auto format : {ExportFormat::json, ExportFormat::csv}) {
+    const auto whole = export_study(store_, s.id, format);
+    for (const std::size_t page : {1u, 2u, 5u, 1000u}) {
+      StudyExport source(store_, s.id, format, page);
+      std::string text;
+      std::size_t pieces = 0;
+      while (source.next(text)) ++pieces;
+      EXPECT_EQ(text, whole) << "page " << page;
+      // The header, ceil(5 / page) pages, the end.
+      EXPECT_EQ(pieces, 2 + (5 + page - 1) / page) << "page " << page;
+      EXPECT_FALSE(source.next(text));
+    }
+  }
+  EXPECT_EQ(nlohmann::json::parse(export_study(store_, s.id, ExportFormat::json)),
+            study_to_json(store_, s.id));
+}
+
+TEST_F(StoreTest, AnExportHoldsTheTrialsTheStudyHadWhenItBegan) {
+  const auto s = testing::make_study(store_, "growing");
+  store_.add_trial(s.id, testing::config_json(1, "row"), "1,row", Measurement::success(1.0));
+  StudyExport source(store_, s.id, ExportFormat::json, 1);
+  std::string text;
+  ASSERT_TRUE(source.next(text));
+  store_.add_trial(s.id, testing::config_json(2, "row"), "2,row", Measurement::success(2.0));
+  while (source.next(text)) {
+  }
+  EXPECT_EQ(nlohmann::json::parse(text)["trials"].size(), 1u);
+
+  const auto empty = testing::make_study(store_, "empty");
+  EXPECT_EQ(nlohmann::json::parse(export_study(store_, empty.id, ExportFormat::json))["trials"],
+            nlohmann::json::array());
+}
+
+TEST_F(StoreTest, TrialRangesSelectByIdStatusAndCount) {
+  const auto s = testing::make_study(store_, "ranges");
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 6; ++i) {
+    const auto m =
+        i % 2 ? Measurement::failure(TrialStatus::failed, "no") : Measurement::success(1.0 + i);
+    ids.push_back(
+        store_.add_trial(s.id, testing::config_json(i, "row"), std::to_string(i) + ",row", m)
+            .value);
+  }
+  auto id_list = [](const std::vector<TrialRecord>& trials) {
+    std::vector<std::int64_t> out;
+    for (const auto& t : trials) out.push_back(t.id.value);
+    return out;
+  };
+  EXPECT_EQ(id_list(store_.trials(s.id, {})), ids);
+  EXPECT_EQ(id_list(store_.trials(
+                s.id, {.after = ids[1], .up_to = ids.back(), .status = {}, .limit = 2})),
+            (std::vector<std::int64_t>{ids[2], ids[3]}));
+  EXPECT_EQ(
+      id_list(store_.trials(
+          s.id, {.after = ids[0], .up_to = ids[4], .status = TrialStatus::failed, .limit = 10})),
+      (std::vector<std::int64_t>{ids[1], ids[3]}));
+  EXPECT_EQ(store_.last_trial_id(s.id), ids.back());
+  EXPECT_EQ(store_.last_trial_id(testing::make_study(store_, "none").id), 0);
+  EXPECT_EQ(store_.config_names(s.id, ids.back()), (std::vector<std::string>{"block", "layout"}));
 }
 
 // --- tokens

@@ -1,0 +1,17 @@
+// Text forms the store and the export share (internal to the db module).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace tunebase::db {
+
+/// Compact JSON; invalid UTF-8 in user strings is replaced rather than refused.
+std::string json_text(const nlohmann::json& j);
+/// Raw measurements as a JSON array, non-finite values as null.
+nlohmann::json raw_to_json(const std::vector<double>& raw);
+/// The shortest text that reads back to the same double ("2", "0.1", "1e+300").
+std::string format_number(double v);
+
+}  // namespace tunebase::db

@@ -1,0 +1,199 @@
+#include "db/study_export.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
+#include "db/json_text.h"
+
+namespace tunebase::db {
+
+namespace {
+
+// RFC 4180: quote a field holding a comma, quote or line break; double inner quotes.
+std::string csv_field(std::string_view s) {
+  if (s.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(s);
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// A text cell (never a number) that a spreadsheet would read as a formula (it starts with
+// =, +, -, @, tab or carriage return) gets a leading apostrophe, as OWASP's advice on CSV
+// injection says: Excel and LibreOffice then show it as text and run nothing.
+std::string csv_text(std::string_view s) {
+  if (!s.empty() && std::string_view("=+-@\t\r").find(s.front()) != std::string_view::npos) {
+    return csv_field("'" + std::string(s));
+  }
+  return csv_field(s);
+}
+
+std::string csv_value(const nlohmann::json& v) {
+  if (v.is_null()) return {};
+  if (v.is_string()) return csv_text(v.get<std::string>());
+  if (v.is_number_float()) return format_number(v.get<double>());
+  if (v.is_number() || v.is_boolean()) return json_text(v);
+  return csv_text(json_text(v));
+}
+
+nlohmann::json optional_text(const std::optional<std::string>& s) {
+  return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
+}
+
+nlohmann::json number_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
+// Everything of the JSON document but its trials.
+nlohmann::json study_header(const Store& store, StudyId id) {
+  const auto study = store.get_study(id);
+  const auto kernel = store.get_kernel(study.kernel_id);
+  const auto machine = store.get_machine(study.machine_id);
+  const auto task = store.get_task(study.task_id);
+  nlohmann::json out;
+  out["format"] = "tunebase-study";
+  out["format_version"] = 1;
+  out["study"] = {{"id", study.id.value},
+                  {"name", study.name},
+                  {"objective", study.objective},
+                  {"direction", to_string(study.direction)},
+                  {"strategy", study.strategy},
+                  {"budget", study.budget ? nlohmann::json(*study.budget) : nlohmann::json()},
+                  {"settings", study.settings},
+                  {"status", to_string(study.status)},
+                  {"created_at", study.created_at}};
+  out["kernel"] = {{"name", kernel.name}, {"version", kernel.version}, {"space", kernel.space}};
+  out["machine"] = {{"name", machine.name},
+                    {"fingerprint", machine.fingerprint},
+                    {"fingerprint_hash", machine.fingerprint_hash}};
+  out["task"] = {
+      {"description", task.description}, {"features", task.features}, {"hash", task.hash}};
+  return out;
+}
+
+nlohmann::json trial_row(const TrialRecord& t) {
+  return {{"id", t.id.value},
+          {"config", t.config},
+          {"config_key", t.config_key},
+          {"status", to_string(t.result.status)},
+          {"objective", number_or_null(t.result.objective)},
+          {"raw", raw_to_json(t.result.raw)},
+          {"cost_seconds", t.result.cost_seconds},
+          {"message", t.result.message},
+          {"metrics", t.result.metrics},
+          {"client_id", t.client_id},
+          {"lease_expires_at", optional_text(t.lease_expires_at)},
+          {"created_at", t.created_at},
+          {"started_at", optional_text(t.started_at)},
+          {"finished_at", optional_text(t.finished_at)}};
+}
+
+std::string text_of(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
+
+StudyExport::StudyExport(const Store& store, StudyId study, ExportFormat format,
+                         std::size_t page_trials)
+    : store_(store),
+      study_(study),
+      format_(format),
+      page_trials_(std::max<std::size_t>(page_trials, 1)),
+      last_id_(store.last_trial_id(study)) {}
+
+bool StudyExport::next(std::string& out) {
+  if (ended_) return false;
+  if (!begun_) {
+    begin(out);
+    begun_ = true;
+    return true;
+  }
+  const auto page =
+      after_ < last_id_
+          ? store_.trials(study_, {.after = after_, .up_to = last_id_, .status = {}, .limit = page_trials_})
+          : std::vector<TrialRecord>{};
+  if (page.empty()) {
+    end(out);
+    ended_ = true;
+    return true;
+  }
+  for (const auto& t : page) append_trial(t, out);
+  after_ = page.back().id.value;
+  return true;
+}
+
+void StudyExport::begin(std::string& out) {
+  if (format_ == ExportFormat::json) {
+    // The header object's text without its closing brace, then the trials array.
+    auto header = text_of(study_header(store_, study_), 1);
+    header.resize(header.size() - 2);  // "\n}"
+    out += header;
+    out += ",\n \"trials\": [";
+    return;
+  }
+  // Parameter columns in the space's order; names found only in configs follow.
+  const auto kernel = store_.get_kernel(store_.get_study(study_).kernel_id);
+  if (kernel.space.contains("parameters") && kernel.space["parameters"].is_array()) {
+    for (const auto& p : kernel.space["parameters"]) {
+      if (p.contains("name") && p["name"].is_string()) names_.push_back(p["name"]);
+    }
+  }
+  for (auto& name : store_.config_names(study_, last_id_)) {
+    if (std::find(names_.begin(), names_.end(), name) == names_.end()) {
+      names_.push_back(std::move(name));
+    }
+  }
+  out += "trial_id";
+  for (const auto& n : names_) out += "," + csv_text(n);
+  out += ",status,objective,cost_seconds,client_id,created_at,finished_at,message\r\n";
+}
+
+void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
+  if (format_ == ExportFormat::json) {
+    out += any_trial_ ? ",\n  " : "\n  ";
+    any_trial_ = true;
+    out += text_of(trial_row(t), -1);
+    return;
+  }
+  // Fields are appended one by one: a row is `trial_id,<parameters...>,status,...`.
+  auto field = [&out](std::string_view text) {
+    out += ',';
+    out += text;
+  };
+  out += std::to_string(t.id.value);
+  for (const auto& n : names_) field(t.config.contains(n) ? csv_value(t.config[n]) : "");
+  field(to_string(t.result.status));
+  field(std::isfinite(t.result.objective) ? format_number(t.result.objective) : "");
+  field(format_number(t.result.cost_seconds));
+  field(csv_text(t.client_id));
+  field(t.created_at);
+  field(t.finished_at.value_or(""));
+  field(csv_text(t.result.message));
+  out += "\r\n";
+}
+
+void StudyExport::end(std::string& out) const {
+  if (format_ == ExportFormat::json) out += any_trial_ ? "\n ]\n}\n" : "]\n}\n";
+}
+
+std::string export_study(const Store& store, StudyId study, ExportFormat format) {
+  StudyExport source(store, study, format);
+  std::string out;
+  while (source.next(out)) {
+  }
+  return out;
+}
+
+nlohmann::json study_to_json(const Store& store, StudyId study) {
+  auto out = study_header(store, study);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& t : store.trials(study)) rows.push_back(trial_row(t));
+  out["trials"] = std::move(rows);
+  return out;
+}
+
+}  // namespace tunebase::db

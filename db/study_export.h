@@ -1,0 +1,59 @@
+// A study and its trials as a JSON document or a CSV table, made a page of trials at a time so
+// that a study of any size is never held in memory whole: the server streams it to clients
+// (however slowly they read), the CLI to a file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "db/store.h"
+
+namespace tunebase::db {
+
+enum class ExportFormat { json, csv };
+
+/// JSON: {"format": "tunebase-study", "format_version": 1, "kernel", "machine", "study",
+/// "task", "trials": [...]}, one trial per line. CSV: a header `trial_id`, one column per
+/// parameter, `status,objective,cost_seconds,client_id,created_at,finished_at,message`, then
+/// one row per trial (RFC 4180 quoting). Text cells that start with = + - @, a tab or a
+/// carriage return get a leading ' so spreadsheets show them and run nothing.
+class StudyExport {
+ public:
+  static constexpr std::size_t kDefaultPageTrials = 500;
+
+  /// Reads the study (NotFound when there is none). The export holds the trials the study had
+  /// at this moment, in id order, each as it is when its page is read.
+  StudyExport(const Store& store, StudyId study, ExportFormat format,
+              std::size_t page_trials = kDefaultPageTrials);
+
+  /// Appends the next piece of the text to `out`; false when everything was given (then
+  /// `out` is unchanged). Each call reads at most one page of trials.
+  bool next(std::string& out);
+
+ private:
+  void begin(std::string& out);
+  void end(std::string& out) const;
+  void append_trial(const TrialRecord& t, std::string& out);
+
+  const Store& store_;
+  StudyId study_;
+  ExportFormat format_;
+  std::size_t page_trials_;
+  std::int64_t last_id_ = 0;  ///< the newest trial when the export began
+  std::int64_t after_ = 0;    ///< trials up to this id were given
+  bool begun_ = false;
+  bool ended_ = false;
+  bool any_trial_ = false;
+  std::vector<std::string> names_;  ///< CSV parameter columns
+};
+
+/// The whole export as one string (small studies, tests).
+std::string export_study(const Store& store, StudyId study, ExportFormat format);
+
+/// The export's JSON document as a value.
+nlohmann::json study_to_json(const Store& store, StudyId study);
+
+}  // namespace tunebase::db
