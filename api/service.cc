@@ -22,6 +22,7 @@ constexpr double kMaxLeaseSeconds = 7 * 24 * 3600.0;
 constexpr std::size_t kMaxPredictConfigs = 100000;
 constexpr std::size_t kMaxMeasurementsPerRequest = 100000;
 constexpr double kMaxCostSeconds = 1e9;
+constexpr std::size_t kMaxUnitBytes = 32;
 constexpr auto kPredictedBestTtl = std::chrono::seconds(60);
 // Read-only connections for queries; each serialises its own calls, so a few let the I/O
 // threads read in parallel.
@@ -259,7 +260,13 @@ void Service::add_routes() {
          {"budget", {{"type", "integer"}, {"minimum", 1}}},
          {"transfer", kBoolean},
          {"prior_machines", {{"type", "array"}, {"items", kString}}},
-         {"seed", {{"type", "integer"}, {"minimum", 0}}}},
+         {"seed", {{"type", "integer"}, {"minimum", 0}}},
+         {"unit",
+          {{"type", "string"},
+           {"maxLength", kMaxUnitBytes},
+           {"description",
+            "unit of the objective (\"s\", \"ms\", \"us\", \"ns\", \"GFLOP/s\"), shown by "
+            "the CLI; default none (milliseconds for imports)"}}}},
         {"kernel", "machine"});
     r.success_status = 201;
     r.response_schema = kAnyObject;
@@ -604,7 +611,14 @@ Response Service::create_study(Request& request) {
   const bool transfer = r.optional_bool("transfer").value_or(true);
   const auto* prior_machines = r.optional_array("prior_machines");
   const auto seed = r.optional_integer("seed", 0);
+  const auto unit = r.optional_string("unit");
   r.finish();
+  if (unit && unit->size() > kMaxUnitBytes) {
+    throw FieldError("unit", "\"unit\" must be at most " + std::to_string(kMaxUnitBytes) +
+                                 " bytes (\"s\", \"ms\", \"GFLOP/s\"), got " +
+                                 std::to_string(unit->size()));
+  }
+  if (unit && !unit->empty()) check_name_in(*unit, "unit", "\"unit\"");
   if (prior_machines) {
     for (std::size_t i = 0; i < prior_machines->size(); ++i) {
       if (!(*prior_machines)[i].is_string()) {
@@ -658,6 +672,7 @@ Response Service::create_study(Request& request) {
   study.settings = {{"transfer", transfer}, {"strategy_options", options}};
   if (prior_machines) study.settings["prior_machines"] = *prior_machines;
   if (seed) study.settings["seed"] = *seed;
+  if (unit && !unit->empty()) study.settings["unit"] = *unit;
   if (strategy) {
     study.strategy = *strategy;
   } else {

@@ -38,8 +38,9 @@ db::StudyRecord resolve_study(const db::Store& store, const std::string& study) 
 }
 
 std::string objective_text(const db::StudyRecord& study, double value) {
-  // Sweeps record their unit; imported Kernel Tuner / T4 data is in milliseconds.
-  const std::string fallback = study.strategy == "import" ? "ms" : "s";
+  // Sweeps (and API clients that say) record their unit; imported Kernel Tuner / T4 data is in
+  // milliseconds; other values are plain numbers.
+  const std::string fallback = study.strategy == "import" ? "ms" : "";
   const std::string unit =
       study.settings.is_object() ? study.settings.value("unit", fallback) : fallback;
   return format_objective(value, study.objective == "time" ? unit : "");
@@ -96,6 +97,7 @@ void print_sweep_summary(const SweepSummary& s) {
   if (s.leased_elsewhere)
     std::cout << "; " << s.leased_elsewhere << " still leased to other clients";
   std::cout << "\n";
+  if (!s.stopped.empty()) std::cout << "stopped:    " << s.stopped << "\n";
   if (!s.best) {
     std::cout << "best:       none (no successful evaluation)\n";
     return;
@@ -204,15 +206,17 @@ void add_sweep_command(CLI::App& app) {
     db::Store store(args->db);
     const auto summary = run_sweep(*evaluator, store, args->sweep);
     if (args->json) {
-      nlohmann::json j{{"study", summary.study_name},
-                       {"study_id", summary.study.value},
-                       {"trials", summary.total},
-                       {"evaluated", summary.evaluated},
-                       {"failed", summary.failed},
-                       {"interrupted", summary.interrupted},
-                       {"leased_elsewhere", summary.leased_elsewhere},
-                       {"unit", summary.unit},
-                       {"strategy", summary.strategy}};
+      nlohmann::json j{
+          {"study", summary.study_name},
+          {"study_id", summary.study.value},
+          {"trials", summary.total},
+          {"evaluated", summary.evaluated},
+          {"failed", summary.failed},
+          {"interrupted", summary.interrupted},
+          {"leased_elsewhere", summary.leased_elsewhere},
+          {"stopped", summary.stopped.empty() ? nlohmann::json() : nlohmann::json(summary.stopped)},
+          {"unit", summary.unit},
+          {"strategy", summary.strategy}};
       if (!summary.priors.empty()) {
         nlohmann::json priors = nlohmann::json::array();
         for (const auto& [name, n] : summary.priors) {

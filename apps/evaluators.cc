@@ -100,6 +100,9 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
       ->check(CLI::Range(0.001, CommandOptions::kMaxTimeoutSeconds))
       ->capture_default_str();
   cmd.add_flag("--maximize", spec.maximize, "Higher objective is better (command evaluator)");
+  cmd.add_option("--unit", spec.unit,
+                 "Unit of the number the command prints: s, ms, us or ns (shown as times) or a "
+                 "label such as GFLOP/s (default: none, a plain number)");
   cmd.add_option("--replay", spec.replay_file,
                  "Replay evaluator: answer from a Kernel Tuner cache or T4 file");
   cmd.add_option("--repeats", spec.repeats, "Timed repetitions per configuration");
@@ -131,6 +134,7 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
     if (!spec.regex.empty()) options.objective_regex = spec.regex;
     if (spec.repeats > 0) options.repeats = spec.repeats;
     options.minimize = !spec.maximize;
+    options.unit = spec.unit;
     return std::make_unique<CommandEvaluator>(SearchSpace::load(spec.space_file), spec.command,
                                               options);
   }

@@ -24,6 +24,7 @@ struct EvaluatorSpec {
   std::string regex;
   double timeout_seconds = 60.0;
   bool maximize = false;
+  std::string unit;
   /// Replay evaluator: a Kernel Tuner cache or T4 file.
   std::string replay_file;
   int repeats = 0;  ///< 0: the evaluator's default

@@ -118,9 +118,11 @@ std::optional<double> SweepSummary::speedup() const {
 std::string format_objective(double value, const std::string& unit) {
   if (unit == "s") return format_seconds(value);
   if (unit == "ms") return format_seconds(value * 1e-3);
+  if (unit == "us") return format_seconds(value * 1e-6);
+  if (unit == "ns") return format_seconds(value * 1e-9);
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", value);
-  return buf;
+  return unit.empty() ? std::string(buf) : buf + (" " + unit);
 }
 
 std::string format_seconds(double s) {
@@ -276,7 +278,13 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   };
   while (session.observations().size() < options.budget && budget_left() && !g_interrupted) {
     auto batch = session.propose(1);
-    if (batch.empty()) break;  // every candidate measured
+    if (batch.empty()) {
+      summary.stopped = session.exhausted()
+                            ? "every valid configuration is measured"
+                            : "the strategy proposed no new configuration (the study may "
+                              "be resumed with another --strategy)";
+      break;
+    }
     evaluate_and_store(batch.front());
   }
   progress.finish();

@@ -39,6 +39,8 @@ struct SweepSummary {
   /// may still come.
   std::size_t leased_elsewhere = 0;
   bool interrupted = false;
+  /// Why the sweep ended before its budget when it was not interrupted; empty otherwise.
+  std::string stopped;
   std::optional<Observation> best;
   std::optional<Observation> default_result;
   nlohmann::json best_config;

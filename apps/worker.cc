@@ -270,6 +270,7 @@ void add_worker_command(CLI::App& app) {
                           {"strategy", args->strategy},
                           {"direction", evaluator->minimize() ? "minimize" : "maximize"}};
       if (args->budget > 0) body["budget"] = args->budget;
+      if (const auto unit = evaluator->objective_unit(); !unit.empty()) body["unit"] = unit;
       if (args->seed >= 0) body["seed"] = args->seed;
       const auto s = client.post("/v1/studies", body, args->worker.token);
       if (s.status != 201) fail_reply("creating study " + args->create_study, s);

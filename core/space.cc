@@ -75,8 +75,11 @@ double real_to_unit(const Parameter& p, double x) {
 
 double unit_to_real(const Parameter& p, double u) {
   u = std::clamp(u, 0.0, 1.0);
-  if (p.log_scale) return std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)));
-  return p.low + u * (p.high - p.low);
+  // Rounding (exp(log(high)) is 1 ulp above high, say) must not leave the declared range.
+  const double x = p.log_scale
+                       ? std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)))
+                       : p.low + u * (p.high - p.low);
+  return std::clamp(x, p.low, p.high);
 }
 
 Value draw(const Parameter& p, Rng& rng) {

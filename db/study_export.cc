@@ -114,7 +114,8 @@ bool StudyExport::next(std::string& out) {
   }
   const auto page =
       after_ < last_id_
-          ? store_.trials(study_, {.after = after_, .up_to = last_id_, .status = {}, .limit = page_trials_})
+          ? store_.trials(study_,
+                          {.after = after_, .up_to = last_id_, .status = {}, .limit = page_trials_})
           : std::vector<TrialRecord>{};
   if (page.empty()) {
     end(out);

@@ -28,6 +28,9 @@ struct CommandOptions {
   std::string working_directory;
   /// Whether lower objective values are better (times) or higher (throughputs).
   bool minimize = true;
+  /// Unit of the objective the program prints: "s", "ms", "us" or "ns" are shown as times,
+  /// anything else ("GFLOP/s") as a label; empty: a plain number (the program's own unit).
+  std::string unit;
   /// The study's task; defaults to {"command": template}.
   nlohmann::json task;
 };
@@ -73,8 +76,9 @@ class CommandEvaluator : public Evaluator {
   nlohmann::json task() const override;
   Measurement evaluate(const Configuration& config) override;
   bool minimize() const override { return options_.minimize; }
-  /// Seconds for a time to minimise; a score to maximise (GFLOP/s, say) has no unit we know.
-  std::string objective_unit() const override { return options_.minimize ? "s" : ""; }
+  /// The unit the user named (CommandOptions::unit): a number a program prints has none we
+  /// could know.
+  std::string objective_unit() const override { return options_.unit; }
 
   /// The command line a configuration runs.
   std::string command_for(const Configuration& config) const;

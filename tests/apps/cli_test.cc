@@ -125,13 +125,17 @@ TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   // (x - 6)^2 + 1, computed by the shell: the best is x = 6.
   auto r = run("sweep --kernel command --space " + space +
                " --cmd 'echo result: $(( ({x} - 6) * ({x} - 6) + 1 ))' --strategy exhaustive "
-               "--budget 10 --no-progress --json --db " +
+               "--budget 12 --unit ms --no-progress --json --db " +
                db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["best"]["config"]["x"], 6);
   EXPECT_DOUBLE_EQ(j["best"]["objective"].get<double>(), 1.0);
-  EXPECT_EQ(j["unit"], "s");
+  EXPECT_EQ(j["unit"], "ms");
+  EXPECT_EQ(j["stopped"], "every valid configuration is measured");
+  r = run("best --kernel command --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("objective: 1.000 ms\n"), std::string::npos) << r.out;
 
   // A score to maximise is a plain number, not seconds.
   r = run("sweep --kernel command --space " + space +
@@ -432,7 +436,8 @@ TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   r = run("sweep --kernel command --space " + space +
           " --cmd 'echo 0' --budget 2 --no-progress --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("objective:  0 s"), std::string::npos) << r.out;
+  // Without --unit the number the program prints is shown as it is.
+  EXPECT_NE(r.out.find("objective:  0\n"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("speedup"), std::string::npos) << r.out;
 
   // T4 files name no kernel: the import says how to give one.

@@ -332,5 +332,21 @@ TEST(SearchSpace, T1DedispersionMatchesTheMeasuredCache) {
   expect_t1_matches_cache(t1, cache, 11130);
 }
 
+TEST(SearchSpace, LogScaleRealsStayWithinTheirBoundsAtTheEdges) {
+  // exp(log(1e-2)) is 1e-2 plus one ulp: a neighbour at the top edge left the domain, and
+  // the search dropped it (bo stopped after 3 of 12 evaluations).
+  const auto space = SearchSpace::from_json(json::parse(
+      R"({"parameters": [{"name": "tol", "type": "real", "low": 1e-6, "high": 1e-2,
+                           "log": true}]})"));
+  Rng rng(3);
+  for (const double x : {1e-6 * 1.0001, 1e-2 * 0.9999}) {
+    for (int i = 0; i < 20; ++i) {
+      for (const auto& n : space.neighbours({Value{x}}, rng)) {
+        EXPECT_TRUE(space.is_valid(n)) << to_string(n[0]);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tunebase
