@@ -1,5 +1,7 @@
 #include "apps/evaluators.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "kernels/command.h"
 #include "kernels/gpu_evaluators.h"
@@ -16,13 +18,24 @@ namespace {
 // Grid points per side of the generated Laplacian when neither --matrix nor --size is given:
 // 64^3 = 262,144 rows, large enough to be memory bound, small enough for a quick sweep.
 constexpr std::int64_t kDefaultGridSize = 64;
+// More repetitions than anyone times one configuration with.
+constexpr int kMaxRepeats = 1'000'000;
+// Past any grid or GPU problem size that fits in memory (the kernels check their own limits).
+constexpr std::int64_t kMaxSize = 1'000'000'000;
 
 CsrMatrix load_matrix(const EvaluatorSpec& spec) {
   if (!spec.matrix.empty()) return read_matrix_market(spec.matrix);
   const std::int64_t n = spec.size > 0 ? spec.size : kDefaultGridSize;
-  if (spec.problem == "laplacian3d") return laplacian_3d(n);
-  if (spec.problem == "laplacian2d") return laplacian_2d(n);
-  return generate_problem(spec.problem, n);
+  const std::string problem = spec.problem.empty() ? "laplacian3d" : spec.problem;
+  if (problem == "laplacian3d") return laplacian_3d(n);
+  if (problem == "laplacian2d") return laplacian_2d(n);
+  const auto& names = problem_names();
+  if (std::find(names.begin(), names.end(), problem) == names.end()) {
+    std::string known = "laplacian3d, laplacian2d";
+    for (const auto& name : names) known += ", " + name;
+    throw InvalidInput("unknown --problem '" + problem + "'; known: " + known);
+  }
+  return generate_problem(problem, n);
 }
 
 nlohmann::json gpu_options(const EvaluatorSpec& spec) {
@@ -30,26 +43,39 @@ nlohmann::json gpu_options(const EvaluatorSpec& spec) {
   if (spec.size > 0) options["size"] = spec.size;
   if (!spec.matrix.empty()) options["matrix"] = spec.matrix;
   if (spec.repeats > 0) options["repeats"] = spec.repeats;
-  options["time_limit"] = spec.timeout_seconds;
+  options["time_limit"] = spec.timeout_seconds.value_or(kDefaultTimeoutSeconds);
   return options;
 }
 
-// A file or program given to a kernel that does not read it would be silently ignored (a
-// replay "with --space" searching the file's own space): refuse it, naming who reads it.
+// An option given to a kernel that does not read it would be silently ignored (a replay
+// "with --space" searching the file's own space, an SpMV "maximised"): refuse it, naming who
+// reads it.
 void reject_unused_options(const EvaluatorSpec& spec) {
   const bool gpu = spec.kernel.rfind("opencl-", 0) == 0 || spec.kernel.rfind("cuda-", 0) == 0;
+  const bool matrix_kernel = spec.kernel == "spmv" || spec.kernel == "petsc";
+  const bool command = spec.kernel == "command";
   const struct {
     const char* flag;
     bool given;
     bool used;
     const char* used_by;
   } options[] = {
-      {"--matrix", !spec.matrix.empty(), spec.kernel == "spmv" || spec.kernel == "petsc" || gpu,
-       "spmv, petsc and the GPU kernels"},
-      {"--cmd", !spec.command.empty(), spec.kernel == "command", "command"},
-      {"--space", !spec.space_file.empty(), spec.kernel == "command",
+      {"--matrix", !spec.matrix.empty(), matrix_kernel || gpu, "spmv, petsc and the GPU kernels"},
+      {"--problem", !spec.problem.empty(), matrix_kernel && spec.matrix.empty(),
+       "spmv and petsc, when no --matrix is given"},
+      {"--size", spec.size != 0, (matrix_kernel && spec.matrix.empty()) || gpu,
+       "spmv and petsc when no --matrix is given, and the GPU kernels"},
+      {"--cmd", !spec.command.empty(), command, "command"},
+      {"--space", !spec.space_file.empty(), command,
        "command (replay searches its file's own configurations)"},
-      {"--regex", !spec.regex.empty(), spec.kernel == "command", "command"},
+      {"--regex", !spec.regex.empty(), command, "command"},
+      {"--maximize", spec.maximize, command,
+       "command (the other kernels measure times, which are minimised)"},
+      {"--unit", !spec.unit.empty(), command, "command (the other kernels know their unit)"},
+      {"--timeout", spec.timeout_seconds.has_value(), command || spec.kernel == "petsc" || gpu,
+       "command, petsc and the GPU kernels"},
+      {"--repeats", spec.repeats != 0, spec.kernel != "replay",
+       "every kernel but replay (a file holds one value per configuration)"},
       {"--replay", !spec.replay_file.empty(), spec.kernel == "replay", "replay"},
   };
   for (const auto& o : options) {
@@ -86,9 +112,12 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
   cmd.add_option("--matrix", spec.matrix, "Matrix Market file (.mtx or .mtx.gz)");
   cmd.add_option("--problem", spec.problem,
                  "Generated matrix when no --matrix: laplacian3d (size^3 rows), laplacian2d, "
-                 "poisson2d, poisson3d, anisotropic2d, convdiff2d, convdiff3d")
-      ->capture_default_str();
-  cmd.add_option("--size", spec.size, "Grid points per side of the generated problem");
+                 "poisson2d, poisson3d, anisotropic2d, convdiff2d, convdiff3d (default "
+                 "laplacian3d)");
+  cmd.add_option("--size", spec.size,
+                 "Grid points per side of the generated problem (default 64), or the GPU "
+                 "kernel's problem size")
+      ->check(CLI::Range(std::int64_t{1}, kMaxSize));
   cmd.add_option("--cmd", spec.command,
                  "Command evaluator: command with {NAME} placeholders (also exported as NAME "
                  "and TUNEBASE_NAME)");
@@ -96,16 +125,18 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
                  "Search space file: tunebase JSON, T1, or Kernel Tuner tune_params");
   cmd.add_option("--regex", spec.regex,
                  "Objective = first capture group of this regex in stdout (default: last number)");
-  cmd.add_option("--timeout", spec.timeout_seconds, "Seconds before a command is killed")
-      ->check(CLI::Range(0.001, CommandOptions::kMaxTimeoutSeconds))
-      ->capture_default_str();
+  cmd.add_option("--timeout", spec.timeout_seconds,
+                 "Seconds before one evaluation is stopped and stored as a timeout (default 60)")
+      ->check(CLI::Range(0.001, CommandOptions::kMaxTimeoutSeconds));
   cmd.add_flag("--maximize", spec.maximize, "Higher objective is better (command evaluator)");
   cmd.add_option("--unit", spec.unit,
                  "Unit of the number the command prints: s, ms, us or ns (shown as times) or a "
                  "label such as GFLOP/s (default: none, a plain number)");
   cmd.add_option("--replay", spec.replay_file,
                  "Replay evaluator: answer from a Kernel Tuner cache or T4 file");
-  cmd.add_option("--repeats", spec.repeats, "Timed repetitions per configuration");
+  cmd.add_option("--repeats", spec.repeats,
+                 "Timed repetitions per configuration (default: the kernel's own)")
+      ->check(CLI::Range(1, kMaxRepeats));
 }
 
 std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
@@ -117,7 +148,7 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
   }
   if (spec.kernel == "petsc") {
     PetscSolverOptions options;
-    options.time_limit_seconds = spec.timeout_seconds;
+    options.time_limit_seconds = spec.timeout_seconds.value_or(kDefaultTimeoutSeconds);
     if (spec.repeats > 0) options.repeats = spec.repeats;
     return std::make_unique<PetscSolverEvaluator>(load_matrix(spec), options);
   }
@@ -130,7 +161,7 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
       throw InvalidInput("--kernel command needs --cmd 'program {param} ...' and --space FILE");
     }
     CommandOptions options;
-    options.timeout_seconds = spec.timeout_seconds;
+    options.timeout_seconds = spec.timeout_seconds.value_or(kDefaultTimeoutSeconds);
     if (!spec.regex.empty()) options.objective_regex = spec.regex;
     if (spec.repeats > 0) options.repeats = spec.repeats;
     options.minimize = !spec.maximize;

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/machine.h"
@@ -10,19 +11,22 @@
 
 namespace tunebase::cli {
 
+inline constexpr double kDefaultTimeoutSeconds = 60.0;
+
 struct EvaluatorSpec {
   /// spmv, command, replay (and the GPU and solver kernels where built).
   std::string kernel = "spmv";
   /// Matrix Market file (plain or .gz) for matrix kernels.
   std::string matrix;
-  /// Generated problem when no matrix is given, and its size.
-  std::string problem = "laplacian3d";
+  /// Generated problem when no matrix is given (empty: laplacian3d), and its size (0: the
+  /// kernel's default).
+  std::string problem;
   std::int64_t size = 0;
   /// Command evaluator: the command template, its space file, an objective regex, a timeout.
   std::string command;
   std::string space_file;
   std::string regex;
-  double timeout_seconds = 60.0;
+  std::optional<double> timeout_seconds;  ///< default kDefaultTimeoutSeconds
   bool maximize = false;
   std::string unit;
   /// Replay evaluator: a Kernel Tuner cache or T4 file.

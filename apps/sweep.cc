@@ -145,6 +145,11 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   const auto& space = evaluator.space();
 
   if (!options.study_name.empty()) db::check_study_name(options.study_name);
+  if (!options.transfer && (!options.prior_files.empty() || !options.prior_machines.empty())) {
+    throw InvalidInput(
+        "--prior and --prior-machine choose what transfer learns from; with --no-transfer "
+        "nothing is, so give one or the other");
+  }
   api::require_prior_machines(store, options.prior_machines);
   const auto machine = store.upsert_machine(this_machine(options.machine_name));
   const auto kernel = store.upsert_kernel(evaluator.kernel_name(), space);

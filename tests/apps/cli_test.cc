@@ -432,6 +432,26 @@ TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--timeout"), std::string::npos) << r.err;
 
+  // Options the kernel would ignore, and values that are no sizes or counts.
+  const std::string spmv = "sweep --kernel spmv --budget 1 --no-progress --db " + db();
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {" --maximize", "--maximize is not used by --kernel spmv"},
+           {" --unit ms", "--unit is not used by --kernel spmv"},
+           {" --timeout 5", "--timeout is not used by --kernel spmv"},
+           {" --matrix " + dir_.file("m.mtx") + " --problem poisson3d",
+            "--problem is not used by --kernel spmv"},
+           {" --matrix " + dir_.file("m.mtx") + " --size 50", "--size is not used"},
+           {" --size 0", "--size: Value 0 not in range 1"},
+           {" --repeats 0", "--repeats: Value 0 not in range 1"},
+           {" --problem laplace3d", "known: laplacian3d, laplacian2d, poisson2d"},
+           {" --prior-machine m1 --no-transfer", "with --no-transfer nothing is"}}) {
+    r = run(spmv + args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+  }
+  r = run("sweep --kernel replay --replay " + target + " --repeats 3 --db " + db());
+  EXPECT_NE(r.err.find("--repeats is not used by --kernel replay"), std::string::npos) << r.err;
+
   // A zero objective is shown as a number, and no speedup is made of it.
   r = run("sweep --kernel command --space " + space +
           " --cmd 'echo 0' --budget 2 --no-progress --db " + db());
