@@ -546,6 +546,9 @@ std::string SearchSpace::key(const Configuration& c) const {
       k += ch;
     }
   }
+  // One parameter whose value is "" (no flag, say): keys are never empty, and no value gives
+  // this one (a backslash in a value is doubled).
+  if (k.empty()) return "\\e";
   return k;
 }
 

@@ -142,7 +142,8 @@ class SearchSpace {
   Configuration config_from_json(const nlohmann::json& j, bool fill_defaults = false) const;
   /// Kernel Tuner cache key: the values joined by commas, in parameter order. Commas and
   /// backslashes inside string values are escaped with a backslash (Kernel Tuner's own keys
-  /// are not), so that distinct configurations never share a key.
+  /// are not), so that distinct configurations never share a key; never empty (a single
+  /// value "" is `\e`).
   std::string key(const Configuration& c) const;
 
   /// Features in [0,1] for surrogates: discrete numeric parameters by position (or log value

@@ -89,7 +89,8 @@ std::optional<double> parse_whole_number(std::string_view s) {
   double value = 0.0;
   const char* end = s.data() + s.size();
   auto [ptr, ec] = std::from_chars(s.data(), end, value);
-  if (s.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  // from_chars reads "nan" and "inf" too: neither is an objective.
+  if (s.empty() || ec != std::errc() || ptr != end || !std::isfinite(value)) return std::nullopt;
   return value;
 }
 
@@ -447,7 +448,7 @@ std::optional<double> CommandEvaluator::objective_of(const std::string& out,
         (regex_->mark_count() >= 1 && match[1].matched) ? match[1].str() : match[0].str();
     if (auto v = parse_whole_number(found)) return v;
     why = "the objective regex '" + *options_.objective_regex + "' matched '" + found +
-          "', which is not a number";
+          "', which is not a finite number";
     return std::nullopt;
   }
   why = "the objective regex '" + *options_.objective_regex + "' matched nothing in the output";

@@ -137,6 +137,16 @@ TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("objective: 1.000 ms\n"), std::string::npos) << r.out;
 
+  // A value "" (no flag) is a configuration like any other.
+  const auto flags = dir_.file("flags.json");
+  std::ofstream(flags)
+      << R"({"parameters": [{"name": "f", "type": "categorical", "values": ["", "-v"]}]})";
+  r = run("sweep --kernel command --space " + flags +
+          " --cmd 'echo {f} 3' --strategy exhaustive --budget 2 --study flags --no-progress --db " +
+          db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(trials("flags").size(), 2u);
+
   // A score to maximise is a plain number, not seconds.
   r = run("sweep --kernel command --space " + space +
           " --cmd 'echo $(( 50 - ({x} - 6) * ({x} - 6) ))' --maximize --strategy exhaustive "

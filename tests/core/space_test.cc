@@ -253,6 +253,16 @@ TEST(SearchSpace, StringValuesWithCommasNeverShareAKey) {
   for (const auto& c : s.valid_configurations()) keys.insert(s.key(c));
   EXPECT_EQ(keys.size(), s.valid_configurations().size());
   EXPECT_EQ(s.key(s.config_from_json(json{{"c1", "a,b"}, {"c2", "c"}})), "a\\,b,c");
+
+  // An empty value alone (a flag left out) has a key too, unlike any other value's.
+  const auto flag = SearchSpace::from_json(json::parse(R"({"parameters": [
+      {"name": "flag", "type": "categorical", "values": ["", "e", "\\e", "-O3"]}]})"));
+  keys.clear();
+  for (const auto& c : flag.valid_configurations()) {
+    EXPECT_FALSE(flag.key(c).empty());
+    keys.insert(flag.key(c));
+  }
+  EXPECT_EQ(keys.size(), 4u);
 }
 
 TEST(SearchSpace, JsonRoundTripKeepsTheFingerprint) {

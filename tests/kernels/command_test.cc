@@ -117,6 +117,15 @@ TEST(CommandEvaluator, RegexCaptureGroupOrWholeMatch) {
   EXPECT_EQ(m.status, TrialStatus::failed);
   EXPECT_NE(m.message.find("'broken'"), std::string::npos) << m.message;
 
+  // from_chars reads these; none is an objective (a sweep stopped at the first one).
+  o.objective_regex = "val=(\\S+)";
+  for (const char* printed : {"nan", "inf", "-inf", "NaN", "infinity"}) {
+    CommandEvaluator not_finite(make_space(), std::string("echo val=") + printed, o);
+    m = not_finite.evaluate(config(8, "fast"));
+    EXPECT_EQ(m.status, TrialStatus::failed) << printed;
+    EXPECT_NE(m.message.find("not a finite number"), std::string::npos) << m.message;
+  }
+
   o.objective_regex = "GFLOPS=([0-9.]+)";
   CommandEvaluator no_match(make_space(), "echo 'time 3'", o);
   m = no_match.evaluate(config(8, "fast"));
