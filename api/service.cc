@@ -647,6 +647,7 @@ Response Service::create_study(Request& request) {
   });
   const nlohmann::json options = strategy_options ? *strategy_options : nlohmann::json::object();
   in_field("strategy_options", [&] { return make_strategy(strategy.value_or("bo"), options); });
+  if (strategy) in_field("strategy", [&] { require_searchable(*strategy, *space); });
 
   if (!study.name.empty() && store_.find_study(study.name)) {
     throw Conflict("a study named \"" + study.name + "\" exists already; choose another name");

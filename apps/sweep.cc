@@ -176,6 +176,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   const std::string strategy =
       options.strategy.empty() ? default_strategy(!priors.empty()) : options.strategy;
   (void)make_strategy(strategy);  // an unknown name fails before a study is stored
+  if (!evaluator.candidates()) require_searchable(strategy, space);
   const auto study =
       find_or_create_study(store, options, kernel, machine, task, evaluator.minimize(), strategy,
                            evaluator.objective_unit());

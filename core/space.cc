@@ -366,13 +366,12 @@ void SearchSpace::enumerate_once() const {
     std::vector<std::size_t> index(d, 0);
     std::size_t depth = 0;
     std::uint64_t visits = 0;
-    auto& out = cache_->valid;
+    // Valid configurations as value indices, d per configuration, made into Configurations
+    // once the walk is complete: a walk that gives up has used one flat block (a few tens of
+    // MB at most), which goes back to the system, not millions of small vectors, which stay.
+    std::vector<std::uint32_t> found;
     while (true) {
-      if (capped && ++visits > max_visits) {
-        out.clear();
-        out.shrink_to_fit();
-        return;
-      }
+      if (capped && ++visits > max_visits) return;
       current[depth] = parameters_[depth].values[index[depth]];
       bool ok = true;
       for (const Constraint* c : check_at[depth]) {
@@ -381,7 +380,7 @@ void SearchSpace::enumerate_once() const {
           break;
         }
       }
-      if (ok && depth + 1 == d) out.push_back(current);
+      if (ok && depth + 1 == d) found.insert(found.end(), index.begin(), index.end());
       if (ok && depth + 1 < d) {
         ++depth;
         index[depth] = 0;
@@ -391,6 +390,13 @@ void SearchSpace::enumerate_once() const {
       while (true) {
         if (++index[depth] < parameters_[depth].values.size()) break;
         if (depth == 0) {
+          auto& out = cache_->valid;
+          out.reserve(found.size() / d);
+          for (std::size_t at = 0; at < found.size(); at += d) {
+            Configuration c(d);
+            for (std::size_t i = 0; i < d; ++i) c[i] = parameters_[i].values[found[at + i]];
+            out.push_back(std::move(c));
+          }
           cache_->complete = true;
           return;
         }
@@ -466,14 +472,26 @@ Configuration SearchSpace::sample(Rng& rng) const {
     if (valid.empty()) throw InvalidInput("no configuration satisfies the constraints");
     return valid[std::uniform_int_distribution<std::size_t>(0, valid.size() - 1)(rng)];
   }
+  std::size_t draws = kMaxRejections;
+  if (auto c = try_sample(rng, draws)) return std::move(*c);
+  throw InvalidInput("no valid configuration found in " + std::to_string(kMaxRejections) +
+                     " random draws: the constraints allow (almost) nothing");
+}
+
+std::optional<Configuration> SearchSpace::try_sample(Rng& rng, std::size_t& draws) const {
+  if (enumerable()) {
+    const auto& valid = valid_configurations();
+    if (valid.empty()) return std::nullopt;
+    return valid[std::uniform_int_distribution<std::size_t>(0, valid.size() - 1)(rng)];
+  }
   // Rejection from the uniform product distribution is uniform over the valid set.
   Configuration c(parameters_.size());
-  for (std::size_t attempt = 0; attempt < kMaxRejections; ++attempt) {
+  while (draws > 0) {
+    --draws;
     for (std::size_t i = 0; i < parameters_.size(); ++i) c[i] = draw(parameters_[i], rng);
     if (satisfies_constraints(c)) return c;
   }
-  throw InvalidInput("no valid configuration found in " + std::to_string(kMaxRejections) +
-                     " random draws: the constraints allow (almost) nothing");
+  return std::nullopt;
 }
 
 Configuration SearchSpace::default_configuration() const {

@@ -132,6 +132,10 @@ class SearchSpace {
   /// Uniform draw from the valid configurations. Throws InvalidInput when the space has no
   /// valid configuration (or none was found in kMaxRejections draws of a huge space).
   Configuration sample(Rng& rng) const;
+  /// Like sample, but a huge space whose constraints allow little gives up when `draws`
+  /// (counted down) run out, with nullopt: for searches that would rather propose fewer
+  /// configurations than spend seconds finding one.
+  std::optional<Configuration> try_sample(Rng& rng, std::size_t& draws) const;
   /// The declared defaults; may violate constraints (see default_valid_configuration).
   Configuration default_configuration() const;
 

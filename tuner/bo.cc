@@ -54,6 +54,8 @@ constexpr std::size_t kDefaultLocalRadius = 1;
 // search over neighbours from the best few.
 constexpr std::size_t kDefaultCandidateSamples = 2048;
 constexpr std::size_t kLocalSearchStarts = 5;
+// Rejected draws the candidate pool of one proposal may spend (some tens of milliseconds).
+constexpr std::size_t kMaxPoolDraws = 200'000;
 constexpr std::size_t kLocalSearchSteps = 30;
 // A configuration that failed on a prior machine probably fails here too (convolution_hub:
 // 155 of A4000's 161 failures also fail on A100). P(feasible | failed on a prior) starts at
@@ -974,12 +976,21 @@ class BayesianOptimization final : public ModelBasedStrategy {
     std::sort(ok.begin(), ok.end(), [&](auto* a, auto* b) {
       return sign * a->result.objective < sign * b->result.objective;
     });
+    // Random candidates, drawn once for the batch. Where valid configurations are rare the
+    // draws are bounded and the pool smaller: the neighbours of the best observations (valid
+    // by construction) still give the acquisition somewhere to go.
+    std::vector<Configuration> sampled;
+    std::size_t draws = kMaxPoolDraws;
+    for (std::size_t i = 0; i < candidate_samples_; ++i) {
+      auto c = space.try_sample(rng, draws);
+      if (!c) break;
+      sampled.push_back(std::move(*c));
+    }
     std::vector<Configuration> out;
     for (std::size_t k = 0; k < n; ++k) {
       std::vector<Configuration> pool;
-      for (std::size_t i = 0; i < candidate_samples_; ++i) {
-        auto c = space.sample(rng);
-        if (free(c)) pool.push_back(std::move(c));
+      for (const auto& c : sampled) {
+        if (free(c)) pool.push_back(c);
       }
       for (std::size_t i = 0; i < ok.size() && i < kLocalSearchStarts; ++i) {
         for (auto& nb : space.neighbours(ok[i]->config, rng)) {

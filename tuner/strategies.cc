@@ -15,6 +15,9 @@ namespace {
 
 // Attempts at drawing an untaken configuration from a space with no candidate list.
 constexpr std::size_t kMaxSampleAttempts = 10'000;
+// Rejected draws one proposal may spend on a huge space with rare valid configurations
+// (about a second of constraint checks).
+constexpr std::size_t kMaxSampleDraws = 2'000'000;
 // The GA keeps this many of the best observations as its population.
 constexpr std::size_t kGaPopulation = 20;
 // Below this many successes the GA has nothing to recombine and samples at random.
@@ -35,15 +38,20 @@ class RandomSearch final : public SearchStrategy {
   }
 };
 
+InvalidInput not_enumerable() {
+  return InvalidInput(
+      "exhaustive search needs an enumerable space (all parameters discrete, at most " +
+      std::to_string(static_cast<long long>(SearchSpace::kMaxEnumerate)) +
+      " points, or a pruned product whose walk stays within " +
+      std::to_string(static_cast<long long>(SearchSpace::kMaxEnumerationVisits)) +
+      " steps); choose another --strategy (bo, random, ga, lhs)");
+}
+
 class ExhaustiveSearch final : public SearchStrategy {
  public:
   std::string name() const override { return "exhaustive"; }
   std::vector<Configuration> propose(const TuningState& state, std::size_t n, Rng&) override {
-    if (!state.candidates) {
-      throw InvalidInput(
-          "exhaustive search needs an enumerable space (all parameters discrete, at most " +
-          std::to_string(static_cast<long long>(SearchSpace::kMaxEnumerate)) + " points)");
-    }
+    if (!state.candidates) throw not_enumerable();
     std::vector<Configuration> out;
     for (const auto& c : *state.candidates) {
       if (out.size() == n) break;
@@ -183,8 +191,12 @@ std::vector<Configuration> random_untaken(const TuningState& state, std::size_t 
     }
     return out;
   }
+  // A space whose constraints allow little may give fewer (none, this time) rather than fail.
+  std::size_t draws = kMaxSampleDraws;
   for (std::size_t attempt = 0; out.size() < n && attempt < kMaxSampleAttempts; ++attempt) {
-    auto c = space.sample(rng);
+    auto sampled = space.try_sample(rng, draws);
+    if (!sampled) break;
+    auto c = std::move(*sampled);
     auto key = space.key(c);
     if (free(key)) {
       chosen.insert(std::move(key));
@@ -285,6 +297,10 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
     for (auto& c : more) out.push_back(std::move(c));
   }
   return out;
+}
+
+void require_searchable(const std::string& strategy, const SearchSpace& space) {
+  if (strategy == "exhaustive" && !space.enumerable()) throw not_enumerable();
 }
 
 std::vector<std::string> strategy_names() {

@@ -400,6 +400,12 @@ TEST_F(Cli, BadArgumentsNeverAbortNorLeaveAStudyBehind) {
   r = run(sweep + " --prior-machine nowhere");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown prior machine \"nowhere\""), std::string::npos) << r.err;
+  const auto reals = dir_.file("reals.json");
+  std::ofstream(reals) << R"({"parameters": [{"name": "x", "type": "real", "low": 0, "high": 1}]})";
+  r = run("sweep --kernel command --space " + reals +
+          " --cmd 'echo {x}' --strategy exhaustive --no-progress --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("exhaustive search needs an enumerable space"), std::string::npos) << r.err;
   r = run("studies --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
