@@ -296,6 +296,12 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
     if (session.exhausted()) {
       out.done = configs.empty() && session.pending_count() == 0;
       out.reason = "every candidate configuration is measured or leased";
+      if (out.done) {
+        // Nothing is left to measure: the study is over, as one whose budget is spent.
+        store_.set_study_status(study, db::StudyStatus::completed);
+        entry->record.status = db::StudyStatus::completed;
+        out.reason = "every candidate configuration is measured";
+      }
     } else if (configs.empty()) {
       out.reason = "the strategy found no new configuration";
     }

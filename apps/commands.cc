@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <set>
 
 #include "api/priors.h"
 #include "apps/cli.h"
@@ -44,6 +45,18 @@ std::string objective_text(const db::StudyRecord& study, double value) {
   const std::string unit =
       study.settings.is_object() ? study.settings.value("unit", fallback) : fallback;
   return format_objective(value, study.objective == "time" ? unit : "");
+}
+
+// "task 2 {"matrix":"bcsstk13"}": which input a study measured.
+std::string task_text(const db::Store& store, db::TaskId id) {
+  const auto task = store.get_task(id);
+  std::string text = "task " + std::to_string(id.value);
+  if (task.description.is_object() && !task.description.empty()) {
+    auto description = task.description.dump();
+    if (description.size() > 80) description = description.substr(0, 77) + "...";
+    text += " " + description;
+  }
+  return text;
 }
 
 // A failure message (a program's stderr, say) on one table line: control characters become
@@ -276,9 +289,17 @@ void add_query_commands(CLI::App& app) {
             store, args->kernel, machine ? std::optional(machine->id) : std::nullopt, task,
             direction, "");
         if (!predicted) {
-          throw NotFound("nothing measured for kernel '" + args->kernel + "' on machine '" +
-                         machine_name + "', and no other machine measured it either (" + args->db +
-                         "; tunebase studies lists what is there)");
+          const auto other = args->maximize ? db::Direction::minimize : db::Direction::maximize;
+          const bool other_way =
+              machine && store.best_trial(args->kernel, machine->id, task, other).has_value();
+          throw NotFound(
+              "nothing measured for kernel '" + args->kernel + "' on machine '" + machine_name +
+              "'" + (task ? " with task " + std::to_string(task->value) : std::string()) +
+              (other_way ? " in studies that " + std::string(db::to_string(direction)) +
+                               " (its studies here " + std::string(db::to_string(other)) + ": " +
+                               (args->maximize ? "leave out" : "add") + " --maximize)"
+                         : ", and no other machine measured it either") +
+              " (" + args->db + "; tunebase studies lists what is there)");
         }
         print_predicted_best(args->kernel, machine_name, *predicted, args->json);
         return;
@@ -291,6 +312,8 @@ void add_query_commands(CLI::App& app) {
                                     {"config", best->config},
                                     {"objective", best->result.objective},
                                     {"study", study.name},
+                                    {"study_id", study.id.value},
+                                    {"task_id", study.task_id.value},
                                     {"trial_id", best->id.value}}
                          .dump(2)
                   << "\n";
@@ -298,8 +321,23 @@ void add_query_commands(CLI::App& app) {
       }
       std::cout << "kernel:    " << args->kernel << "\nmachine:   " << machine_name
                 << "\nsource:    measured (study " << study.name << ", trial " << best->id.value
-                << ")\nconfig:    " << best->config.dump()
+                << ")\ninput:     " << task_text(store, study.task_id)
+                << "\nconfig:    " << best->config.dump()
                 << "\nobjective: " << objective_text(study, best->result.objective) << "\n";
+      if (!task) {
+        // Times of different inputs do not compare: say when others were measured here.
+        std::set<std::int64_t> tasks;
+        for (const auto& s : store.list_studies()) {
+          if (s.kernel_name == args->kernel && s.machine_id == machine->id &&
+              s.direction == direction)
+            tasks.insert(s.task_id.value);
+        }
+        if (tasks.size() > 1) {
+          std::cout << "note:      " << tasks.size()
+                    << " inputs (tasks) of this kernel were measured here; this is the best of "
+                       "all of them. --task N picks one (tunebase studies shows them)\n";
+        }
+      }
     });
   }
   // --- trials
@@ -355,8 +393,9 @@ void add_query_commands(CLI::App& app) {
       for (const auto& s : store.list_studies()) {
         const auto counts = store.trial_counts(s.id);
         std::cout << std::setw(4) << s.id.value << "  " << s.name << "  [" << s.kernel_name
-                  << " on " << s.machine_name << ", " << s.strategy << ", " << counts.total
-                  << " trials, " << counts.ok << " ok, " << db::to_string(s.status) << "]\n";
+                  << " on " << s.machine_name << ", " << task_text(store, s.task_id) << ", "
+                  << s.strategy << ", " << counts.total << " trials, " << counts.ok << " ok, "
+                  << db::to_string(s.status) << "]\n";
       }
     });
   }

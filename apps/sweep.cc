@@ -136,8 +136,10 @@ std::string format_seconds(double s) {
     std::snprintf(buf, sizeof buf, "%.2f us", s * 1e6);
   else if (s < 1.0)
     std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
-  else
+  else if (s < 1e6)
     std::snprintf(buf, sizeof buf, "%.3f s", s);
+  else  // %.3f of 1e300 would be 300 digits, cut to 31
+    std::snprintf(buf, sizeof buf, "%.4g s", s);
   return buf;
 }
 

@@ -55,7 +55,8 @@ double median(std::vector<double> values) {
   if (values.size() % 2 == 1) return values[mid];
   const double upper = values[mid];
   const double lower = *std::max_element(values.begin(), values.begin() + mid);
-  return 0.5 * (lower + upper);
+  // Halves first: the sum of two values near the largest double is infinite.
+  return 0.5 * lower + 0.5 * upper;
 }
 
 }  // namespace tunebase

@@ -1,6 +1,8 @@
 #include "surrogates/transform.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -34,29 +36,54 @@ ObjectiveTransform ObjectiveTransform::fit(std::span<const double> values, bool 
     u[i] = checked_value(values[i], log_transform, i);
     sum += u[i];
   }
-  t.centre_ = sum / static_cast<double>(u.size());
+  const auto n = static_cast<double>(u.size());
+  t.centre_ = sum / n;
+  if (!std::isfinite(t.centre_)) {
+    // Values near the largest double: their sum overflows, their n-th parts do not.
+    t.centre_ = 0.0;
+    for (double v : u) t.centre_ += v / n;
+  }
   double ss = 0.0;
   for (double v : u) ss += (v - t.centre_) * (v - t.centre_);
   // sample standard deviation (n - 1), as scikit-learn and BoTorch standardise
-  const double sd = u.size() > 1 ? std::sqrt(ss / static_cast<double>(u.size() - 1)) : 0.0;
+  double sd = u.size() > 1 ? std::sqrt(ss / (n - 1)) : 0.0;
+  if (!std::isfinite(sd)) {
+    // Squares of deviations beyond 1e154 overflow: scale them by the largest half-deviation
+    // first (halves, so that a deviation of twice the largest double is not infinite either).
+    double largest = 0.0;
+    for (double v : u) largest = std::max(largest, std::abs(0.5 * v - 0.5 * t.centre_));
+    double scaled = 0.0;
+    for (double v : u) {
+      const double d = (0.5 * v - 0.5 * t.centre_) / largest;
+      scaled += d * d;
+    }
+    sd = std::min(2.0 * largest * std::sqrt(scaled / (n - 1)), std::numeric_limits<double>::max());
+  }
   t.scale_ = sd > kMinScale ? sd : 1.0;
   return t;
 }
 
+// (u - centre) / scale in halves: exact for ordinary values, finite for deviations beyond the
+// largest double.
+double ObjectiveTransform::standardise(double u) const {
+  return (0.5 * u - 0.5 * centre_) / (0.5 * scale_);
+}
+
 double ObjectiveTransform::forward(double value) const {
-  return (checked_value(value, log_, 0) - centre_) / scale_;
+  return standardise(checked_value(value, log_, 0));
 }
 
 std::vector<double> ObjectiveTransform::forward(std::span<const double> values) const {
   std::vector<double> out(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) {
-    out[i] = (checked_value(values[i], log_, i) - centre_) / scale_;
+    out[i] = standardise(checked_value(values[i], log_, i));
   }
   return out;
 }
 
 double ObjectiveTransform::inverse(double z) const {
-  const double u = centre_ + scale_ * z;
+  constexpr double kLargest = std::numeric_limits<double>::max();
+  const double u = std::clamp(centre_ + scale_ * z, -kLargest, kLargest);
   return log_ ? std::exp(u) : u;
 }
 

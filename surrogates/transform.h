@@ -33,6 +33,8 @@ class ObjectiveTransform {
   static ObjectiveTransform from_json(const nlohmann::json& j);
 
  private:
+  double standardise(double u) const;
+
   bool log_ = false;
   double centre_ = 0.0;
   double scale_ = 1.0;

@@ -267,6 +267,19 @@ TEST(ApiServer, AStudyIsCompletedByTheResultThatSpendsItsBudget) {
   ASSERT_EQ(lease.size(), 1u);
   tell(c, server.token, lease[0]["trial_id"], "w", 1.0);
   EXPECT_EQ(c.get(one_base).json()["status"], "completed");
+
+  // And when every configuration is measured before the budget is spent.
+  const auto all = create_demo_study(c, server.token, "random", 100, "test-machine", "all");
+  const std::string all_base = "/v1/studies/" + std::to_string(all);
+  const auto every =
+      c.post(all_base + "/suggestions", {{"n", 50}, {"client_id", "w"}}, server.token)
+          .json()["suggestions"];
+  ASSERT_EQ(every.size(), testing::kDemoValid);
+  for (const auto& s : every) tell(c, server.token, s["trial_id"], "w", 1.0);
+  const auto done =
+      c.post(all_base + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token).json();
+  EXPECT_TRUE(done["done"].get<bool>()) << done.dump();
+  EXPECT_EQ(c.get(all_base).json()["status"], "completed");
 }
 
 TEST(ApiServer, WritesNeedAValidTokenAndResultsTheirOwnClient) {

@@ -475,6 +475,10 @@ TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   // Without --unit the number the program prints is shown as it is.
   EXPECT_NE(r.out.find("objective:  0\n"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("speedup"), std::string::npos) << r.out;
+  r = run("sweep --kernel command --space " + space +
+          " --cmd 'echo 1e300' --unit s --budget 1 --study huge --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("objective:  1e+300 s\n"), std::string::npos) << r.out;
 
   // T4 files name no kernel: the import says how to give one.
   const auto t4 = dir_.file("results_T4.json");

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/error.h"
+#include "core/trial.h"
 
 namespace tunebase::surrogates {
 namespace {
@@ -31,6 +33,26 @@ TEST(ObjectiveTransform, RejectsNonPositiveValuesUnderLogAndHandlesConstants) {
   const ObjectiveTransform identity;
   EXPECT_DOUBLE_EQ(identity.forward(-2.5), -2.5);
   EXPECT_THROW(ObjectiveTransform::from_json(nlohmann::json{{"log", true}}), InvalidInput);
+}
+
+TEST(ObjectiveTransform, ValuesNearTheLargestDoubleStayFinite) {
+  // Squared deviations of 1e160 overflowed: the scale was infinite and every prediction NaN.
+  constexpr double kLargest = std::numeric_limits<double>::max();
+  for (const std::vector<double>& values :
+       {std::vector<double>{1e160, -1e160, 3e159}, std::vector<double>{kLargest, -kLargest, 0.0},
+        std::vector<double>{kLargest, kLargest}}) {
+    const ObjectiveTransform t = ObjectiveTransform::fit(values, false);
+    EXPECT_TRUE(std::isfinite(t.centre()));
+    EXPECT_TRUE(std::isfinite(t.scale()));
+    EXPECT_GT(t.scale(), 0.0);
+    for (double v : values) {
+      const double z = t.forward(v);
+      ASSERT_TRUE(std::isfinite(z)) << v;
+      EXPECT_NEAR(t.inverse(z), v, 1e-12 * std::abs(v)) << v;
+    }
+    EXPECT_TRUE(std::isfinite(t.inverse(1e300)));
+  }
+  EXPECT_DOUBLE_EQ(median({1e308, 1.5e308}), 1.25e308);
 }
 
 }  // namespace
