@@ -106,6 +106,21 @@ MachineInfo this_machine(const std::string& name) {
   return info;
 }
 
+MachineInfo results_machine(const Evaluator& evaluator, const std::string& name) {
+  const auto elsewhere = evaluator.measured_on();
+  if (!elsewhere) return this_machine(name);
+  MachineInfo info;
+  info.name = name.empty() ? *elsewhere : name;
+  if (info.name.empty()) {
+    throw InvalidInput(
+        "the replayed file names no device (T4 files have none); give the machine its results "
+        "belong to with --machine NAME");
+  }
+  info.fingerprint = {{"device_name", *elsewhere}, {"source", "replay"}};
+  refresh_fingerprint_hash(info);
+  return info;
+}
+
 void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
   cmd.add_option("--kernel,-k", spec.kernel, "What to tune: " + known_kernels())
       ->capture_default_str();

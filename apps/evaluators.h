@@ -42,6 +42,12 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec);
 /// fingerprint, named `name` when given.
 MachineInfo this_machine(const std::string& name = {});
 
+/// The machine an evaluator's results belong to: this one (this_machine(name)), or for a
+/// replayed file its device (named `name` when given), as `tunebase import` files them: stored
+/// as this machine's they would answer `best` here and act as its measurements in transfer.
+/// InvalidInput when a replayed file names no device and no name is given.
+MachineInfo results_machine(const Evaluator& evaluator, const std::string& name = {});
+
 /// Names accepted by --kernel.
 std::string known_kernels();
 

@@ -153,7 +153,13 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
         "nothing is, so give one or the other");
   }
   api::require_prior_machines(store, options.prior_machines);
-  const auto machine = store.upsert_machine(this_machine(options.machine_name));
+  const auto machine = [&] {
+    const auto info = results_machine(evaluator, options.machine_name);
+    if (evaluator.measured_on()) {
+      if (auto known = store.find_machine(info.name)) return *known;  // keep its fingerprint
+    }
+    return store.upsert_machine(info);
+  }();
   const auto kernel = store.upsert_kernel(evaluator.kernel_name(), space);
   nlohmann::json description = evaluator.task();
   nlohmann::json features = nlohmann::json::object();

@@ -250,7 +250,7 @@ void add_worker_command(CLI::App& app) {
     auto evaluator = make_evaluator(args->spec);
     api::HttpClient client(args->server);
     if (!args->create_study.empty()) {
-      const MachineInfo info = this_machine(args->machine);
+      const MachineInfo info = results_machine(*evaluator, args->machine);
       const auto m =
           client.post("/v1/machines", {{"name", info.name}, {"fingerprint", info.fingerprint}},
                       args->worker.token);

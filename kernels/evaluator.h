@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ class Evaluator {
   virtual std::string objective_unit() const { return "s"; }
   /// Whether lower objective values are better (time) or higher (GFLOP/s).
   virtual bool minimize() const { return true; }
+  /// Where the results come from when it is not this machine (a replayed file: its device,
+  /// "" when the file names none); nullopt for evaluators that measure here.
+  virtual std::optional<std::string> measured_on() const { return std::nullopt; }
 };
 
 }  // namespace tunebase

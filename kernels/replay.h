@@ -68,6 +68,8 @@ class ReplayEvaluator : public Evaluator {
   std::size_t failed_count() const;
 
   const std::string& device_name() const { return dataset_.device_name; }
+  /// The file's device: replayed results are that device's, not this machine's.
+  std::optional<std::string> measured_on() const override { return dataset_.device_name; }
   const std::string& origin() const { return origin_; }
   const MeasuredDataset& dataset() const { return dataset_; }
 

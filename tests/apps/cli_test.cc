@@ -345,6 +345,13 @@ TEST_F(Cli, OtherMachinesMeasurementsPredictAndGuideANewMachine) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["strategy"], "bo");
   EXPECT_FALSE(nlohmann::json::parse(r.out).contains("priors"));
 
+  // Replayed results are the file's device's, not this machine's.
+  r = run("sweep --kernel replay --replay " + gpu_a +
+          " --budget 2 --no-progress --no-transfer --study v --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("studies --db " + db());
+  EXPECT_NE(r.out.find("v  [toy on GPU-A,"), std::string::npos) << r.out;
+
   // Measured now: best answers from the measurements.
   r = run("best --kernel toy --machine GPU-B --json --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
