@@ -447,11 +447,13 @@ void add_query_commands(CLI::App& app) {
   // --- import
   {
     struct Args {
-      std::string file, db = kDefaultDb, machine, kernel;
+      std::string file, db = kDefaultDb, machine, kernel, study;
     };
     auto args = std::make_shared<Args>();
     auto* cmd = app.add_subcommand(
         "import", "Store a Kernel Tuner cache (.json/.json.gz) or T4 file as measurements");
+    cmd->add_option("--study", args->study,
+                    "Name of the new study (default: \"import KERNEL on MACHINE (task N)\")");
     cmd->add_option("file", args->file, "The file to import")->required();
     cmd->add_option("--machine", args->machine, "Machine name (default: the file's device)");
     cmd->add_option("--kernel", args->kernel,
@@ -463,6 +465,10 @@ void add_query_commands(CLI::App& app) {
       db::ImportOptions options;
       options.machine_name = args->machine;
       options.kernel_name = args->kernel;
+      if (!args->study.empty()) {
+        db::check_study_name(args->study);
+        options.study_name = args->study;
+      }
       const auto result = store.import_dataset(dataset, options);
       std::cout << "imported " << result.trials << " trials (" << result.failed << " failed) of "
                 << result.kernel_name << " on " << result.machine_name << " as study "

@@ -1222,7 +1222,8 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
     throw Conflict(existing->strategy == "import" && options.study_name.empty()
                        ? "study \"" + study.name +
                              "\" already exists: this dataset was imported before; give "
-                             "another study name to import it again"
+                             "another study name to import it again (tunebase import --study "
+                             "NAME, or POST /v1/import?study_name=NAME)"
                        : "a study named \"" + study.name + "\" exists already (" +
                              existing->kernel_name + " on " + existing->machine_name +
                              "); choose another study name");

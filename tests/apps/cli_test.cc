@@ -503,6 +503,13 @@ TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("imported 2 trials (1 failed) of reduce on gpu"), std::string::npos)
       << r.out;
+  // Once more: under another study name, as the refusal says.
+  r = run("import " + t4 + " --machine gpu --kernel reduce --db " + db());
+  EXPECT_EQ(r.exit_code, 5) << r.err;  // a conflict
+  EXPECT_NE(r.err.find("tunebase import --study NAME"), std::string::npos) << r.err;
+  r = run("import " + t4 + " --machine gpu --kernel reduce --study again --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(trials("again").size(), 0u);
 }
 
 }  // namespace
