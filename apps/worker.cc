@@ -205,7 +205,7 @@ void add_worker_command(CLI::App& app) {
     EvaluatorSpec spec;
     WorkerOptions worker;
     std::string server = "http://127.0.0.1:8080";
-    std::string create_study, machine, strategy = "bo";
+    std::string create_study, machine, strategy;
     std::int64_t budget = 0;
     std::int64_t seed = -1;
   };
@@ -231,13 +231,22 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("--create-study", args->create_study,
                   "Create a study with this name for the evaluator's kernel and work on it "
                   "(prints its id for more workers)");
-  cmd->add_option("--machine", args->machine, "With --create-study: machine name (default host)");
-  cmd->add_option("--strategy", args->strategy, "With --create-study: search strategy")
-      ->capture_default_str();
-  cmd->add_option("--budget", args->budget, "With --create-study: number of evaluations")
-      ->check(CLI::Range(std::int64_t{1}, static_cast<std::int64_t>(kMaxBudget)));
-  cmd->add_option("--seed", args->seed, "With --create-study: random seed")
-      ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()));
+  auto* machine = cmd->add_option("--machine", args->machine,
+                                  "With --create-study: machine name (default host)");
+  auto* strategy = cmd->add_option(
+      "--strategy", args->strategy,
+      "With --create-study: search strategy (default: the server's, bo-transfer when other "
+      "machines or inputs measured the kernel, else bo)");
+  auto* budget =
+      cmd->add_option(
+             "--budget", args->budget,
+             "With --create-study: number of evaluations (default: none, the study runs until "
+             "every configuration is measured or the workers stop)")
+          ->check(CLI::Range(std::int64_t{1}, static_cast<std::int64_t>(kMaxBudget)));
+  auto* seed = cmd->add_option("--seed", args->seed, "With --create-study: random seed")
+                   ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()));
+  // A study that exists has its own; given with --study they would be silently ignored.
+  for (auto* option : {machine, strategy, budget, seed}) option->needs("--create-study");
   cmd->add_flag("--quiet,-q", args->worker.quiet, "Print only the summary");
   cmd->callback([args] {
     install_interrupt_handler();
@@ -267,8 +276,8 @@ void add_worker_command(CLI::App& app) {
                           {"machine", info.name},
                           {"task", task},
                           {"task_features", features},
-                          {"strategy", args->strategy},
                           {"direction", evaluator->minimize() ? "minimize" : "maximize"}};
+      if (!args->strategy.empty()) body["strategy"] = args->strategy;
       if (args->budget > 0) body["budget"] = args->budget;
       if (const auto unit = evaluator->objective_unit(); !unit.empty()) body["unit"] = unit;
       if (args->seed >= 0) body["seed"] = args->seed;

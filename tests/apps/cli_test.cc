@@ -417,6 +417,11 @@ TEST_F(Cli, BadArgumentsNeverAbortNorLeaveAStudyBehind) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
 
+  // A worker joining a study cannot change its strategy or budget.
+  r = run("worker --study 3 --strategy random --budget 50");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("requires --create-study"), std::string::npos) << r.err;
+
   // An id too large for any study is "not found", not an abort.
   r = run("trials --study 99999999999999999999999 --db " + db());
   EXPECT_EQ(r.exit_code, 3) << r.err;
