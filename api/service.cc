@@ -859,12 +859,12 @@ Response Service::best(Request& request) {
     return response;
   };
 
+  // A machine the store does not know yet measured nothing: it gets a prediction, which is
+  // what a build system asks for on a new machine at configure time.
   const auto machine = reader().find_machine(machine_name);
-  if (!machine) {
-    throw FieldError("query.machine", "unknown machine \"" + machine_name +
-                                          "\" (GET /v1/machines lists the known ones)");
-  }
-  if (const auto trial = reader().best_trial(kernel, machine->id, task, direction, objective)) {
+  const auto trial =
+      machine ? reader().best_trial(kernel, machine->id, task, direction, objective) : std::nullopt;
+  if (trial) {
     const auto study = reader().get_study(trial->study_id);
     return remember(Response::json({{"source", "measured"},
                                     {"kernel", kernel},
@@ -880,7 +880,8 @@ Response Service::best(Request& request) {
   }
   // Nothing measured here: a prediction from other machines' measurements needs a model fit.
   if (request.running_on != Runs::compute) return Response::compute_needed();
-  const auto predicted = studies_.predict_best(kernel, machine->id, task, direction, objective);
+  const auto predicted = studies_.predict_best(
+      kernel, machine ? std::optional(machine->id) : std::nullopt, task, direction, objective);
   if (!predicted) {
     std::string filters = "direction " + std::string(db::to_string(direction));
     if (!objective.empty()) filters += ", objective \"" + objective + "\"";

@@ -553,7 +553,7 @@ std::vector<Forecast> StudyManager::predict(db::StudyId study,
 }
 
 std::optional<PredictedBest> StudyManager::predict_best(const std::string& kernel,
-                                                        db::MachineId machine,
+                                                        std::optional<db::MachineId> machine,
                                                         std::optional<db::TaskId> task,
                                                         db::Direction direction,
                                                         const std::string& objective) {

@@ -116,8 +116,10 @@ class StudyManager {
 
   /// The best configuration of `kernel` predicted for `machine` (and `task`) by the transfer
   /// model on what other machines and tasks measured (api::predict_best); the fitted prior
-  /// models are saved to the store for later processes.
-  std::optional<PredictedBest> predict_best(const std::string& kernel, db::MachineId machine,
+  /// models are saved to the store for later processes. `machine` is nullopt for one the
+  /// store does not know yet (nothing measured there, by definition).
+  std::optional<PredictedBest> predict_best(const std::string& kernel,
+                                            std::optional<db::MachineId> machine,
                                             std::optional<db::TaskId> task, db::Direction direction,
                                             const std::string& objective);
 

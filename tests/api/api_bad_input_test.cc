@@ -158,8 +158,8 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
        "json, csv"},
       {"best without kernel", "GET", "/v1/best?machine=test-machine", "", true, 400, "query.kernel",
        ""},
-      {"best for unknown machine", "GET", "/v1/best?kernel=demo&machine=nowhere", "", true, 400,
-       "query.machine", "GET /v1/machines"},
+      {"best of a kernel nobody measured", "GET", "/v1/best?kernel=nothing&machine=nowhere", "",
+       true, 404, "", "nothing measured"},
       // Values outside a parameter's domain, and constraint violations.
       {"value outside domain", "POST", study + "/measurements",
        measurement({{"bx", 3}, {"by", 2}, {"unroll", 1}}), true, 400, "measurements[0].config",

@@ -416,6 +416,11 @@ TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   EXPECT_EQ(p["config"]["block_size_x"], 64);
   EXPECT_EQ(p["based_on"]["machines"], 2);
   EXPECT_GT(p["upper"].get<double>(), p["lower"].get<double>());
+  // Also for a machine nobody registered yet: a build system asks before it measures.
+  const auto unregistered = c.get("/v1/best?kernel=convolution&machine=gpu-unregistered");
+  ASSERT_EQ(unregistered.status, 200) << unregistered.body;
+  EXPECT_EQ(unregistered.json()["source"], "predicted");
+  EXPECT_EQ(unregistered.json()["config"], p["config"]);
 
   // Nothing measured anywhere: a clear 404.
   const auto unknown = c.get("/v1/best?kernel=nothing&machine=gpu-new");
