@@ -147,26 +147,26 @@ std::string gunzip(const std::string& bytes, const std::string& origin, std::siz
   return out;
 }
 
-std::string read_file_bytes(const std::string& path) {
+std::string read_file_bytes(const std::string& path, std::size_t max_bytes) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    throw IoError("cannot read measurement file " + path + ": it is a directory");
+    throw IoError("cannot read " + path + ": it is a directory");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw IoError("cannot open measurement file " + path + ": " + std::strerror(errno));
+    throw IoError("cannot open " + path + ": " + std::strerror(errno));
   }
   std::string bytes;
   in.seekg(0, std::ios::end);
   const auto size = in.tellg();
-  if (size > 0 && static_cast<std::size_t>(size) > kMaxMeasurementTextBytes) {
-    throw too_large(path, kMaxMeasurementTextBytes, "holds");
+  if (size > 0 && static_cast<std::size_t>(size) > max_bytes) {
+    throw too_large(path, max_bytes, "holds");
   }
   if (size > 0) {
     bytes.resize(static_cast<std::size_t>(size));
     in.seekg(0, std::ios::beg);
     in.read(bytes.data(), size);
-    if (!in) throw IoError("reading measurement file " + path + " failed");
+    if (!in) throw IoError("reading " + path + " failed");
   }
   return bytes;
 }
@@ -771,13 +771,14 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
 
 }  // namespace
 
-std::string gunzip_if_needed(const std::string& bytes, const std::string& origin) {
+std::string gunzip_if_needed(const std::string& bytes, const std::string& origin,
+                             std::size_t max_text_bytes) {
   if (!starts_with_gzip_magic(bytes)) return bytes;
-  return gunzip(bytes, origin, kMaxMeasurementTextBytes);
+  return gunzip(bytes, origin, max_text_bytes);
 }
 
-std::string read_maybe_gzipped(const std::string& path) {
-  return gunzip_if_needed(read_file_bytes(path), path);
+std::string read_maybe_gzipped(const std::string& path, std::size_t max_text_bytes) {
+  return gunzip_if_needed(read_file_bytes(path, max_text_bytes), path, max_text_bytes);
 }
 
 MeasuredDataset parse_measurements(const std::string& bytes, const std::string& origin,
@@ -816,7 +817,7 @@ MeasuredDataset parse_measurements(const std::string& bytes, const std::string& 
 }
 
 MeasuredDataset read_measurements(const std::string& path) {
-  return parse_measurements(read_file_bytes(path), path);
+  return parse_measurements(read_file_bytes(path, kMaxMeasurementTextBytes), path);
 }
 
 }  // namespace tunebase

@@ -36,9 +36,13 @@ MeasuredDataset read_measurements(const std::string& path);
 MeasuredDataset parse_measurements(const std::string& bytes, const std::string& origin,
                                    std::size_t max_text_bytes = kMaxMeasurementTextBytes);
 
-/// Reads a whole file, gunzipping when it starts with the gzip magic bytes.
-std::string read_maybe_gzipped(const std::string& path);
+/// Reads a whole file, gunzipping when it starts with the gzip magic bytes; InvalidInput when
+/// the text is over `max_text_bytes` (a measurement file's limit by default; a matrix the
+/// user gives is read whatever its size).
+std::string read_maybe_gzipped(const std::string& path,
+                               std::size_t max_text_bytes = kMaxMeasurementTextBytes);
 /// Gunzips bytes that start with the gzip magic; returns other bytes unchanged.
-std::string gunzip_if_needed(const std::string& bytes, const std::string& origin);
+std::string gunzip_if_needed(const std::string& bytes, const std::string& origin,
+                             std::size_t max_text_bytes = kMaxMeasurementTextBytes);
 
 }  // namespace tunebase

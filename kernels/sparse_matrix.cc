@@ -425,7 +425,8 @@ CsrMatrix parse_matrix_market(std::string_view text, const std::string& origin,
 }
 
 CsrMatrix read_matrix_market(const std::string& path, MatrixMarketInfo* info) {
-  const std::string text = read_maybe_gzipped(path);
+  // The user's own file: no limit but memory (a SuiteSparse matrix may be gigabytes of text).
+  const std::string text = read_maybe_gzipped(path, std::numeric_limits<std::size_t>::max());
   return parse_matrix_market(text, path, info);
 }
 

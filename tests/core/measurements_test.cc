@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -191,6 +192,10 @@ TEST(Gzip, RoundTripFromBytesAndFiles) {
   write_file(misnamed, compressed);
   EXPECT_EQ(read_maybe_gzipped(misnamed), kKernelTunerCache);
   EXPECT_EQ(read_measurements(misnamed).entries.size(), 3u);
+  // The limit is the caller's: a matrix file is read whatever its size, measurements are not.
+  EXPECT_THROW(read_maybe_gzipped(misnamed, 10), InvalidInput);
+  EXPECT_EQ(read_maybe_gzipped(misnamed, std::numeric_limits<std::size_t>::max()),
+            kKernelTunerCache);
 
   const std::string t4 = dir.file("results_T4.json.gz");
   write_file(t4, gzip(kT4Results));
