@@ -24,6 +24,7 @@ void add_serve_command(CLI::App& app) {
     api::ServerOptions server;
     api::ServiceOptions service;
     std::int64_t header_timeout_ms = 10'000;
+    int port = 8080;  // checked as a number first: a uint16_t would say "Could not convert"
   };
   auto args = std::make_shared<Args>();
   args->server.io_threads = std::max(1u, std::thread::hardware_concurrency());
@@ -31,7 +32,8 @@ void add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve the tunebase HTTP API on a database");
   cmd->add_option("--db", args->db, "SQLite database file (created if absent)")
       ->capture_default_str();
-  cmd->add_option("--port,-p", args->server.port, "TCP port; 0 picks a free one")
+  cmd->add_option("--port,-p", args->port, "TCP port; 0 picks a free one")
+      ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--bind", args->server.bind_address, "Address to listen on")
       ->capture_default_str();
@@ -50,6 +52,7 @@ void add_serve_command(CLI::App& app) {
     if (args->header_timeout_ms <= 0) throw InvalidInput("--header-timeout-ms must be > 0");
     args->server.header_timeout = std::chrono::milliseconds(args->header_timeout_ms);
     args->server.handle_signals = true;
+    args->server.port = static_cast<std::uint16_t>(args->port);
     std::optional<db::Store> store;
     try {
       store.emplace(args->db);

@@ -417,6 +417,10 @@ TEST_F(Cli, BadArgumentsNeverAbortNorLeaveAStudyBehind) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
 
+  r = run("serve --port 70000 --db " + db());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--port: Value 70000 not in range 0 to 65535"), std::string::npos) << r.err;
+
   // A worker joining a study cannot change its strategy or budget.
   r = run("worker --study 3 --strategy random --budget 50");
   EXPECT_NE(r.exit_code, 0);
