@@ -97,8 +97,9 @@ void print_sweep_summary(const SweepSummary& s) {
   if (!s.priors.empty()) {
     std::cout << "priors:     ";
     for (std::size_t i = 0; i < s.priors.size(); ++i) {
-      std::cout << (i ? ", " : "") << s.priors[i].first << " (" << s.priors[i].second
-                << " measurements)";
+      const auto& p = s.priors[i];
+      std::cout << (i ? ", " : "") << p.source << " (" << p.measurements << " measurements"
+                << (p.inputs > 1 ? " of " + std::to_string(p.inputs) + " inputs" : "") << ")";
     }
     std::cout << "\n";
     if (s.weights.is_object() && !s.weights.empty()) {
@@ -232,8 +233,9 @@ void add_sweep_command(CLI::App& app) {
           {"strategy", summary.strategy}};
       if (!summary.priors.empty()) {
         nlohmann::json priors = nlohmann::json::array();
-        for (const auto& [name, n] : summary.priors) {
-          priors.push_back({{"source", name}, {"measurements", n}});
+        for (const auto& p : summary.priors) {
+          priors.push_back(
+              {{"source", p.source}, {"measurements", p.measurements}, {"inputs", p.inputs}});
         }
         j["priors"] = priors;
         if (!summary.weights.is_null()) j["weights"] = summary.weights;

@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 
 #include "api/priors.h"
 #include "apps/cli.h"
@@ -312,8 +314,20 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
 
   summary.interrupted = g_interrupted;
   summary.strategy = study.strategy;
-  for (const auto& p : session.priors())
-    summary.priors.emplace_back(p.source, p.observations.size());
+  // One line per source (a machine's inputs are one model), and none for a strategy that
+  // ignores priors.
+  if (learns_from_priors(study.strategy)) {
+    for (const auto& p : session.priors()) {
+      auto same = std::find_if(summary.priors.begin(), summary.priors.end(),
+                               [&](const auto& s) { return s.source == p.source; });
+      if (same == summary.priors.end()) {
+        summary.priors.push_back({p.source, 0, 0});
+        same = std::prev(summary.priors.end());
+      }
+      same->measurements += p.observations.size();
+      ++same->inputs;
+    }
+  }
   if (const auto d = session.diagnostics(); d.contains("rgpe_weights")) {
     summary.weights = d["rgpe_weights"];
   }

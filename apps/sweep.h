@@ -52,7 +52,12 @@ struct SweepSummary {
   std::optional<double> speedup() const;
   std::string strategy;
   /// Prior sources (machine or file names) and their number of measurements.
-  std::vector<std::pair<std::string, std::size_t>> priors;
+  struct PriorSource {
+    std::string source;  ///< a machine, or a file
+    std::size_t measurements = 0;
+    std::size_t inputs = 0;  ///< tasks measured there
+  };
+  std::vector<PriorSource> priors;
   /// The transfer ensemble's last weights ({"<source>": w, "target": w}), when it has them.
   nlohmann::json weights;
 };

@@ -299,6 +299,11 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
   return out;
 }
 
+bool learns_from_priors(const std::string& strategy) {
+  return strategy == "bo-transfer" || strategy == "rgpe" || strategy == "stacked" ||
+         strategy == "prior-best";
+}
+
 void require_searchable(const std::string& strategy, const SearchSpace& space) {
   if (strategy == "exhaustive" && !space.enumerable()) throw not_enumerable();
 }

@@ -105,6 +105,8 @@ class OptionReader {
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
                                               const StrategyOptions& options = {});
 std::vector<std::string> strategy_names();
+/// Whether `strategy` learns from priors (the transfer strategies); the others ignore them.
+bool learns_from_priors(const std::string& strategy);
 /// InvalidInput when `strategy` cannot search `space` at all: exhaustive search of a space that
 /// cannot be enumerated (checked before a study is stored, not at its first proposal).
 void require_searchable(const std::string& strategy, const SearchSpace& space);

@@ -344,6 +344,12 @@ TEST_F(Cli, OtherMachinesMeasurementsPredictAndGuideANewMachine) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["strategy"], "bo");
   EXPECT_FALSE(nlohmann::json::parse(r.out).contains("priors"));
+  // A strategy that ignores priors does not list them.
+  r = run("sweep --kernel replay --replay " + gpu_b +
+          " --machine GPU-B --budget 2 --no-progress --json --strategy random --study w --db " +
+          db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(nlohmann::json::parse(r.out).contains("priors")) << r.out;
 
   // Replayed results are the file's device's, not this machine's.
   r = run("sweep --kernel replay --replay " + gpu_a +
