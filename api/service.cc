@@ -342,8 +342,10 @@ void Service::add_routes() {
   }
   {
     auto& r = route("POST", "/v1/studies/{id}/measurements", "addMeasurements",
-                    "Add results measured outside the service (all or none)", Access::write,
-                    batch_one(&Service::add_measurements));
+                    "Add results measured outside the service (all or none): data the study "
+                    "learns from, not held to its budget; a configuration the study measured or "
+                    "leased already is refused (409)",
+                    Access::write, batch_one(&Service::add_measurements));
     r.runs = Runs::writer;
     r.changes_measurements = true;
     r.batch_handler = [this](std::vector<Request*>& all) { return add_measurements(all); };
