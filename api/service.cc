@@ -23,6 +23,7 @@ constexpr std::size_t kMaxPredictConfigs = 100000;
 constexpr std::size_t kMaxMeasurementsPerRequest = 100000;
 constexpr double kMaxCostSeconds = 1e9;
 constexpr std::size_t kMaxUnitBytes = 32;
+constexpr std::size_t kTrialsPerPiece = 500;
 constexpr auto kPredictedBestTtl = std::chrono::seconds(60);
 // Read-only connections for queries; each serialises its own calls, so a few let the I/O
 // threads read in parallel.
@@ -293,7 +294,8 @@ void Service::add_routes() {
                 "string",
                 false,
                 "only trials with this status",
-                {"pending", "ok", "failed", "timeout", "invalid"}}};
+                {"pending", "ok", "failed", "timeout", "invalid"}},
+               {"after", "integer", false, "only trials with a greater id (new since a poll)", {}}};
     r.response_schema = object_schema({{"trials", {{"type", "array"}, {"items", kAnyObject}}}});
   }
   {
@@ -705,15 +707,39 @@ Response Service::get_study(Request& request) {
   return Response::json(j);
 }
 
+// Streamed a page at a time, as exports are: a study of any size is never one reply in memory.
 Response Service::list_trials(Request& request) {
   const db::StudyId id{request.id_param("id")};
-  const auto status = request.query_value("status");
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& t : reader().trials(id)) {
-    if (status && to_string(t.result.status) != *status) continue;
-    list.push_back(trial_json(t));
+  db::Store& store = reader();
+  auto range = std::make_shared<db::TrialRange>();
+  range->up_to = store.last_trial_id(id);  // NotFound before anything is sent
+  if (const auto status = request.query_value("status")) {
+    range->status = trial_status_from_string(*status);
   }
-  return Response::json({{"study_id", id.value}, {"trials", list}});
+  if (request.query_value("after")) range->after = integer_query(request, "after");
+  range->limit = kTrialsPerPiece;
+  auto response = Response::text("{\"study_id\":" + std::to_string(id.value) + ",\"trials\":[",
+                                 "application/json");
+  auto first = std::make_shared<bool>(true);
+  auto ended = std::make_shared<bool>(false);
+  response.more = [&store, id, range, first, ended](std::string& out) {
+    if (*ended) return false;
+    const auto page =
+        range->after < range->up_to ? store.trials(id, *range) : std::vector<db::TrialRecord>{};
+    if (page.empty()) {
+      out += "]}";
+      *ended = true;
+      return true;
+    }
+    for (const auto& t : page) {
+      if (!*first) out += ',';
+      *first = false;
+      out += trial_json(t).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+    range->after = page.back().id.value;
+    return true;
+  };
+  return response;
 }
 
 Response Service::get_trial(Request& request) {

@@ -665,7 +665,7 @@ http_response_t get_on(boost::beast::tcp_stream& stream, const std::string& targ
   return reply;
 }
 
-TEST(ApiServer, ExportsAreStreamedInChunks) {
+TEST(ApiServer, ExportsAndTrialListsAreStreamedInChunks) {
   TestServer server;
   auto c = server.client();
   const db::StudyId study{create_demo_study(c, server.token, "random", 2000)};
@@ -711,6 +711,21 @@ TEST(ApiServer, ExportsAreStreamedInChunks) {
 
   // An unknown study is a 404 before anything is streamed.
   EXPECT_EQ(get_on(stream, "/v1/studies/999/export", 11).result_int(), 404);
+
+  // The trial list is streamed too, and can be asked for what is new since a poll.
+  const std::string list = "/v1/studies/" + std::to_string(study.value) + "/trials";
+  const auto all = get_on(stream, list, 11);
+  EXPECT_TRUE(all.chunked());
+  const auto trials_json = nlohmann::json::parse(all.body())["trials"];
+  ASSERT_EQ(trials_json.size(), 1200u);
+  const auto failed = nlohmann::json::parse(get_on(stream, list + "?status=failed", 11).body());
+  EXPECT_EQ(failed["trials"].size(), 172u);  // i % 7 == 0 for i < 1200
+  const auto after = trials_json[1195]["id"].get<std::int64_t>();
+  const auto recent =
+      nlohmann::json::parse(get_on(stream, list + "?after=" + std::to_string(after), 11).body());
+  ASSERT_EQ(recent["trials"].size(), 4u);
+  EXPECT_EQ(recent["trials"][0]["id"], trials_json[1196]["id"]);
+  EXPECT_EQ(get_on(stream, "/v1/studies/999/trials", 11).result_int(), 404);
 }
 
 TEST(ApiServer, MetricsCountRequestsSuggestionsAndResults) {
