@@ -419,6 +419,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
         const auto scaled = features_.scale(p->task_features);
         // On the zero-shot scale; the copula below only reads their ranks.
         std::vector<double> g_task;
+        std::vector<std::vector<double>> task_rows;
         for (const auto& o : p->observations) {
           if (!o.result.ok()) continue;
           std::vector<double> x;
@@ -428,9 +429,17 @@ class BayesianOptimization final : public ModelBasedStrategy {
             continue;  // a value outside this space
           }
           x.insert(x.end(), scaled.begin(), scaled.end());
-          rows.push_back(std::move(x));
+          task_rows.push_back(std::move(x));
           g_task.push_back(model_value(o.result.objective, zero_shot_log_, p->minimize));
         }
+        // A task where every configuration measured the same ranks nothing: its flat
+        // quantiles would pull every forecast to one value with no width.
+        if (std::adjacent_find(g_task.begin(), g_task.end(), std::not_equal_to<>()) ==
+            g_task.end()) {
+          continue;
+        }
+        rows.insert(rows.end(), std::make_move_iterator(task_rows.begin()),
+                    std::make_move_iterator(task_rows.end()));
         // The copula per task: on another input the same configuration may take ten times
         // as long; what carries over is how configurations rank, so each task's values become
         // its own quantiles before the tasks are modelled together.

@@ -252,6 +252,38 @@ TEST(ZeroShot, ForecastsKeepThePriorsUnitsWhenTheirValuesAreNotAllPositive) {
   }
 }
 
+TEST(ZeroShot, AMachineThatMeasuredOneValueEverywhereDoesNotFlattenTheForecasts) {
+  const auto s = SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
+      {"name": "a", "type": "integer", "low": 1, "high": 20},
+      {"name": "b", "values": [1, 2, 4, 8, 16]},
+      {"name": "c", "type": "categorical", "values": ["x", "y", "z"]}]})"));
+  // One machine tells a < 10 (1) from a >= 10 (-1, better); the other measured 5 everywhere,
+  // which ranks nothing. Its flat quantiles made every forecast one value with no width, and
+  // the predicted best was a configuration the first machine measured at its worst.
+  const auto& all = s.valid_configurations();
+  Prior two_levels, constant;
+  two_levels.source = "two levels";
+  constant.source = "constant";
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (i % 7 == 0) {
+      two_levels.observations.push_back(
+          {all[i], Measurement::success(as_double(all[i][0]) < 10 ? 1.0 : -1.0)});
+    }
+    if (i % 15 == 0) constant.observations.push_back({all[i], Measurement::success(5.0)});
+  }
+  SessionOptions options;
+  options.strategy = "bo-transfer";
+  options.priors = {two_levels, constant};
+  Session session(s, options);
+  const auto f = session.forecast(all);
+  ASSERT_EQ(f.size(), all.size());
+  const auto best = std::min_element(f.begin(), f.end(),
+                                     [](const auto& x, const auto& y) { return x.mean < y.mean; }) -
+                    f.begin();
+  EXPECT_GE(as_double(all[static_cast<std::size_t>(best)][0]), 10) << s.key(all[best]);
+  EXPECT_NEAR(f[static_cast<std::size_t>(best)].mean, -1.0, 0.5);
+}
+
 TEST(TaskFeatures, PriorsOnOtherInputsPredictTheOptimumOfANewInput) {
   const auto s = space();
   SessionOptions options;
