@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/json.h"
@@ -15,6 +16,8 @@ namespace tunebase {
 namespace {
 
 constexpr std::size_t kMaxRejections = 2'000'000;
+// Parameters with at least this many values get a lookup table (fewer: a scan is as quick).
+constexpr std::size_t kIndexedValues = 16;
 // Relative step of a real parameter's neighbour, as a share of its (scaled) interval.
 constexpr double kRealNeighbourStep = 0.1;
 
@@ -150,7 +153,24 @@ std::string_view to_string(ParamKind k) {
   return "unknown";
 }
 
+// Values are distinct as numbers (2 and 2.0 are one) and as strings (checked by SearchSpace),
+// so each maps to one position.
+struct ValueIndex {
+  std::unordered_map<double, std::size_t> numbers;
+  std::unordered_map<std::string, std::size_t> strings;
+};
+
 std::optional<std::size_t> Parameter::index_of(const Value& v) const {
+  if (lookup) {
+    if (const auto* s = std::get_if<std::string>(&v)) {
+      const auto it = lookup->strings.find(*s);
+      if (it != lookup->strings.end()) return it->second;
+      return std::nullopt;
+    }
+    const auto it = lookup->numbers.find(as_double(v));
+    if (it != lookup->numbers.end() && same_value(values[it->second], v)) return it->second;
+    return std::nullopt;
+  }
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (same_value(values[i], v)) return i;
   }
@@ -279,6 +299,20 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
       throw InvalidInput("parameter '" + p.name + "': default " + to_string(p.default_value) +
                          " is not allowed; allowed: " + describe_domain(p));
     }
+  }
+  // Encoding and checking look values up once per parameter and configuration: a table keeps
+  // a space of a million integers from costing a million comparisons per lookup.
+  for (auto& p : parameters_) {
+    if (!p.is_discrete() || p.values.size() < kIndexedValues) continue;
+    auto index = std::make_shared<ValueIndex>();
+    for (std::size_t i = 0; i < p.values.size(); ++i) {
+      if (const auto* s = std::get_if<std::string>(&p.values[i])) {
+        index->strings.emplace(*s, i);
+      } else {
+        index->numbers.emplace(as_double(p.values[i]), i);
+      }
+    }
+    p.lookup = std::move(index);
   }
   for (const auto& text : constraints) {
     Constraint c;

@@ -29,6 +29,9 @@ enum class ParamKind {
 
 std::string_view to_string(ParamKind k);
 
+/// index_of's lookup table for a parameter with many values (built by SearchSpace).
+struct ValueIndex;
+
 struct Parameter {
   std::string name;
   ParamKind kind = ParamKind::ordinal;
@@ -45,8 +48,11 @@ struct Parameter {
   bool is_discrete() const { return kind != ParamKind::real; }
   /// Number of values of a discrete parameter.
   std::size_t size() const { return values.size(); }
-  /// Position of `v` among the values (2 and 2.0 match), if present.
+  /// Position of `v` among the values (2 and 2.0 match), if present. Constant time in a
+  /// SearchSpace (a table), linear otherwise.
   std::optional<std::size_t> index_of(const Value& v) const;
+  /// Set by SearchSpace, whose parameters do not change.
+  std::shared_ptr<const ValueIndex> lookup;
   /// Whether `v` is in the domain (a listed value, or a number inside a real interval).
   bool contains(const Value& v) const;
 };

@@ -358,5 +358,31 @@ TEST(SearchSpace, LogScaleRealsStayWithinTheirBoundsAtTheEdges) {
   }
 }
 
+TEST(SearchSpace, ParametersWithManyValuesAreLookedUpByTable) {
+  // A table answers what a scan would: 2 and 2.0 are one value, "2" is not a number.
+  json values = json::array();
+  json names = json::array();
+  for (int i = 0; i < 1000; ++i) {
+    values.push_back(i * 2);
+    names.push_back("v" + std::to_string(i));
+  }
+  const auto s =
+      SearchSpace::from_json({{"parameters",
+                               {{{"name", "n"}, {"values", values}},
+                                {{"name", "c"}, {"type", "categorical"}, {"values", names}}}}});
+  const auto& n = s.parameters()[0];
+  const auto& c = s.parameters()[1];
+  ASSERT_TRUE(n.lookup && c.lookup);
+  EXPECT_EQ(n.index_of(Value{std::int64_t{1998}}), 999u);
+  EXPECT_EQ(n.index_of(Value{4.0}), 2u);
+  EXPECT_FALSE(n.index_of(Value{3.0}));
+  EXPECT_FALSE(n.index_of(Value{std::string("2")}));
+  EXPECT_EQ(c.index_of(Value{std::string("v17")}), 17u);
+  EXPECT_FALSE(c.index_of(Value{std::string("v1000")}));
+  EXPECT_FALSE(c.index_of(Value{std::int64_t{3}}));
+  EXPECT_TRUE(s.is_valid(s.config_from_json({{"n", 1024}, {"c", "v3"}})));
+  EXPECT_FALSE(s.is_valid({Value{std::int64_t{1023}}, Value{std::string("v3")}}));
+}
+
 }  // namespace
 }  // namespace tunebase

@@ -140,6 +140,22 @@ TEST_P(EverySearch, HugeSpacesWithRareValidConfigurationsNeitherFailNorRepeat) {
   }
 }
 
+// 300,000 configurations of an integer and a categorical: enumerated, and every one encoded
+// when the session starts. Each value lookup scanned the 100,000 integers: about a minute
+// before the first proposal.
+TEST(Strategies, LargeEnumeratedSpacesStartAtOnce) {
+  const auto space = SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
+      {"name": "n", "type": "integer", "low": 1, "high": 100000},
+      {"name": "c", "type": "categorical", "values": ["a", "b", "c"]}]})"));
+  SessionOptions opts;
+  opts.strategy = "random";
+  opts.budget = 2;
+  Session session(space, opts);
+  const auto batch = session.propose(2);
+  ASSERT_EQ(batch.size(), 2u);
+  for (const auto& c : batch) EXPECT_TRUE(space.is_valid(c));
+}
+
 // The transfer strategies search as bo does.
 INSTANTIATE_TEST_SUITE_P(Strategies, EverySearch,
                          ::testing::Values("random", "lhs", "exhaustive", "ga", "bo"));
