@@ -1,6 +1,10 @@
 // The subcommands: sweep, best, trials, studies, machines, export, import.
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -433,16 +437,58 @@ void add_query_commands(CLI::App& app) {
       // A page of trials at a time: a study of any size is written without holding it whole.
       db::StudyExport source(
           store, study.id, args->format == "csv" ? db::ExportFormat::csv : db::ExportFormat::json);
-      std::ofstream file;
-      if (!args->output.empty()) file.open(args->output, std::ios::binary);
-      std::ostream& out = args->output.empty() ? std::cout : file;
-      std::string piece;
-      while (out && source.next(piece)) {
-        out << piece;
-        piece.clear();
+      auto write_all = [&source](std::ostream& out) {
+        std::string piece;
+        while (out && source.next(piece)) {
+          out << piece;
+          piece.clear();
+        }
+        return static_cast<bool>(out.flush());
+      };
+      if (args->output.empty()) {
+        if (!write_all(std::cout)) throw IoError("cannot write standard output");
+        return;
       }
-      if (!out.flush()) {
-        throw IoError("cannot write " + (args->output.empty() ? "standard output" : args->output));
+      namespace fs = std::filesystem;
+      // Never over the database being read (or its journal files): that would empty it.
+      for (const auto& file : {args->db, args->db + "-wal", args->db + "-shm"}) {
+        std::error_code same;
+        if (fs::equivalent(args->output, file, same)) {
+          throw InvalidInput("--output " + args->output + " is the database " + file +
+                             "; write the export to another file");
+        }
+      }
+      std::error_code ec;
+      const auto kind = fs::status(args->output, ec).type();
+      if (kind == fs::file_type::directory) {
+        throw IoError("cannot write " + args->output + ": it is a directory");
+      }
+      if (kind != fs::file_type::not_found && kind != fs::file_type::regular) {
+        // A device or a pipe (/dev/stdout, a FIFO) is written as it is, never replaced.
+        std::ofstream device(args->output, std::ios::binary);
+        if (!device || !write_all(device)) {
+          throw IoError("cannot write " + args->output + ": " + std::strerror(errno));
+        }
+        return;
+      }
+      // A temporary file next to the real one (a symlink is followed, not replaced), renamed
+      // at the end: a failed export leaves no partial file, and an existing file stays whole.
+      fs::path target = fs::weakly_canonical(args->output, ec);
+      if (ec) target = args->output;
+      const std::string temporary = target.string() + ".tmp-" + std::to_string(::getpid());
+      std::ofstream file(temporary, std::ios::binary);
+      if (!file) throw IoError("cannot write " + args->output + ": " + std::strerror(errno));
+      try {
+        const bool written = write_all(file);
+        file.close();
+        if (!written || !file) {
+          throw IoError("cannot write " + args->output + ": " + std::strerror(errno));
+        }
+        fs::rename(temporary, target);
+      } catch (...) {
+        std::error_code ignored;
+        fs::remove(temporary, ignored);
+        throw;
       }
     });
   }

@@ -79,6 +79,21 @@ TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
   r = run("export --study s1 --format csv --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 10);
+  const auto csv = r.out;
+
+  // To a file: the same text; never over the database itself (that emptied it), and a
+  // failed export leaves no partial file.
+  const auto file = dir_.file("s1.csv");
+  r = run("export --study s1 --format csv -o " + file + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(slurp(file), csv);
+  r = run("export --study s1 -o " + db() + " --db " + db());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("is the database"), std::string::npos) << r.err;
+  EXPECT_EQ(trials("s1").size(), 9u);
+  r = run("export --study s1 -o " + dir_.file("absent/s1.json") + " --db " + db());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, AResumedSweepMeasuresExpiredLeasesAndLeavesLiveOnesAlone) {
