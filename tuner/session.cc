@@ -6,6 +6,13 @@
 
 namespace tunebase {
 
+namespace {
+
+// Tries of a proposal that found nothing in a space that is not exhausted.
+constexpr std::uint64_t kProposeAttempts = 3;
+
+}  // namespace
+
 Session::Session(SearchSpace space, SessionOptions options)
     : space_(std::move(space)), options_(std::move(options)) {
   priors_ = std::move(options_.priors);
@@ -49,17 +56,23 @@ std::vector<Configuration> Session::propose(std::size_t n) {
   const auto start = std::chrono::steady_clock::now();
   // The generator depends on the seed and the history length only, so a restored session
   // draws what an uninterrupted one would have drawn.
-  Rng rng(options_.seed * 0x9e3779b97f4a7c15ULL + state_.taken.size());
-  auto proposals = strategy_->propose(state_, n, rng);
+  // A strategy that found nothing in a space that is not exhausted (random draws in a huge
+  // space where valid configurations are rare) tries again with other draws, a few times.
   std::vector<Configuration> out;
-  for (auto& c : proposals) {
-    if (out.size() == n) break;
-    auto key = space_.key(c);
-    // Guard the promises every strategy makes: valid, a candidate, never repeated.
-    if (!space_.is_valid(c) || !state_.is_candidate(c) || state_.taken.count(key)) continue;
-    state_.taken.insert(std::move(key));
-    state_.pending.push_back(c);
-    out.push_back(std::move(c));
+  for (std::uint64_t attempt = 0; out.empty() && attempt < kProposeAttempts; ++attempt) {
+    if (attempt > 0 && exhausted()) break;
+    Rng rng(options_.seed * 0x9e3779b97f4a7c15ULL + state_.taken.size() +
+            attempt * 0xbf58476d1ce4e5b9ULL);
+    auto proposals = strategy_->propose(state_, n, rng);
+    for (auto& c : proposals) {
+      if (out.size() == n) break;
+      auto key = space_.key(c);
+      // Guard the promises every strategy makes: valid, a candidate, never repeated.
+      if (!space_.is_valid(c) || !state_.is_candidate(c) || state_.taken.count(key)) continue;
+      state_.taken.insert(std::move(key));
+      state_.pending.push_back(c);
+      out.push_back(std::move(c));
+    }
   }
   last_propose_ms_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -130,6 +130,7 @@ TEST_P(EverySearch, HugeSpacesWithRareValidConfigurationsNeitherFailNorRepeat) {
   for (int round = 0; round < 4; ++round) {
     std::vector<Configuration> batch;
     ASSERT_NO_THROW(batch = session.propose(1 + round % 2));
+    EXPECT_FALSE(batch.empty()) << "round " << round;
     for (const auto& c : batch) {
       ASSERT_TRUE(space.is_valid(c)) << space.key(c);
       ASSERT_TRUE(seen.insert(space.key(c)).second) << "repeated " << space.key(c);
