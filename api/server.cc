@@ -269,7 +269,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     keep_alive_ = message.keep_alive();
     version_ = message.version();
     auto request = std::make_shared<Request>();
-    request->method = std::string(message.method_string());
+    // HEAD is GET without the body (RFC 9110): routed as GET, answered with its headers.
+    head_ = message.method() == http::verb::head;
+    request->method = head_ ? "GET" : std::string(message.method_string());
     request->authorization = std::string(message[http::field::authorization]);
     request->content_type = std::string(message[http::field::content_type]);
     request->body = std::move(message.body());
@@ -330,6 +332,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void write(Response response, bool keep_alive) {
+    if (head_) return write_head(std::move(response), keep_alive);
     if (response.more) return write_stream(std::move(response), keep_alive);
     auto res = reply_header<http::string_body>(response);
     res->keep_alive(keep_alive);
@@ -342,6 +345,28 @@ class Connection : public std::enable_shared_from_this<Connection> {
                         if (ec || !keep_alive) return self->close();
                         self->read_header();
                       });
+  }
+
+  // The headers GET would send, without its body: the length of a whole reply, or chunked for
+  // a streamed one (whose pieces are not made).
+  void write_head(Response response, bool keep_alive) {
+    head_ = false;
+    auto res = reply_header<http::string_body>(response);
+    res->keep_alive(keep_alive);
+    if (response.more) {
+      res->chunked(true);
+    } else {
+      res->content_length(response.body.size());
+    }
+    auto serializer = std::make_shared<http::response_serializer<http::string_body>>(*res);
+    stream_.expires_after(server_.options.write_timeout);
+    http::async_write_header(
+        stream_, *serializer,
+        [self = shared_from_this(), res, serializer, keep_alive](error_code ec, std::size_t) {
+          if (!ec && self->linger_) return self->linger();
+          if (ec || !keep_alive) return self->close();
+          self->read_header();
+        });
   }
 
   // A reply made piece by piece (Response::more). HTTP/1.1 gets chunked transfer encoding;
@@ -463,6 +488,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::uint64_t deadline_ = 0;
   bool waiting_for_request_ = false;
   bool linger_ = false;
+  bool head_ = false;  ///< the request being answered is a HEAD
   std::vector<char> drain_;
   std::chrono::steady_clock::time_point started_;
 };

@@ -712,6 +712,21 @@ TEST(ApiServer, ExportsAndTrialListsAreStreamedInChunks) {
   // An unknown study is a 404 before anything is streamed.
   EXPECT_EQ(get_on(stream, "/v1/studies/999/export", 11).result_int(), 404);
 
+  // HEAD: GET's headers, no body, and the connection goes on.
+  for (const std::string& target_head : {target, std::string("/healthz")}) {
+    namespace http = boost::beast::http;
+    http::request<http::empty_body> head{http::verb::head, target_head, 11};
+    head.set(http::field::host, "127.0.0.1");
+    http::write(stream, head);
+    boost::beast::flat_buffer buffer;
+    http::response_parser<http::empty_body> parser;
+    parser.skip(true);
+    http::read_header(stream, buffer, parser);
+    EXPECT_EQ(parser.get().result_int(), 200) << target_head;
+    EXPECT_EQ(buffer.size(), 0u) << "a body after the headers of HEAD " << target_head;
+  }
+  EXPECT_EQ(get_on(stream, "/healthz", 11).result_int(), 200);
+
   // The trial list is streamed too, and can be asked for what is new since a poll.
   const std::string list = "/v1/studies/" + std::to_string(study.value) + "/trials";
   const auto all = get_on(stream, list, 11);
