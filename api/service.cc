@@ -7,6 +7,7 @@
 #include "api/errors.h"
 #include "api/json_reader.h"
 #include "api/priors.h"
+#include "api/records_json.h"
 #include "core/measurements.h"
 #include "db/study_export.h"
 #include "tuner/strategy.h"
@@ -98,14 +99,6 @@ Measurement read_result(JsonReader& r) {
   return m;
 }
 
-nlohmann::json machine_json(const db::MachineRecord& m) {
-  return {{"id", m.id.value},
-          {"name", m.name},
-          {"fingerprint", m.fingerprint},
-          {"fingerprint_hash", m.fingerprint_hash},
-          {"created_at", m.created_at}};
-}
-
 nlohmann::json trial_json(const db::TrialRecord& t) {
   nlohmann::json j{{"id", t.id.value},
                    {"study_id", t.study_id.value},
@@ -124,11 +117,6 @@ nlohmann::json trial_json(const db::TrialRecord& t) {
   j["finished_at"] = t.finished_at ? nlohmann::json(*t.finished_at) : nlohmann::json();
   j["lease_expired"] = t.lease_expired();
   return j;
-}
-
-nlohmann::json counts_json(const db::TrialCounts& c) {
-  return {{"total", c.total},   {"pending", c.pending}, {"ok", c.ok},
-          {"failed", c.failed}, {"timeout", c.timeout}, {"invalid", c.invalid}};
 }
 
 // --- JSON schemas for the OpenAPI document
@@ -569,30 +557,6 @@ Response Service::list_machines(Request&) {
 
 // --- studies
 
-nlohmann::json Service::study_json(const db::StudyRecord& s, bool with_space) const {
-  nlohmann::json j{
-      {"id", s.id.value},
-      {"name", s.name},
-      {"kernel",
-       {{"id", s.kernel_id.value}, {"name", s.kernel_name}, {"version", s.kernel_version}}},
-      {"machine", s.machine_name},
-      {"machine_id", s.machine_id.value},
-      {"task_id", s.task_id.value},
-      {"objective", s.objective},
-      {"direction", std::string(db::to_string(s.direction))},
-      {"strategy", s.strategy},
-      {"budget", s.budget ? nlohmann::json(*s.budget) : nlohmann::json()},
-      {"settings", s.settings},
-      {"status", std::string(db::to_string(s.status))},
-      {"created_at", s.created_at}};
-  j["trials"] = counts_json(reader().trial_counts(s.id));
-  if (with_space) {
-    j["kernel"]["space"] = reader().get_kernel(s.kernel_id).space;
-    j["task"] = reader().get_task(s.task_id).description;
-  }
-  return j;
-}
-
 Response Service::create_study(Request& request) {
   const auto body = parse_json_body(request.body);
   JsonReader r(body);
@@ -688,20 +652,21 @@ Response Service::create_study(Request& request) {
                                               study.direction, study.settings)));
   }
   const auto created = store_.create_study(study);
-  return Response::json(study_json(created, true), 201);
+  return Response::json(study_json(reader(), created, true), 201);
 }
 
 Response Service::list_studies(Request& request) {
   const auto kernel = request.query_value("kernel").value_or("");
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& s : reader().list_studies(kernel)) list.push_back(study_json(s, false));
+  for (const auto& s : reader().list_studies(kernel))
+    list.push_back(study_json(reader(), s, false));
   return Response::json({{"studies", list}});
 }
 
 Response Service::get_study(Request& request) {
   const db::StudyId id{request.id_param("id")};
   const auto study = reader().get_study(id);
-  auto j = study_json(study, true);
+  auto j = study_json(reader(), study, true);
   const auto best = reader().best_trial(id);
   j["best"] = best ? trial_json(*best) : nlohmann::json(nullptr);
   return Response::json(j);

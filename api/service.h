@@ -82,7 +82,6 @@ class Service {
   Response import_file(Request& request);
   Response export_study(Request& request);
 
-  nlohmann::json study_json(const db::StudyRecord& study, bool with_space) const;
   /// A read-only connection for queries (round robin).
   db::Store& reader() const;
 

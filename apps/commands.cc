@@ -12,6 +12,7 @@
 #include <set>
 
 #include "api/priors.h"
+#include "api/records_json.h"
 #include "apps/cli.h"
 #include "apps/evaluators.h"
 #include "apps/sweep.h"
@@ -392,10 +393,22 @@ void add_query_commands(CLI::App& app) {
   // --- studies
   {
     auto db_path = std::make_shared<std::string>(kDefaultDb);
+    auto json = std::make_shared<bool>(false);
     auto* cmd = app.add_subcommand("studies", "List the studies in a database");
     cmd->add_option("--db", *db_path, "SQLite database file")->capture_default_str();
-    cmd->callback([db_path] {
+    cmd->add_flag("--json", *json, "Print JSON, as GET /v1/studies, with each study's input");
+    cmd->callback([db_path, json] {
       db::Store store(*db_path, {.read_only = true});
+      if (*json) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& s : store.list_studies()) {
+          auto j = api::study_json(store, s, false);
+          j["task"] = store.get_task(s.task_id).description;
+          list.push_back(std::move(j));
+        }
+        std::cout << nlohmann::json{{"studies", list}}.dump(2) << "\n";
+        return;
+      }
       for (const auto& s : store.list_studies()) {
         const auto counts = store.trial_counts(s.id);
         std::cout << std::setw(4) << s.id.value << "  " << s.name << "  [" << s.kernel_name
@@ -408,10 +421,18 @@ void add_query_commands(CLI::App& app) {
   // --- machines
   {
     auto db_path = std::make_shared<std::string>(kDefaultDb);
+    auto json = std::make_shared<bool>(false);
     auto* cmd = app.add_subcommand("machines", "List the machines in a database");
     cmd->add_option("--db", *db_path, "SQLite database file")->capture_default_str();
-    cmd->callback([db_path] {
+    cmd->add_flag("--json", *json, "Print JSON, as GET /v1/machines");
+    cmd->callback([db_path, json] {
       db::Store store(*db_path, {.read_only = true});
+      if (*json) {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& m : store.list_machines()) list.push_back(api::machine_json(m));
+        std::cout << nlohmann::json{{"machines", list}}.dump(2) << "\n";
+        return;
+      }
       for (const auto& m : store.list_machines()) {
         std::cout << std::setw(4) << m.id.value << "  " << m.name << "  "
                   << m.fingerprint.value("cpu_model", std::string()) << "\n";

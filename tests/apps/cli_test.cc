@@ -80,6 +80,16 @@ TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 10);
   const auto csv = r.out;
+  r = run("studies --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto studies = nlohmann::json::parse(r.out)["studies"];
+  ASSERT_EQ(studies.size(), 1u);
+  EXPECT_EQ(studies[0]["name"], "s1");
+  EXPECT_EQ(studies[0]["trials"]["total"], 9);
+  EXPECT_TRUE(studies[0]["task"].contains("matrix")) << studies[0].dump();
+  r = run("machines --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["machines"].size(), 1u);
 
   // To a file: the same text; never over the database itself (that emptied it), and a
   // failed export leaves no partial file.

@@ -1,0 +1,42 @@
+#include "api/records_json.h"
+
+namespace tunebase::api {
+
+nlohmann::json machine_json(const db::MachineRecord& m) {
+  return {{"id", m.id.value},
+          {"name", m.name},
+          {"fingerprint", m.fingerprint},
+          {"fingerprint_hash", m.fingerprint_hash},
+          {"created_at", m.created_at}};
+}
+
+nlohmann::json counts_json(const db::TrialCounts& c) {
+  return {{"total", c.total},   {"pending", c.pending}, {"ok", c.ok},
+          {"failed", c.failed}, {"timeout", c.timeout}, {"invalid", c.invalid}};
+}
+
+nlohmann::json study_json(const db::Store& store, const db::StudyRecord& s, bool with_space) {
+  nlohmann::json j{
+      {"id", s.id.value},
+      {"name", s.name},
+      {"kernel",
+       {{"id", s.kernel_id.value}, {"name", s.kernel_name}, {"version", s.kernel_version}}},
+      {"machine", s.machine_name},
+      {"machine_id", s.machine_id.value},
+      {"task_id", s.task_id.value},
+      {"objective", s.objective},
+      {"direction", std::string(db::to_string(s.direction))},
+      {"strategy", s.strategy},
+      {"budget", s.budget ? nlohmann::json(*s.budget) : nlohmann::json()},
+      {"settings", s.settings},
+      {"status", std::string(db::to_string(s.status))},
+      {"created_at", s.created_at}};
+  j["trials"] = counts_json(store.trial_counts(s.id));
+  if (with_space) {
+    j["kernel"]["space"] = store.get_kernel(s.kernel_id).space;
+    j["task"] = store.get_task(s.task_id).description;
+  }
+  return j;
+}
+
+}  // namespace tunebase::api
