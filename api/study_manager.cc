@@ -383,7 +383,12 @@ std::vector<StudyManager::ReportOutcome> StudyManager::report_all(
 // only when a client next asks for a suggestion. The stored results stand either way.
 void StudyManager::complete_if_spent(db::StudyId study) {
   try {
-    store_.complete_if_spent(study);
+    // Every configuration measured ends a study too, when they can be counted.
+    std::optional<std::int64_t> candidates;
+    if (const auto entry = find_loaded(study); entry && entry->space->enumerable()) {
+      candidates = static_cast<std::int64_t>(entry->space->valid_count().value_or(0));
+    }
+    store_.complete_if_spent(study, candidates);
   } catch (const std::exception& e) {
     spdlog::warn("study {}: checking whether its budget is spent failed: {}", study.value,
                  e.what());

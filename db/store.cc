@@ -753,17 +753,17 @@ void Store::set_study_status(StudyId id, StudyStatus status) {
   }
 }
 
-bool Store::complete_if_spent(StudyId id) {
+bool Store::complete_if_spent(StudyId id, std::optional<std::int64_t> candidates) {
   std::lock_guard lock(impl_->mutex);
   const std::string what = "completing study " + std::to_string(id.value);
   impl_->require_writable(what);
   auto st = impl_->db.prepare(
-      "UPDATE studies SET status = 'completed' WHERE id = ?1 AND status = 'active' AND budget "
-      "IS NOT NULL AND NOT EXISTS (SELECT 1 FROM trials WHERE study_id = ?1 AND status = "
-      "'pending') AND (SELECT count(*) FROM trials WHERE study_id = ?1 AND finished_at IS NOT "
-      "NULL) >= budget",
+      "UPDATE studies SET status = 'completed' WHERE id = ?1 AND status = 'active' AND NOT "
+      "EXISTS (SELECT 1 FROM trials WHERE study_id = ?1 AND status = 'pending') AND (SELECT "
+      "count(*) FROM trials WHERE study_id = ?1 AND finished_at IS NOT NULL) >= min(coalesce("
+      "budget, ?2), coalesce(?2, budget))",
       what);
-  st.bind(1, id.value).run();
+  st.bind(1, id.value).bind(2, candidates).run();
   return impl_->db.changes() > 0;
 }
 

@@ -323,9 +323,10 @@ class Store {
   /// Every study, or those of one kernel name; in id order.
   std::vector<StudyRecord> list_studies(std::string_view kernel_name = {}) const;
   void set_study_status(StudyId id, StudyStatus status);
-  /// Marks an active study completed when its results have reached its budget and no lease is
-  /// live; true when it did.
-  bool complete_if_spent(StudyId id);
+  /// Marks an active study completed when its results have reached its budget, or the number
+  /// of its `candidates` when given (every configuration measured), and no lease is live; true
+  /// when it did.
+  bool complete_if_spent(StudyId id, std::optional<std::int64_t> candidates = std::nullopt);
 
   // --- trials
   /// Stores an evaluated configuration (status not pending). One transaction. Conflict when

@@ -280,6 +280,19 @@ TEST(ApiServer, AStudyIsCompletedByTheResultThatSpendsItsBudget) {
       c.post(all_base + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token).json();
   EXPECT_TRUE(done["done"].get<bool>()) << done.dump();
   EXPECT_EQ(c.get(all_base).json()["status"], "completed");
+
+  // Every configuration measured outside the service: completed by the last measurement.
+  const auto outside = create_demo_study(c, server.token, "random", 100, "test-machine", "out");
+  const std::string outside_base = "/v1/studies/" + std::to_string(outside);
+  ASSERT_EQ(c.get(outside_base).json()["status"], "active");  // the session is loaded
+  nlohmann::json measurements = nlohmann::json::array();
+  for (const auto& config : space.valid_configurations()) {
+    measurements.push_back({{"config", space.config_to_json(config)}, {"value", 1.0}});
+  }
+  ASSERT_EQ(
+      c.post(outside_base + "/measurements", {{"measurements", measurements}}, server.token).status,
+      201);
+  EXPECT_EQ(c.get(outside_base).json()["status"], "completed");
 }
 
 TEST(ApiServer, WritesNeedAValidTokenAndResultsTheirOwnClient) {
