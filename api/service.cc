@@ -24,7 +24,6 @@ constexpr std::size_t kMaxPredictConfigs = 100000;
 constexpr std::size_t kMaxMeasurementsPerRequest = 100000;
 constexpr double kMaxCostSeconds = 1e9;
 constexpr std::size_t kMaxUnitBytes = 32;
-constexpr std::size_t kTrialsPerPiece = 500;
 constexpr auto kPredictedBestTtl = std::chrono::seconds(60);
 // Read-only connections for queries; each serialises its own calls, so a few let the I/O
 // threads read in parallel.
@@ -675,33 +674,27 @@ Response Service::get_study(Request& request) {
 // Streamed a page at a time, as exports are: a study of any size is never one reply in memory.
 Response Service::list_trials(Request& request) {
   const db::StudyId id{request.id_param("id")};
-  db::Store& store = reader();
-  auto range = std::make_shared<db::TrialRange>();
-  range->up_to = store.last_trial_id(id);  // NotFound before anything is sent
+  db::TrialRange range;
   if (const auto status = request.query_value("status")) {
-    range->status = trial_status_from_string(*status);
+    range.status = trial_status_from_string(*status);
   }
-  if (request.query_value("after")) range->after = integer_query(request, "after");
-  range->limit = kTrialsPerPiece;
+  if (request.query_value("after")) range.after = integer_query(request, "after");
+  // NotFound before anything is sent.
+  auto pages = std::make_shared<db::TrialPages>(reader(), id, range);
   auto response = Response::text("{\"study_id\":" + std::to_string(id.value) + ",\"trials\":[",
                                  "application/json");
   auto first = std::make_shared<bool>(true);
   auto ended = std::make_shared<bool>(false);
-  response.more = [&store, id, range, first, ended](std::string& out) {
+  response.more = [pages, first, ended](std::string& out) {
     if (*ended) return false;
-    const auto page =
-        range->after < range->up_to ? store.trials(id, *range) : std::vector<db::TrialRecord>{};
-    if (page.empty()) {
-      out += "]}";
-      *ended = true;
-      return true;
-    }
+    const auto page = pages->next();
+    if (page.empty()) out += "]}";
+    *ended = page.empty();
     for (const auto& t : page) {
       if (!*first) out += ',';
       *first = false;
       out += trial_json(t).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
-    range->after = page.back().id.value;
     return true;
   };
   return response;

@@ -967,17 +967,7 @@ TrialRecord Store::get_trial(TrialId id) const {
   return impl_->get_trial(id);
 }
 
-std::vector<TrialRecord> Store::trials(StudyId study) const {
-  std::lock_guard lock(impl_->mutex);
-  impl_->require_study(study);
-  auto st = impl_->db.prepare(
-      sql({"SELECT ", kTrialColumns, " FROM trials t WHERE t.study_id = ?1 ORDER BY t.id"}),
-      "reading the trials of study " + std::to_string(study.value));
-  st.bind(1, study.value);
-  std::vector<TrialRecord> out;
-  while (st.step()) out.push_back(read_trial(st, impl_->db));
-  return out;
-}
+std::vector<TrialRecord> Store::trials(StudyId study) const { return trials(study, {}); }
 
 std::vector<TrialRecord> Store::trials(StudyId study, const TrialRange& range) const {
   std::lock_guard lock(impl_->mutex);

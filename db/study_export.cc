@@ -97,13 +97,22 @@ std::string text_of(const nlohmann::json& j, int indent) {
 
 }  // namespace
 
+TrialPages::TrialPages(const Store& store, StudyId study, TrialRange range, std::size_t page_trials)
+    : store_(store), study_(study), range_(range) {
+  range_.up_to = std::min(range_.up_to, store.last_trial_id(study));
+  range_.limit = std::max<std::size_t>(page_trials, 1);
+}
+
+std::vector<TrialRecord> TrialPages::next() {
+  if (range_.after >= range_.up_to) return {};
+  auto page = store_.trials(study_, range_);
+  range_.after = page.empty() ? range_.up_to : page.back().id.value;
+  return page;
+}
+
 StudyExport::StudyExport(const Store& store, StudyId study, ExportFormat format,
                          std::size_t page_trials)
-    : store_(store),
-      study_(study),
-      format_(format),
-      page_trials_(std::max<std::size_t>(page_trials, 1)),
-      last_id_(store.last_trial_id(study)) {}
+    : store_(store), study_(study), format_(format), pages_(store, study, {}, page_trials) {}
 
 bool StudyExport::next(std::string& out) {
   if (ended_) return false;
@@ -112,18 +121,13 @@ bool StudyExport::next(std::string& out) {
     begun_ = true;
     return true;
   }
-  const auto page =
-      after_ < last_id_
-          ? store_.trials(study_,
-                          {.after = after_, .up_to = last_id_, .status = {}, .limit = page_trials_})
-          : std::vector<TrialRecord>{};
+  const auto page = pages_.next();
   if (page.empty()) {
     end(out);
     ended_ = true;
     return true;
   }
   for (const auto& t : page) append_trial(t, out);
-  after_ = page.back().id.value;
   return true;
 }
 
@@ -143,7 +147,7 @@ void StudyExport::begin(std::string& out) {
       if (p.contains("name") && p["name"].is_string()) names_.push_back(p["name"]);
     }
   }
-  for (auto& name : store_.config_names(study_, last_id_)) {
+  for (auto& name : store_.config_names(study_, pages_.last_id())) {
     if (std::find(names_.begin(), names_.end(), name) == names_.end()) {
       names_.push_back(std::move(name));
     }

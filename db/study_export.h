@@ -13,6 +13,26 @@
 
 namespace tunebase::db {
 
+/// The trials of a study in `range`, a page at a time, up to the newest trial when the walk
+/// began: what streamed replies read, so that trials added meanwhile are left out.
+class TrialPages {
+ public:
+  static constexpr std::size_t kDefaultPageTrials = 500;
+
+  /// NotFound when the study does not exist.
+  TrialPages(const Store& store, StudyId study, TrialRange range = {},
+             std::size_t page_trials = kDefaultPageTrials);
+  /// The next page, in id order; empty once every trial was given.
+  std::vector<TrialRecord> next();
+  /// The newest trial the walk includes.
+  std::int64_t last_id() const { return range_.up_to; }
+
+ private:
+  const Store& store_;
+  StudyId study_;
+  TrialRange range_;
+};
+
 enum class ExportFormat { json, csv };
 
 /// JSON: {"format": "tunebase-study", "format_version": 1, "kernel", "machine", "study",
@@ -22,7 +42,7 @@ enum class ExportFormat { json, csv };
 /// carriage return get a leading ' so spreadsheets show them and run nothing.
 class StudyExport {
  public:
-  static constexpr std::size_t kDefaultPageTrials = 500;
+  static constexpr std::size_t kDefaultPageTrials = TrialPages::kDefaultPageTrials;
 
   /// Reads the study (NotFound when there is none). The export holds the trials the study had
   /// at this moment, in id order, each as it is when its page is read.
@@ -41,9 +61,7 @@ class StudyExport {
   const Store& store_;
   StudyId study_;
   ExportFormat format_;
-  std::size_t page_trials_;
-  std::int64_t last_id_ = 0;  ///< the newest trial when the export began
-  std::int64_t after_ = 0;    ///< trials up to this id were given
+  TrialPages pages_;
   bool begun_ = false;
   bool ended_ = false;
   bool any_trial_ = false;
