@@ -1,7 +1,5 @@
 #include "surrogates/feasibility.h"
 
-#include <dlib/optimization.h>
-
 #include <algorithm>
 #include <boost/math/special_functions/erf.hpp>
 #include <cmath>
@@ -12,6 +10,7 @@
 
 #include "core/error.h"
 #include "surrogates/acquisition.h"
+#include "surrogates/hyperparameter_search.h"
 #include "surrogates/linalg.h"
 
 namespace tunebase::surrogates {
@@ -21,10 +20,8 @@ constexpr std::size_t kMaxNewtonIterations = 100;
 constexpr std::size_t kMaxStepHalvings = 20;
 // Newton stops when the objective Psi improves by less than this (per observation).
 constexpr double kNewtonTolerance = 1e-12;
-constexpr double kFailedObjective = 1e30;
-constexpr std::size_t kLbfgsMemory = 10;
 
-using ColumnVector = dlib::matrix<double, 0, 1>;
+using detail::ColumnVector;
 
 // Derivatives of log Phi(y f) with respect to f, with r = phi(z) / Phi(z), z = y f:
 //   d1 = y r,  W = -d2 = r (z + r),  d3 = y r'',  r' = -r (z + r),  r'' = -r' (z + r) - r (1 + r')
@@ -161,69 +158,6 @@ void check_inputs(const Matrix& x, std::size_t labels) {
     }
   }
 }
-
-class NegativeLogPosterior {
- public:
-  NegativeLogPosterior(const Matrix& x, const std::vector<double>& labels, double mean,
-                       const GpPriors& priors, CovarianceKind kind)
-      : x_(x), labels_(labels), mean_(mean), priors_(priors), kind_(kind) {}
-
-  double value(const ColumnVector& theta) {
-    evaluate(theta);
-    return value_;
-  }
-  ColumnVector derivative(const ColumnVector& theta) {
-    evaluate(theta);
-    return gradient_;
-  }
-
- private:
-  void evaluate(const ColumnVector& theta) {
-    if (has_last_ && theta == last_) return;
-    last_ = theta;
-    has_last_ = true;
-    const std::size_t d = static_cast<std::size_t>(theta.size()) - 1;
-    const double scale = 1.0 / static_cast<double>(labels_.size());
-    Covariance cov;
-    cov.kind = kind_;
-    cov.lengthscales.resize(d);
-    for (std::size_t j = 0; j < d; ++j) cov.lengthscales[j] = std::exp(theta(static_cast<long>(j)));
-    cov.signal_variance = std::exp(theta(static_cast<long>(d)));
-    gradient_.set_size(theta.size());
-    try {
-      const LaplaceLikelihood ll =
-          detail::laplace_log_marginal_likelihood(x_, labels_, cov, mean_, true, &mode_weights_);
-      // log N(theta; mu, s^2): lengthscales and signal variance
-      double lp = 0.0;
-      std::vector<double> grad = ll.gradient;
-      const double l_mu = priors_.lengthscale_mode(d);
-      for (std::size_t j = 0; j <= d; ++j) {
-        const double mu = j < d ? l_mu : priors_.signal_location;
-        const double sd = j < d ? priors_.lengthscale_scale : priors_.signal_scale;
-        const double u = (theta(static_cast<long>(j)) - mu) / sd;
-        lp -= 0.5 * u * u;
-        grad[j] -= u / sd;
-      }
-      value_ = -(ll.value + lp) * scale;
-      for (std::size_t j = 0; j <= d; ++j) gradient_(static_cast<long>(j)) = -grad[j] * scale;
-      if (!std::isfinite(value_)) throw Error("non-finite Laplace likelihood");
-    } catch (const Error&) {
-      value_ = kFailedObjective;
-      gradient_ = 0;
-    }
-  }
-
-  const Matrix& x_;
-  const std::vector<double>& labels_;
-  double mean_;
-  const GpPriors& priors_;
-  CovarianceKind kind_;
-  ColumnVector last_;
-  bool has_last_ = false;
-  double value_ = 0.0;
-  ColumnVector gradient_;
-  std::vector<double> mode_weights_;  // Newton warm start across evaluations
-};
 
 }  // namespace
 
@@ -401,21 +335,39 @@ FeasibilityModel FeasibilityModel::fit(Matrix x, const std::vector<bool>& feasib
     t(static_cast<long>(d)) = priors.signal_location + priors.signal_scale * normal(rng);
     starts.push_back(ColumnVector(dlib::clamp(t, lo, hi)));
   }
-  double best_value = std::numeric_limits<double>::infinity();
-  ColumnVector best = starts.front();
-  for (ColumnVector theta : starts) {
-    NegativeLogPosterior objective(fit_x, fit_labels, mean, priors, options.kind);
-    const double value = dlib::find_min_box_constrained(
-        dlib::lbfgs_search_strategy(kLbfgsMemory),
-        dlib::objective_delta_stop_strategy(options.tolerance,
-                                            static_cast<unsigned long>(options.max_iterations)),
-        [&](const ColumnVector& t) { return objective.value(t); },
-        [&](const ColumnVector& t) { return objective.derivative(t); }, theta, lo, hi);
-    if (value < best_value) {
-      best_value = value;
-      best = theta;
-    }
-  }
+  // -(log q(y|theta) + log p(theta)) / n with its gradient; the Newton iteration for the
+  // Laplace mode starts from the mode at the previous point of the same descent.
+  auto negative_log_posterior = [&] {
+    return [&, mode_weights = std::vector<double>()](const ColumnVector& theta,
+                                                     ColumnVector& gradient) mutable {
+      Covariance cov;
+      cov.kind = options.kind;
+      cov.lengthscales.resize(d);
+      for (std::size_t j = 0; j < d; ++j) {
+        cov.lengthscales[j] = std::exp(theta(static_cast<long>(j)));
+      }
+      cov.signal_variance = std::exp(theta(static_cast<long>(d)));
+      const LaplaceLikelihood ll = detail::laplace_log_marginal_likelihood(
+          fit_x, fit_labels, cov, mean, true, &mode_weights);
+      // log N(theta; mu, s^2): lengthscales and signal variance
+      double lp = 0.0;
+      std::vector<double> grad = ll.gradient;
+      const double l_mu = priors.lengthscale_mode(d);
+      for (std::size_t j = 0; j <= d; ++j) {
+        const double mu = j < d ? l_mu : priors.signal_location;
+        const double sd = j < d ? priors.lengthscale_scale : priors.signal_scale;
+        const double u = (theta(static_cast<long>(j)) - mu) / sd;
+        lp -= 0.5 * u * u;
+        grad[j] -= u / sd;
+      }
+      const double scale = 1.0 / static_cast<double>(fit_labels.size());
+      for (std::size_t j = 0; j <= d; ++j) gradient(static_cast<long>(j)) = -grad[j] * scale;
+      return -(ll.value + lp) * scale;
+    };
+  };
+  const ColumnVector best = detail::minimise_from_starts(negative_log_posterior, starts, lo, hi,
+                                                         options.tolerance, options.max_iterations)
+                                .theta;
   Covariance fitted = mode;
   for (std::size_t j = 0; j < d; ++j) fitted.lengthscales[j] = std::exp(best(static_cast<long>(j)));
   fitted.signal_variance = std::exp(best(static_cast<long>(d)));

@@ -1,7 +1,5 @@
 #include "surrogates/gp.h"
 
-#include <dlib/optimization.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "surrogates/hyperparameter_search.h"
 #include "surrogates/linalg.h"
 
 #ifndef DLIB_USE_BLAS
@@ -29,13 +28,10 @@ constexpr double kMinRelativePivot = 1e-10;
 // Candidate-by-observation entries per prediction block (32 MiB of doubles).
 constexpr std::size_t kPredictBlockEntries = std::size_t{1} << 22;
 constexpr std::size_t kMinPredictBlock = 256;
-// Objective returned where the likelihood cannot be evaluated, so the line search backs off.
-constexpr double kFailedObjective = 1e30;
-constexpr std::size_t kLbfgsMemory = 10;
 
 const double kHalfLog2Pi = 0.5 * std::log(2.0 * std::numbers::pi);
 
-using ColumnVector = dlib::matrix<double, 0, 1>;
+using detail::ColumnVector;
 
 void check_data(const Matrix& x, std::span<const double> y) {
   if (static_cast<std::size_t>(x.nr()) != y.size()) {
@@ -79,58 +75,6 @@ ColumnVector clamp_into(const std::vector<double>& v, const std::vector<double>&
   }
   return out;
 }
-
-// -(log p(y|theta) + log p(theta)) / n with its gradient, evaluated once per point and shared
-// by dlib's separate value and derivative callbacks.
-class NegativeLogPosterior {
- public:
-  NegativeLogPosterior(const Matrix& x, std::span<const double> y, const GpPriors& priors,
-                       CovarianceKind kind)
-      : x_(x), y_(y), priors_(priors), kind_(kind), dimension_(static_cast<std::size_t>(x.nc())) {}
-
-  double value(const ColumnVector& theta) {
-    evaluate(theta);
-    return value_;
-  }
-  ColumnVector derivative(const ColumnVector& theta) {
-    evaluate(theta);
-    return gradient_;
-  }
-
- private:
-  void evaluate(const ColumnVector& theta) {
-    if (has_last_ && theta == last_) return;
-    last_ = theta;
-    has_last_ = true;
-    const std::vector<double> v(theta.begin(), theta.end());
-    const double scale = 1.0 / static_cast<double>(std::max<std::size_t>(y_.size(), 1));
-    gradient_.set_size(theta.size());
-    try {
-      const LogLikelihood ll =
-          log_marginal_likelihood(x_, y_, GpHyperparameters::from_vector(v, kind_), true);
-      std::vector<double> grad = ll.gradient;
-      const double lp = detail::log_prior(priors_, dimension_, v, grad);
-      value_ = -(ll.value + lp) * scale;
-      for (std::size_t i = 0; i < grad.size(); ++i) {
-        gradient_(static_cast<long>(i)) = -grad[i] * scale;
-      }
-      if (!std::isfinite(value_)) throw Error("non-finite likelihood");
-    } catch (const Error&) {
-      value_ = kFailedObjective;
-      gradient_ = 0;
-    }
-  }
-
-  const Matrix& x_;
-  std::span<const double> y_;
-  const GpPriors& priors_;
-  CovarianceKind kind_;
-  std::size_t dimension_;
-  ColumnVector last_;
-  bool has_last_ = false;
-  double value_ = 0.0;
-  ColumnVector gradient_;
-};
 
 }  // namespace
 
@@ -431,27 +375,30 @@ GaussianProcess GaussianProcess::fit(Matrix x, std::vector<double> y, const GpFi
 
   const ColumnVector lo = clamp_into(lower, lower, upper);
   const ColumnVector hi = clamp_into(upper, lower, upper);
-  double best_value = std::numeric_limits<double>::infinity();
-  ColumnVector best;
-  for (const auto& start : starts) {
-    NegativeLogPosterior objective(*xs, ys, priors, options.kind);
-    ColumnVector theta = clamp_into(start, lower, upper);
-    const double value = dlib::find_min_box_constrained(
-        dlib::lbfgs_search_strategy(kLbfgsMemory),
-        dlib::objective_delta_stop_strategy(options.tolerance,
-                                            static_cast<unsigned long>(options.max_iterations)),
-        [&](const ColumnVector& t) { return objective.value(t); },
-        [&](const ColumnVector& t) { return objective.derivative(t); }, theta, lo, hi);
-    if (value < best_value) {
-      best_value = value;
-      best = theta;
-    }
-  }
-  if (!(best_value < kFailedObjective)) {
+  std::vector<ColumnVector> thetas;
+  for (const auto& start : starts) thetas.push_back(clamp_into(start, lower, upper));
+  // -(log p(y|theta) + log p(theta)) / n with its gradient
+  auto negative_log_posterior = [&] {
+    return [&](const ColumnVector& theta, ColumnVector& gradient) {
+      const std::vector<double> v(theta.begin(), theta.end());
+      const LogLikelihood ll = surrogates::log_marginal_likelihood(
+          *xs, ys, GpHyperparameters::from_vector(v, options.kind), true);
+      std::vector<double> grad = ll.gradient;
+      const double lp = detail::log_prior(priors, d, v, grad);
+      const double scale = 1.0 / static_cast<double>(std::max<std::size_t>(ys.size(), 1));
+      for (std::size_t i = 0; i < grad.size(); ++i) {
+        gradient(static_cast<long>(i)) = -grad[i] * scale;
+      }
+      return -(ll.value + lp) * scale;
+    };
+  };
+  const detail::Minimum best = detail::minimise_from_starts(
+      negative_log_posterior, thetas, lo, hi, options.tolerance, options.max_iterations);
+  if (!(best.value < detail::kFailedObjective)) {
     throw Error("GP fit: the likelihood could not be evaluated at any starting point (" +
                 std::to_string(n) + " observations)");
   }
-  const std::vector<double> v(best.begin(), best.end());
+  const std::vector<double> v(best.theta.begin(), best.theta.end());
   return condition(std::move(x), std::move(y), GpHyperparameters::from_vector(v, options.kind));
 }
 
