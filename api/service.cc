@@ -954,7 +954,8 @@ Response Service::import_file(Request& request) {
                          {"study_id", result.study.value},
                          {"trials", result.trials},
                          {"failed", result.failed},
-                         {"format", dataset.format}},
+                         {"format", dataset.format},
+                         {"notes", dataset.notes}},
                         201);
 }
 

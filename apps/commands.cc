@@ -539,6 +539,8 @@ void add_query_commands(CLI::App& app) {
         options.study_name = args->study;
       }
       const auto result = store.import_dataset(dataset, options);
+      for (const auto& note : dataset.notes)
+        std::cerr << "note: " << args->file << ": " << note << "\n";
       std::cout << "imported " << result.trials << " trials (" << result.failed << " failed) of "
                 << result.kernel_name << " on " << result.machine_name << " as study "
                 << result.study.value << "\n";

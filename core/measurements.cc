@@ -19,9 +19,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <unordered_set>
 #include <utility>
@@ -190,6 +192,94 @@ json parse_json(const std::string& text, const std::string& origin) {
     throw ParseError(
         std::string(e.what()) + "; expected a Kernel Tuner cache file or a T4 results file",
         e.position());
+  }
+}
+
+// Python's json module writes NaN, Infinity and -Infinity, which JSON does not have; Kernel
+// Tuner reads them back. Outside strings they become null. Returns how many were replaced.
+std::size_t replace_python_non_finite(std::string& text) {
+  static constexpr std::string_view kLiterals[] = {"-Infinity", "Infinity", "NaN"};
+  std::string out;
+  std::size_t replaced = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        out += c;
+        if (++i < text.size()) out += text[i];
+        continue;
+      }
+      if (c == '"') in_string = false;
+      out += c;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    const auto literal = std::find_if(std::begin(kLiterals), std::end(kLiterals), [&](auto l) {
+      return std::string_view(text).substr(i, l.size()) == l;
+    });
+    if (literal != std::end(kLiterals)) {
+      out += "null";
+      i += literal->size() - 1;
+      ++replaced;
+      continue;
+    }
+    out += c;
+  }
+  if (replaced > 0) text = std::move(out);
+  return replaced;
+}
+
+// A Kernel Tuner cache is written entry by entry: the header without its closing braces, then
+// "key": {...}, per configuration. A run that was interrupted (or is still going) leaves it
+// open, ending in a comma; Kernel Tuner closes it when it reads it, as here.
+std::string closed_cache(std::string_view text) {
+  const auto end = text.find_last_not_of(" \t\r\n");
+  if (end == std::string_view::npos) return std::string(text);
+  std::string out(text.substr(0, text[end] == ',' ? end : end + 1));
+  out += "}\n}";
+  return out;
+}
+
+// The JSON of a measurement file, read as Kernel Tuner reads its own caches when strict JSON
+// fails: NaN and Infinity (as null), and a cache left open. `text` becomes what was parsed;
+// `notes` says what was done. What these do not explain keeps the strict parser's error.
+json parse_measurement_json(std::string& text, const std::string& origin,
+                            std::vector<std::string>& notes) {
+  try {
+    return parse_json(text, origin);
+  } catch (const ParseError&) {
+    const std::exception_ptr strict = std::current_exception();
+    std::string lenient = text;
+    const std::size_t non_finite = replace_python_non_finite(lenient);
+    const auto parses = [&](const std::string& candidate) -> std::optional<json> {
+      try {
+        return parse_json_text(candidate, origin);
+      } catch (const Error&) {
+        return std::nullopt;
+      }
+    };
+    std::optional<json> root = non_finite > 0 ? parses(lenient) : std::nullopt;
+    bool closed = false;
+    if (!root) {
+      std::string candidate = closed_cache(lenient);
+      root = parses(candidate);
+      closed = root && root->is_object() && root->contains("cache");
+      if (!closed) std::rethrow_exception(strict);
+      lenient = std::move(candidate);
+    }
+    if (non_finite > 0) {
+      notes.push_back(std::to_string(non_finite) +
+                      " NaN or Infinity value(s), which Python writes and JSON lacks, read as "
+                      "null");
+    }
+    if (closed) {
+      notes.push_back(
+          "the cache was not closed (a Kernel Tuner run that was interrupted or is still "
+          "going); read up to its last complete entry, as Kernel Tuner does");
+    }
+    text = std::move(lenient);
+    return std::move(*root);
   }
 }
 
@@ -432,7 +522,8 @@ MeasuredDataset parse_kernel_tuner(const json& root, const std::string& origin) 
                          .format = "kernel_tuner",
                          .problem_size = std::move(problem_size),
                          .space = std::move(space),
-                         .entries = std::move(entries)};
+                         .entries = std::move(entries),
+                         .notes = {}};
 }
 
 // ---------------------------------------------------------------- T4
@@ -766,7 +857,8 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
                          .format = "t4",
                          .problem_size = std::move(problem_size),
                          .space = std::move(space),
-                         .entries = std::move(entries)};
+                         .entries = std::move(entries),
+                         .notes = {}};
 }
 
 }  // namespace
@@ -786,9 +878,9 @@ MeasuredDataset parse_measurements(const std::string& bytes, const std::string& 
   const bool compressed = starts_with_gzip_magic(bytes);
   if (!compressed && bytes.size() > max_text_bytes)
     throw too_large(origin, max_text_bytes, "holds");
-  const std::string inflated = compressed ? gunzip(bytes, origin, max_text_bytes) : std::string();
-  const std::string& text = compressed ? inflated : bytes;
-  const json root = parse_json(text, origin);
+  std::string text = compressed ? gunzip(bytes, origin, max_text_bytes) : bytes;
+  std::vector<std::string> notes;
+  const json root = parse_measurement_json(text, origin, notes);
   if (!root.is_object()) {
     throw InvalidInput(origin +
                        ": expected a JSON object (a Kernel Tuner cache file or a T4 "
@@ -805,6 +897,7 @@ MeasuredDataset parse_measurements(const std::string& bytes, const std::string& 
                          (kernel_tuner ? "\"cache\"" : "\"results\"") +
                          " is empty): nothing to import or replay");
     }
+    dataset.notes = std::move(notes);
     return dataset;
   }
   std::string keys;

@@ -22,6 +22,9 @@ struct MeasuredDataset {
   SearchSpace space;
   /// One observation per entry, failures included (status failed, message the string time).
   std::vector<Observation> entries;
+  /// What was read leniently, as Kernel Tuner reads its own caches (a cache left open by an
+  /// interrupted run, Python's NaN and Infinity), one sentence each; empty for strict JSON.
+  std::vector<std::string> notes;
 };
 
 /// The most JSON text read from one measurement file (after gunzip): parsing needs about 8

@@ -4,9 +4,9 @@
 
 #include <dlib/optimization.h>
 
+#include <cmath>
 #include <cstddef>
 #include <limits>
-#include <cmath>
 #include <span>
 
 #include "core/error.h"

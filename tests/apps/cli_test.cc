@@ -550,6 +550,23 @@ TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   r = run("import " + t4 + " --machine gpu --kernel reduce --study again --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(trials("again").size(), 0u);
+
+  // A Kernel Tuner cache left open by an interrupted run is read as Kernel Tuner reads it, and
+  // the import says so.
+  const auto open_cache = dir_.file("open_cache.json");
+  std::ofstream(open_cache) << R"({
+"device_name": "gpu2", "kernel_name": "reduce",
+"tune_params_keys": ["bs"], "tune_params": {"bs": [32, 64]},
+"cache": {
+"32": {"bs": 32, "time": 2.5, "GFLOP/s": NaN},
+)";
+  r = run("import " + open_cache + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: " + open_cache + ": the cache was not closed"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("1 NaN or Infinity value(s)"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("imported 1 trials (0 failed) of reduce on gpu2"), std::string::npos)
+      << r.out;
 }
 
 }  // namespace

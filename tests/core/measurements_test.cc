@@ -141,6 +141,63 @@ TEST(KernelTunerCache, AcceptsIntegralFloatKeysWrittenEitherWay) {
   EXPECT_EQ(parse_measurements(text, "cache.json").entries.size(), 3u);
 }
 
+// Kernel Tuner writes its cache entry by entry, as json.dumps(header)[:-3] and then
+// "key": {entry}, per configuration; an interrupted run leaves it open.
+const std::string kOpenCacheHeader = R"({
+"device_name": "Test GPU",
+"kernel_name": "vector_add",
+"tune_params_keys": ["block_size_x"],
+"tune_params": {"block_size_x": [16, 32]},
+"cache": {
+)";
+
+TEST(KernelTunerCache, AnOpenCacheIsReadAsKernelTunerReadsIt) {
+  const std::string open = kOpenCacheHeader +
+                           R"("16": {"block_size_x": 16, "time": 1.5},
+"32": {"block_size_x": 32, "time": "RuntimeFailedConfig"},
+)";
+  const MeasuredDataset d = parse_measurements(open, "open.json");
+  ASSERT_EQ(d.entries.size(), 2u);
+  EXPECT_DOUBLE_EQ(d.entries[0].result.objective, 1.5);
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_THAT(d.notes[0], HasSubstr("not closed"));
+  // No trailing comma, and a gzip of it, read alike.
+  EXPECT_EQ(
+      parse_measurements(gzip(open.substr(0, open.rfind(','))), "open.json.gz").entries.size(), 2u);
+  // A closed cache is read strictly and has no note.
+  EXPECT_TRUE(parse_measurements(kKernelTunerCache, "cache.json").notes.empty());
+  // An entry cut in the middle is not what closing explains: the parser's error stands.
+  const std::string cut = kOpenCacheHeader + R"("16": {"block_size_x": 16, "ti)";
+  EXPECT_THAT(parse_error(cut), HasSubstr("is not valid JSON"));
+  // Neither is a T4 file cut short.
+  EXPECT_THAT(parse_error(R"({"schema_version": "1.0.0", "results": [)"),
+              HasSubstr("is not valid JSON"));
+}
+
+TEST(KernelTunerCache, PythonNanAndInfinityAreReadAsNull) {
+  std::string text = kKernelTunerCache;
+  text.replace(text.find("\"GFLOP/s\": 100.0"), 16, "\"GFLOP/s\": NaN, \"power\": -Infinity");
+  // The same words inside strings stay as they are.
+  text.replace(text.find("\"vector_add\""), 12, "\"NaN Infinity\"");
+  const MeasuredDataset d = parse_measurements(text, "nan.json");
+  EXPECT_EQ(d.kernel_name, "NaN Infinity");
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_THAT(d.notes[0], HasSubstr("2 NaN or Infinity"));
+  bool seen = false;
+  for (const auto& e : d.entries) {
+    if (!e.result.ok()) continue;
+    seen = true;
+    EXPECT_TRUE(e.result.metrics.at("GFLOP/s").is_null());
+    EXPECT_TRUE(e.result.metrics.at("power").is_null());
+    EXPECT_DOUBLE_EQ(e.result.objective, 1.5);
+  }
+  EXPECT_TRUE(seen);
+  // A NaN time is no measurement: refused, naming the entry.
+  std::string nan_time = kKernelTunerCache;
+  nan_time.replace(nan_time.find("\"time\": 1.5"), 11, "\"time\": NaN");
+  EXPECT_THAT(parse_error(nan_time), HasSubstr("\"time\" must be a number"));
+}
+
 TEST(T4Results, ReadsStatusesUnitsAndParameterOrder) {
   const MeasuredDataset d = parse_measurements(kT4Results, "results_T4.json");
   EXPECT_EQ(d.format, "t4");
