@@ -25,6 +25,7 @@
 #include <map>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -54,6 +55,8 @@ constexpr double kMillisecondsPerSecond = 1000.0;
 // the configuration cost.
 constexpr std::string_view kKtCostFields[] = {"compile_time", "verification_time",
                                               "benchmark_time"};
+// Kernel Tuner before its failure strings stored a failed configuration's time as 1e20 ms.
+constexpr double kKtFailedTime = 1e20;
 
 bool starts_with_gzip_magic(const std::string& bytes, std::size_t at = 0) {
   return bytes.size() >= at + 2 && static_cast<unsigned char>(bytes[at]) == kGzipMagic[0] &&
@@ -310,7 +313,7 @@ std::string optional_string(const json& object, const std::string& key, const st
   return it->get<std::string>();
 }
 
-std::vector<double> numbers(const json& list, const std::string& where, double scale) {
+std::vector<double> durations(const json& list, const std::string& where, double scale) {
   if (!list.is_array())
     throw InvalidInput(where + " must be a list of numbers, got " + describe(list));
   std::vector<double> out;
@@ -319,7 +322,11 @@ std::vector<double> numbers(const json& list, const std::string& where, double s
     if (!x.is_number()) {
       throw InvalidInput(where + " must be a list of numbers, but holds " + describe(x));
     }
-    out.push_back(x.get<double>() * scale);
+    const double v = x.get<double>() * scale;
+    if (!(v >= 0.0) || !std::isfinite(v)) {
+      throw InvalidInput(where + " must be times of 0 or more, but holds " + describe(x));
+    }
+    out.push_back(v);
   }
   return out;
 }
@@ -394,12 +401,17 @@ bool key_matches(std::string_view key, const Configuration& config) {
   return true;
 }
 
-double kt_cost_seconds(const json& entry, const std::vector<double>& raw) {
+double kt_cost_seconds(const json& entry, const std::vector<double>& raw,
+                       const std::string& where) {
   double ms = 0.0;
   bool benchmark_known = false;
   for (std::string_view field : kKtCostFields) {
     auto it = entry.find(std::string(field));
     if (it != entry.end() && it->is_number()) {
+      if (!(it->get<double>() >= 0.0)) {
+        throw InvalidInput(where + ": \"" + std::string(field) +
+                           "\" must be a time of 0 ms or more, got " + it->dump());
+      }
       ms += it->get<double>();
       if (field == "benchmark_time") benchmark_known = true;
     }
@@ -433,8 +445,8 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
 
   std::vector<double> raw;
   if (auto it = entry.find("times"); it != entry.end())
-    raw = numbers(*it, where + ": \"times\"", 1.0);
-  const double cost = kt_cost_seconds(entry, raw);
+    raw = durations(*it, where + ": \"times\"", 1.0);
+  const double cost = kt_cost_seconds(entry, raw, where);
 
   auto time = entry.find("time");
   if (time == entry.end()) {
@@ -442,7 +454,12 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
                        " has no \"time\" (milliseconds, or a string such as "
                        "\"CompilationFailedConfig\" for a failed configuration)");
   }
-  if (time->is_number()) {
+  if (time->is_number() && time->get<double>() >= kKtFailedTime) {
+    obs.result = Measurement::failure(
+        TrialStatus::failed,
+        "time " + time->dump() + ": older Kernel Tuner versions' mark of a failed configuration",
+        cost);
+  } else if (time->is_number()) {
     obs.result =
         Measurement::success(measured_time(time->get<double>(), where), std::move(raw), cost);
   } else if (time->is_string()) {
@@ -459,7 +476,62 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
   return obs;
 }
 
-MeasuredDataset parse_kernel_tuner(const json& root, const std::string& origin) {
+/// The keys of the top-level "cache" object in the order the file lists them (duplicates
+/// included); parsing stops once the cache closes.
+class CacheKeys : public nlohmann::json_sax<json> {
+ public:
+  std::vector<std::string> keys;
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    ++depth_;
+    if (depth_ == kCacheDepth && root_key_ == "cache") in_cache_ = true;
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (depth_ == kRootDepth) root_key_ = k;
+    if (depth_ == kCacheDepth && in_cache_) keys.push_back(k);
+    return true;
+  }
+  bool end_object() override {
+    if (depth_ == kCacheDepth && in_cache_) return false;  // done
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    ++depth_;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  static constexpr int kRootDepth = 1;   // keys of the top-level object
+  static constexpr int kCacheDepth = 2;  // the "cache" object
+  int depth_ = 0;
+  std::string root_key_;
+  bool in_cache_ = false;
+};
+
+std::vector<std::string> cache_keys_in_file_order(const std::string& text) {
+  CacheKeys sax;
+  json::sax_parse(text, &sax);
+  return std::move(sax.keys);
+}
+
+MeasuredDataset parse_kernel_tuner(const json& root, const std::string& text,
+                                   const std::string& origin) {
   constexpr const char* kWhat = "a Kernel Tuner cache file";
   std::string device_name = optional_string(root, "device_name", origin);
   std::string kernel_name = optional_string(root, "kernel_name", origin);
@@ -512,10 +584,31 @@ MeasuredDataset parse_kernel_tuner(const json& root, const std::string& origin) 
   }
   std::unordered_set<std::string> reserved(order.begin(), order.end());
   reserved.insert({"time", "times"});
+  // In the file's order, which is the order Kernel Tuner measured them in (the parsed object
+  // is sorted by key).
+  std::vector<std::string> cache_keys = cache_keys_in_file_order(text);
+  if (cache_keys.size() != cache.size()) {
+    std::unordered_set<std::string> listed;
+    for (const auto& key : cache_keys) {
+      if (!listed.insert(key).second) {
+        throw InvalidInput(origin + ": the cache lists the key \"" + key +
+                           "\" twice; a configuration is measured once");
+      }
+    }
+    cache_keys.clear();
+    for (auto it = cache.begin(); it != cache.end(); ++it) cache_keys.push_back(it.key());
+  }
   std::vector<Observation> entries;
   entries.reserve(cache.size());
-  for (auto it = cache.begin(); it != cache.end(); ++it) {
-    entries.push_back(parse_kt_entry(it.key(), it.value(), space, reserved, origin));
+  std::unordered_map<std::string, std::string> key_of_config;
+  for (const auto& key : cache_keys) {
+    const auto it = cache.find(key);
+    entries.push_back(parse_kt_entry(key, *it, space, reserved, origin));
+    const auto [seen, fresh] = key_of_config.emplace(space.key(entries.back().config), key);
+    if (!fresh) {
+      throw InvalidInput(origin + ": cache entries \"" + seen->second + "\" and \"" + key +
+                         "\" are the same configuration; a configuration is measured once");
+    }
   }
   return MeasuredDataset{.device_name = std::move(device_name),
                          .kernel_name = std::move(kernel_name),
@@ -592,16 +685,9 @@ class FirstConfigurationKeys : public nlohmann::json_sax<json> {
   bool recording_ = false;
 };
 
-/// Milliseconds per unit of the T4 metadata's "timeunit" (Kernel Tuner writes the misspelt
+/// Milliseconds per time unit, in the spellings T4 files use (Kernel Tuner writes the misspelt
 /// "miliseconds"); results are converted to milliseconds like Kernel Tuner's caches.
-double t4_time_scale(const json& root, const std::string& origin) {
-  auto meta = root.find("metadata");
-  if (meta == root.end() || !meta->is_object()) return 1.0;
-  auto unit = meta->find("timeunit");
-  if (unit == meta->end()) return 1.0;
-  if (!unit->is_string()) {
-    throw InvalidInput(origin + ": metadata \"timeunit\" must be a string, got " + describe(*unit));
-  }
+double milliseconds_per(const std::string& unit, const std::string& where) {
   static const std::map<std::string, double, std::less<>> kScales = {{"milliseconds", 1.0},
                                                                      {"miliseconds", 1.0},
                                                                      {"ms", 1.0},
@@ -611,12 +697,26 @@ double t4_time_scale(const json& root, const std::string& origin) {
                                                                      {"us", 1e-3},
                                                                      {"nanoseconds", 1e-6},
                                                                      {"ns", 1e-6}};
-  auto it = kScales.find(unit->get<std::string>());
+  auto it = kScales.find(unit);
   if (it == kScales.end()) {
-    throw InvalidInput(origin + ": unknown metadata timeunit \"" + unit->get<std::string>() +
-                       "\"; allowed: seconds, milliseconds, microseconds, nanoseconds");
+    throw InvalidInput(where + " \"" + unit +
+                       "\" is not a time unit; allowed: seconds, milliseconds, microseconds, "
+                       "nanoseconds (or s, ms, us, ns)");
   }
   return it->second;
+}
+
+/// Milliseconds per unit of the T4 metadata's "timeunit", which the runtimes (and a time
+/// measurement that names no unit of its own) are in; milliseconds when there is none.
+double t4_time_scale(const json& root, const std::string& origin) {
+  auto meta = root.find("metadata");
+  if (meta == root.end() || !meta->is_object()) return 1.0;
+  auto unit = meta->find("timeunit");
+  if (unit == meta->end()) return 1.0;
+  if (!unit->is_string()) {
+    throw InvalidInput(origin + ": metadata \"timeunit\" must be a string, got " + describe(*unit));
+  }
+  return milliseconds_per(unit->get<std::string>(), origin + ": metadata timeunit");
 }
 
 struct T4Status {
@@ -771,7 +871,7 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
         metrics[kt_name] = it->get<double>() * scale;
       }
       if (auto rt = times->find("runtimes"); rt != times->end()) {
-        raw = numbers(*rt, where + ": times \"runtimes\"", scale);
+        raw = durations(*rt, where + ": times \"runtimes\"", scale);
       }
       for (const char* cost_name : {"compile_time", "verification_time"}) {
         if (metrics.contains(cost_name)) cost_ms += metrics[cost_name].get<double>();
@@ -780,6 +880,7 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
     }
 
     const json* time_value = nullptr;
+    double time_scale = scale;  // a time measurement's own unit wins over the metadata's
     if (auto ms = r.find("measurements"); ms != r.end()) {
       if (!ms->is_array()) {
         throw InvalidInput(where + ": \"measurements\" must be a list, got " + describe(*ms));
@@ -793,10 +894,21 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
                              describe(m));
         }
         const auto& name = m.at("name").get_ref<const std::string&>();
-        if (name == "time")
-          time_value = &m.at("value");
-        else
+        if (name != "time") {
           metrics[name] = m.at("value");
+          continue;
+        }
+        time_value = &m.at("value");
+        if (auto unit = m.find("unit"); unit != m.end() && !unit->is_null()) {
+          if (!unit->is_string()) {
+            throw InvalidInput(where + ": the unit of the time measurement must be a string, got " +
+                               describe(*unit));
+          }
+          if (!unit->get_ref<const std::string&>().empty()) {
+            time_scale = milliseconds_per(unit->get<std::string>(),
+                                          where + ": the unit of the time measurement,");
+          }
+        }
       }
     }
     if (auto ts = r.find("timestamp"); ts != r.end()) metrics["timestamp"] = *ts;
@@ -805,7 +917,7 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
     if (status.status == TrialStatus::ok) {
       double objective = 0.0;
       if (time_value != nullptr && time_value->is_number()) {
-        objective = time_value->get<double>() * scale;
+        objective = time_value->get<double>() * time_scale;
       } else if (time_value != nullptr) {
         throw InvalidInput(where + ": invalidity is \"correct\" but the \"time\" measurement is " +
                            describe(*time_value) + ", not a number");
@@ -846,10 +958,19 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
     }
   }();
   // Store the listed values themselves so that every entry compares and prints alike.
-  for (auto& obs : entries) {
+  std::unordered_map<std::string, std::size_t> result_of_config;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    auto& obs = entries[i];
     for (std::size_t p = 0; p < order.size(); ++p) {
       const Parameter& param = space.parameter(p);
       obs.config[p] = param.values[*param.index_of(obs.config[p])];
+    }
+    const auto [earlier, fresh] = result_of_config.emplace(space.key(obs.config), i);
+    if (!fresh) {
+      throw InvalidInput(origin + ": results[" + std::to_string(earlier->second) +
+                         "] and results[" + std::to_string(i) + "] are the same configuration " +
+                         space.config_to_json(obs.config).dump() +
+                         "; a configuration is measured once");
     }
   }
   return MeasuredDataset{.device_name = std::move(device_name),
@@ -891,7 +1012,8 @@ MeasuredDataset parse_measurements(const std::string& bytes, const std::string& 
       root.contains("cache") || root.contains("tune_params") || root.contains("tune_params_keys");
   const bool t4 = root.contains("results") || root.contains("schema_version");
   if (kernel_tuner != t4) {
-    auto dataset = kernel_tuner ? parse_kernel_tuner(root, origin) : parse_t4(root, text, origin);
+    auto dataset =
+        kernel_tuner ? parse_kernel_tuner(root, text, origin) : parse_t4(root, text, origin);
     if (dataset.entries.empty()) {
       throw InvalidInput(origin + " holds no measurements (its " +
                          (kernel_tuner ? "\"cache\"" : "\"results\"") +

@@ -198,6 +198,80 @@ TEST(KernelTunerCache, PythonNanAndInfinityAreReadAsNull) {
   EXPECT_THAT(parse_error(nan_time), HasSubstr("\"time\" must be a number"));
 }
 
+TEST(KernelTunerCache, EntriesKeepTheFileOrder) {
+  // The order Kernel Tuner measured them in, not the keys sorted.
+  const MeasuredDataset d = parse_measurements(kKernelTunerCache, "cache.json");
+  ASSERT_EQ(d.entries.size(), 3u);
+  EXPECT_EQ(d.space.key(d.entries[0].config), "16,1,0.5");
+  EXPECT_EQ(d.space.key(d.entries[1].config), "32,2,1.0");
+  EXPECT_EQ(d.space.key(d.entries[2].config), "16,2,1.0");
+}
+
+TEST(KernelTunerCache, AConfigurationIsMeasuredOnce) {
+  // The same values under a key written another way.
+  std::string text = kKernelTunerCache;
+  text.replace(text.find("\"16,2,1.0\""), 10, "\"16, 1, 0.5\"");
+  const std::string values = "\"tile\": 2, \"scale\": 1.0, \"time\": \"Runtime";
+  text.replace(text.find(values), values.size(),
+               "\"tile\": 1, \"scale\": 0.5, \"time\": \"Runtime");
+  EXPECT_THAT(
+      parse_error(text),
+      HasSubstr("cache entries \"16,1,0.5\" and \"16, 1, 0.5\" are the same configuration"));
+  // One key twice (the JSON parser would keep the last silently).
+  std::string twice = kKernelTunerCache;
+  twice.replace(twice.find("\"16,2,1.0\": {\"block_size_x\": 16, \"tile\": 2"), 42,
+                "\"32,2,1.0\": {\"block_size_x\": 32, \"tile\": 2");
+  EXPECT_THAT(parse_error(twice), HasSubstr("lists the key \"32,2,1.0\" twice"));
+}
+
+TEST(KernelTunerCache, OldFailureMarkIsAFailure) {
+  std::string text = kKernelTunerCache;
+  text.replace(text.find("\"CompilationFailedConfig\""), 25, "1e+20");
+  const MeasuredDataset d = parse_measurements(text, "old.json");
+  ASSERT_EQ(d.entries.size(), 3u);
+  EXPECT_EQ(d.entries[1].result.status, TrialStatus::failed);
+  EXPECT_THAT(d.entries[1].result.message, HasSubstr("mark of a failed configuration"));
+}
+
+TEST(KernelTunerCache, RepeatedTimesAndCostsAreNotNegative) {
+  std::string text = kKernelTunerCache;
+  text.replace(text.find("[1.25, 1.75]"), 12, "[-5, 1.75]");
+  EXPECT_THAT(parse_error(text),
+              HasSubstr("cache entry \"16,1,0.5\": \"times\" must be times of 0 or more, but "
+                        "holds number -5"));
+  text = kKernelTunerCache;
+  text.replace(text.find("\"compile_time\": 200.0"), 21, "\"compile_time\": -2");
+  EXPECT_THAT(parse_error(text), HasSubstr("cache entry \"16,1,0.5\": \"compile_time\" must be a "
+                                           "time of 0 ms or more, got -2"));
+}
+
+TEST(T4Results, ATimeMeasurementsOwnUnitWins) {
+  const auto file = [](const std::string& unit) {
+    return R"({"schema_version": "1.0.0", "metadata": {"timeunit": "seconds"}, "results": [
+      {"configuration": {"bs": 32}, "invalidity": "correct",
+       "times": {"runtimes": [0.0025]},
+       "measurements": [{"name": "time", "value": 2500, "unit": ")" +
+           unit + R"("}]}]})";
+  };
+  const MeasuredDataset us = parse_measurements(file("us"), "us.json");
+  EXPECT_DOUBLE_EQ(us.entries[0].result.objective, 2.5);
+  EXPECT_DOUBLE_EQ(us.entries[0].result.raw[0], 2.5);  // runtimes in the metadata's unit
+  // No unit of its own: the metadata's.
+  EXPECT_DOUBLE_EQ(parse_measurements(file(""), "s.json").entries[0].result.objective, 2.5e6);
+  EXPECT_THAT(parse_error(file("furlongs")),
+              HasSubstr("results[0]: the unit of the time measurement, \"furlongs\" is not a time "
+                        "unit; allowed: seconds, milliseconds, microseconds, nanoseconds"));
+}
+
+TEST(T4Results, AConfigurationIsMeasuredOnce) {
+  const std::string text = R"({"schema_version": "1.0.0", "results": [
+      {"configuration": {"bs": 32}, "invalidity": "correct", "times": {"runtimes": [1.0]}},
+      {"configuration": {"bs": 64}, "invalidity": "compile"},
+      {"configuration": {"bs": 32.0}, "invalidity": "correct", "times": {"runtimes": [2.0]}}]})";
+  EXPECT_THAT(parse_error(text), HasSubstr("results[0] and results[2] are the same configuration "
+                                           "{\"bs\":32}; a configuration is measured once"));
+}
+
 TEST(T4Results, ReadsStatusesUnitsAndParameterOrder) {
   const MeasuredDataset d = parse_measurements(kT4Results, "results_T4.json");
   EXPECT_EQ(d.format, "t4");
