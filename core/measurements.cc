@@ -476,12 +476,10 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
   return obs;
 }
 
-/// The keys of the top-level "cache" object in the order the file lists them (duplicates
-/// included); parsing stops once the cache closes.
-class CacheKeys : public nlohmann::json_sax<json> {
+/// A SAX reader that looks only at the structure (objects, arrays, keys) and ignores values;
+/// a parse error ends it (the full parse reports it).
+class KeyScanner : public nlohmann::json_sax<json> {
  public:
-  std::vector<std::string> keys;
-
   bool null() override { return true; }
   bool boolean(bool) override { return true; }
   bool number_integer(number_integer_t) override { return true; }
@@ -489,6 +487,17 @@ class CacheKeys : public nlohmann::json_sax<json> {
   bool number_float(number_float_t, const string_t&) override { return true; }
   bool string(string_t&) override { return true; }
   bool binary(binary_t&) override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+};
+
+/// The keys of the top-level "cache" object in the order the file lists them (duplicates
+/// included); parsing stops once the cache closes.
+class CacheKeys : public KeyScanner {
+ public:
+  std::vector<std::string> keys;
+
   bool start_object(std::size_t) override {
     ++depth_;
     if (depth_ == kCacheDepth && root_key_ == "cache") in_cache_ = true;
@@ -511,9 +520,6 @@ class CacheKeys : public nlohmann::json_sax<json> {
   bool end_array() override {
     --depth_;
     return true;
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-    return false;
   }
 
  private:
@@ -623,17 +629,10 @@ MeasuredDataset parse_kernel_tuner(const json& root, const std::string& text,
 
 /// Records the key order of results[0].configuration and stops parsing there: nlohmann::json
 /// sorts object keys, and the T4 format has no other record of the parameter order.
-class FirstConfigurationKeys : public nlohmann::json_sax<json> {
+class FirstConfigurationKeys : public KeyScanner {
  public:
   std::vector<std::string> keys;
 
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
   bool start_object(std::size_t) override {
     ++depth_;
     if (depth_ == kResultDepth && in_results_ && !seen_first_result_) {
@@ -666,9 +665,6 @@ class FirstConfigurationKeys : public nlohmann::json_sax<json> {
     if (depth_ == kResultsDepth) in_results_ = false;
     --depth_;
     return true;
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-    return false;
   }
 
  private:

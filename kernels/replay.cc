@@ -1,7 +1,6 @@
 #include "kernels/replay.h"
 
 #include <algorithm>
-
 #include <filesystem>
 #include <utility>
 
