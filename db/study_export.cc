@@ -21,10 +21,12 @@ std::string csv_field(std::string_view s) {
   return out + "\"";
 }
 
-// A text cell (never a number) that a spreadsheet would read as a formula (it starts with
-// =, +, -, @, tab or carriage return) gets a leading apostrophe, as OWASP's advice on CSV
-// injection says: Excel and LibreOffice then show it as text and run nothing.
-std::string csv_text(std::string_view s) {
+// Free text that clients write (messages, client ids) that a spreadsheet would read as a
+// formula (it starts with =, +, -, @, tab or carriage return) gets a leading apostrophe, as
+// OWASP's advice on CSV injection says: Excel and LibreOffice then show it as text and run
+// nothing. Configuration values and parameter names are written as they are (a categorical
+// "-O3" stays "-O3"), so that what a program reads back is in the space.
+std::string csv_free_text(std::string_view s) {
   if (!s.empty() && std::string_view("=+-@\t\r").find(s.front()) != std::string_view::npos) {
     return csv_field("'" + std::string(s));
   }
@@ -33,10 +35,21 @@ std::string csv_text(std::string_view s) {
 
 std::string csv_value(const nlohmann::json& v) {
   if (v.is_null()) return {};
-  if (v.is_string()) return csv_text(v.get<std::string>());
+  if (v.is_string()) return csv_field(v.get<std::string>());
   if (v.is_number_float()) return format_number(v.get<double>());
   if (v.is_number() || v.is_boolean()) return json_text(v);
-  return csv_text(json_text(v));
+  return csv_field(json_text(v));
+}
+
+// The columns after the parameters'; a parameter of the same name is written as param_NAME.
+constexpr std::string_view kTrialColumns[] = {
+    "status", "objective", "cost_seconds", "client_id", "created_at", "finished_at", "message"};
+
+std::string parameter_column(const std::string& name) {
+  const bool taken =
+      name == "trial_id" || std::find(std::begin(kTrialColumns), std::end(kTrialColumns), name) !=
+                                std::end(kTrialColumns);
+  return csv_field(taken ? "param_" + name : name);
 }
 
 nlohmann::json optional_text(const std::optional<std::string>& s) {
@@ -153,8 +166,9 @@ void StudyExport::begin(std::string& out) {
     }
   }
   out += "trial_id";
-  for (const auto& n : names_) out += "," + csv_text(n);
-  out += ",status,objective,cost_seconds,client_id,created_at,finished_at,message\r\n";
+  for (const auto& n : names_) out += "," + parameter_column(n);
+  for (const auto column : kTrialColumns) (out += ',') += column;
+  out += "\r\n";
 }
 
 void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
@@ -174,10 +188,10 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
   field(to_string(t.result.status));
   field(std::isfinite(t.result.objective) ? format_number(t.result.objective) : "");
   field(format_number(t.result.cost_seconds));
-  field(csv_text(t.client_id));
+  field(csv_free_text(t.client_id));
   field(t.created_at);
   field(t.finished_at.value_or(""));
-  field(csv_text(t.result.message));
+  field(csv_free_text(t.result.message));
   out += "\r\n";
 }
 

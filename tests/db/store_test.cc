@@ -557,11 +557,11 @@ TEST_F(StoreTest, ExportJsonAndCsv) {
   EXPECT_THROW(export_study(store_, StudyId{42}, ExportFormat::csv), NotFound);
 }
 
-TEST_F(StoreTest, CsvExportNeutralisesFormulasInTextButNotNumbers) {
+TEST_F(StoreTest, CsvExportKeepsValuesAndNeutralisesFormulasInFreeText) {
   const auto s = testing::make_study(store_, "formulas");
   store_.add_trial(s.id, testing::config_json(-3, "=HYPERLINK(\"x\")"), "-3,=HYPERLINK",
                    Measurement::failure(TrialStatus::failed, "-1+2 @SUM(A1)"), "@w1");
-  store_.add_trial(s.id, testing::config_json(4, "+row"), "4,+row",
+  store_.add_trial(s.id, testing::config_json(4, "-O3"), "4,-O3",
                    Measurement::failure(TrialStatus::failed, "\tcmd"), "w=2");
 
   std::istringstream in(export_study(store_, s.id, ExportFormat::csv));
@@ -569,11 +569,29 @@ TEST_F(StoreTest, CsvExportNeutralisesFormulasInTextButNotNumbers) {
   std::getline(in, header);
   std::getline(in, row1);
   std::getline(in, row2);
-  // Numbers keep their sign; text that a spreadsheet would run is shown as text.
-  EXPECT_THAT(row1, ::testing::StartsWith("1,-3,\"'=HYPERLINK(\"\"x\"\")\",failed,,0,'@w1,"));
+  // Configuration values are written as they are, so that what a program reads back is in
+  // the space; free text that clients write and a spreadsheet would run is shown as text.
+  EXPECT_THAT(row1, ::testing::StartsWith("1,-3,\"=HYPERLINK(\"\"x\"\")\",failed,,0,'@w1,"));
   EXPECT_THAT(row1, ::testing::EndsWith(",'-1+2 @SUM(A1)\r"));
-  EXPECT_THAT(row2, ::testing::StartsWith("2,4,'+row,failed,,0,w=2,"));
+  EXPECT_THAT(row2, ::testing::StartsWith("2,4,-O3,failed,,0,w=2,"));
   EXPECT_THAT(row2, ::testing::EndsWith(",'\tcmd\r"));
+}
+
+TEST_F(StoreTest, CsvColumnsOfParametersNamedLikeTrialColumnsArePrefixed) {
+  // Names that are not in the space follow the space's parameters.
+  const auto s = testing::make_study(store_, "collide");
+  store_.add_trial(s.id, nlohmann::json{{"status", 1}, {"message", "x"}, {"n", 2}}, "1,x,2",
+                   Measurement::success(1.0), "w");
+  std::istringstream in(export_study(store_, s.id, ExportFormat::csv));
+  std::string header;
+  std::getline(in, header);
+  EXPECT_THAT(header, ::testing::HasSubstr("param_message"));
+  EXPECT_THAT(header, ::testing::HasSubstr("param_status"));
+  EXPECT_THAT(header, ::testing::StartsWith("trial_id,"));
+  // Every column name once.
+  std::istringstream columns(header.substr(0, header.size() - 1));
+  std::set<std::string> seen;
+  for (std::string c; std::getline(columns, c, ',');) EXPECT_TRUE(seen.insert(c).second) << c;
 }
 
 TEST_F(StoreTest, ExportsArePagedWithoutChangingTheText) {
