@@ -3,10 +3,17 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "db/store.h"
 
 namespace tunebase::api {
+
+/// The unit of a study's objective values ("ms", "GFLOP/s"), empty for plain numbers: what its
+/// sweep or client recorded; imported Kernel Tuner and T4 data is in milliseconds.
+std::string objective_unit(const db::StudyRecord& study);
+/// The same as JSON: null for plain numbers.
+nlohmann::json unit_json(const db::StudyRecord& study);
 
 nlohmann::json machine_json(const db::MachineRecord& machine);
 nlohmann::json counts_json(const db::TrialCounts& counts);

@@ -332,11 +332,14 @@ void Service::add_routes() {
   {
     auto& r = route("POST", "/v1/studies/{id}/measurements", "addMeasurements",
                     "Add results measured outside the service (all or none): data the study "
-                    "learns from, not held to its budget; a configuration the study measured or "
-                    "leased already is refused (409)",
+                    "learns from. They count toward the budget like the study's own results "
+                    "(so fewer suggestions are left), and are stored even when the budget is "
+                    "spent; a configuration the study measured or leased already is refused "
+                    "(409)",
                     Access::write, batch_one(&Service::add_measurements));
     r.runs = Runs::writer;
     r.changes_measurements = true;
+    r.body_limit = kMaxMeasurementsBodyBytes;
     r.batch_handler = [this](std::vector<Request*>& all) { return add_measurements(all); };
     auto item = result_properties();
     item["config"] = kConfig;
@@ -363,6 +366,12 @@ void Service::add_routes() {
                        {"machine", kString},
                        {"config", kConfig},
                        {"objective", kNumber},
+                       {"unit",
+                        {{"type", "string"},
+                         {"nullable", true},
+                         {"description",
+                          "unit of the objective (measured); null for a plain "
+                          "number"}}},
                        {"trial_id", kInteger},
                        {"study_id", kInteger},
                        {"task_id", kInteger},
@@ -857,6 +866,7 @@ Response Service::best(Request& request) {
                                     {"machine", machine_name},
                                     {"config", trial->config},
                                     {"objective", trial->result.objective},
+                                    {"unit", unit_json(study)},
                                     {"objective_name", study.objective},
                                     {"trial_id", trial->id.value},
                                     {"study_id", study.id.value},

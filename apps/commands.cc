@@ -44,12 +44,7 @@ db::StudyRecord resolve_study(const db::Store& store, const std::string& study) 
 }
 
 std::string objective_text(const db::StudyRecord& study, double value) {
-  // Sweeps (and API clients that say) record their unit; imported Kernel Tuner / T4 data is in
-  // milliseconds; other values are plain numbers.
-  const std::string fallback = study.strategy == "import" ? "ms" : "";
-  const std::string unit =
-      study.settings.is_object() ? study.settings.value("unit", fallback) : fallback;
-  return format_objective(value, study.objective == "time" ? unit : "");
+  return format_objective(value, study.objective == "time" ? api::objective_unit(study) : "");
 }
 
 // "task 2 {"matrix":"bcsstk13"}": which input a study measured.
@@ -318,6 +313,7 @@ void add_query_commands(CLI::App& app) {
                                     {"source", "measured"},
                                     {"config", best->config},
                                     {"objective", best->result.objective},
+                                    {"unit", api::unit_json(study)},
                                     {"study", study.name},
                                     {"study_id", study.id.value},
                                     {"task_id", study.task_id.value},

@@ -1173,6 +1173,18 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
              options.machine_name.empty()
                  ? "the machine name (the file's device_name; give one to override it)"
                  : "the machine name");
+  // Every entry is checked before anything is stored or compared with what is stored, so a
+  // broken file is told what is wrong with it, not that a study of that name exists.
+  const std::size_t dimension = dataset.space.dimension();
+  for (std::size_t i = 0; i < dataset.entries.size(); ++i) {
+    const auto& entry = dataset.entries[i];
+    if (entry.config.size() != dimension) {
+      throw InvalidInput(what + ", entry " + std::to_string(i) + ": the configuration has " +
+                         std::to_string(entry.config.size()) + " values but the space has " +
+                         std::to_string(dimension) + " parameters");
+    }
+    check_result(entry.result, what + ", configuration " + dataset.space.key(entry.config));
+  }
   impl_->require_writable(what);
 
   Transaction tx(impl_->db, what);
@@ -1207,30 +1219,31 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
   study.direction = Direction::minimize;
   study.strategy = "import";
   study.budget = static_cast<std::int64_t>(dataset.entries.size());
-  study.settings = {{"format", dataset.format}, {"device_name", dataset.device_name}};
+  // Both formats hold times converted to milliseconds.
+  study.settings = {
+      {"format", dataset.format}, {"device_name", dataset.device_name}, {"unit", "ms"}};
   if (const auto existing = impl_->find_study_where("WHERE s.name = ?1", study.name)) {
-    throw Conflict(existing->strategy == "import" && options.study_name.empty()
-                       ? "study \"" + study.name +
-                             "\" already exists: this dataset was imported before; give "
-                             "another study name to import it again (tunebase import --study "
-                             "NAME, or POST /v1/import?study_name=NAME)"
-                       : "a study named \"" + study.name + "\" exists already (" +
-                             existing->kernel_name + " on " + existing->machine_name +
-                             "); choose another study name");
+    const std::string again =
+        "; give another study name to import it (tunebase import --study NAME, or POST "
+        "/v1/import?study_name=NAME)";
+    if (existing->strategy != "import" || !options.study_name.empty()) {
+      throw Conflict("a study named \"" + study.name + "\" exists already (" +
+                     existing->kernel_name + " on " + existing->machine_name +
+                     "); choose another study name");
+    }
+    throw Conflict("study \"" + study.name + "\" already exists: " +
+                   (existing->kernel_id == result.kernel
+                        ? std::string("this dataset (the same kernel, space, device and "
+                                      "problem size) was imported before")
+                        : "a file of the same kernel, device and problem size but another "
+                          "search space (tune_params) was imported before") +
+                   again);
   }
   result.study = impl_->insert_study(study, StudyStatus::completed).id;
 
   auto insert = impl_->db.prepare(kInsertFinishedTrial, what);
   const std::string now = now_text();
-  const std::size_t dimension = dataset.space.dimension();
-  for (std::size_t i = 0; i < dataset.entries.size(); ++i) {
-    const auto& entry = dataset.entries[i];
-    const std::string where = what + ", entry " + std::to_string(i);
-    if (entry.config.size() != dimension) {
-      throw InvalidInput(where + ": the configuration has " + std::to_string(entry.config.size()) +
-                         " values but the space has " + std::to_string(dimension) + " parameters");
-    }
-    check_result(entry.result, where);
+  for (const auto& entry : dataset.entries) {
     insert_finished_trial(insert, impl_->db, result.study,
                           dataset.space.config_to_json(entry.config),
                           dataset.space.key(entry.config), entry.result, options.client_id, now);

@@ -418,6 +418,7 @@ TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   const auto best = c.get("/v1/best?kernel=convolution&machine=gpu-a").json();
   EXPECT_EQ(best["source"], "measured");
   EXPECT_DOUBLE_EQ(best["objective"].get<double>(), 1.0);
+  EXPECT_EQ(best["unit"], "ms");  // Kernel Tuner's times are milliseconds
   EXPECT_EQ(best["config"], (nlohmann::json{{"block_size_x", 64}, {"block_size_y", 2}}));
 
   // A machine with nothing measured gets a prediction from the others' measurements.
@@ -547,6 +548,28 @@ TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
       c.post("/v1/predict", {{"study_id", study}, {"configs", {list[0]["config"]}}});
   ASSERT_EQ(predicted.status, 200) << predicted.body;
   EXPECT_EQ(predicted.json()["predictions"].size(), 1u);
+}
+
+TEST(ApiServer, ABatchOfMeasurementsMayHoldTensOfThousands) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  constexpr int kEntries = 50000;  // about 2 MB of JSON, over the 1 MiB of ordinary routes
+  const nlohmann::json space{
+      {"parameters", {{{"name", "n"}, {"type", "integer"}, {"low", 1}, {"high", kEntries}}}}};
+  const auto created = c.post(
+      "/v1/studies", {{"kernel", "many"}, {"space", space}, {"machine", "m"}, {"budget", 10}},
+      server.token);
+  ASSERT_EQ(created.status, 201) << created.body;
+  nlohmann::json list = nlohmann::json::array();
+  for (int n = 1; n <= kEntries; ++n) list.push_back({{"config", {{"n", n}}}, {"value", 1.0 + n}});
+  const nlohmann::json body{{"measurements", list}};
+  ASSERT_GT(body.dump().size(), kMaxBodyBytes);
+  const auto added =
+      c.post("/v1/studies/" + std::to_string(created.json()["id"].get<int>()) + "/measurements",
+             body, server.token);
+  ASSERT_EQ(added.status, 201) << added.body.substr(0, 300);
+  EXPECT_EQ(added.json()["trial_ids"].size(), static_cast<std::size_t>(kEntries));
 }
 
 TEST(ApiServer, MeasurementsAddedWhileSuggestingNeverMeasureAConfigurationTwice) {

@@ -109,8 +109,39 @@ TEST(Import, SecondImportIsAConflictUnlessRenamed) {
   Store store(path);
   const auto data = generated_dataset("Test GPU 1", 1);
   const auto first = store.import_dataset(data);
+  EXPECT_EQ(store.get_study(first.study).settings.value("unit", ""), "ms");
   const auto before = testing::snapshot(path);
-  EXPECT_THROW(store.import_dataset(data), Conflict);
+  try {
+    store.import_dataset(data);
+    ADD_FAILURE() << "a second import under the same name must be refused";
+  } catch (const Conflict& e) {
+    EXPECT_THAT(e.what(), HasSubstr("this dataset (the same kernel, space, device and problem "
+                                    "size) was imported before"));
+  }
+  // Another space under the same default name is not "this dataset".
+  auto other_space = data;
+  other_space.space = SearchSpace({ordinal("block_size_x", ints({16, 32, 64, 128, 256}))}, {});
+  for (auto& e : other_space.entries) e.config.resize(1);
+  other_space.entries.resize(5);
+  for (std::size_t i = 0; i < 5; ++i)
+    other_space.entries[i].config = {other_space.space.parameter(0).values[i]};
+  try {
+    store.import_dataset(other_space);
+    ADD_FAILURE() << "a second import under the same name must be refused";
+  } catch (const Conflict& e) {
+    EXPECT_THAT(e.what(), HasSubstr("another search space (tune_params) was imported before"));
+  }
+  // A broken file is told what is wrong with it, not that the name is taken.
+  auto broken = data;
+  broken.entries.front().result.cost_seconds = -1.0;
+  try {
+    store.import_dataset(broken);
+    ADD_FAILURE() << "a negative cost must be refused";
+  } catch (const Conflict& e) {
+    ADD_FAILURE() << e.what();
+  } catch (const InvalidInput& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cost_seconds must be a finite number >= 0"));
+  }
   EXPECT_EQ(testing::snapshot(path), before);
 
   ImportOptions renamed;
@@ -141,7 +172,7 @@ TEST(Import, FailureLeavesNothing) {
   auto data = generated_dataset("Test GPU 1", 1);
 
   {
-    // A malformed entry near the end: found after thousands of rows were inserted.
+    // A malformed entry near the end.
     auto bad = data;
     bad.entries.back().config.pop_back();
     Store store(path);
