@@ -1018,6 +1018,14 @@ MeasuredDataset parse_measurements(const std::string& bytes, const std::string& 
     dataset.notes = std::move(notes);
     return dataset;
   }
+  if (const auto format = root.find("format");
+      format != root.end() && *format == "tunebase-study") {
+    throw InvalidInput(origin +
+                       " is a tunebase study export (tunebase export, GET "
+                       "/v1/studies/{id}/export), which is not an import format; import the "
+                       "Kernel Tuner cache or T4 file it came from, or add its trials to a study "
+                       "with POST /v1/studies/{id}/measurements");
+  }
   std::string keys;
   for (const auto& [key, value] : root.items()) keys += (keys.empty() ? "" : ", ") + key;
   throw InvalidInput(origin + (kernel_tuner ? " mixes the keys of both formats: it" : "") +

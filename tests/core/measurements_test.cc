@@ -245,6 +245,11 @@ TEST(KernelTunerCache, RepeatedTimesAndCostsAreNotNegative) {
                                            "time of 0 ms or more, got -2"));
 }
 
+TEST(BrokenFiles, AStudyExportIsNamedAsSuch) {
+  EXPECT_THAT(parse_error(R"({"format": "tunebase-study", "format_version": 1, "trials": []})"),
+              HasSubstr("is a tunebase study export"));
+}
+
 TEST(T4Results, ATimeMeasurementsOwnUnitWins) {
   const auto file = [](const std::string& unit) {
     return R"({"schema_version": "1.0.0", "metadata": {"timeunit": "seconds"}, "results": [
