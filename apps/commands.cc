@@ -294,9 +294,21 @@ void add_query_commands(CLI::App& app) {
           const auto other = args->maximize ? db::Direction::minimize : db::Direction::maximize;
           const bool other_way =
               machine && store.best_trial(args->kernel, machine->id, task, other).has_value();
+          // Trials that all failed are something measured, just nothing that worked.
+          std::int64_t failed_here = 0;
+          for (const auto& s : store.list_studies()) {
+            if (machine && s.kernel_name == args->kernel && s.machine_id == machine->id &&
+                (!task || s.task_id == *task)) {
+              const auto counts = store.trial_counts(s.id);
+              failed_here += counts.failed + counts.timeout + counts.invalid;
+            }
+          }
           throw NotFound(
-              "nothing measured for kernel '" + args->kernel + "' on machine '" + machine_name +
-              "'" + (task ? " with task " + std::to_string(task->value) : std::string()) +
+              (failed_here > 0 ? "no successful measurement (" + std::to_string(failed_here) +
+                                     " failed trials; tunebase trials shows why)"
+                               : std::string("nothing measured")) +
+              " for kernel '" + args->kernel + "' on machine '" + machine_name + "'" +
+              (task ? " with task " + std::to_string(task->value) : std::string()) +
               (other_way ? " in studies that " + std::string(db::to_string(direction)) +
                                " (its studies here " + std::string(db::to_string(other)) + ": " +
                                (args->maximize ? "leave out" : "add") + " --maximize)"

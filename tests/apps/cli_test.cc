@@ -182,6 +182,17 @@ TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   r = run("best --kernel command --maximize --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("objective: 50\n"), std::string::npos) << r.out;
+
+  // Trials that all failed are not "nothing measured".
+  const auto failing = dir_.file("failing.db");
+  r = run("sweep --kernel command --space " + space +
+          " --cmd 'exit 3' --strategy exhaustive --budget 2 --no-progress --db " + failing);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("best --kernel command --db " + failing);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no successful measurement (2 failed trials; tunebase trials shows why)"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
