@@ -108,8 +108,10 @@ void print_sweep_summary(const SweepSummary& s) {
   }
   std::cout << "trials:     " << s.total << " stored (" << s.evaluated << " in this run, "
             << s.failed << " failed)" << (s.interrupted ? ", interrupted" : "");
-  if (s.leased_elsewhere)
+  if (s.leased_elsewhere) {
     std::cout << "; " << s.leased_elsewhere << " still leased to other clients";
+    if (s.left_active) std::cout << " (the study stays active until they report)";
+  }
   std::cout << "\n";
   if (!s.stopped.empty()) std::cout << "stopped:    " << s.stopped << "\n";
   if (!s.best) {
@@ -186,6 +188,7 @@ void add_sweep_command(CLI::App& app) {
   struct Args {
     EvaluatorSpec spec;
     SweepOptions sweep;
+    std::size_t budget = kDefaultSweepBudget;
     std::string db = kDefaultDb;
     bool json = false;
   };
@@ -203,9 +206,13 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--prior", args->sweep.prior_files,
                   "Kernel Tuner cache or T4 file of another machine used as a prior (repeatable)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--budget,-b", args->sweep.budget, "Number of evaluations in the study")
-      ->check(CLI::Range(std::size_t{1}, kMaxBudget))
-      ->capture_default_str();
+  auto* budget =
+      cmd->add_option("--budget,-b", args->budget,
+                      "Number of evaluations in the study (default " +
+                          std::to_string(kDefaultSweepBudget) +
+                          " for a new study; a resumed study keeps its own unless given, which "
+                          "changes it)")
+          ->check(CLI::Range(std::size_t{1}, kMaxBudget));
   cmd->add_option("--seed", args->sweep.seed, "Random seed (runs are reproducible)")
       ->capture_default_str();
   cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
@@ -214,8 +221,9 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_flag(
       "--no-progress", [args](std::int64_t) { args->sweep.progress = false; }, "No progress bar");
   cmd->add_flag("--json", args->json, "Print the summary as JSON");
-  cmd->callback([args] {
+  cmd->callback([args, budget] {
     install_interrupt_handler();
+    if (budget->count() > 0) args->sweep.budget = args->budget;
     auto evaluator = make_evaluator(args->spec);
     db::Store store(args->db);
     const auto summary = run_sweep(*evaluator, store, args->sweep);
@@ -228,6 +236,7 @@ void add_sweep_command(CLI::App& app) {
           {"failed", summary.failed},
           {"interrupted", summary.interrupted},
           {"leased_elsewhere", summary.leased_elsewhere},
+          {"left_active", summary.left_active},
           {"stopped", summary.stopped.empty() ? nlohmann::json() : nlohmann::json(summary.stopped)},
           {"unit", summary.unit},
           {"strategy", summary.strategy}};

@@ -76,23 +76,27 @@ nlohmann::json transfer_settings(const SweepOptions& options) {
   return settings;
 }
 
-db::StudyRecord find_or_create_study(db::Store& store, const SweepOptions& options,
-                                     const db::KernelRecord& kernel,
-                                     const db::MachineRecord& machine, const db::TaskRecord& task,
-                                     bool minimize, const std::string& strategy,
-                                     const std::string& unit) {
-  if (!options.study_name.empty()) {
-    if (auto existing = store.find_study(options.study_name)) {
-      if (existing->kernel_id != kernel.id || existing->machine_id != machine.id ||
-          existing->task_id != task.id) {
-        throw Conflict("study '" + options.study_name + "' tunes " + existing->kernel_name +
-                       " on " + existing->machine_name +
-                       " with another space, machine or input (a command's input includes its "
-                       "command line); choose another --study name");
-      }
-      return *existing;
-    }
+// The study named by --study when it exists, checked to tune the same kernel, machine and input.
+std::optional<db::StudyRecord> find_study(db::Store& store, const SweepOptions& options,
+                                          const db::KernelRecord& kernel,
+                                          const db::MachineRecord& machine,
+                                          const db::TaskRecord& task) {
+  if (options.study_name.empty()) return std::nullopt;
+  auto existing = store.find_study(options.study_name);
+  if (existing && (existing->kernel_id != kernel.id || existing->machine_id != machine.id ||
+                   existing->task_id != task.id)) {
+    throw Conflict("study '" + options.study_name + "' tunes " + existing->kernel_name + " on " +
+                   existing->machine_name +
+                   " with another space, machine or input (a command's input includes its "
+                   "command line); choose another --study name");
   }
+  return existing;
+}
+
+db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
+                             const db::KernelRecord& kernel, const db::MachineRecord& machine,
+                             const db::TaskRecord& task, bool minimize, const std::string& strategy,
+                             const std::string& unit) {
   db::NewStudy study;
   study.name = options.study_name;
   study.kernel = kernel.id;
@@ -100,11 +104,33 @@ db::StudyRecord find_or_create_study(db::Store& store, const SweepOptions& optio
   study.task = task.id;
   study.direction = minimize ? db::Direction::minimize : db::Direction::maximize;
   study.strategy = strategy;
-  study.budget = static_cast<std::int64_t>(options.budget);
+  study.budget = static_cast<std::int64_t>(options.budget.value_or(kDefaultSweepBudget));
   study.settings = transfer_settings(options);
   study.settings["seed"] = options.seed;
   study.settings["unit"] = unit;
   return store.create_study(study);
+}
+
+// The budget a sweep works to. The budget is the study's, shared with every process working on
+// it (a server's workers read it too): a resumed study keeps it unless --budget is given, which
+// then replaces it.
+std::size_t sweep_budget(db::Store& store, const db::StudyRecord& study,
+                         const SweepOptions& options) {
+  const std::string name = "study '" + study.name + "'";
+  if (!options.budget) {
+    if (study.budget) return static_cast<std::size_t>(*study.budget);
+    std::cerr << "note: " << name << " has no budget; this sweep stops at " << kDefaultSweepBudget
+              << " evaluations (give --budget to set one)\n";
+    return kDefaultSweepBudget;
+  }
+  const auto budget = static_cast<std::int64_t>(*options.budget);
+  if (study.budget != budget) {
+    store.set_study_budget(study.id, budget);
+    std::cerr << "note: " << name << " now has a budget of " << budget << " evaluations (was "
+              << (study.budget ? std::to_string(*study.budget) : std::string("unlimited"))
+              << "), as --budget says\n";
+  }
+  return *options.budget;
 }
 
 }  // namespace
@@ -187,9 +213,13 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
       options.strategy.empty() ? default_strategy(!priors.empty()) : options.strategy;
   (void)make_strategy(strategy);  // an unknown name fails before a study is stored
   if (!evaluator.candidates()) require_searchable(strategy, space);
-  const auto study =
-      find_or_create_study(store, options, kernel, machine, task, evaluator.minimize(), strategy,
-                           evaluator.objective_unit());
+  const auto resumed = find_study(store, options, kernel, machine, task);
+  const auto study = resumed
+                         ? *resumed
+                         : create_study(store, options, kernel, machine, task, evaluator.minimize(),
+                                        strategy, evaluator.objective_unit());
+  const std::size_t budget =
+      resumed ? sweep_budget(store, study, options) : options.budget.value_or(kDefaultSweepBudget);
 
   if (!options.strategy.empty() && options.strategy != study.strategy) {
     std::cerr << "note: study '" << study.name << "' keeps its strategy " << study.strategy
@@ -201,7 +231,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   session_options.priors = priors;
   session_options.task_features = api::task_features_of(task);
   session_options.seed = options.seed;
-  session_options.budget = options.budget;
+  session_options.budget = budget;
   session_options.minimize = evaluator.minimize();
   if (const auto* cands = evaluator.candidates()) session_options.candidates = *cands;
   Session session(space, session_options);
@@ -230,7 +260,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     if (space.key(o.config) == default_key) summary.default_result = o;
   }
 
-  ProgressBar progress(options.budget, options.progress);
+  ProgressBar progress(budget, options.progress);
   auto best_text = [&] {
     auto best = session.best();
     return best ? format_objective(best->result.objective, evaluator.objective_unit())
@@ -277,15 +307,14 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   };
 
   // A study resumed with a larger budget is active again until it is spent.
-  if (study.status == db::StudyStatus::completed &&
-      session.observations().size() < options.budget) {
+  if (study.status == db::StudyStatus::completed && session.observations().size() < budget) {
     store.set_study_status(study.id, db::StudyStatus::active);
   }
   // The default configuration first: the baseline every tuned result is compared with.
   const bool default_measurable =
       space.is_valid(default_config) && (!evaluator.candidates() || session.candidate_count());
   if (options.measure_default && !summary.default_result && default_measurable &&
-      session.observations().size() < options.budget) {
+      session.observations().size() < budget) {
     bool is_candidate = true;
     if (const auto* cands = evaluator.candidates()) {
       is_candidate = false;
@@ -296,9 +325,9 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
 
   // The budget counts what every process sharing the study stored or holds.
   const auto budget_left = [&] {
-    return static_cast<std::size_t>(store.budget_used(study.id)) < options.budget;
+    return static_cast<std::size_t>(store.budget_used(study.id)) < budget;
   };
-  while (session.observations().size() < options.budget && budget_left() && !g_interrupted) {
+  while (session.observations().size() < budget && budget_left() && !g_interrupted) {
     auto batch = session.propose(1);
     if (batch.empty()) {
       summary.stopped = session.exhausted()
@@ -310,7 +339,9 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     evaluate_and_store(batch.front());
   }
   progress.finish();
-  if (!g_interrupted) store.set_study_status(study.id, db::StudyStatus::completed);
+  // Another client's live lease keeps the study active: its result may still come, and its
+  // worker is told to stop by a completed study (the server completes it at the last result).
+  if (!g_interrupted) summary.left_active = !store.complete_unless_leased(study.id);
 
   summary.interrupted = g_interrupted;
   summary.strategy = study.strategy;

@@ -13,10 +13,15 @@
 
 namespace tunebase::cli {
 
+/// The budget of a new study swept without --budget.
+inline constexpr std::size_t kDefaultSweepBudget = 30;
+
 struct SweepOptions {
   std::string study_name;  ///< resume when it exists; empty: a new study with a generated name
   std::string strategy;    ///< empty: bo-transfer when there are priors, else bo
-  std::size_t budget = 30;
+  /// Evaluations in the study. None: a resumed study keeps its stored budget, a new one gets
+  /// kDefaultSweepBudget. Given for a resumed study, it replaces the stored budget.
+  std::optional<std::size_t> budget;
   std::uint64_t seed = 0;
   std::string machine_name;  ///< empty: this host's name
   /// Learn from what other machines and tasks measured for this kernel (priors from the store).
@@ -38,6 +43,8 @@ struct SweepSummary {
   /// Live leases of other clients (a server's workers) when the sweep ended: their results
   /// may still come.
   std::size_t leased_elsewhere = 0;
+  /// The sweep was not interrupted, but the study stays active for the leases of other clients.
+  bool left_active = false;
   bool interrupted = false;
   /// Why the sweep ended before its budget when it was not interrupted; empty otherwise.
   std::string stopped;

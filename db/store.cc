@@ -753,6 +753,38 @@ void Store::set_study_status(StudyId id, StudyStatus status) {
   }
 }
 
+void Store::set_study_budget(StudyId id, std::optional<std::int64_t> budget) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "setting the budget of study " + std::to_string(id.value);
+  if (budget && (*budget < 0 || *budget > kMaxStudyBudget)) {
+    throw InvalidInput(what + ": a budget must be 0 to " + std::to_string(kMaxStudyBudget) +
+                       " evaluations, got " + std::to_string(*budget));
+  }
+  impl_->require_writable(what);
+  auto st = impl_->db.prepare("UPDATE studies SET budget = ?1 WHERE id = ?2", what);
+  st.bind(1, budget).bind(2, id.value).run();
+  if (impl_->db.changes() == 0) {
+    throw NotFound("study " + std::to_string(id.value) + " does not exist");
+  }
+}
+
+bool Store::complete_unless_leased(StudyId id) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "completing study " + std::to_string(id.value);
+  impl_->require_writable(what);
+  Transaction tx(impl_->db, what);
+  impl_->require_study(id);
+  // One statement: a lease taken by another process cannot slip in between check and update.
+  auto st = impl_->db.prepare(
+      "UPDATE studies SET status = 'completed' WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM "
+      "trials WHERE study_id = ?1 AND status = 'pending')",
+      what);
+  st.bind(1, id.value).run();
+  const bool completed = impl_->db.changes() > 0;
+  tx.commit();
+  return completed;
+}
+
 bool Store::complete_if_spent(StudyId id, std::optional<std::int64_t> candidates) {
   std::lock_guard lock(impl_->mutex);
   const std::string what = "completing study " + std::to_string(id.value);

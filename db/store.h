@@ -323,6 +323,13 @@ class Store {
   /// Every study, or those of one kernel name; in id order.
   std::vector<StudyRecord> list_studies(std::string_view kernel_name = {}) const;
   void set_study_status(StudyId id, StudyStatus status);
+  /// Sets the number of evaluations the study allows (none: unlimited). InvalidInput when
+  /// negative or above kMaxStudyBudget; NotFound for an unknown study.
+  void set_study_budget(StudyId id, std::optional<std::int64_t> budget);
+  /// Marks the study completed unless a client holds a live lease in it (its result may still
+  /// come, and a completed study gives no more suggestions); true when it did. Leases past
+  /// their end count as live until expire_leases has run.
+  bool complete_unless_leased(StudyId id);
   /// Marks an active study completed when its results have reached its budget, or the number
   /// of its `candidates` when given (every configuration measured), and no lease is live; true
   /// when it did.

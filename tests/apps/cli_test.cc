@@ -143,6 +143,51 @@ TEST_F(Cli, AResumedSweepMeasuresExpiredLeasesAndLeavesLiveOnesAlone) {
   EXPECT_EQ(pending_clients, std::vector<std::string>{"worker"});
 }
 
+TEST_F(Cli, AResumedSweepKeepsTheStudysBudgetAndLeavesItActiveForOtherClientsLeases) {
+  const auto sweep = [&](const std::string& budget) {
+    return run(
+        "sweep --kernel spmv --problem laplacian2d --size 24 --strategy random --repeats 1 " +
+        budget + " --study b5 --no-progress --db " + db());
+  };
+  auto r = sweep("--budget 5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Without --budget the study's own budget holds (not the default of a new study)...
+  r = sweep("");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("5 stored (0 in this run"), std::string::npos) << r.out;
+  EXPECT_EQ(trials("b5").size(), 5u);
+  // ...and a --budget given replaces it, saying so.
+  r = sweep("--budget 7");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("now has a budget of 7 evaluations (was 5)"), std::string::npos) << r.err;
+  EXPECT_EQ(trials("b5").size(), 7u);
+  {
+    db::Store store(db());
+    const auto study = *store.find_study("b5");
+    EXPECT_EQ(study.budget, 7);
+    EXPECT_EQ(study.status, db::StudyStatus::completed);
+    // A server's worker holds a configuration of the study.
+    const auto space = SearchSpace::from_json(store.get_kernel(study.kernel_id).space);
+    std::set<std::string> measured;
+    for (const auto& t : store.trials(study.id)) measured.insert(t.config_key);
+    for (const auto& c : space.valid_configurations()) {
+      if (measured.count(space.key(c))) continue;
+      store.add_pending_trial(study.id, space.config_to_json(c), space.key(c), "worker", 3600);
+      break;
+    }
+  }
+  // The budget is spent with the worker's lease counted, but its result may still come: the
+  // study stays active, so that the worker is not told to stop.
+  r = sweep("--budget 9");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("8 stored (1 in this run"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 still leased to other clients (the study stays active"),
+            std::string::npos)
+      << r.out;
+  db::Store store(db());
+  EXPECT_EQ(store.find_study("b5")->status, db::StudyStatus::active);
+}
+
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   const auto space = dir_.file("space.json");
   std::ofstream(space)

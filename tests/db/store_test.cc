@@ -141,6 +141,26 @@ TEST_F(StoreTest, StudyRoundTripAndChecks) {
   EXPECT_TRUE(store_.list_studies("nothing").empty());
 }
 
+TEST_F(StoreTest, ABudgetCanBeChangedAndALiveLeaseKeepsAStudyActive) {
+  const auto s = testing::make_study(store_, "s");
+  store_.set_study_budget(s.id, 12);
+  EXPECT_EQ(store_.get_study(s.id).budget, 12);
+  store_.set_study_budget(s.id, std::nullopt);
+  EXPECT_FALSE(store_.get_study(s.id).budget.has_value());
+  EXPECT_THAT([&] { store_.set_study_budget(s.id, -1); },
+              ThrowsMessage<InvalidInput>(HasSubstr("a budget must be 0 to")));
+  EXPECT_THROW(store_.set_study_budget(StudyId{999}, 3), NotFound);
+
+  const auto lease =
+      store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "worker", 3600.0);
+  EXPECT_FALSE(store_.complete_unless_leased(s.id));
+  EXPECT_EQ(store_.get_study(s.id).status, StudyStatus::active);
+  store_.complete_trial(lease, Measurement::success(1.0));
+  EXPECT_TRUE(store_.complete_unless_leased(s.id));
+  EXPECT_EQ(store_.get_study(s.id).status, StudyStatus::completed);
+  EXPECT_THROW(store_.complete_unless_leased(StudyId{999}), NotFound);
+}
+
 TEST_F(StoreTest, TrialRoundTripKeepsEveryField) {
   const auto s = testing::make_study(store_, "s");
   auto ok = Measurement::success(1.25, {1.5, 1.25, 1.0}, 0.75);
