@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <map>
 
 #include "api/priors.h"
 #include "apps/cli.h"
@@ -236,18 +237,44 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   if (const auto* cands = evaluator.candidates()) session_options.candidates = *cands;
   Session session(space, session_options);
 
-  // Resume: every result stored in the study. Expired leases (no result) are left out, so
-  // their configurations may be measured; live leases of a server's workers are not proposed.
+  // Resume: every result stored in the study. Leases past their end are expired first, as a
+  // server does before it proposes, so that a configuration whose client vanished (a killed
+  // sweep's too) is measured. Live leases of other clients are not proposed while they live.
+  store.expire_leases(std::chrono::system_clock::now());
   std::vector<Observation> finished;
   std::vector<Configuration> leased;
+  std::map<std::int64_t, Configuration> held;  // trial id -> configuration, of those leases
   for (const auto& t : store.trials(study.id)) {
     if (t.finished_at) {
       finished.push_back({space.config_from_json(t.config), t.result});
     } else if (t.result.status == TrialStatus::pending) {
       leased.push_back(space.config_from_json(t.config));
+      held.emplace(t.id.value, leased.back());
     }
   }
   session.restore(finished, leased);
+  // A lease held by another client that ended meanwhile (expired, here or by a server) gives
+  // its configuration back, or its result when the client reported one.
+  const auto take_back_ended_leases = [&] {
+    store.expire_leases(std::chrono::system_clock::now());
+    for (auto it = held.begin(); it != held.end();) {
+      const auto t = store.get_trial(db::TrialId{it->first});
+      if (t.result.status == TrialStatus::pending) {
+        ++it;
+        continue;
+      }
+      if (t.finished_at) {
+        try {
+          session.observe(it->second, t.result);
+        } catch (const Conflict&) {
+          // Observed already.
+        }
+      } else {
+        session.release(it->second);
+      }
+      it = held.erase(it);
+    }
+  };
 
   SweepSummary summary;
   summary.study = study.id;
@@ -325,6 +352,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
 
   // The budget counts what every process sharing the study stored or holds.
   const auto budget_left = [&] {
+    take_back_ended_leases();
     return static_cast<std::size_t>(store.budget_used(study.id)) < budget;
   };
   while (session.observations().size() < budget && budget_left() && !g_interrupted) {
@@ -341,6 +369,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   progress.finish();
   // Another client's live lease keeps the study active: its result may still come, and its
   // worker is told to stop by a completed study (the server completes it at the last result).
+  take_back_ended_leases();
   if (!g_interrupted) summary.left_active = !store.complete_unless_leased(study.id);
 
   summary.interrupted = g_interrupted;

@@ -188,6 +188,53 @@ TEST_F(Cli, AResumedSweepKeepsTheStudysBudgetAndLeavesItActiveForOtherClientsLea
   EXPECT_EQ(store.find_study("b5")->status, db::StudyStatus::active);
 }
 
+TEST_F(Cli, AResumedSweepTakesBackLeasesThatEnded) {
+  const auto space_file = dir_.file("space.json");
+  std::ofstream(space_file)
+      << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 3}]})";
+  const auto sweep = [&](int budget) {
+    return run("sweep --kernel command --space " + space_file +
+               " --cmd 'sleep 0.4; echo {x}' --strategy exhaustive --budget " +
+               std::to_string(budget) + " --study leases --no-progress --db " + db());
+  };
+  auto r = sweep(1);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> leased_keys;
+  {
+    db::Store store(db());
+    const auto study = *store.find_study("leases");
+    const auto space = SearchSpace::from_json(store.get_kernel(study.kernel_id).space);
+    std::set<std::string> measured;
+    for (const auto& t : store.trials(study.id)) measured.insert(t.config_key);
+    std::vector<Configuration> fresh;
+    for (const auto& c : space.valid_configurations()) {
+      if (!measured.count(space.key(c))) fresh.push_back(c);
+    }
+    ASSERT_EQ(fresh.size(), 3u);
+    // A sweep killed (kill -9) mid-evaluation left its lease, which has ended but was never
+    // expired; a worker holds another one that ends while the resumed sweep runs.
+    store.add_pending_trial(study.id, space.config_to_json(fresh[0]), space.key(fresh[0]), "cli",
+                            0.001);
+    store.add_pending_trial(study.id, space.config_to_json(fresh[1]), space.key(fresh[1]), "worker",
+                            0.5);
+    leased_keys = {space.key(fresh[0]), space.key(fresh[1])};
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  r = sweep(4);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("4 stored (3 in this run"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("still leased"), std::string::npos) << r.out;
+  db::Store store(db());
+  const auto study = *store.find_study("leases");
+  EXPECT_EQ(study.status, db::StudyStatus::completed);
+  std::set<std::string> measured;
+  for (const auto& t : store.trials(study.id)) {
+    if (t.finished_at && t.result.ok()) measured.insert(t.config_key);
+  }
+  EXPECT_EQ(measured.size(), 4u);
+  for (const auto& key : leased_keys) EXPECT_TRUE(measured.count(key)) << key << " never measured";
+}
+
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   const auto space = dir_.file("space.json");
   std::ofstream(space)
