@@ -27,6 +27,10 @@ constexpr auto kLeaseSlack = std::chrono::milliseconds(10);
 // datasets) use a random subset, seeded by the study id.
 constexpr std::size_t kMaxModelObservations = 1000;
 
+// How often one suggestion request proposes again when the Store refuses leases (another
+// process took the configurations first): a few, since each round reads the Store anew.
+constexpr int kMaxLeaseAttempts = 3;
+
 // What a session's strategy did last, for clients: strategy, phase, priors and their weights.
 nlohmann::json model_summary(const Session& session) {
   const auto d = session.diagnostics();
@@ -264,77 +268,103 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
   take_in_events(*entry);
   auto& session = *entry->session;
 
-  const std::size_t observed = session.observations().size();
-  const std::size_t pending = session.pending_count();
+  // How many more configurations the budget allows: what is not measured or leased.
+  const auto room = [&]() -> std::optional<std::size_t> {
+    const auto budget = entry->record.budget;
+    if (!budget) return std::nullopt;
+    const auto limit = static_cast<std::size_t>(*budget);
+    const std::size_t taken = session.observations().size() + session.pending_count();
+    return taken >= limit ? 0 : limit - taken;
+  };
   std::size_t allowed = n;
   if (const auto budget = entry->record.budget) {
     const auto limit = static_cast<std::size_t>(*budget);
-    if (observed >= limit) {
+    if (session.observations().size() >= limit) {
       out.done = true;
       out.reason = "the budget of " + std::to_string(limit) + " evaluations is spent";
-      if (pending == 0 && store_.complete_if_spent(study)) {
+      if (session.pending_count() == 0 && store_.complete_if_spent(study)) {
         entry->record.status = db::StudyStatus::completed;
       }
       return out;
     }
-    const std::size_t left = observed + pending >= limit ? 0 : limit - observed - pending;
-    if (left < n) {
+    if (const auto left = *room(); left < n) {
       allowed = left;
       out.reason = "the rest of the budget (" + std::to_string(left) +
                    " evaluations) is what is not leased to other clients";
     }
   }
-  if (allowed == 0) return out;
-
-  const auto start = std::chrono::steady_clock::now();
-  auto configs = session.propose(allowed);
-  out.propose_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  save_fitted_models(store_);
-  out.model = model_summary(session);
-  if (configs.size() < allowed) {
-    if (session.exhausted()) {
-      out.done = configs.empty() && session.pending_count() == 0;
-      out.reason = "every candidate configuration is measured or leased";
-      if (out.done) {
-        // Nothing is left to measure: the study is over, as one whose budget is spent.
-        store_.set_study_status(study, db::StudyStatus::completed);
-        entry->record.status = db::StudyStatus::completed;
-        out.reason = "every candidate configuration is measured";
-      }
-    } else if (configs.empty()) {
-      out.reason = "the strategy found no new configuration";
-    }
-  }
 
   const auto& space = *entry->space;
-  std::vector<db::Store::LeaseRequest> requests;
-  for (const auto& config : configs)
-    requests.push_back({space.config_to_json(config), space.key(config)});
-  std::vector<db::Store::LeaseOutcome> leased;
-  try {
-    leased = store_.add_pending_trials(study, requests, client_id, lease_seconds);
-  } catch (...) {
-    // Nothing was leased: the session may propose them again.
-    for (const auto& config : configs) session.release(config);
-    throw;
+  std::size_t refused = 0;
+  for (int attempt = 1; allowed > 0; ++attempt) {
+    const auto start = std::chrono::steady_clock::now();
+    auto configs = session.propose(allowed);
+    out.propose_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    save_fitted_models(store_);
+    out.model = model_summary(session);
+    if (configs.size() < allowed) {
+      if (session.exhausted()) {
+        out.done = configs.empty() && session.pending_count() == 0;
+        out.reason = "every candidate configuration is measured or leased";
+        if (out.done) {
+          // Nothing is left to measure: the study is over, as one whose budget is spent.
+          store_.set_study_status(study, db::StudyStatus::completed);
+          entry->record.status = db::StudyStatus::completed;
+          out.reason = "every candidate configuration is measured";
+        }
+      } else if (configs.empty()) {
+        out.reason = "the strategy found no new configuration";
+      }
+    }
+
+    std::vector<db::Store::LeaseRequest> requests;
+    for (const auto& config : configs)
+      requests.push_back({space.config_to_json(config), space.key(config)});
+    std::vector<db::Store::LeaseOutcome> leased;
+    try {
+      leased = store_.add_pending_trials(study, requests, client_id, lease_seconds);
+    } catch (...) {
+      // Nothing was leased: the session may propose them again.
+      for (const auto& config : configs) session.release(config);
+      throw;
+    }
+    const auto expires = Clock::now() + seconds_to_duration(lease_seconds);
+    std::size_t refused_now = 0;
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      if (!leased[i].trial) {
+        // Taken meanwhile (a measurement added at the same moment, or another process sharing
+        // the database): the session keeps it as taken and learns its fate from the Store.
+        ++refused_now;
+        continue;
+      }
+      const auto id = *leased[i].trial;
+      {
+        std::lock_guard lock(entry->state_mutex);
+        entry->pending[id.value] = {requests[i].config_key, configs[i], client_id,
+                                    expires + kLeaseSlack};
+      }
+      out.leases.push_back({id, std::move(requests[i].config), db::format_timestamp(expires)});
+    }
+    refused += refused_now;
+    if (refused_now == 0 || attempt == kMaxLeaseAttempts) break;
+    // Another process leased or measured what this session did not know of yet (its writes
+    // came after the session last read the Store): read it now and propose in their place,
+    // so that a client is not sent away empty-handed while configurations are free.
+    entry->synced_version.reset();
+    sync_with_store(*entry);
+    if (entry->record.status != db::StudyStatus::active) break;
+    take_in_events(*entry);
+    allowed = std::min(refused_now, room().value_or(refused_now));
   }
-  const auto leased_at = Clock::now();
-  const auto expires = leased_at + seconds_to_duration(lease_seconds);
-  for (std::size_t i = 0; i < configs.size(); ++i) {
-    if (!leased[i].trial) {
-      // Taken meanwhile (a measurement added at the same moment, or another process sharing
-      // the database): the session keeps it as taken and learns its fate from the Store.
-      entry->synced_version.reset();
-      continue;
+  if (refused > 0) {
+    entry->synced_version.reset();  // the next request reads what the Store refused for
+    if (out.leases.size() < n && !out.done) {
+      out.reason = std::to_string(refused) +
+                   " configuration(s) proposed were leased or measured meanwhile by another "
+                   "process sharing the database" +
+                   (out.reason.empty() ? std::string() : "; " + out.reason) + "; ask again";
     }
-    const auto id = *leased[i].trial;
-    {
-      std::lock_guard lock(entry->state_mutex);
-      entry->pending[id.value] = {requests[i].config_key, configs[i], client_id,
-                                  expires + kLeaseSlack};
-    }
-    out.leases.push_back({id, std::move(requests[i].config), db::format_timestamp(expires)});
   }
   return out;
 }

@@ -23,6 +23,11 @@ namespace {
 constexpr int kMaxAttempts = 5;
 constexpr auto kRetryDelay = std::chrono::seconds(1);
 constexpr auto kPollStep = std::chrono::milliseconds(100);
+// An answer with no suggestion that is not done and says when to ask again (the rest of the
+// budget is leased to other workers, or another server on the same database took what was
+// proposed) is asked again at least this often, even with --patience 0: such a race is over
+// by the next request.
+constexpr int kMinRetriesWhenNotDone = 3;
 
 std::string default_client_id() {
   char host[256] = {};
@@ -125,6 +130,7 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
 
   WorkerSummary summary;
   auto waited_since = std::chrono::steady_clock::time_point{};
+  int empty_answers = 0;  // in a row
   while (!g_interrupted) {
     if (options.max_trials && summary.evaluated >= options.max_trials) {
       summary.stop_reason = "evaluated --max-trials " + std::to_string(options.max_trials);
@@ -149,7 +155,9 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
       const auto now = std::chrono::steady_clock::now();
       if (waited_since == std::chrono::steady_clock::time_point{}) waited_since = now;
       const double waited = std::chrono::duration<double>(now - waited_since).count();
-      if (answer.value("done", false) || waited >= options.patience_seconds) {
+      const bool retry_soon =
+          answer.contains("retry_after_seconds") && ++empty_answers <= kMinRetriesWhenNotDone;
+      if (answer.value("done", false) || (waited >= options.patience_seconds && !retry_soon)) {
         summary.stop_reason = reason;
         break;
       }
@@ -157,6 +165,7 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
       continue;
     }
     waited_since = {};
+    empty_answers = 0;
     const auto& suggestion = suggestions.front();
     const auto trial_id = suggestion["trial_id"].get<std::int64_t>();
     const auto config = space.config_from_json(suggestion["config"]);
@@ -225,7 +234,9 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("--max-trials", args->worker.max_trials, "Stop after this many trials")
       ->check(CLI::Range(std::size_t{1}, kMaxBudget));
   cmd->add_option("--patience", args->worker.patience_seconds,
-                  "Seconds to wait for leases of other workers to come back before stopping")
+                  "Seconds to wait for leases of other workers to come back before stopping "
+                  "(an answer that is not final is asked again " +
+                      std::to_string(kMinRetriesWhenNotDone) + " times in any case)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
   cmd->add_option("--create-study", args->create_study,

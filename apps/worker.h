@@ -21,7 +21,8 @@ struct WorkerOptions {
   /// Stop after this many trials (0: until the study has no more suggestions).
   std::size_t max_trials = 0;
   /// Seconds to keep asking while the remaining budget is leased to other workers (their
-  /// leases may expire and come back); 0: stop at the first empty answer.
+  /// leases may expire and come back); 0: stop after a few empty answers (the server may
+  /// have lost a race with another server sharing the database).
   double patience_seconds = 0.0;
   bool quiet = false;
 };

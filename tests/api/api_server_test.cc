@@ -661,6 +661,28 @@ TEST(ApiServer, WhatAnotherProcessWritesToTheDatabaseIsSeen) {
   EXPECT_THAT(done["reason"].get<std::string>(), HasSubstr("completed"));
 }
 
+TEST(ApiServer, ConfigurationsAnotherServerLeasedFirstAreReplacedNotDropped) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "exhaustive", 10);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto ask = [&] {
+    return c.post(base + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token).json();
+  };
+  const auto first = ask();
+  ASSERT_EQ(first["suggestions"].size(), 1u) << first.dump();
+  // A second server on the same database leases what exhaustive search proposes next. It shares
+  // this server's connection, so this server does not notice the write (as when the lease lands
+  // between its last look at the Store and its own lease): the Store refuses that lease.
+  StudyManager other(server.store());
+  const auto taken = other.suggest(db::StudyId{study}, 1, "other-server-worker", 3600);
+  ASSERT_EQ(taken.leases.size(), 1u);
+  const auto reply = ask();
+  ASSERT_EQ(reply["suggestions"].size(), 1u) << reply.dump();
+  EXPECT_NE(reply["suggestions"][0]["config"], taken.leases[0].config);
+  EXPECT_NE(reply["suggestions"][0]["config"], first["suggestions"][0]["config"]);
+}
+
 TEST(ApiServer, AStudyShowsItsOwnBestAndAMachineKeepsItsFingerprint) {
   TestServer server;
   auto c = server.client();

@@ -200,6 +200,27 @@ TEST(Worker, TakesUpItsOwnLeaseWhoseReplyWasLost) {
   EXPECT_EQ(counts.total, 3);
 }
 
+TEST(Worker, AnAnswerThatIsNotFinalIsAskedAgainEvenWithoutPatience) {
+  testing::TestServer server;
+  ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");
+  auto c = server.client();
+  const auto study = create_study(c, server.token, evaluator, 2);
+  // Another client holds the rest of the budget for a moment: the answer after the worker's
+  // first trial is empty but not done.
+  const auto other =
+      c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
+             {{"n", 1}, {"client_id", "other"}, {"lease_seconds", 0.5}}, server.token);
+  ASSERT_EQ(other.status, 200) << other.body;
+  cli::WorkerOptions options;
+  options.study = study;
+  options.token = server.token;
+  options.client_id = "w1";
+  options.quiet = true;
+  ASSERT_EQ(options.patience_seconds, 0.0);
+  const auto summary = cli::run_worker(evaluator, c, options);
+  EXPECT_EQ(summary.evaluated, 2u) << summary.stop_reason;
+}
+
 TEST(Worker, RefusesAnEvaluatorForAnotherSpace) {
   testing::TestServer server;
   ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");
