@@ -126,6 +126,18 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
                        evaluator.kernel_name() + "\" (space " + space.fingerprint() +
                        "); start the worker with the evaluator options the study was created with");
   }
+  // The input is part of what a study measures (a command's includes its command line): results
+  // of another input would be stored as this one's. A study created with no input description
+  // says nothing to compare with.
+  nlohmann::json task = evaluator.task();
+  if (task.is_object()) task.erase("features");
+  const auto study_task = study.value("task", nlohmann::json::object());
+  if (!study_task.empty() && study_task != task) {
+    throw InvalidInput("study " + std::to_string(options.study) + " measures the input " +
+                       study_task.dump() + ", but this worker's evaluator measures " + task.dump() +
+                       "; start the worker with the evaluator options (--cmd, --size, --matrix, "
+                       "...) the study was created with, or create a study for this input");
+  }
   const std::string client_id = options.client_id.empty() ? default_client_id() : options.client_id;
 
   WorkerSummary summary;

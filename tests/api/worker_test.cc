@@ -244,5 +244,42 @@ TEST(Worker, RefusesAnEvaluatorForAnotherSpace) {
   EXPECT_THROW(cli::run_worker(evaluator, client, options), Unauthorized);
 }
 
+TEST(Worker, RefusesAnEvaluatorForAnotherInput) {
+  testing::TestServer server;
+  auto client = server.client();
+  auto measured_at = [](int size) {
+    auto d = measured_dataset("conv");
+    d.problem_size = {size, size};
+    return d;
+  };
+  ReplayEvaluator evaluator(measured_at(4096), "generated.json");
+  ASSERT_EQ(client.post("/v1/machines", {{"name", "replay-host"}}, server.token).status, 201);
+  const auto created = client.post("/v1/studies",
+                                   {{"kernel", "conv"},
+                                    {"space", evaluator.space().to_json()},
+                                    {"machine", "replay-host"},
+                                    {"task", evaluator.task()},
+                                    {"budget", 5}},
+                                   server.token);
+  ASSERT_EQ(created.status, 201) << created.body;
+  cli::WorkerOptions options;
+  options.study = created.json()["id"].get<std::int64_t>();
+  options.token = server.token;
+  options.quiet = true;
+  ReplayEvaluator other(measured_at(8192), "generated.json");
+  try {
+    cli::run_worker(other, client, options);
+    FAIL() << "the worker accepted an evaluator of another input";
+  } catch (const InvalidInput& e) {
+    EXPECT_THAT(e.what(), HasSubstr("measures the input {\"problem_size\":[4096,4096]}"));
+    EXPECT_THAT(e.what(), HasSubstr("this worker's evaluator measures "
+                                    "{\"problem_size\":[8192,8192]}"));
+  }
+  EXPECT_TRUE(server.store().trials(db::StudyId{options.study}).empty());
+  // The study's own input is accepted.
+  options.max_trials = 1;
+  EXPECT_EQ(cli::run_worker(evaluator, client, options).evaluated, 1u);
+}
+
 }  // namespace
 }  // namespace tunebase::api
