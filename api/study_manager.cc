@@ -398,6 +398,10 @@ std::vector<StudyManager::ReportOutcome> StudyManager::report_all(
         continue;
       }
     }
+    // A late result withdrew the newer lease of its configuration, if any (Store::
+    // complete_trials): it no longer holds the configuration.
+    std::erase_if(entry->pending,
+                  [&](const auto& lease) { return lease.second.key == stored.config_key; });
     entry->finished[stored.config_key] = r.trial.value;
     entry->inbox.push_back({std::move(config), r.result});
   }

@@ -75,8 +75,8 @@ class StudyManager {
   };
   /// Stores results of leased trials and queues them for their studies' sessions. A result is
   /// accepted once, also late (after the lease expired) while no other trial of its
-  /// configuration has a result or a live lease and the budget has room (Store::
-  /// complete_trials). Each report succeeds or fails alone:
+  /// configuration has a result and the budget has room, withdrawing a newer lease of the
+  /// configuration (Store::complete_trials). Each report succeeds or fails alone:
   /// Forbidden when its client_id is not the client the trial was leased to, Conflict when the
   /// trial already has a result, NotFound for an unknown trial.
   std::vector<ReportOutcome> report_all(const std::vector<Report>& reports);

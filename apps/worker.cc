@@ -143,6 +143,7 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
   WorkerSummary summary;
   auto waited_since = std::chrono::steady_clock::time_point{};
   int empty_answers = 0;  // in a row
+  bool warned_about_lease = false;
   while (!g_interrupted) {
     if (options.max_trials && summary.evaluated >= options.max_trials) {
       summary.stop_reason = "evaluated --max-trials " + std::to_string(options.max_trials);
@@ -182,10 +183,22 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
     const auto trial_id = suggestion["trial_id"].get<std::int64_t>();
     const auto config = space.config_from_json(suggestion["config"]);
     Measurement m;
+    const auto evaluation_start = std::chrono::steady_clock::now();
     try {
       m = evaluator.evaluate(config);
     } catch (const BackendError& e) {
       m = Measurement::failure(TrialStatus::failed, e.what());
+    }
+    const double evaluation_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - evaluation_start).count();
+    if (evaluation_seconds > options.lease_seconds && !warned_about_lease) {
+      // Its configuration may have gone to another worker meanwhile: one of the two measured
+      // it for nothing. Said once, not for every trial.
+      warned_about_lease = true;
+      std::cerr << "warning: evaluating trial " << trial_id << " took " << evaluation_seconds
+                << " s, longer than its lease of " << options.lease_seconds
+                << " s; its configuration may be given to another worker meanwhile: give a "
+                   "--lease longer than an evaluation\n";
     }
     const std::string trial_path = "/v1/trials/" + std::to_string(trial_id);
     const auto told =

@@ -929,22 +929,33 @@ std::vector<Store::CompletionOutcome> Store::complete_trials(const std::vector<C
                        *current.finished_at + "); a result is accepted once");
       }
       if (current.result.status != TrialStatus::pending) {
-        // A late result (the lease expired): kept unless the configuration went to another
-        // trial meanwhile, which would measure it twice and overrun the budget.
-        impl_->require_untaken(
-            current.study_id, current.config_key,
-            item + " after its lease expired at " + current.lease_expires_at.value_or("?"),
-            current.id);
-        // The expired lease gave its place in the budget back; the late result needs one.
+        // A late result (the lease ended). A configuration is measured once: the result is
+        // refused when another trial of it has one. When it was leased again and that lease
+        // is unreported, the late result is stored and the newer lease withdrawn: a
+        // measurement in hand beats one that may come, and refusing it let clients whose
+        // evaluations outlast their leases pass one configuration back and forth for ever.
+        const std::string late = item + " (" + current.result.message + ")";
+        auto withdraw = impl_->db.prepare(
+            "UPDATE trials SET status = 'timeout', lease_expires_at = ?1, message = 'lease "
+            "withdrawn at ' || ?1 || ': the late result of trial ' || ?2 || ' measured its "
+            "configuration meanwhile' WHERE study_id = ?3 AND config_key = ?4 AND status = "
+            "'pending' AND id <> ?2",
+            late);
+        withdraw.bind(1, now)
+            .bind(2, current.id.value)
+            .bind(3, current.study_id.value)
+            .bind(4, current.config_key)
+            .run();
+        impl_->require_untaken(current.study_id, current.config_key, late, current.id);
+        // The ended lease gave its place in the budget back; the late result needs one.
         const auto budget = impl_->get_study(current.study_id).budget;
         const auto used = impl_->budget_used(current.study_id);
         if (budget && used >= *budget) {
-          throw Conflict(item + " after its lease expired at " +
-                         current.lease_expires_at.value_or("?") + ": the budget of study " +
-                         std::to_string(current.study_id.value) + " (" + std::to_string(*budget) +
-                         " evaluations) is taken by " + std::to_string(used) +
-                         " results and live leases; a late result is "
-                         "stored only while the budget has room");
+          throw Conflict(late + ": the budget of study " + std::to_string(current.study_id.value) +
+                         " (" + std::to_string(*budget) + " evaluations) is taken by " +
+                         std::to_string(used) +
+                         " results and live leases; a late result is stored only while the "
+                         "budget has room");
         }
       }
       const auto& r = c.result;

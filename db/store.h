@@ -362,10 +362,12 @@ class Store {
                                                const std::vector<LeaseRequest>& batch,
                                                std::string_view client_id, double lease_seconds);
   /// Stores the result of a pending trial, or the late result of one whose lease expired
-  /// (accepted once, and only while no other trial of its configuration has a result or a
-  /// live lease and the budget has room: results plus live leases below it). Conflict when a
-  /// result was already stored, the configuration was taken again or the budget is full;
-  /// NotFound for an unknown id; InvalidInput for a pending result.
+  /// (accepted once, and only while no other trial of its configuration has a result and the
+  /// budget has room: results plus live leases below it). A live lease of the configuration
+  /// given meanwhile is withdrawn (status timeout, with a message saying why): its result is
+  /// then refused. Conflict when a result was already stored, the configuration has one from
+  /// another trial (a withdrawn lease's) or the budget is full; NotFound for an unknown id;
+  /// InvalidInput for a pending result.
   TrialRecord complete_trial(TrialId trial, const Measurement& result);
 
   /// One result of a batch: for `trial`, reported by `client_id` (checked against the client

@@ -180,15 +180,15 @@ TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedWhileUntaken)
   EXPECT_EQ(again["config"], first["config"]);
   EXPECT_NE(again["trial_id"], first["trial_id"]);
 
-  // The vanished worker comes back, but its configuration is another client's now: the late
-  // result is refused (it would measure the configuration twice), saying whose it is.
+  // The vanished worker comes back after the configuration's new client reported it: the late
+  // result is refused (it would measure the configuration twice), saying so.
+  tell(c, server.token, again["trial_id"], "steady", 2.1);
   const auto late =
       c.post(result_path(first), {{"client_id", "vanishing"}, {"value", 2.0}}, server.token);
   EXPECT_EQ(late.status, 409);
   EXPECT_EQ(late.json()["error"]["code"], "conflict");
   EXPECT_THAT(late.json()["error"]["message"].get<std::string>(),
-              HasSubstr("is leased to client \"steady\""));
-  tell(c, server.token, again["trial_id"], "steady", 2.1);
+              HasSubstr("already has a result (trial " + again["trial_id"].dump()));
 
   // A late result for a configuration nobody took since is accepted, once.
   const auto second = lease("vanishing", 0.1);
@@ -205,6 +205,40 @@ TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedWhileUntaken)
   EXPECT_NE(next["config"], second["config"]);
   const auto metrics = c.get("/metrics").body;
   EXPECT_THAT(metrics, HasSubstr("tunebase_leases_expired_total 2"));
+}
+
+// Two clients whose evaluations outlast their leases pass a configuration back and forth: each
+// late result must be stored, or the study never gets a result for it.
+TEST(ApiServer, ALateResultWithdrawsTheNewerLeaseOfItsConfiguration) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "exhaustive", 3);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto lease = [&](const std::string& client, double seconds) {
+    return c
+        .post(base + "/suggestions", {{"n", 1}, {"client_id", client}, {"lease_seconds", seconds}},
+              server.token)
+        .json()["suggestions"][0];
+  };
+  const auto first = lease("slow-a", 0.1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const auto again = lease("slow-b", 0.1);
+  ASSERT_EQ(again["config"], first["config"]);
+  // slow-a reports while slow-b's lease is live: stored, and slow-b's lease withdrawn.
+  const auto stored = tell(c, server.token, first["trial_id"], "slow-a", 2.0);
+  EXPECT_EQ(stored["status"], "ok");
+  const auto refused = c.post("/v1/trials/" + again["trial_id"].dump() + "/result",
+                              {{"client_id", "slow-b"}, {"value", 2.5}}, server.token);
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_THAT(refused.json()["error"]["message"].get<std::string>(),
+              HasSubstr("measured its configuration meanwhile"));
+  // The study goes on with other configurations; the measured one is not proposed again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto next = lease("slow-b", 3600);
+  EXPECT_NE(next["config"], first["config"]);
+  const auto counts = server.store().trial_counts(db::StudyId{study});
+  EXPECT_EQ(counts.ok, 1);
+  EXPECT_EQ(counts.pending, 1);
 }
 
 TEST(ApiServer, LateResultsNeverOverrunTheBudget) {

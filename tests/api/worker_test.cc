@@ -116,7 +116,7 @@ TEST(Worker, TwoWorkersShareAStudyWithoutRepeats) {
 }
 
 // Its first evaluation outlasts the lease, and meanwhile another client is given the same
-// configuration (exhaustive search proposes the lowest free one again).
+// configuration (exhaustive search proposes the lowest free one again) and reports it.
 class SlowFirstEvaluator : public ReplayEvaluator {
  public:
   SlowFirstEvaluator(testing::TestServer& server, std::int64_t study)
@@ -131,6 +131,13 @@ class SlowFirstEvaluator : public ReplayEvaluator {
       retaken_ = c.post("/v1/studies/" + std::to_string(study_) + "/suggestions",
                         {{"n", 1}, {"client_id", "other"}}, server_.token)
                      .json()["suggestions"];
+      if (retaken_.size() == 1) {
+        const auto m = ReplayEvaluator::evaluate(space().config_from_json(retaken_[0]["config"]));
+        const auto told = c.post("/v1/trials/" + retaken_[0]["trial_id"].dump() + "/result",
+                                 {{"client_id", "other"}, {"status", "ok"}, {"value", m.objective}},
+                                 server_.token);
+        EXPECT_EQ(told.status, 200) << told.body;
+      }
     }
     return ReplayEvaluator::evaluate(config);
   }
@@ -165,7 +172,10 @@ TEST(Worker, AResultRefusedAfterItsLeaseExpiredIsReportedAndTheWorkerGoesOn) {
   options.lease_seconds = 0.1;
   options.max_trials = 3;
   options.quiet = true;
+  ::testing::internal::CaptureStderr();
   const auto summary = cli::run_worker(evaluator, c, options);
+  const auto warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(warnings, HasSubstr("longer than its lease of 0.1 s"));
   ASSERT_EQ(evaluator.retaken_.size(), 1u) << "the other client was not given the configuration";
   EXPECT_EQ(summary.refused, 1u);
   EXPECT_EQ(summary.evaluated, 3u);

@@ -398,28 +398,40 @@ TEST_F(StoreTest, ExpiredLeaseAcceptsALateResultOnce) {
   EXPECT_EQ(store_.get_trial(live).result.status, TrialStatus::pending);
   EXPECT_EQ(store_.pending_keys(s.id), std::vector<std::string>{"64,col"});
 
-  // The configuration may be leased again; while that lease lives, the late result of the
-  // first one is refused (it would measure the configuration twice)...
+  // The configuration may be leased again. The late result of the first lease is a
+  // measurement in hand: it is stored, once, and the newer lease, unreported, is withdrawn...
   const auto again = store_.add_pending_trial(s.id, cfg, "32,col", "worker-3", 30.0);
   EXPECT_NE(again, id);
-  EXPECT_THAT([&] { store_.complete_trial(id, Measurement::success(9.0)); },
-              ThrowsMessage<Conflict>(HasSubstr("is leased to client \"worker-3\" as trial 3")));
-  // ...and once that lease expired too, the late result is accepted, once.
-  EXPECT_EQ(store_.expire_leases(now + 240s), 1u);
   const auto late = store_.complete_trial(id, Measurement::success(9.0));
   EXPECT_EQ(late.result.status, TrialStatus::ok);
   EXPECT_FALSE(late.lease_expired());
   EXPECT_THROW(store_.complete_trial(id, Measurement::success(8.0)), Conflict);
   EXPECT_DOUBLE_EQ(store_.get_trial(id).result.objective, 9.0);
-  // Now that it has a result, neither the other expired lease's result nor a new lease is
-  // taken: the configuration is measured.
-  EXPECT_THROW(store_.complete_trial(again, Measurement::success(7.0)), Conflict);
+  const auto withdrawn = store_.get_trial(again);
+  EXPECT_EQ(withdrawn.result.status, TrialStatus::timeout);
+  EXPECT_THAT(withdrawn.result.message, HasSubstr("lease withdrawn at"));
+  // ...so that its holder's result is refused, saying why. Nor is a new lease taken: the
+  // configuration is measured.
+  EXPECT_THAT([&] { store_.complete_trial(again, Measurement::success(7.0)); },
+              ThrowsMessage<Conflict>(::testing::AllOf(
+                  HasSubstr("the late result of trial 1 measured its configuration meanwhile"),
+                  HasSubstr("already has a result (trial 1"))));
   EXPECT_THROW(store_.add_pending_trial(s.id, cfg, "32,col", "worker-4", 30.0), Conflict);
+  EXPECT_EQ(store_.expire_leases(now + 240s), 0u);  // a withdrawn lease has ended already
+
+  // A late result is refused once the newer lease has reported: measured once.
+  const auto cfg2 = testing::config_json(16, "row");
+  const auto slow = store_.add_pending_trial(s.id, cfg2, "16,row", "slow-worker", 30.0);
+  EXPECT_EQ(store_.expire_leases(now + 360s), 1u);
+  const auto quick = store_.add_pending_trial(s.id, cfg2, "16,row", "worker-5", 30.0);
+  store_.complete_trial(quick, Measurement::success(5.0));
+  EXPECT_THAT([&] { store_.complete_trial(slow, Measurement::success(6.0)); },
+              ThrowsMessage<Conflict>(HasSubstr("already has a result (trial 5")));
 
   const auto counts = store_.trial_counts(s.id);
-  EXPECT_EQ(counts.total, 3);
+  EXPECT_EQ(counts.total, 5);
   EXPECT_EQ(counts.pending, 1);  // fast-worker's
-  EXPECT_EQ(counts.ok, 1);
+  EXPECT_EQ(counts.ok, 2);
 }
 
 TEST_F(StoreTest, AReleasedLeaseFreesItsConfiguration) {
