@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "apps/cli.h"
 #include "apps/evaluators.h"
@@ -45,10 +47,13 @@ void interruptible_sleep(double seconds) {
   }
 }
 
-/// Sends a request, retrying when the server cannot be reached or is unavailable (503).
+/// Sends a request, retrying when the server cannot be reached or is unavailable (503);
+/// `resent` (when given) is set when it was sent more than once.
 api::HttpReply post_with_retry(api::HttpClient& client, const std::string& target,
-                               const nlohmann::json& body, const std::string& token) {
+                               const nlohmann::json& body, const std::string& token,
+                               bool* resent = nullptr) {
   for (int attempt = 1;; ++attempt) {
+    if (resent && attempt > 1) *resent = true;
     try {
       auto reply = client.post(target, body, token);
       if (reply.status != 503 || attempt == kMaxAttempts) return reply;
@@ -69,20 +74,21 @@ api::HttpReply post_with_retry(api::HttpClient& client, const std::string& targe
   throw Error(message);
 }
 
-/// A live lease of this client in the study, as a suggestion ({"trial_id", "config"}), if any.
-std::optional<nlohmann::json> own_pending_trial(api::HttpClient& client,
-                                                const std::string& study_path,
-                                                const std::string& client_id,
-                                                const std::string& token) {
+/// The live leases of this client id in the study, as suggestions ({"trial_id", "config"}).
+std::vector<nlohmann::json> own_pending_trials(api::HttpClient& client,
+                                               const std::string& study_path,
+                                               const std::string& client_id,
+                                               const std::string& token) {
+  std::vector<nlohmann::json> out;
   const auto reply = client.get(study_path + "/trials?status=pending", token);
-  if (reply.status != 200) return std::nullopt;
+  if (reply.status != 200) return out;
   const auto pending = reply.json();
   for (const auto& t : pending["trials"]) {
     if (t.value("client_id", std::string()) == client_id) {
-      return nlohmann::json{{"trial_id", t["id"]}, {"config", t["config"]}};
+      out.push_back({{"trial_id", t["id"]}, {"config", t["config"]}});
     }
   }
-  return std::nullopt;
+  return out;
 }
 
 nlohmann::json result_body(const Measurement& m, const std::string& client_id) {
@@ -140,6 +146,23 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
   }
   const std::string client_id = options.client_id.empty() ? default_client_id() : options.client_id;
 
+  // Leases of this client id that this process may take up as its own: those from before it
+  // started (a previous worker of this name that died, or a reply lost on the way) and, once a
+  // suggestion request had to be resent, those whose reply may have been lost. Not any other
+  // live lease of this name: that may be another worker's, started with the same --client-id,
+  // and both would evaluate its configuration.
+  std::set<std::int64_t> inherited;
+  for (const auto& t : own_pending_trials(client, study_path, client_id, options.token)) {
+    inherited.insert(t["trial_id"].get<std::int64_t>());
+  }
+  if (!inherited.empty()) {
+    std::cerr << "warning: " << inherited.size() << " trial(s) of study " << options.study
+              << " are leased to client id \"" << client_id
+              << "\" already; this worker takes them up as its own, so if another worker runs "
+                 "with this --client-id, give each worker its own\n";
+  }
+  bool resent_suggestion_request = false;
+
   WorkerSummary summary;
   auto waited_since = std::chrono::steady_clock::time_point{};
   int empty_answers = 0;  // in a row
@@ -152,14 +175,20 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
     const auto reply = post_with_retry(
         client, study_path + "/suggestions",
         {{"n", 1}, {"client_id", client_id}, {"lease_seconds", options.lease_seconds}},
-        options.token);
+        options.token, &resent_suggestion_request);
     if (reply.status != 200) fail_reply("asking for a suggestion", reply);
     auto answer = reply.json();
-    if (answer["suggestions"].empty() && !answer.value("done", false)) {
-      // A lease of ours whose reply never arrived (a resent request) holds a configuration
-      // nobody evaluates until it expires: take it up.
-      if (auto mine = own_pending_trial(client, study_path, client_id, options.token)) {
-        answer["suggestions"] = nlohmann::json::array({*mine});
+    if (answer["suggestions"].empty() && !answer.value("done", false) &&
+        (resent_suggestion_request || !inherited.empty())) {
+      // A lease of ours whose reply never arrived holds a configuration nobody evaluates until
+      // it expires: take it up.
+      for (const auto& mine : own_pending_trials(client, study_path, client_id, options.token)) {
+        const auto id = mine["trial_id"].get<std::int64_t>();
+        if (resent_suggestion_request || inherited.count(id)) {
+          inherited.erase(id);
+          answer["suggestions"] = nlohmann::json::array({mine});
+          break;
+        }
       }
     }
     const auto& suggestions = answer["suggestions"];
@@ -251,7 +280,9 @@ void add_worker_command(CLI::App& app) {
   cmd->add_option("--study", args->worker.study, "Study id to work on");
   cmd->add_option("--token", args->worker.token,
                   "API token (default: $TUNEBASE_TOKEN); see `tunebase token create`");
-  cmd->add_option("--client-id", args->worker.client_id, "Name of this worker (default host:pid)");
+  cmd->add_option("--client-id", args->worker.client_id,
+                  "Name of this worker, unique per worker (default host:pid); a worker takes up "
+                  "leases of its name left from before it started");
   cmd->add_option("--lease", args->worker.lease_seconds,
                   "Seconds a suggestion is reserved for this worker")
       ->check(CLI::Range(0.001, 604800.0))

@@ -15,7 +15,8 @@ namespace tunebase::cli {
 struct WorkerOptions {
   std::int64_t study = 0;
   std::string token;
-  /// Names this worker in the study's trials; default "<host>:<pid>".
+  /// Names this worker in the study's trials; default "<host>:<pid>". Unique per worker: the
+  /// worker takes up live leases of this name from before it started as its own.
   std::string client_id;
   double lease_seconds = 3600.0;
   /// Stop after this many trials (0: until the study has no more suggestions).

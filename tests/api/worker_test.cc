@@ -210,6 +210,48 @@ TEST(Worker, TakesUpItsOwnLeaseWhoseReplyWasLost) {
   EXPECT_EQ(counts.total, 3);
 }
 
+// While it evaluates its first configuration, another worker started with the same client id
+// is given a configuration.
+class TwinEvaluator : public ReplayEvaluator {
+ public:
+  TwinEvaluator(testing::TestServer& server, std::int64_t study)
+      : ReplayEvaluator(measured_dataset("conv"), "generated.json"),
+        server_(server),
+        study_(study) {}
+  Measurement evaluate(const Configuration& config) override {
+    if (twin_.is_null()) {
+      auto c = server_.client();
+      twin_ = c.post("/v1/studies/" + std::to_string(study_) + "/suggestions",
+                     {{"n", 1}, {"client_id", "w1"}}, server_.token)
+                  .json()["suggestions"];
+    }
+    return ReplayEvaluator::evaluate(config);
+  }
+  nlohmann::json twin_;
+
+ private:
+  testing::TestServer& server_;
+  std::int64_t study_;
+};
+
+TEST(Worker, LeavesALeaseOfItsNameMadeForAnotherWorkerAlone) {
+  testing::TestServer server;
+  ReplayEvaluator reference(measured_dataset("conv"), "generated.json");
+  auto c = server.client();
+  const auto study = create_study(c, server.token, reference, 3);
+  TwinEvaluator evaluator(server, study);
+  cli::WorkerOptions options;
+  options.study = study;
+  options.token = server.token;
+  options.client_id = "w1";
+  options.quiet = true;
+  const auto summary = cli::run_worker(evaluator, c, options);
+  ASSERT_EQ(evaluator.twin_.size(), 1u);
+  EXPECT_EQ(summary.evaluated, 2u) << summary.stop_reason;
+  const auto twin = server.store().get_trial(db::TrialId{evaluator.twin_[0]["trial_id"]});
+  EXPECT_EQ(twin.result.status, TrialStatus::pending) << "the twin's lease was evaluated here";
+}
+
 TEST(Worker, AnAnswerThatIsNotFinalIsAskedAgainEvenWithoutPatience) {
   testing::TestServer server;
   ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");
