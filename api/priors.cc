@@ -2,11 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "api/records_json.h"
 #include "core/error.h"
 #include "surrogates/transfer.h"
 #include "tuner/session.h"
@@ -141,6 +143,32 @@ void save_fitted_models(db::Store& store) {
   g_saved_at_fit_count.store(fits);
 }
 
+nlohmann::json predicted_best_json(const std::string& kernel, const std::string& machine,
+                                   const PredictedBest& p) {
+  nlohmann::json based_on{{"trials", p.trials},
+                          {"machines", p.machines},
+                          {"failed_here", p.failed_here},
+                          {"kernel_version", p.kernel_version},
+                          {"model", p.model},
+                          {"weights", p.weights},
+                          {"chosen_from", p.from_measurements ? "measurements" : "model"}};
+  if (p.from_measurements) {
+    based_on["sources"] = p.sources;
+    based_on["sources_that_ran_it"] = p.sources_that_ran_it;
+    based_on["mean_quantile"] = p.mean_quantile;
+  }
+  return {{"source", "predicted"},
+          {"kernel", kernel},
+          {"machine", machine},
+          {"config", p.config},
+          {"objective", p.forecast.mean},
+          {"unit", p.unit.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.unit)},
+          {"lower", p.forecast.lower},
+          {"upper", p.forecast.upper},
+          {"probability_feasible", p.forecast.probability_feasible},
+          {"based_on", std::move(based_on)}};
+}
+
 std::optional<PredictedBest> predict_best(const db::Store& store, const std::string& kernel_name,
                                           std::optional<db::MachineId> machine,
                                           std::optional<db::TaskId> task, db::Direction direction,
@@ -171,10 +199,100 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   }
   out.machines = machines.size();
   out.kernel_version = kernel->version;
+  // The unit the sources' values are in, when their studies agree on one.
+  std::unordered_set<std::string> units;
+  for (const auto& study : store.list_studies()) {
+    if (study.kernel_name == kernel_name && study.kernel_version == kernel->version &&
+        machines.count(study.machine_name)) {
+      units.insert(objective_unit(study));
+    }
+  }
+  if (units.size() == 1) out.unit = *units.begin();
 
-  // Candidates: every valid configuration when the space can be enumerated, else a sample.
+  // What already failed on the target (this machine, and this task when given) is not
+  // predicted to be its best, whatever the other machines say.
+  std::unordered_set<std::string> failed_here;
+  if (machine) {
+    db::PriorQuery own;
+    own.kernel_name = kernel_name;
+    own.version = kernel->version;
+    own.machines = {store.get_machine(*machine).name};
+    for (const auto& t : store.prior_trials(own)) {
+      if (t.status != TrialStatus::ok && (!task || t.task == *task)) {
+        failed_here.insert(t.config_key);
+      }
+    }
+    out.failed_here = failed_here.size();
+  }
+  const auto allowed = [&](const Configuration& c) {
+    return space.is_valid(c) && failed_here.count(space.key(c)) == 0;
+  };
+
+  // The sources' own measurements choose: a build system is answered with a configuration that
+  // built and ran well elsewhere. Each configuration gets each source's quantile of it among
+  // that source's successes (0 is its best; a failure there counts as 1), averaged over the
+  // sources that ran it, among configurations at least half of them ran. The model's mean is
+  // not used to choose: its sources are subsampled, and the lowest of thousands of
+  // interpolations is an optimistic artefact (on convolution_hub it was a block width of 176
+  // between the priors' best 128 and 256, measured 3.7x slower than either). The model then
+  // forecasts the chosen configuration on this machine. With no measured configuration, the
+  // model ranks every valid one (or a sample of a space too large to enumerate).
+  std::unordered_map<std::string, std::pair<double, std::size_t>> score;  // sum, sources
+  std::unordered_map<std::string, Configuration> config_of;
+  std::size_t sources = 0;
+  const bool minimize = direction == db::Direction::minimize;
+  for (const auto& p : priors) {
+    std::vector<std::pair<double, const Observation*>> ok;
+    for (const auto& o : p.observations) {
+      if (!allowed(o.config)) continue;
+      if (o.result.ok()) {
+        ok.emplace_back(minimize ? o.result.objective : -o.result.objective, &o);
+      } else {
+        auto& [sum, count] = score[space.key(o.config)];
+        sum += 1.0;
+        ++count;
+      }
+    }
+    if (ok.empty()) continue;
+    ++sources;
+    std::sort(ok.begin(), ok.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t i = 0; i < ok.size(); ++i) {
+      const auto key = space.key(ok[i].second->config);
+      auto& [sum, count] = score[key];
+      sum += ok.size() > 1 ? static_cast<double>(i) / static_cast<double>(ok.size() - 1) : 0.0;
+      ++count;
+      config_of.try_emplace(key, ok[i].second->config);
+    }
+  }
   std::vector<Configuration> candidates;
-  if (space.enumerable() && space.valid_count().value_or(0) <= kMaxPredictionCandidates) {
+  std::optional<std::string> chosen;
+  for (std::size_t quorum : {(sources + 1) / 2, std::size_t{1}}) {
+    for (const auto& [key, config] : config_of) {
+      const auto& [sum, count] = score.at(key);
+      if (count < quorum) continue;
+      const double mean = sum / static_cast<double>(count);
+      if (!chosen) {
+        chosen = key;
+        continue;
+      }
+      const auto& [best_sum, best_count] = score.at(*chosen);
+      const double best_mean = best_sum / static_cast<double>(best_count);
+      // Ties go to what more sources ran, then to the key, so the answer is reproducible.
+      if (mean < best_mean ||
+          (mean == best_mean && (count > best_count || (count == best_count && key < *chosen)))) {
+        chosen = key;
+      }
+    }
+    if (chosen) break;
+  }
+  if (chosen) {
+    candidates.push_back(config_of.at(*chosen));
+    const auto& [sum, count] = score.at(*chosen);
+    out.from_measurements = true;
+    out.sources = sources;
+    out.sources_that_ran_it = count;
+    out.mean_quantile = sum / static_cast<double>(count);
+  } else if (space.enumerable() && space.valid_count().value_or(0) <= kMaxPredictionCandidates) {
     candidates = space.valid_configurations();
   } else {
     Rng rng(static_cast<std::uint64_t>(kernel->id.value));
@@ -182,25 +300,11 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
       candidates.push_back(space.sample(rng));
     }
   }
-  // What already failed on the target (this machine, and this task when given) is not
-  // predicted to be its best, whatever the other machines say.
-  if (machine) {
-    db::PriorQuery own;
-    own.kernel_name = kernel_name;
-    own.version = kernel->version;
-    own.machines = {store.get_machine(*machine).name};
-    std::unordered_set<std::string> failed;
-    for (const auto& t : store.prior_trials(own)) {
-      if (t.status != TrialStatus::ok && (!task || t.task == *task)) failed.insert(t.config_key);
-    }
-    std::erase_if(candidates,
-                  [&](const Configuration& c) { return failed.count(space.key(c)) > 0; });
-    out.failed_here = failed.size();
-  }
+  std::erase_if(candidates, [&](const Configuration& c) { return !allowed(c); });
   SessionOptions options;
   options.strategy = default_strategy(true);
   options.seed = static_cast<std::uint64_t>(kernel->id.value);
-  options.minimize = direction == db::Direction::minimize;
+  options.minimize = minimize;
   options.priors = std::move(priors);
   options.task_features = target_features;
   Session session(space, options);
@@ -208,7 +312,7 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   if (forecasts.empty()) return std::nullopt;
   std::optional<std::size_t> best;
   for (std::size_t i = 0; i < forecasts.size(); ++i) {
-    if (forecasts[i].probability_feasible < kMinFeasibility) continue;
+    if (!chosen && forecasts[i].probability_feasible < kMinFeasibility) continue;
     const bool better = !best || (options.minimize ? forecasts[i].mean < forecasts[*best].mean
                                                    : forecasts[i].mean > forecasts[*best].mean);
     if (better) best = i;

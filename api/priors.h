@@ -69,15 +69,28 @@ struct PredictedBest {
   std::string model;
   /// {"<source>": weight} of the transfer model (equal with no target observation).
   nlohmann::json weights = nlohmann::json::object();
+  /// The unit of the sources' objective values when they all give the same one ("ms").
+  std::string unit;
+  /// Chosen from the sources' measurements (else by the model's mean): how many of
+  /// `sources` ran it, and its mean quantile among their successes (0: each one's best).
+  bool from_measurements = false;
+  std::size_t sources = 0;
+  std::size_t sources_that_ran_it = 0;
+  double mean_quantile = 0.0;
 };
+
+/// What GET /v1/best and `tunebase best --json` answer for a prediction.
+nlohmann::json predicted_best_json(const std::string& kernel, const std::string& machine,
+                                   const PredictedBest& p);
 
 /// The best configuration of `kernel_name` (its latest version) predicted for `machine` (null:
 /// a machine the store does not know) and `task` (null: any input) by the transfer model
 /// (`bo-transfer`) on every other machine's and task's measurements: zero-shot. None when the
-/// kernel is unknown or nothing usable was measured elsewhere. Candidates are the valid
-/// configurations (a sample when there are too many); the predicted best is the lowest (or
-/// highest) predicted objective among those more likely to run than to fail and not failed
-/// on the target already.
+/// kernel is unknown or nothing usable was measured elsewhere. The configuration is the one
+/// with the best mean rank quantile among the sources that ran it (of those at least half of
+/// them ran), not failed on the target already; the model forecasts its objective. With no
+/// source success, the lowest (or highest) predicted objective among the valid
+/// configurations (a sample when there are too many) more likely to run than to fail.
 std::optional<PredictedBest> predict_best(const db::Store& store, const std::string& kernel_name,
                                           std::optional<db::MachineId> machine,
                                           std::optional<db::TaskId> task, db::Direction direction,

@@ -886,23 +886,8 @@ Response Service::best(Request& request) {
                    "\" (" + filters +
                    "), and too few measurements of it on other machines to predict from");
   }
-  return remember(
-      Response::json({{"source", "predicted"},
-                      {"kernel", kernel},
-                      {"machine", machine_name},
-                      {"config", predicted->config},
-                      {"objective", predicted->forecast.mean},
-                      {"lower", predicted->forecast.lower},
-                      {"upper", predicted->forecast.upper},
-                      {"probability_feasible", predicted->forecast.probability_feasible},
-                      {"based_on",
-                       {{"trials", predicted->trials},
-                        {"machines", predicted->machines},
-                        {"failed_here", predicted->failed_here},
-                        {"kernel_version", predicted->kernel_version},
-                        {"model", predicted->model},
-                        {"weights", predicted->weights}}}}),
-      kPredictedBestTtl);
+  return remember(Response::json(predicted_best_json(kernel, machine_name, *predicted)),
+                  kPredictedBestTtl);
 }
 
 Response Service::predict(Request& request) {

@@ -151,23 +151,7 @@ nlohmann::json trial_json(const db::TrialRecord& t) {
 void print_predicted_best(const std::string& kernel, const std::string& machine,
                           const api::PredictedBest& p, bool json) {
   if (json) {
-    std::cout << nlohmann::json{{"kernel", kernel},
-                                {"machine", machine},
-                                {"source", "predicted"},
-                                {"config", p.config},
-                                {"objective", p.forecast.mean},
-                                {"lower", p.forecast.lower},
-                                {"upper", p.forecast.upper},
-                                {"probability_feasible", p.forecast.probability_feasible},
-                                {"based_on",
-                                 {{"trials", p.trials},
-                                  {"machines", p.machines},
-                                  {"failed_here", p.failed_here},
-                                  {"kernel_version", p.kernel_version},
-                                  {"model", p.model},
-                                  {"weights", p.weights}}}}
-                     .dump(2)
-              << "\n";
+    std::cout << api::predicted_best_json(kernel, machine, p).dump(2) << "\n";
     return;
   }
   std::cout << "kernel:    " << kernel << "\nmachine:   " << machine << "\nsource:    predicted ("
@@ -176,9 +160,16 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
             << (p.failed_here ? "; " + std::to_string(p.failed_here) +
                                     " configurations failed here and were left out, none ran"
                               : std::string("; nothing measured here yet"))
-            << ")\nconfig:    " << p.config.dump() << "\nobjective: " << std::setprecision(4)
-            << p.forecast.mean << " (68% interval " << p.forecast.lower << " .. "
-            << p.forecast.upper << ", in the unit of the measurements)\n";
+            << ")\nconfig:    " << p.config.dump();
+  if (p.from_measurements) {
+    std::cout << "\nchosen:    ran on " << p.sources_that_ran_it << " of " << p.sources
+              << " other machines and inputs; on average in their best " << std::setprecision(2)
+              << std::max(100.0 * p.mean_quantile, 0.01) << "%";
+  }
+  std::cout << "\nobjective: " << std::setprecision(4) << p.forecast.mean
+            << (p.unit.empty() ? "" : " " + p.unit) << " (68% interval " << p.forecast.lower
+            << " .. " << p.forecast.upper
+            << ", on the scale of the other machines' measurements)\n";
   if (!p.weights.empty()) std::cout << "weights:   " << weights_text(p.weights) << "\n";
 }
 

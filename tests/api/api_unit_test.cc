@@ -8,8 +8,11 @@
 #include "api/errors.h"
 #include "api/json_reader.h"
 #include "api/metrics.h"
+#include "api/priors.h"
 #include "api/router.h"
 #include "api/service.h"
+#include "core/measurements.h"
+#include "db/store.h"
 #include "tests/support/shared_data.h"
 
 namespace tunebase::api {
@@ -240,6 +243,41 @@ TEST(Metrics, RendersPrometheusText) {
   EXPECT_THAT(text, HasSubstr("tunebase_trials_reported_total{status=\"failed\"} 1"));
   EXPECT_THAT(text, HasSubstr("tunebase_pending_leases 5"));
   EXPECT_THAT(text, HasSubstr("tunebase_active_studies 2"));
+}
+
+TEST(PredictedBest, IsAConfigurationOtherMachinesRanWell) {
+  // Two machines measured x = 1..9 but 5; both are best at 4 and 6. A smooth model puts its
+  // lowest mean between them, at 5, which nobody ran (in a Kernel Tuner cache: perhaps
+  // because it does not compile). The prediction is what ran well elsewhere.
+  tunebase::testing::TempDir dir;
+  db::Store store(dir.file("t.db"));
+  std::vector<Value> xs;
+  for (std::int64_t x = 1; x <= 9; ++x) xs.emplace_back(x);
+  for (const auto& [device, scale] : {std::pair{"gpu-a", 1.0}, std::pair{"gpu-b", 1.5}}) {
+    MeasuredDataset d;
+    d.device_name = device;
+    d.kernel_name = "stencil";
+    d.format = "kernel_tuner";
+    d.space = SearchSpace({ordinal("x", xs)}, {});
+    for (std::int64_t x = 1; x <= 9; ++x) {
+      if (x == 5) continue;
+      const double t = scale * (x == 4 ? 2.0 : x == 6 ? 2.01 : 1.0 + 2.0 * std::abs(x - 5.0));
+      d.entries.push_back({{Value{x}}, Measurement::success(t)});
+    }
+    store.import_dataset(d);
+  }
+  const auto p =
+      predict_best(store, "stencil", std::nullopt, std::nullopt, db::Direction::minimize, "");
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->config, (nlohmann::json{{"x", 4}}));
+  EXPECT_TRUE(p->from_measurements);
+  EXPECT_EQ(p->sources, 2u);
+  EXPECT_EQ(p->sources_that_ran_it, 2u);
+  EXPECT_DOUBLE_EQ(p->mean_quantile, 0.0);
+  EXPECT_EQ(p->unit, "ms");
+  const auto j = predicted_best_json("stencil", "gpu-new", *p);
+  EXPECT_EQ(j["based_on"]["chosen_from"], "measurements");
+  EXPECT_EQ(j["unit"], "ms");
 }
 
 }  // namespace
