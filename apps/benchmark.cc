@@ -154,7 +154,11 @@ void print_report(const QualityReport& r) {
   }
   for (const auto& cp : r.fraction_at) {
     std::ostringstream cell;
-    cell << std::fixed << std::setprecision(3) << cp.fraction.median;
+    if (std::isnan(cp.fraction.median)) {
+      cell << "-";  // past the budget
+    } else {
+      cell << std::fixed << std::setprecision(3) << cp.fraction.median;
+    }
     std::cout << std::setw(8) << cell.str();
   }
   std::ostringstream ms;
@@ -239,9 +243,13 @@ void add_benchmark_command(CLI::App& app) {
     std::ofstream trace_file = open_output(args->trace_out);
     std::ofstream json_file = open_output(args->json_out);
     std::ofstream svg_file = open_output(args->svg_out);
+    const double optimum = target.optimum();  // throws for a target with no success
     std::cout << "target " << args->target << ": " << candidates.size() << " candidates, optimum "
-              << target.optimum() << ", budget " << args->budget << ", " << args->seeds
-              << " seeds\n";
+              << optimum << ", budget " << args->budget << ", " << args->seeds << " seeds\n";
+    if (args->budget > candidates.size()) {
+      std::cout << "note: the budget is more than the " << candidates.size()
+                << " candidates; a run ends when it has measured them all\n";
+    }
     std::cout << std::left << std::setw(12) << "strategy" << std::right << std::setw(8) << "f@1"
               << std::setw(18) << "evals to 0.90" << std::setw(18) << "0.95" << std::setw(18)
               << "0.99" << std::setw(8) << "f@10" << std::setw(8) << "f@25" << std::setw(8)

@@ -29,7 +29,8 @@ std::string level_key(double level) {
   return buf;
 }
 
-/// Fraction after `k` evaluations (1-based), the last value for a shorter run, 0 for none.
+/// Fraction after `k` evaluations (1-based), the last value for a run that ended sooner (its
+/// space exhausted), 0 for none.
 double fraction_after(const std::vector<double>& fractions, std::size_t k) {
   if (fractions.empty()) return 0.0;
   return fractions[std::min(k, fractions.size()) - 1];
@@ -198,8 +199,10 @@ QualityReport quality_report(std::string strategy, std::string target, double op
     for (const auto& f : fractions) at.push_back(fraction_after(f, k));
     return at;
   };
+  // A checkpoint past the budget was not reached: undefined (null), not the last value again.
   for (std::size_t checkpoint : kQualityCheckpoints) {
-    report.fraction_at.push_back({checkpoint, quartiles(fractions_after(checkpoint))});
+    report.fraction_at.push_back(
+        {checkpoint, checkpoint <= budget ? quartiles(fractions_after(checkpoint)) : Quartiles{}});
   }
   report.curve.reserve(budget);
   for (std::size_t k = 1; k <= budget; ++k) report.curve.push_back(quartiles(fractions_after(k)));

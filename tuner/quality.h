@@ -64,7 +64,7 @@ struct QualityReport {
 
   /// {"strategy", "target", "budget", "seeds", "optimum", "minimize",
   ///  "evals_to": {"0.90"|"0.95"|"0.99": {"median","q1","q3","never"}},
-  ///  "fraction_at": {"10"|"25"|"50"|"100": {"median","q1","q3"}},
+  ///  "fraction_at": {"10"|"25"|"50"|"100": {"median","q1","q3"}} (null past the budget),
   ///  "suggest_ms": {"median","p95"}}. Undefined values (no proposals timed) are null.
   nlohmann::json to_json() const;
 };

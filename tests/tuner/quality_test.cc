@@ -109,13 +109,20 @@ TEST(QualityReport, HandComputedSeedsIncludingNeverReaching) {
   EXPECT_DOUBLE_EQ(r.evals_to[2].evaluations.q3, 5.0);
   EXPECT_DOUBLE_EQ(r.evals_to[2].never, 0.5);
 
-  // After 10 evaluations (past the budget): the last values 1, 10/10.2, 0.4, 1.
+  // After 10 evaluations, past the budget of 5: not reached, so undefined.
   ASSERT_EQ(r.fraction_at.size(), 4u);
   EXPECT_EQ(r.fraction_at[0].evaluations, 10u);
+  for (const auto& cp : r.fraction_at) {
+    EXPECT_TRUE(std::isnan(cp.fraction.median)) << cp.evaluations;
+    EXPECT_TRUE(std::isnan(cp.fraction.q1)) << cp.evaluations;
+    EXPECT_TRUE(std::isnan(cp.fraction.q3)) << cp.evaluations;
+  }
+  // After the budget's 5 evaluations, a run that ended sooner (its space exhausted) holds its
+  // last value: 1, 10/10.2, 0.4, 1.
   const double b = 10.0 / 10.2;
-  EXPECT_NEAR(r.fraction_at[0].fraction.median, (b + 1.0) / 2, kTol);
-  EXPECT_NEAR(r.fraction_at[0].fraction.q1, 0.4 + 0.75 * (b - 0.4), kTol);
-  EXPECT_NEAR(r.fraction_at[0].fraction.q3, 1.0, kTol);
+  EXPECT_NEAR(r.curve[4].median, (b + 1.0) / 2, kTol);
+  EXPECT_NEAR(r.curve[4].q1, 0.4 + 0.75 * (b - 0.4), kTol);
+  EXPECT_NEAR(r.curve[4].q3, 1.0, kTol);
 
   // The curve after 2 evaluations: A .833, B .980, C .4, D 1.
   ASSERT_EQ(r.curve.size(), 5u);
@@ -148,7 +155,8 @@ TEST(QualityReport, JsonHasExactlyTheAgreedKeys) {
   for (const char* n : {"10", "25", "50", "100"}) {
     const auto& f = j.at("fraction_at").at(n);
     EXPECT_EQ(f.size(), 3u) << n;
-    for (const char* k : {"median", "q1", "q3"}) EXPECT_TRUE(f.contains(k)) << k;
+    // Past the budget of 5: null.
+    for (const char* k : {"median", "q1", "q3"}) EXPECT_TRUE(f.at(k).is_null()) << k;
   }
   EXPECT_EQ(j.at("suggest_ms").size(), 2u);
   EXPECT_EQ(j.at("suggest_ms").at("median"), 10.5);
