@@ -1246,10 +1246,12 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
   result.machine_name = machine_name;
   result.kernel = impl_->upsert_kernel(kernel_name, dataset.space).id;
   result.kernel_name = kernel_name;
-  result.task = impl_
-                    ->upsert_task(kernel_name, {{"problem_size", dataset.problem_size}},
-                                  nlohmann::json::object())
-                    .id;
+  // The input as a replay of the same file describes it (ReplayEvaluator::task), so that the
+  // two are one task: a file without a problem size has no description.
+  const nlohmann::json description =
+      dataset.problem_size.is_null() ? nlohmann::json::object()
+                                     : nlohmann::json{{"problem_size", dataset.problem_size}};
+  result.task = impl_->upsert_task(kernel_name, description, nlohmann::json::object()).id;
 
   NewStudy study;
   study.name = options.study_name.empty() ? "import " + kernel_name + " on " + machine_name +

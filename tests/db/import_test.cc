@@ -164,6 +164,17 @@ TEST(Import, SecondImportIsAConflictUnlessRenamed) {
   EXPECT_EQ(store.prior_trials(not_first).size(), data.entries.size());
 }
 
+TEST(Import, AFileWithoutProblemSizeIsTheTaskItsReplayMeasures) {
+  TempDir dir;
+  Store store(dir.file("t.db"));
+  auto data = generated_dataset("Test GPU 1", 1);
+  data.problem_size = nullptr;
+  const auto imported = store.import_dataset(data);
+  // ReplayEvaluator::task() of such a file is {}: the same task, not a second input.
+  EXPECT_EQ(store.get_task(imported.task).description, nlohmann::json::object());
+  EXPECT_EQ(store.upsert_task("convolution", nlohmann::json::object()).id, imported.task);
+}
+
 TEST(Import, FailureLeavesNothing) {
   TempDir dir;
   const auto path = dir.file("t.db");
