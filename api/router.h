@@ -17,8 +17,8 @@ namespace tunebase::api {
 inline constexpr std::size_t kMaxBodyBytes = 1 << 20;
 /// A Kernel Tuner cache of a large space is tens of MB of JSON (less gzipped).
 inline constexpr std::size_t kMaxImportBytes = 64u << 20;
-/// A batch of outside measurements: room for the 100,000 entries a request may hold (about
-/// 100 bytes each).
+/// A batch of outside measurements or of configurations to predict: room for the 100,000
+/// entries a request may hold (about 100 bytes each).
 inline constexpr std::size_t kMaxMeasurementsBodyBytes = 16u << 20;
 /// The most JSON an import upload may decompress to: parsing takes about 8 times this in
 /// memory, per upload. Larger files are imported with `tunebase import` on the server's machine.

@@ -385,6 +385,7 @@ void Service::add_routes() {
                     "Predicted objective (mean and uncertainty) of configurations of a study",
                     Access::read, bind(&Service::predict));
     r.runs = Runs::compute;
+    r.body_limit = kMaxMeasurementsBodyBytes;  // room for the 100,000 configurations allowed
     r.request_schema = object_schema(
         {{"study_id", kInteger}, {"configs", {{"type", "array"}, {"items", kConfig}}}},
         {"study_id", "configs"});
@@ -396,7 +397,13 @@ void Service::add_routes() {
                                                   {"mean", kNumber},
                                                   {"lower", kNumber},
                                                   {"upper", kNumber},
-                                                  {"std", kNumber},
+                                                  {"std",
+                                                   {{"type", "number"},
+                                                    {"description",
+                                                     "standard deviation on the model's log "
+                                                     "scale (about the relative uncertainty "
+                                                     "for times): lower .. upper is the 68% "
+                                                     "interval in the objective's unit"}}},
                                                   {"probability_feasible", kNumber}})}}}});
   }
   {
@@ -854,6 +861,8 @@ Response Service::best(Request& request) {
     return response;
   };
 
+  // An unknown task is a mistake to report, not an input to predict for.
+  if (task) (void)reader().get_task(*task);
   // A machine the store does not know yet measured nothing: it gets a prediction, which is
   // what a build system asks for on a new machine at configure time.
   const auto machine = reader().find_machine(machine_name);

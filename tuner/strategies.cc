@@ -319,6 +319,7 @@ const std::vector<std::string>& strategy_option_names() {
                                                  "refit_every",
                                                  "refit_below",
                                                  "candidate_samples",
+                                                 "max_model_points",
                                                  "acquisition",
                                                  "kappa",
                                                  "covariance",

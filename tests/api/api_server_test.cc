@@ -470,6 +470,12 @@ TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   EXPECT_EQ(unregistered.json()["source"], "predicted");
   EXPECT_EQ(unregistered.json()["config"], p["config"]);
 
+  // A task that does not exist is not predicted for.
+  const auto no_task = c.get("/v1/best?kernel=convolution&machine=gpu-unregistered&task=999");
+  EXPECT_EQ(no_task.status, 404) << no_task.body;
+  EXPECT_THAT(no_task.json()["error"]["message"].get<std::string>(),
+              HasSubstr("task 999 does not exist"));
+
   // Nothing measured anywhere: a clear 404.
   const auto unknown = c.get("/v1/best?kernel=nothing&machine=gpu-new");
   EXPECT_EQ(unknown.status, 404);

@@ -263,6 +263,42 @@ TEST(Strategies, ForecastsStayFiniteForObjectivesNearTheLargestDouble) {
   }
 }
 
+TEST(Strategies, BoConditionsOnABoundedSubsetOfManyObservations) {
+  // 400 measurements (as if added from outside), a model of at most 60 of them: the best half
+  // and a sample of the rest, extended by new results between refits.
+  SearchSpace space({integer_range("x", 0, 39), integer_range("y", 0, 39)}, {});
+  const auto bowl = [](const Configuration& c) {
+    const double dx = as_double(c[0]) - 30.0;
+    const double dy = as_double(c[1]) - 10.0;
+    return 1.0 + dx * dx + dy * dy;
+  };
+  SessionOptions opts;
+  opts.strategy = "bo";
+  opts.strategy_options = {{"max_model_points", 60}};
+  Session session(space, opts);
+  Rng rng(3);
+  std::set<std::string> measured;
+  while (measured.size() < 400) {
+    const auto c = space.sample(rng);
+    // The bowl's bottom is left for the search to find.
+    if (std::abs(as_double(c[0]) - 30.0) + std::abs(as_double(c[1]) - 10.0) <= 3.0) continue;
+    if (!measured.insert(space.key(c)).second) continue;
+    session.observe(c, Measurement::success(bowl(c)));
+  }
+  double best = session.best()->result.objective;
+  for (int i = 0; i < 12; ++i) {
+    for (const auto& c : session.propose(i % 3 == 0 ? 3 : 1)) {
+      EXPECT_TRUE(measured.insert(space.key(c)).second) << "repeated " << space.key(c);
+      session.observe(c, Measurement::success(bowl(c)));
+    }
+    const auto d = session.diagnostics();
+    ASSERT_TRUE(d.contains("model_points")) << d.dump();
+    // At most the cap plus the results since the last refit (a tenth of them).
+    EXPECT_LE(d["model_points"].get<std::size_t>(), 60u + measured.size() / 10) << d.dump();
+  }
+  EXPECT_LT(session.best()->result.objective, best);  // it found into the unmeasured bottom
+}
+
 TEST(Strategies, GaImprovesOnRandomOnASmoothObjective) {
   // Five parameters of ten values: 10^5 points, a bowl with its minimum inside.
   std::vector<Parameter> params;
