@@ -21,8 +21,9 @@ namespace tunebase::cli {
 namespace {
 
 // A result that cannot be delivered is retried this often, waiting kRetryDelay longer each time
-// (the server may be restarting); the measurement is never dropped silently.
-constexpr int kMaxAttempts = 5;
+// (the server may be restarting: about half a minute in all); the measurement is never dropped
+// silently.
+constexpr int kMaxAttempts = 8;
 constexpr auto kRetryDelay = std::chrono::seconds(1);
 constexpr auto kPollStep = std::chrono::milliseconds(100);
 // An answer with no suggestion that is not done and says when to ask again (the rest of the
@@ -230,8 +231,23 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
                    "--lease longer than an evaluation\n";
     }
     const std::string trial_path = "/v1/trials/" + std::to_string(trial_id);
-    const auto told =
-        post_with_retry(client, trial_path + "/result", result_body(m, client_id), options.token);
+    const auto body = result_body(m, client_id);
+    // What to send again by hand when the server stays away: the measurement is not lost.
+    const auto undelivered = [&](const std::string& why) {
+      return IoError("the result of trial " + std::to_string(trial_id) + " " +
+                     suggestion["config"].dump() + " was not delivered: " + why +
+                     "; to store it, POST to the server's " + trial_path + "/result the body " +
+                     body.dump());
+    };
+    api::HttpReply told;
+    try {
+      told = post_with_retry(client, trial_path + "/result", body, options.token);
+    } catch (const IoError& e) {
+      throw undelivered(e.what());
+    }
+    if (told.status >= 500) {
+      throw undelivered("HTTP " + std::to_string(told.status) + ": " + told.error_message());
+    }
     if (told.status == 409) {
       // Either a resend after a lost reply (the first send was stored: nothing to do), or the
       // lease expired and the configuration went to another client: the result is refused,
