@@ -959,6 +959,7 @@ Response Service::import_file(Request& request) {
                          {"trials", result.trials},
                          {"failed", result.failed},
                          {"format", dataset.format},
+                         {"other_kernel_versions", result.other_kernel_versions},
                          {"notes", dataset.notes}},
                         201);
 }

@@ -549,6 +549,12 @@ void add_query_commands(CLI::App& app) {
       const auto result = store.import_dataset(dataset, options);
       for (const auto& note : dataset.notes)
         std::cerr << "note: " << args->file << ": " << note << "\n";
+      if (result.other_kernel_versions > 0) {
+        std::cerr << "note: kernel " << result.kernel_name << " was stored before with "
+                  << result.other_kernel_versions
+                  << " other search space(s); measurements of different spaces are not priors "
+                     "for one another (give --kernel to file this one under another name)\n";
+      }
       std::cout << "imported " << result.trials << " trials (" << result.failed << " failed) of "
                 << result.kernel_name << " on " << result.machine_name << " as study "
                 << result.study.value << "\n";

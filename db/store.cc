@@ -1244,6 +1244,13 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
   }
   result.machine = machine->id;
   result.machine_name = machine_name;
+  {
+    auto st =
+        impl_->db.prepare("SELECT count(*) FROM kernels WHERE name = ?1 AND version <> ?2", what);
+    st.bind(1, kernel_name).bind(2, dataset.space.fingerprint());
+    st.step();
+    result.other_kernel_versions = static_cast<std::size_t>(st.column_int64(0));
+  }
   result.kernel = impl_->upsert_kernel(kernel_name, dataset.space).id;
   result.kernel_name = kernel_name;
   // The input as a replay of the same file describes it (ReplayEvaluator::task), so that the

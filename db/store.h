@@ -253,6 +253,9 @@ struct ImportResult {
   std::size_t trials = 0;
   /// Entries whose status is not ok (failed compilations and runs).
   std::size_t failed = 0;
+  /// Versions (search spaces) of the kernel stored before that differ from this file's: their
+  /// measurements and this file's are not priors for one another.
+  std::size_t other_kernel_versions = 0;
 };
 
 struct TokenRecord {

@@ -659,7 +659,7 @@ TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   const auto open_cache = dir_.file("open_cache.json");
   std::ofstream(open_cache) << R"({
 "device_name": "gpu2", "kernel_name": "reduce",
-"tune_params_keys": ["bs"], "tune_params": {"bs": [32, 64]},
+"tune_params_keys": ["bs"], "tune_params": {"bs": [32, 64, 128]},
 "cache": {
 "32": {"bs": 32, "time": 2.5, "GFLOP/s": NaN},
 )";
@@ -670,6 +670,10 @@ TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   EXPECT_NE(r.err.find("1 NaN or Infinity value(s)"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("imported 1 trials (0 failed) of reduce on gpu2"), std::string::npos)
       << r.out;
+  // The T4 file's "reduce" had another space (bs 32 and 64, the values seen in it).
+  EXPECT_NE(r.err.find("note: kernel reduce was stored before with 1 other search space(s)"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace
