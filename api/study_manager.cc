@@ -9,7 +9,9 @@
 #include <unordered_set>
 
 #include "api/errors.h"
+#include "api/records_json.h"
 #include "core/error.h"
+#include "db/json_text.h"
 #include "tuner/session.h"
 
 namespace tunebase::api {
@@ -451,6 +453,9 @@ std::vector<StudyManager::MeasurementOutcome> StudyManager::add_measurements_all
       continue;
     }
     const auto& space = *entry->space;
+    // A study whose values are times takes no negative one.
+    const auto unit = objective_unit(entry->record);
+    const bool times = unit == "s" || unit == "ms" || unit == "us" || unit == "ns";
     // Parse each batch on its own: a bad one fails alone.
     std::vector<std::vector<db::NewTrial>> trials(batches.size());
     std::vector<std::vector<Configuration>> parsed(batches.size());
@@ -467,8 +472,20 @@ std::vector<StudyManager::MeasurementOutcome> StudyManager::add_measurements_all
             throw FieldError(field, "configuration " + batch.configs[i].dump() +
                                         " appears twice in this request; send each once");
           }
-          trials[b].push_back(
-              {space.config_to_json(config), key, batch.results[i], batch.client_id});
+          const auto& result = batch.results[i];
+          if (times && result.ok() && result.objective < 0) {
+            throw FieldError("measurements[" + std::to_string(i) + "].value",
+                             "a time cannot be negative (study " + std::to_string(study_id) +
+                                 " measures times in " + unit + "), got " +
+                                 db::format_number(result.objective));
+          }
+          if (times &&
+              std::any_of(result.raw.begin(), result.raw.end(), [](double t) { return t < 0; })) {
+            throw FieldError("measurements[" + std::to_string(i) + "].raw",
+                             "a time cannot be negative (study " + std::to_string(study_id) +
+                                 " measures times in " + unit + ")");
+          }
+          trials[b].push_back({space.config_to_json(config), key, result, batch.client_id});
           parsed[b].push_back(std::move(config));
         }
         valid.push_back(b);

@@ -575,6 +575,21 @@ TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
   const auto added = c.post(base + "/measurements", {{"measurements", list}}, server.token);
   ASSERT_EQ(added.status, 201) << added.body;
   EXPECT_EQ(added.json()["trial_ids"].size(), 4u);
+  // A study of times (its unit says so) takes no negative one.
+  const auto unit_study = c.post("/v1/studies",
+                                 {{"kernel", "demo"},
+                                  {"space", testing::demo_space()},
+                                  {"machine", "test-machine"},
+                                  {"unit", "ms"},
+                                  {"name", "timed"}},
+                                 server.token);
+  ASSERT_EQ(unit_study.status, 201) << unit_study.body;
+  const auto negative =
+      c.post("/v1/studies/" + std::to_string(unit_study.json()["id"].get<int>()) + "/measurements",
+             {{"measurements", {{{"config", list[0]["config"]}, {"value", -1.0}}}}}, server.token);
+  EXPECT_EQ(negative.status, 400) << negative.body;
+  EXPECT_THAT(negative.json()["error"]["message"].get<std::string>(),
+              HasSubstr("a time cannot be negative"));
 
   // The session knows them: 6 more suggestions fill the budget of 10, none repeats them.
   std::set<std::string> external;
