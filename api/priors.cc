@@ -228,70 +228,24 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
     return space.is_valid(c) && failed_here.count(space.key(c)) == 0;
   };
 
-  // The sources' own measurements choose: a build system is answered with a configuration that
-  // built and ran well elsewhere. Each configuration gets each source's quantile of it among
-  // that source's successes (0 is its best; a failure there counts as 1), averaged over the
-  // sources that ran it, among configurations at least half of them ran. The model's mean is
-  // not used to choose: its sources are subsampled, and the lowest of thousands of
-  // interpolations is an optimistic artefact (on convolution_hub it was a block width of 176
-  // between the priors' best 128 and 256, measured 3.7x slower than either). The model then
-  // forecasts the chosen configuration on this machine. With no measured configuration, the
-  // model ranks every valid one (or a sample of a space too large to enumerate).
-  std::unordered_map<std::string, std::pair<double, std::size_t>> score;  // sum, sources
-  std::unordered_map<std::string, Configuration> config_of;
-  std::size_t sources = 0;
+  // The sources' own measurements choose (consensus_best): a build system is answered with a
+  // configuration that built and ran well elsewhere. The model's mean is not used to choose: its
+  // sources are subsampled, and the lowest of thousands of interpolations is an optimistic artefact
+  // (on convolution_hub it was a block width of 176 between the priors' best 128 and 256,
+  // measured 3.7x slower than either). The model then forecasts the chosen configuration on this
+  // machine. With no measured configuration, the model ranks every valid one (or a sample of a
+  // space too large to enumerate).
+  const Consensus consensus = consensus_best(priors, space, 1, allowed);
+  const bool chosen = !consensus.best.empty();
   const bool minimize = direction == db::Direction::minimize;
-  for (const auto& p : priors) {
-    std::vector<std::pair<double, const Observation*>> ok;
-    for (const auto& o : p.observations) {
-      if (!allowed(o.config)) continue;
-      if (o.result.ok()) {
-        ok.emplace_back(minimize ? o.result.objective : -o.result.objective, &o);
-      } else {
-        auto& [sum, count] = score[space.key(o.config)];
-        sum += 1.0;
-        ++count;
-      }
-    }
-    if (ok.empty()) continue;
-    ++sources;
-    std::sort(ok.begin(), ok.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (std::size_t i = 0; i < ok.size(); ++i) {
-      const auto key = space.key(ok[i].second->config);
-      auto& [sum, count] = score[key];
-      sum += ok.size() > 1 ? static_cast<double>(i) / static_cast<double>(ok.size() - 1) : 0.0;
-      ++count;
-      config_of.try_emplace(key, ok[i].second->config);
-    }
-  }
   std::vector<Configuration> candidates;
-  std::optional<std::string> chosen;
-  for (std::size_t quorum : {(sources + 1) / 2, std::size_t{1}}) {
-    for (const auto& [key, config] : config_of) {
-      const auto& [sum, count] = score.at(key);
-      if (count < quorum) continue;
-      const double mean = sum / static_cast<double>(count);
-      if (!chosen) {
-        chosen = key;
-        continue;
-      }
-      const auto& [best_sum, best_count] = score.at(*chosen);
-      const double best_mean = best_sum / static_cast<double>(best_count);
-      // Ties go to what more sources ran, then to the key, so the answer is reproducible.
-      if (mean < best_mean ||
-          (mean == best_mean && (count > best_count || (count == best_count && key < *chosen)))) {
-        chosen = key;
-      }
-    }
-    if (chosen) break;
-  }
   if (chosen) {
-    candidates.push_back(config_of.at(*chosen));
-    const auto& [sum, count] = score.at(*chosen);
+    const auto& top = consensus.best.front();
+    candidates.push_back(top.config);
     out.from_measurements = true;
-    out.sources = sources;
-    out.sources_that_ran_it = count;
-    out.mean_quantile = sum / static_cast<double>(count);
+    out.sources = consensus.priors;
+    out.sources_that_ran_it = top.ran_by;
+    out.mean_quantile = top.mean_quantile;
   } else if (space.enumerable() && space.valid_count().value_or(0) <= kMaxPredictionCandidates) {
     candidates = space.valid_configurations();
   } else {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -96,6 +97,68 @@ std::vector<Configuration> best_prior_configurations(const std::vector<Prior>& p
       }
     }
     if (!any) break;
+  }
+  return out;
+}
+
+Consensus consensus_best(const std::vector<Prior>& priors, const SearchSpace& space,
+                         std::size_t count,
+                         const std::function<bool(const Configuration&)>& allowed) {
+  struct Tally {
+    const Configuration* config = nullptr;  // from a success
+    double sum = 0.0;
+    std::size_t ran_by = 0;
+  };
+  std::unordered_map<std::string, Tally> tallies;
+  Consensus out;
+  for (const auto& p : priors) {
+    std::vector<std::pair<double, const Observation*>> ok;
+    for (const auto& o : p.observations) {
+      if (allowed && !allowed(o.config)) continue;
+      if (o.result.ok()) {
+        ok.emplace_back(p.minimize ? o.result.objective : -o.result.objective, &o);
+      } else {
+        auto& t = tallies[space.key(o.config)];
+        t.sum += 1.0;
+        ++t.ran_by;
+      }
+    }
+    if (ok.empty()) continue;
+    ++out.priors;
+    std::stable_sort(ok.begin(), ok.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t i = 0; i < ok.size(); ++i) {
+      auto& t = tallies[space.key(ok[i].second->config)];
+      t.sum += ok.size() > 1 ? static_cast<double>(i) / static_cast<double>(ok.size() - 1) : 0.0;
+      ++t.ran_by;
+      if (!t.config) t.config = &ok[i].second->config;
+    }
+  }
+  const std::size_t quorum = (out.priors + 1) / 2;
+  struct Ranked {
+    bool quorate;
+    double mean;
+    std::size_t ran_by;
+    const std::string* key;
+    const Configuration* config;
+  };
+  std::vector<Ranked> ranked;
+  for (const auto& [key, t] : tallies) {
+    if (!t.config) continue;  // it only failed
+    ranked.push_back(
+        {t.ran_by >= quorum, t.sum / static_cast<double>(t.ran_by), t.ran_by, &key, t.config});
+  }
+  const auto better = [](const Ranked& a, const Ranked& b) {
+    if (a.quorate != b.quorate) return a.quorate;
+    if (a.mean != b.mean) return a.mean < b.mean;
+    if (a.ran_by != b.ran_by) return a.ran_by > b.ran_by;
+    return *a.key < *b.key;
+  };
+  const std::size_t n = std::min(count, ranked.size());
+  std::partial_sort(ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(n), ranked.end(),
+                    better);
+  for (std::size_t i = 0; i < n; ++i) {
+    out.best.push_back({*ranked[i].config, ranked[i].mean, ranked[i].ran_by});
   }
   return out;
 }

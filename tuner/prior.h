@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -48,6 +49,24 @@ nlohmann::json numeric_task_features(const nlohmann::json& description);
 /// the next source's best, ...): the `prior-best` baseline.
 std::vector<Configuration> best_prior_configurations(const std::vector<Prior>& priors,
                                                      const SearchSpace& space, std::size_t count);
+
+/// What the priors agree ran best: each configuration gets each prior's quantile of it among
+/// that prior's successes (0 its best; a failure there counts as 1), averaged over the priors
+/// that ran it. Configurations that at least half of the priors with a success ran rank
+/// first; then by mean quantile, the number of priors that ran it, and the key.
+struct Consensus {
+  struct Entry {
+    Configuration config;
+    double mean_quantile = 0.0;
+    std::size_t ran_by = 0;
+  };
+  std::vector<Entry> best;  ///< at most the count asked for, best first
+  std::size_t priors = 0;   ///< priors with a success (among the allowed configurations)
+};
+/// The `count` best by consensus among configurations `allowed` accepts (all when empty).
+Consensus consensus_best(const std::vector<Prior>& priors, const SearchSpace& space,
+                         std::size_t count,
+                         const std::function<bool(const Configuration&)>& allowed = {});
 
 /// The strategy a study should use: `bo-transfer` when it has priors, else `bo`.
 std::string default_strategy(bool has_priors);
