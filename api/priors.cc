@@ -235,7 +235,10 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   // measured 3.7x slower than either). The model then forecasts the chosen configuration on this
   // machine. With no measured configuration, the model ranks every valid one (or a sample of a
   // space too large to enumerate).
-  const Consensus consensus = consensus_best(priors, space, 1, allowed);
+  // Priors of this input: their consensus. Priors of other inputs: the model, whose inputs
+  // include the task features, ranks what they ran successfully.
+  const bool same_input = priors_share_the_input(priors, target_features);
+  const Consensus consensus = same_input ? consensus_best(priors, space, 1, allowed) : Consensus{};
   const bool chosen = !consensus.best.empty();
   const bool minimize = direction == db::Direction::minimize;
   std::vector<Configuration> candidates;
@@ -246,12 +249,24 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
     out.sources = consensus.priors;
     out.sources_that_ran_it = top.ran_by;
     out.mean_quantile = top.mean_quantile;
-  } else if (space.enumerable() && space.valid_count().value_or(0) <= kMaxPredictionCandidates) {
-    candidates = space.valid_configurations();
   } else {
-    Rng rng(static_cast<std::uint64_t>(kernel->id.value));
-    for (std::size_t i = 0; i < kSampledPredictionCandidates; ++i) {
-      candidates.push_back(space.sample(rng));
+    std::unordered_set<std::string> seen;
+    for (const auto& p : priors) {
+      for (const auto& o : p.observations) {
+        if (o.result.ok() && allowed(o.config) && seen.insert(space.key(o.config)).second) {
+          candidates.push_back(o.config);
+        }
+      }
+    }
+  }
+  if (candidates.empty()) {
+    if (space.enumerable() && space.valid_count().value_or(0) <= kMaxPredictionCandidates) {
+      candidates = space.valid_configurations();
+    } else {
+      Rng rng(static_cast<std::uint64_t>(kernel->id.value));
+      for (std::size_t i = 0; i < kSampledPredictionCandidates; ++i) {
+        candidates.push_back(space.sample(rng));
+      }
     }
   }
   std::erase_if(candidates, [&](const Configuration& c) { return !allowed(c); });

@@ -86,11 +86,12 @@ nlohmann::json predicted_best_json(const std::string& kernel, const std::string&
 /// The best configuration of `kernel_name` (its latest version) predicted for `machine` (null:
 /// a machine the store does not know) and `task` (null: any input) by the transfer model
 /// (`bo-transfer`) on every other machine's and task's measurements: zero-shot. None when the
-/// kernel is unknown or nothing usable was measured elsewhere. The configuration is the one
-/// with the best mean rank quantile among the sources that ran it (of those at least half of
-/// them ran), not failed on the target already; the model forecasts its objective. With no
-/// source success, the lowest (or highest) predicted objective among the valid
-/// configurations (a sample when there are too many) more likely to run than to fail.
+/// kernel is unknown or nothing usable was measured elsewhere. When the sources measured
+/// this input, the configuration is their consensus (consensus_best), not failed on the
+/// target already, and the model forecasts its objective. Sources of other inputs: the lowest
+/// (or highest) predicted objective among the configurations they ran successfully that are
+/// more likely to run than to fail; with none, among the valid configurations (a sample when
+/// there are too many).
 std::optional<PredictedBest> predict_best(const db::Store& store, const std::string& kernel_name,
                                           std::optional<db::MachineId> machine,
                                           std::optional<db::TaskId> task, db::Direction direction,

@@ -222,6 +222,9 @@ class BayesianOptimization final : public ModelBasedStrategy {
         read.number("prior_best_fraction", source_options_.subsample.best_fraction, 0.0, 1.0);
     prior_best_count_ =
         read.count("prior_best", name_ == "prior-best" ? kDefaultPriorBestCount : 0, 0, kMaxCount);
+    consensus_first_ =
+        read.count("consensus_first", mode_ != TransferMode::none && name_ != "prior-best" ? 1 : 0,
+                   0, kMaxCount);
     local_every_ = read.count("local_every", kDefaultLocalEvery, 0, kMaxCount);
     local_radius_ = read.count("local_radius", kDefaultLocalRadius, 1, kMaxCount);
     source_options_.fit.kind = fit_options_.kind;
@@ -255,6 +258,35 @@ class BayesianOptimization final : public ModelBasedStrategy {
       const std::size_t before = out.size();
       take_listed(prior_best_list_);
       if (out.size() > before) diagnostics_["phase"] = "prior best";
+    }
+    // The first proposals of a transfer study on the priors' own input: what they agree ran
+    // best (consensus_best), not the model's lowest mean, which is an optimistic interpolation
+    // between the sources' subsampled points (convolution_hub A4000 from A6000: 0.28 of the
+    // optimum, where the consensus gives 0.99).
+    if (consensus_first_ > 0 && state.has_priors() && state.taken.size() < consensus_first_ &&
+        priors_share_the_input(*state.priors, state.task_features)) {
+      if (consensus_list_.empty()) {
+        const auto consensus =
+            consensus_best(*state.priors, *state.space, consensus_first_,
+                           [&](const Configuration& c) { return state.is_candidate(c); });
+        for (const auto& e : consensus.best) consensus_list_.push_back(e.config);
+      }
+      const std::size_t before = out.size();
+      for (const auto& c : consensus_list_) {
+        if (out.size() == n || state.taken.size() + out.size() - before >= consensus_first_) break;
+        const auto key = state.space->key(c);
+        if (!state.taken.count(key) && !chosen.count(key)) {
+          chosen.insert(key);
+          out.push_back(c);
+        }
+      }
+      if (out.size() > before) diagnostics_["phase"] = "priors' consensus";
+      if (out.size() == n) {
+        // The model all the same, for what suggestions report (the ensemble weights).
+        prepare_transfer(state);
+        update_model(state, rng);
+        return out;
+      }
     }
     if (out.size() == n) return out;
 
@@ -1146,6 +1178,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
   std::vector<std::size_t> model_rows_;
   std::size_t model_rows_seen_ = 0;
   std::size_t prior_best_count_ = 0;
+  std::size_t consensus_first_ = 0;
   std::size_t local_every_ = kDefaultLocalEvery;
   std::size_t local_radius_ = kDefaultLocalRadius;
   bool copula_ = true;
@@ -1186,6 +1219,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
   double stack_scale_ = 1.0;
   nlohmann::json prior_models_json_ = nlohmann::json::array();
   std::vector<Configuration> prior_best_list_;
+  std::vector<Configuration> consensus_list_;
 
   // ---- the candidate set, the target posterior over it, and the sources' predictions there
   const std::vector<Configuration>* candidates_seen_ = nullptr;

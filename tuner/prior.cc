@@ -47,7 +47,16 @@ Prior prior_from_dataset(const MeasuredDataset& dataset, const SearchSpace& spac
     prior.task_features = numeric_task_features({{"problem_size", dataset.problem_size}});
   }
   prior.observations.reserve(dataset.entries.size());
-  for (const auto& entry : dataset.entries) {
+  // In key order: the model of a prior (its subsample) does not depend on the order the file
+  // lists its entries in, as the candidates of a replay do not (ReplayEvaluator).
+  std::vector<std::pair<std::string, const Observation*>> ordered;
+  ordered.reserve(dataset.entries.size());
+  for (const auto& entry : dataset.entries)
+    ordered.emplace_back(dataset.space.key(entry.config), &entry);
+  std::sort(ordered.begin(), ordered.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [key, e] : ordered) {
+    const Observation& entry = *e;
     try {
       prior.observations.push_back(
           {space.config_from_json(dataset.space.config_to_json(entry.config)), entry.result});
@@ -161,6 +170,23 @@ Consensus consensus_best(const std::vector<Prior>& priors, const SearchSpace& sp
     out.best.push_back({*ranked[i].config, ranked[i].mean, ranked[i].ran_by});
   }
   return out;
+}
+
+bool priors_share_the_input(const std::vector<Prior>& priors,
+                            const nlohmann::json& study_features) {
+  std::unordered_map<std::string, double> seen;
+  bool same = true;
+  const auto check = [&](const nlohmann::json& features) {
+    if (!features.is_object()) return;
+    for (const auto& [name, v] : features.items()) {
+      if (!v.is_number()) continue;
+      const auto [it, fresh] = seen.emplace(name, v.get<double>());
+      if (!fresh && it->second != v.get<double>()) same = false;
+    }
+  };
+  for (const auto& p : priors) check(p.task_features);
+  check(study_features);
+  return same;
 }
 
 std::string default_strategy(bool has_priors) { return has_priors ? "bo-transfer" : "bo"; }

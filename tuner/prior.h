@@ -68,6 +68,11 @@ Consensus consensus_best(const std::vector<Prior>& priors, const SearchSpace& sp
                          std::size_t count,
                          const std::function<bool(const Configuration&)>& allowed = {});
 
+/// Whether the priors measured the study's own input: no numeric task feature differs among
+/// them and `study_features` (their consensus then speaks for this input; otherwise the model,
+/// which takes the features as inputs, must carry it across).
+bool priors_share_the_input(const std::vector<Prior>& priors, const nlohmann::json& study_features);
+
 /// The strategy a study should use: `bo-transfer` when it has priors, else `bo`.
 std::string default_strategy(bool has_priors);
 

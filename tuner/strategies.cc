@@ -330,6 +330,7 @@ const std::vector<std::string>& strategy_option_names() {
                                                  "prior_points",
                                                  "prior_best_fraction",
                                                  "prior_best",
+                                                 "consensus_first",
                                                  "local_every",
                                                  "local_radius"};
   return names;

@@ -499,7 +499,7 @@ TEST(ApiServer, StudiesLearnFromOtherMachinesUnlessToldNotTo) {
   ASSERT_EQ(c.post("/v1/machines", {{"name", "gpu-new"}}, server.token).status, 201);
 
   // No strategy given and gpu-a measured this kernel: bo-transfer, and its very first
-  // suggestion comes from gpu-a's measurements (zero-shot), among gpu-a's best.
+  // suggestion is what gpu-a ran best (the priors' consensus, zero-shot).
   const auto created =
       c.post("/v1/studies", {{"kernel", "convolution"}, {"machine", "gpu-new"}}, server.token);
   ASSERT_EQ(created.status, 201) << created.body;
@@ -509,7 +509,7 @@ TEST(ApiServer, StudiesLearnFromOtherMachinesUnlessToldNotTo) {
   ASSERT_EQ(first.status, 200) << first.body;
   const auto answer = first.json();
   EXPECT_EQ(answer["model"]["priors"], 1);
-  EXPECT_EQ(answer["model"]["phase"], "zero-shot");
+  EXPECT_EQ(answer["model"]["phase"], "priors' consensus");
   EXPECT_TRUE(answer["model"]["weights"].contains("GPU A") ||
               answer["model"]["weights"].contains("gpu-a"))
       << answer.dump();

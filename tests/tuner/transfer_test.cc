@@ -203,6 +203,47 @@ TEST(PriorBest, TriesThePriorsBestConfigurationsFirst) {
   EXPECT_EQ(best_prior_configurations(session.priors(), s, 2).size(), 2u);
 }
 
+TEST(ZeroShot, TheFirstProposalIsWhatThePriorsAgreeRanBest) {
+  // Two machines measured every a but 5 (as if it failed to build there, and was left out of
+  // their files); both ran a = 4 best and a = 6 second. A smooth model puts its lowest mean
+  // between them, at a = 5, which nobody ran.
+  SearchSpace s({integer_range("a", 0, 9)}, {});
+  const auto valley = [](const Configuration& c) {
+    const double a = as_double(c[0]);
+    return a == 4 ? 2.0 : a == 6 ? 2.01 : 1.0 + 2.0 * std::abs(a - 5.0);
+  };
+  SessionOptions options;
+  options.strategy = "bo-transfer";
+  for (const char* machine : {"gpu-a", "gpu-b"}) {
+    Prior p;
+    p.source = machine;
+    for (const auto& c : s.valid_configurations()) {
+      if (as_double(c[0]) != 5) p.observations.push_back({c, Measurement::success(valley(c))});
+    }
+    options.priors.push_back(std::move(p));
+  }
+  const auto consensus = consensus_best(options.priors, s, 2);
+  ASSERT_EQ(consensus.best.size(), 2u);
+  EXPECT_EQ(s.key(consensus.best[0].config), "4");
+  EXPECT_EQ(s.key(consensus.best[1].config), "6");
+  EXPECT_EQ(consensus.priors, 2u);
+  EXPECT_EQ(consensus.best[0].ran_by, 2u);
+  EXPECT_DOUBLE_EQ(consensus.best[0].mean_quantile, 0.0);
+
+  Session session(s, options);
+  const auto first = session.propose(1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(s.key(first[0]), "4");
+  EXPECT_EQ(session.diagnostics()["phase"], "priors' consensus");
+  // Without it, the model's choice.
+  options.strategy_options = {{"consensus_first", 0}};
+  Session model_first(s, options);
+  const auto by_model = model_first.propose(1);
+  ASSERT_EQ(by_model.size(), 1u);
+  EXPECT_EQ(s.key(by_model[0]), "5");
+  EXPECT_NE(model_first.diagnostics().value("phase", ""), "priors' consensus");
+}
+
 TEST(ZeroShot, ForecastsComeFromThePriorsAndAreMarkedSo) {
   const auto s = space();
   SessionOptions options;
