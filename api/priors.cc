@@ -66,7 +66,20 @@ std::vector<Prior> priors_from_store(const db::Store& store, const SearchSpace& 
   }
   std::vector<Prior> out;
   for (auto& [key, prior] : grouped) {
-    if (prior.ok_count() > 0) out.push_back(std::move(prior));
+    if (prior.ok_count() == 0) continue;
+    // In key order, as priors read from files are: the subsample a prior's model is fitted on
+    // does not depend on the order its trials were stored in.
+    std::vector<std::pair<std::string, std::size_t>> order;
+    order.reserve(prior.observations.size());
+    for (std::size_t i = 0; i < prior.observations.size(); ++i) {
+      order.emplace_back(space.key(prior.observations[i].config), i);
+    }
+    std::sort(order.begin(), order.end());
+    std::vector<Observation> sorted;
+    sorted.reserve(order.size());
+    for (const auto& [k, i] : order) sorted.push_back(std::move(prior.observations[i]));
+    prior.observations = std::move(sorted);
+    out.push_back(std::move(prior));
   }
   return out;
 }
