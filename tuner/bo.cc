@@ -263,7 +263,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
     // best (consensus_best), not the model's lowest mean, which is an optimistic interpolation
     // between the sources' subsampled points (convolution_hub A4000 from A6000: 0.28 of the
     // optimum, where the consensus gives 0.99).
-    if (consensus_first_ > 0 && state.has_priors() && state.taken.size() < consensus_first_ &&
+    if (out.size() < n && consensus_first_ > 0 && state.has_priors() &&
+        state.taken.size() < consensus_first_ &&
         priors_share_the_input(*state.priors, state.task_features)) {
       if (consensus_list_.empty()) {
         const auto consensus =
