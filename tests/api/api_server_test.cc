@@ -154,16 +154,22 @@ TEST(ApiServer, ConcurrentWorkersNeverReceiveTheSameConfiguration) {
   EXPECT_EQ(counts.pending, 0);
 }
 
+/// One suggestion of the study at `base` for `client`, leased for `seconds`.
+nlohmann::json lease_one(HttpClient& c, const std::string& base, const std::string& token,
+                         const std::string& client, double seconds) {
+  return c
+      .post(base + "/suggestions", {{"n", 1}, {"client_id", client}, {"lease_seconds", seconds}},
+            token)
+      .json()["suggestions"][0];
+}
+
 TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedWhileUntaken) {
   TestServer server;
   auto c = server.client();
   const auto study = create_demo_study(c, server.token, "exhaustive", 3);
   const std::string base = "/v1/studies/" + std::to_string(study);
   const auto lease = [&](const std::string& client, double seconds) {
-    return c
-        .post(base + "/suggestions", {{"n", 1}, {"client_id", client}, {"lease_seconds", seconds}},
-              server.token)
-        .json()["suggestions"][0];
+    return lease_one(c, base, server.token, client, seconds);
   };
   const auto result_path = [](const nlohmann::json& s) {
     return "/v1/trials/" + std::to_string(s["trial_id"].get<int>()) + "/result";
@@ -215,10 +221,7 @@ TEST(ApiServer, ALateResultWithdrawsTheNewerLeaseOfItsConfiguration) {
   const auto study = create_demo_study(c, server.token, "exhaustive", 3);
   const std::string base = "/v1/studies/" + std::to_string(study);
   const auto lease = [&](const std::string& client, double seconds) {
-    return c
-        .post(base + "/suggestions", {{"n", 1}, {"client_id", client}, {"lease_seconds", seconds}},
-              server.token)
-        .json()["suggestions"][0];
+    return lease_one(c, base, server.token, client, seconds);
   };
   const auto first = lease("slow-a", 0.1);
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
