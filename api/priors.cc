@@ -69,16 +69,8 @@ std::vector<Prior> priors_from_store(const db::Store& store, const SearchSpace& 
     if (prior.ok_count() == 0) continue;
     // In key order, as priors read from files are: the subsample a prior's model is fitted on
     // does not depend on the order its trials were stored in.
-    std::vector<std::pair<std::string, std::size_t>> order;
-    order.reserve(prior.observations.size());
-    for (std::size_t i = 0; i < prior.observations.size(); ++i) {
-      order.emplace_back(space.key(prior.observations[i].config), i);
-    }
-    std::sort(order.begin(), order.end());
-    std::vector<Observation> sorted;
-    sorted.reserve(order.size());
-    for (const auto& [k, i] : order) sorted.push_back(std::move(prior.observations[i]));
-    prior.observations = std::move(sorted);
+    sort_by_key(space, prior.observations,
+                [](const Observation& o) -> const Configuration& { return o.config; });
     out.push_back(std::move(prior));
   }
   return out;
@@ -214,9 +206,8 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   out.kernel_version = kernel->version;
   // The unit the sources' values are in, when their studies agree on one.
   std::unordered_set<std::string> units;
-  for (const auto& study : store.list_studies()) {
-    if (study.kernel_name == kernel_name && study.kernel_version == kernel->version &&
-        machines.count(study.machine_name)) {
+  for (const auto& study : store.list_studies(kernel_name)) {
+    if (study.kernel_version == kernel->version && machines.count(study.machine_name)) {
       units.insert(objective_unit(study));
     }
   }

@@ -296,9 +296,8 @@ void add_query_commands(CLI::App& app) {
               machine && store.best_trial(args->kernel, machine->id, task, other).has_value();
           // Trials that all failed are something measured, just nothing that worked.
           std::int64_t failed_here = 0;
-          for (const auto& s : store.list_studies()) {
-            if (machine && s.kernel_name == args->kernel && s.machine_id == machine->id &&
-                (!task || s.task_id == *task)) {
+          for (const auto& s : store.list_studies(args->kernel)) {
+            if (machine && s.machine_id == machine->id && (!task || s.task_id == *task)) {
               const auto counts = store.trial_counts(s.id);
               failed_here += counts.failed + counts.timeout + counts.invalid;
             }

@@ -1,6 +1,7 @@
 // Search spaces: parameters, constraints, enumeration, sampling and encoding.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -10,6 +11,7 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/expression.h"
@@ -183,5 +185,22 @@ Parameter categorical(std::string name, std::vector<Value> values,
                       std::optional<Value> default_value = {});
 Parameter real_interval(std::string name, double low, double high, bool log_scale = false,
                         std::optional<double> default_value = {});
+
+/// Sorts `items` by the key of their configuration (`config_of(item)`), so that what is read
+/// from files or the store (candidates of a replay, observations of a prior) does not depend
+/// on the order it was listed or stored in: a model fitted on a subsample of them, or a search
+/// over them, gives the same results for a Kernel Tuner cache and its T4 twin.
+template <class T, class ConfigOf>
+void sort_by_key(const SearchSpace& space, std::vector<T>& items, ConfigOf config_of) {
+  std::vector<std::pair<std::string, std::size_t>> order;
+  order.reserve(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i)
+    order.emplace_back(space.key(config_of(items[i])), i);
+  std::sort(order.begin(), order.end());
+  std::vector<T> sorted;
+  sorted.reserve(items.size());
+  for (const auto& [key, i] : order) sorted.push_back(std::move(items[i]));
+  items = std::move(sorted);
+}
 
 }  // namespace tunebase

@@ -48,19 +48,9 @@ ReplayEvaluator::ReplayEvaluator(MeasuredDataset dataset, std::string origin,
       best_ = i;
     }
   }
-  // Sorted by key, so that a search over them (the benchmark's candidates) does not depend on
-  // the order a file lists its entries in: a Kernel Tuner cache and a T4 file of the same
-  // measurements give the same runs.
-  std::vector<std::pair<std::string, std::size_t>> order;
-  order.reserve(configurations_.size());
-  for (std::size_t i = 0; i < configurations_.size(); ++i) {
-    order.emplace_back(dataset_.space.key(configurations_[i]), i);
-  }
-  std::sort(order.begin(), order.end());
-  std::vector<Configuration> sorted;
-  sorted.reserve(order.size());
-  for (const auto& [key, i] : order) sorted.push_back(std::move(configurations_[i]));
-  configurations_ = std::move(sorted);
+  // A search over them (the benchmark's candidates) does not depend on the file's order.
+  sort_by_key(dataset_.space, configurations_,
+              [](const Configuration& c) -> const Configuration& { return c; });
 }
 
 ReplayEvaluator ReplayEvaluator::from_file(const std::string& path, std::string kernel_name) {

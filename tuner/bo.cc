@@ -718,6 +718,33 @@ class BayesianOptimization final : public ModelBasedStrategy {
     return order;
   }
 
+  // The feasibility model's data past the cap: every failure (a random sample past half the
+  // cap) and an even sample of the successes, in their order.
+  void cap_feasibility_data(std::vector<std::vector<double>>& rows,
+                            std::vector<bool>& feasible) const {
+    std::vector<std::size_t> failed;
+    std::vector<std::size_t> succeeded;
+    for (std::size_t i = 0; i < feasible.size(); ++i) {
+      (feasible[i] ? succeeded : failed).push_back(i);
+    }
+    Rng pick(seed_ ^ rows.size());
+    std::shuffle(failed.begin(), failed.end(), pick);
+    std::shuffle(succeeded.begin(), succeeded.end(), pick);
+    failed.resize(std::min(failed.size(), max_model_points_ / 2));
+    succeeded.resize(std::min(succeeded.size(), max_model_points_ - failed.size()));
+    std::vector<std::size_t> keep = failed;
+    keep.insert(keep.end(), succeeded.begin(), succeeded.end());
+    std::sort(keep.begin(), keep.end());
+    std::vector<std::vector<double>> kept_rows;
+    std::vector<bool> kept_feasible;
+    for (std::size_t i : keep) {
+      kept_rows.push_back(std::move(rows[i]));
+      kept_feasible.push_back(feasible[i]);
+    }
+    rows = std::move(kept_rows);
+    feasible = std::move(kept_feasible);
+  }
+
   void update_model(const TuningState& state, Rng& rng) {
     const std::size_t dim = model_dimension(state);
     std::vector<std::vector<double>> ok_rows;
@@ -767,32 +794,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
         t.g.push_back(all_g[i]);
       }
       t.x = rows_to_matrix(rows, dim);
-      // The feasibility model: every failure (a random sample past half the cap) and an even
-      // sample of the successes.
-      if (all_rows.size() > max_model_points_) {
-        std::vector<std::size_t> failed;
-        std::vector<std::size_t> succeeded;
-        for (std::size_t i = 0; i < t.feasible.size(); ++i) {
-          (t.feasible[i] ? succeeded : failed).push_back(i);
-        }
-        Rng pick(seed_ ^ all_rows.size());
-        std::shuffle(failed.begin(), failed.end(), pick);
-        std::shuffle(succeeded.begin(), succeeded.end(), pick);
-        failed.resize(std::min(failed.size(), max_model_points_ / 2));
-        succeeded.resize(std::min(succeeded.size(), max_model_points_ - failed.size()));
-        std::vector<std::size_t> keep = failed;
-        keep.insert(keep.end(), succeeded.begin(), succeeded.end());
-        std::sort(keep.begin(), keep.end());
-        std::vector<std::vector<double>> kept_rows;
-        std::vector<bool> kept_feasible;
-        for (std::size_t i : keep) {
-          kept_rows.push_back(std::move(all_rows[i]));
-          kept_feasible.push_back(t.feasible[i]);
-        }
-        all_rows = std::move(kept_rows);
-        t.feasible = std::move(kept_feasible);
-      }
     }
+    if (all_rows.size() > max_model_points_) cap_feasibility_data(all_rows, t.feasible);
     t.n_ok = n_ok;
     t.x_all = rows_to_matrix(all_rows, dim);
     t.sorted_g = t.g;
@@ -840,6 +843,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     diagnostics_["refit"] = refit;
     diagnostics_["observations"] = state.observations.size();
     diagnostics_["model_points"] = rows;
+    diagnostics_["feasibility_points"] = target_.x_all.nr();
     diagnostics_["hyperparameters"] = gp_.hyperparameters().to_json();
     if (transfer_ready()) update_weights(rng);
 

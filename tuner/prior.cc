@@ -47,16 +47,7 @@ Prior prior_from_dataset(const MeasuredDataset& dataset, const SearchSpace& spac
     prior.task_features = numeric_task_features({{"problem_size", dataset.problem_size}});
   }
   prior.observations.reserve(dataset.entries.size());
-  // In key order: the model of a prior (its subsample) does not depend on the order the file
-  // lists its entries in, as the candidates of a replay do not (ReplayEvaluator).
-  std::vector<std::pair<std::string, const Observation*>> ordered;
-  ordered.reserve(dataset.entries.size());
-  for (const auto& entry : dataset.entries)
-    ordered.emplace_back(dataset.space.key(entry.config), &entry);
-  std::sort(ordered.begin(), ordered.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [key, e] : ordered) {
-    const Observation& entry = *e;
+  for (const auto& entry : dataset.entries) {
     try {
       prior.observations.push_back(
           {space.config_from_json(dataset.space.config_to_json(entry.config)), entry.result});
@@ -64,6 +55,9 @@ Prior prior_from_dataset(const MeasuredDataset& dataset, const SearchSpace& spac
       // Outside the study's space (another version of the kernel, or a restricted space).
     }
   }
+  // The model of a prior (its subsample) does not depend on the order of the file's entries.
+  sort_by_key(space, prior.observations,
+              [](const Observation& o) -> const Configuration& { return o.config; });
   return prior;
 }
 

@@ -297,6 +297,20 @@ TEST(Strategies, BoConditionsOnABoundedSubsetOfManyObservations) {
     EXPECT_LE(d["model_points"].get<std::size_t>(), 60u + measured.size() / 10) << d.dump();
   }
   EXPECT_LT(session.best()->result.objective, best);  // it found into the unmeasured bottom
+
+  // Mostly failures: few successes, but the feasibility model's data is capped all the same.
+  Session failing(space, opts);
+  std::size_t n = 0;
+  for (const auto& c : space.valid_configurations()) {
+    const bool ok = ++n % 20 == 0;
+    failing.observe(c, ok ? Measurement::success(bowl(c))
+                          : Measurement::failure(TrialStatus::failed, "does not build"));
+    if (n == 400) break;
+  }
+  ASSERT_EQ(failing.propose(1).size(), 1u);
+  const auto d = failing.diagnostics();
+  EXPECT_EQ(d["model_points"], 20) << d.dump();
+  EXPECT_LE(d["feasibility_points"].get<std::size_t>(), 60u) << d.dump();
 }
 
 TEST(Strategies, GaImprovesOnRandomOnASmoothObjective) {
