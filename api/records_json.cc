@@ -24,8 +24,13 @@ nlohmann::json machine_json(const db::MachineRecord& m) {
 }
 
 nlohmann::json counts_json(const db::TrialCounts& c) {
-  return {{"total", c.total},   {"pending", c.pending}, {"ok", c.ok},
-          {"failed", c.failed}, {"timeout", c.timeout}, {"invalid", c.invalid}};
+  return {{"total", c.total},
+          {"pending", c.pending},
+          {"ok", c.ok},
+          {"failed", c.failed},
+          {"timeout", c.timeout},
+          {"invalid", c.invalid},
+          {"lease_ended", c.lease_ended}};
 }
 
 nlohmann::json study_json(const db::Store& store, const db::StudyRecord& s, bool with_space) {

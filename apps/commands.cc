@@ -386,8 +386,10 @@ void add_query_commands(CLI::App& app) {
           best = t.result.objective;
           mark = "*";
         }
+        // A lease that ended without a result is no evaluation that timed out.
         std::cout << std::setw(5) << t.id.value << " " << mark << " " << std::setw(8)
-                  << to_string(t.result.status) << "  " << std::setw(12)
+                  << (t.lease_expired() ? "ended" : to_string(t.result.status)) << "  "
+                  << std::setw(12)
                   << (t.result.ok() ? objective_text(study, t.result.objective) : "-") << "  "
                   << t.config.dump();
         if (!t.result.ok() && !t.result.message.empty())

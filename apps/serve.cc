@@ -8,6 +8,7 @@
 #include "api/server.h"
 #include "api/service.h"
 #include "apps/cli.h"
+#include "apps/sweep.h"
 #include "apps/worker.h"
 #include "core/error.h"
 #include "db/store.h"
@@ -58,6 +59,17 @@ void add_serve_command(CLI::App& app) {
       store.emplace(args->db);
     } catch (const StorageError& e) {
       throw StorageError("cannot serve database " + args->db + ": " + e.what());
+    }
+    // Leases of sweeps of this host that died would block their configurations for an hour.
+    std::size_t taken_back = 0;
+    for (const auto& s : store->list_studies()) {
+      if (s.status == db::StudyStatus::active) {
+        taken_back += release_leases_of_ended_sweeps(*store, s.id);
+      }
+    }
+    if (taken_back > 0) {
+      std::cerr << "note: took back " << taken_back << " lease" << (taken_back == 1 ? "" : "s")
+                << " of sweeps of this host that ended without a result\n";
     }
     api::Service service(*store, args->service);
     api::Server server(service, args->server);

@@ -1,8 +1,11 @@
 #include "apps/sweep.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +27,23 @@ constexpr int kProgressBarWidth = 24;
 // How long a sweep holds the configuration it evaluates (as a worker's default lease): when the
 // process dies, a server sharing the study proposes it again after this.
 constexpr double kSweepLeaseSeconds = 3600.0;
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+// The process id of a sweep of this host from its client id; none for other clients.
+std::optional<pid_t> local_sweep_pid(std::string_view client_id) {
+  const std::string prefix = "sweep@" + host_name() + ":";
+  if (!client_id.starts_with(prefix)) return std::nullopt;
+  const auto digits = client_id.substr(prefix.size());
+  pid_t pid = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+  if (ec != std::errc() || end != digits.data() + digits.size() || pid <= 0) return std::nullopt;
+  return pid;
+}
 
 std::string format_duration(double seconds) {
   const auto s = static_cast<long long>(std::llround(std::max(seconds, 0.0)));
@@ -172,6 +192,24 @@ std::string format_seconds(double s) {
   return buf;
 }
 
+std::string sweep_client_id() { return "sweep@" + host_name() + ":" + std::to_string(getpid()); }
+
+std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study) {
+  db::TrialRange pending;
+  pending.status = TrialStatus::pending;
+  std::size_t released = 0;
+  for (const auto& t : store.trials(study, pending)) {
+    const auto pid = local_sweep_pid(t.client_id);
+    // kill(pid, 0) fails with ESRCH only when no such process exists (EPERM: it runs as
+    // another user). A reused pid keeps the lease until it expires, as before.
+    if (!pid || kill(*pid, 0) == 0 || errno != ESRCH) continue;
+    store.release_lease(t.id, "its sweep (process " + std::to_string(*pid) +
+                                  " of this host) ended before it reported one");
+    ++released;
+  }
+  return released;
+}
+
 SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOptions& options) {
   const auto& space = evaluator.space();
 
@@ -241,6 +279,10 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   // server does before it proposes, so that a configuration whose client vanished (a killed
   // sweep's too) is measured. Live leases of other clients are not proposed while they live.
   store.expire_leases(std::chrono::system_clock::now());
+  if (const auto n = release_leases_of_ended_sweeps(store, study.id); n > 0) {
+    std::cerr << "note: took back " << n << " lease" << (n == 1 ? "" : "s")
+              << " of a sweep of this host that ended without a result; proposed again\n";
+  }
   std::vector<Observation> finished;
   std::vector<Configuration> leased;
   std::map<std::int64_t, Configuration> held;  // trial id -> configuration, of those leases
@@ -295,11 +337,12 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   };
   // Each configuration is leased before it is evaluated, as a server's workers do, so that a
   // sweep and a server sharing the study never measure one configuration twice.
+  const std::string client_id = sweep_client_id();
   auto evaluate_and_store = [&](const Configuration& config) {
     db::TrialId trial;
     try {
       trial = store.add_pending_trial(study.id, space.config_to_json(config), space.key(config),
-                                      "cli", kSweepLeaseSeconds);
+                                      client_id, kSweepLeaseSeconds);
     } catch (const Conflict& e) {
       // Taken by another process sharing the database (a server's worker): skip it.
       std::cerr << "\nnote: " << e.what() << "; skipped\n";

@@ -73,6 +73,15 @@ struct SweepSummary {
 /// Every finished trial is stored before the next starts.
 SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOptions& options);
 
+/// The client id of this process's sweep leases: "sweep@HOST:PID". It says where the sweep
+/// ran, so that a lease left by a sweep that died is recognised (below).
+std::string sweep_client_id();
+/// Takes back, at once, the live leases of `study` held by sweeps of this host whose process
+/// no longer runs (killed, crashed): their configurations are proposed again instead of after
+/// the lease's hour. Returns how many. A lease of another host, or of a process that runs, is
+/// left to expire.
+std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study);
+
 /// "12.3 us", "4.56 ms", "1.23 s": a time for people.
 std::string format_seconds(double s);
 /// A value in `unit` ("s", "ms", or anything else, printed as a plain number) for people.

@@ -994,15 +994,17 @@ std::size_t Store::expire_leases(std::chrono::system_clock::time_point now) {
   return static_cast<std::size_t>(impl_->db.changes());
 }
 
-void Store::release_lease(TrialId trial) {
+void Store::release_lease(TrialId trial, std::string_view reason) {
   std::lock_guard lock(impl_->mutex);
   const std::string what = "releasing the lease of trial " + std::to_string(trial.value);
   impl_->require_writable(what);
   auto st = impl_->db.prepare(
-      "UPDATE trials SET status = 'timeout', message = 'lease released by client ' || "
-      "quote(client_id) || ' without a result' WHERE id = ?1 AND status = 'pending'",
+      "UPDATE trials SET status = 'timeout', message = CASE WHEN ?2 = '' THEN 'lease released "
+      "by client ' || quote(client_id) || ' without a result' ELSE 'lease of client ' || "
+      "quote(client_id) || ' taken back without a result: ' || ?2 END "
+      "WHERE id = ?1 AND status = 'pending'",
       what);
-  st.bind(1, trial.value).run();
+  st.bind(1, trial.value).bind(2, reason).run();
 }
 
 TrialRecord Store::get_trial(TrialId id) const {
@@ -1085,15 +1087,21 @@ std::int64_t Store::data_version() const {
 TrialCounts Store::trial_counts(StudyId study) const {
   std::lock_guard lock(impl_->mutex);
   impl_->require_study(study);
-  auto st =
-      impl_->db.prepare("SELECT status, count(*) FROM trials WHERE study_id = ?1 GROUP BY status",
-                        "counting the trials of study " + std::to_string(study.value));
+  auto st = impl_->db.prepare(
+      "SELECT status, finished_at IS NULL, count(*) FROM trials WHERE "
+      "study_id = ?1 GROUP BY status, finished_at IS NULL",
+      "counting the trials of study " + std::to_string(study.value));
   st.bind(1, study.value);
   TrialCounts c;
   while (st.step()) {
-    const auto n = st.column_int64(1);
+    const auto n = st.column_int64(2);
     c.total += n;
-    switch (trial_status_from_string(st.column_text(0))) {
+    const auto status = trial_status_from_string(st.column_text(0));
+    if (status != TrialStatus::pending && st.column_int64(1) != 0) {
+      c.lease_ended += n;
+      continue;
+    }
+    switch (status) {
       case TrialStatus::pending:
         c.pending = n;
         break;

@@ -218,8 +218,11 @@ struct TrialCounts {
   std::int64_t pending = 0;
   std::int64_t ok = 0;
   std::int64_t failed = 0;
-  std::int64_t timeout = 0;
+  std::int64_t timeout = 0;  ///< results: evaluations that ran out of time
   std::int64_t invalid = 0;
+  /// Leases that ended (expired or released) with no result: not evaluations, and not in the
+  /// budget; status "timeout" with no finished_at.
+  std::int64_t lease_ended = 0;
 };
 
 /// Which trials Store::trials(study, range) reads: ids in (after, up_to], with `status` when
@@ -393,7 +396,9 @@ class Store {
   /// how many.
   std::size_t expire_leases(std::chrono::system_clock::time_point now);
   /// Ends a live lease without a result, as if it expired now (nothing when not pending).
-  void release_lease(TrialId trial);
+  /// The trial's message says the client released it, or, given `reason`, why it was taken
+  /// back from the client.
+  void release_lease(TrialId trial, std::string_view reason = {});
   TrialRecord get_trial(TrialId id) const;
   /// Every trial of the study, in id (creation) order.
   std::vector<TrialRecord> trials(StudyId study) const;

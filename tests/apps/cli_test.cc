@@ -52,6 +52,39 @@ class Cli : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return nlohmann::json::parse(r.out);
   }
+  /// Sweeps study `study` of `cmd` over x in 0..3 (exhaustively, in order) with `budget`.
+  CliRun sweep_x4(const std::string& study, const std::string& cmd, int budget) {
+    const auto space_file = dir_.file("space.json");
+    std::ofstream(space_file)
+        << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 3}]})";
+    return run("sweep --kernel command --space " + space_file + " --cmd '" + cmd +
+               "' --strategy exhaustive --budget " + std::to_string(budget) + " --study " + study +
+               " --no-progress --db " + db());
+  }
+  /// Leases configurations of `study` not measured yet, one per (client, seconds), as other
+  /// processes sharing the database would hold them; returns their keys. The study must have
+  /// `unmeasured` such configurations.
+  std::vector<std::string> lease_unmeasured(
+      const std::string& study, std::size_t unmeasured,
+      const std::vector<std::pair<std::string, double>>& leases) {
+    db::Store store(db());
+    const auto s = *store.find_study(study);
+    const auto space = SearchSpace::from_json(store.get_kernel(s.kernel_id).space);
+    std::set<std::string> measured;
+    for (const auto& t : store.trials(s.id)) measured.insert(t.config_key);
+    std::vector<Configuration> fresh;
+    for (const auto& c : space.valid_configurations()) {
+      if (!measured.count(space.key(c))) fresh.push_back(c);
+    }
+    EXPECT_EQ(fresh.size(), unmeasured);
+    std::vector<std::string> keys;
+    for (std::size_t i = 0; i < leases.size() && i < fresh.size(); ++i) {
+      keys.push_back(space.key(fresh[i]));
+      store.add_pending_trial(s.id, space.config_to_json(fresh[i]), keys.back(), leases[i].first,
+                              leases[i].second);
+    }
+    return keys;
+  }
   testing::TempDir dir_;
 };
 
@@ -189,36 +222,13 @@ TEST_F(Cli, AResumedSweepKeepsTheStudysBudgetAndLeavesItActiveForOtherClientsLea
 }
 
 TEST_F(Cli, AResumedSweepTakesBackLeasesThatEnded) {
-  const auto space_file = dir_.file("space.json");
-  std::ofstream(space_file)
-      << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 3}]})";
-  const auto sweep = [&](int budget) {
-    return run("sweep --kernel command --space " + space_file +
-               " --cmd 'sleep 0.4; echo {x}' --strategy exhaustive --budget " +
-               std::to_string(budget) + " --study leases --no-progress --db " + db());
-  };
+  const auto sweep = [&](int budget) { return sweep_x4("leases", "sleep 0.4; echo {x}", budget); };
   auto r = sweep(1);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::vector<std::string> leased_keys;
-  {
-    db::Store store(db());
-    const auto study = *store.find_study("leases");
-    const auto space = SearchSpace::from_json(store.get_kernel(study.kernel_id).space);
-    std::set<std::string> measured;
-    for (const auto& t : store.trials(study.id)) measured.insert(t.config_key);
-    std::vector<Configuration> fresh;
-    for (const auto& c : space.valid_configurations()) {
-      if (!measured.count(space.key(c))) fresh.push_back(c);
-    }
-    ASSERT_EQ(fresh.size(), 3u);
-    // A sweep killed (kill -9) mid-evaluation left its lease, which has ended but was never
-    // expired; a worker holds another one that ends while the resumed sweep runs.
-    store.add_pending_trial(study.id, space.config_to_json(fresh[0]), space.key(fresh[0]), "cli",
-                            0.001);
-    store.add_pending_trial(study.id, space.config_to_json(fresh[1]), space.key(fresh[1]), "worker",
-                            0.5);
-    leased_keys = {space.key(fresh[0]), space.key(fresh[1])};
-  }
+  // A sweep killed (kill -9) mid-evaluation left its lease, which has ended but was never
+  // expired; a worker holds another one that ends while the resumed sweep runs.
+  const auto leased_keys = lease_unmeasured("leases", 3, {{"cli", 0.001}, {"worker", 0.5}});
+  ASSERT_EQ(leased_keys.size(), 2u);
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
   r = sweep(4);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -233,6 +243,58 @@ TEST_F(Cli, AResumedSweepTakesBackLeasesThatEnded) {
   }
   EXPECT_EQ(measured.size(), 4u);
   for (const auto& key : leased_keys) EXPECT_TRUE(measured.count(key)) << key << " never measured";
+}
+
+TEST_F(Cli, AResumedSweepTakesBackAtOnceTheLeaseOfASweepThatDied) {
+  const auto sweep = [&](int budget) { return sweep_x4("died", "echo {x}", budget); };
+  auto r = sweep(1);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // A process that has ended: the pid of a sweep killed with kill -9 mid-evaluation.
+  const pid_t dead = fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) _exit(0);
+  waitpid(dead, nullptr, 0);
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  const auto sweep_of = [&](pid_t pid) {
+    return "sweep@" + std::string(host) + ":" + std::to_string(pid);
+  };
+  // Both leases live for an hour: one of the dead sweep, one of a sweep that runs (this
+  // test's process), which keeps its configuration.
+  const auto keys =
+      lease_unmeasured("died", 3, {{sweep_of(dead), 3600.0}, {sweep_of(getpid()), 3600.0}});
+  ASSERT_EQ(keys.size(), 2u);
+  const auto& dead_key = keys[0];
+  const auto& live_key = keys[1];
+  r = sweep(4);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("took back 1 lease of a sweep of this host"), std::string::npos) << r.err;
+  db::Store store(db());
+  const auto study = *store.find_study("died");
+  EXPECT_EQ(study.status, db::StudyStatus::active);  // the live lease may still report
+  std::set<std::string> measured;
+  bool dead_lease_says_why = false;
+  bool live_lease_kept = false;
+  for (const auto& t : store.trials(study.id)) {
+    if (t.finished_at && t.result.ok()) measured.insert(t.config_key);
+    if (t.client_id == sweep_of(dead)) {
+      dead_lease_says_why = t.result.message.find("process " + std::to_string(dead) +
+                                                  " of this host) ended") != std::string::npos;
+    }
+    if (t.client_id == sweep_of(getpid())) {
+      live_lease_kept = t.result.status == TrialStatus::pending;
+    }
+  }
+  EXPECT_EQ(measured.size(), 3u);
+  EXPECT_TRUE(measured.count(dead_key)) << "the dead sweep's configuration was not measured";
+  EXPECT_FALSE(measured.count(live_key));
+  EXPECT_TRUE(dead_lease_says_why);
+  EXPECT_TRUE(live_lease_kept);
+  const auto counts = store.trial_counts(study.id);
+  EXPECT_EQ(counts.lease_ended, 1);
+  EXPECT_EQ(counts.pending, 1);
+  r = run("trials --study died --db " + db());
+  EXPECT_NE(r.out.find("   ended             -  {\"x\":"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {

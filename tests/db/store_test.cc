@@ -432,6 +432,9 @@ TEST_F(StoreTest, ExpiredLeaseAcceptsALateResultOnce) {
   EXPECT_EQ(counts.total, 5);
   EXPECT_EQ(counts.pending, 1);  // fast-worker's
   EXPECT_EQ(counts.ok, 2);
+  // The withdrawn and the expired lease ended without a result: no evaluation timed out.
+  EXPECT_EQ(counts.lease_ended, 2);
+  EXPECT_EQ(counts.timeout, 0);
 }
 
 TEST_F(StoreTest, AReleasedLeaseFreesItsConfiguration) {
@@ -444,7 +447,14 @@ TEST_F(StoreTest, AReleasedLeaseFreesItsConfiguration) {
   EXPECT_TRUE(released.lease_expired());
   EXPECT_THAT(released.result.message, HasSubstr("released by client 'cli'"));
   EXPECT_EQ(store_.budget_used(s.id), 0);
-  EXPECT_NE(store_.add_pending_trial(s.id, cfg, "16,row", "w", 60.0), id);
+  const auto again = store_.add_pending_trial(s.id, cfg, "16,row", "w", 60.0);
+  EXPECT_NE(again, id);
+  // The counts tell an evaluation that ran out of time from a lease that ended without one.
+  store_.complete_trial(again, Measurement::failure(TrialStatus::timeout, "ran past 10 s"));
+  const auto counts = store_.trial_counts(s.id);
+  EXPECT_EQ(counts.total, 2);
+  EXPECT_EQ(counts.timeout, 1);
+  EXPECT_EQ(counts.lease_ended, 1);
 }
 
 TEST_F(StoreTest, MeasurementsOfTakenConfigurationsAreRefused) {
