@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "db/json_text.h"
 
 namespace tunebase::api {
 
@@ -154,7 +155,8 @@ HttpReply HttpClient::get(const std::string& target, const std::string& token) {
 
 HttpReply HttpClient::post(const std::string& target, const nlohmann::json& body,
                            const std::string& token) {
-  return request("POST", target, body.dump(), token);
+  // A measurement's message may hold a program's bytes that are not UTF-8: replaced.
+  return request("POST", target, db::json_text(body), token);
 }
 
 std::string url_encode(const std::string& text) {

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "api/errors.h"
+#include "db/json_text.h"
 
 namespace tunebase::api {
 
@@ -115,7 +116,7 @@ Response Response::compute_needed() {
 Response Response::json(const nlohmann::json& body, int status) {
   Response r;
   r.status = status;
-  r.body = body.dump();
+  r.body = db::json_text(body);  // invalid UTF-8 in stored text is replaced, not a 500
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include "api/priors.h"
 #include "api/records_json.h"
 #include "core/measurements.h"
+#include "db/json_text.h"
 #include "db/study_export.h"
 #include "tuner/strategy.h"
 
@@ -709,7 +710,7 @@ Response Service::list_trials(Request& request) {
     for (const auto& t : page) {
       if (!*first) out += ',';
       *first = false;
-      out += trial_json(t).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      out += db::json_text(trial_json(t));
     }
     return true;
   };

@@ -15,6 +15,7 @@
 #include "apps/evaluators.h"
 #include "core/error.h"
 #include "core/machine.h"
+#include "db/json_text.h"
 
 namespace tunebase::cli {
 
@@ -237,7 +238,7 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
       return IoError("the result of trial " + std::to_string(trial_id) + " " +
                      suggestion["config"].dump() + " was not delivered: " + why +
                      "; to store it, POST to the server's " + trial_path + "/result the body " +
-                     body.dump());
+                     db::json_text(body));
     };
     api::HttpReply told;
     try {

@@ -1,4 +1,4 @@
-// Text forms the store and the export share (internal to the db module).
+// Text forms the store, the export and the API share.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -115,6 +115,37 @@ TEST(Worker, TwoWorkersShareAStudyWithoutRepeats) {
   EXPECT_EQ(failed, summaries[0].failed + summaries[1].failed);
 }
 
+// A program's output in a failure message need not be UTF-8 (a binary printed by mistake).
+class BinaryOutputEvaluator : public ReplayEvaluator {
+ public:
+  BinaryOutputEvaluator() : ReplayEvaluator(measured_dataset("conv"), "generated.json") {}
+  Measurement evaluate(const Configuration&) override {
+    return Measurement::failure(TrialStatus::failed, "crashed; output: \xAF\xFF\xFE ok");
+  }
+};
+
+TEST(Worker, AFailureMessageThatIsNotUtf8IsStoredAndServed) {
+  testing::TestServer server;
+  BinaryOutputEvaluator evaluator;
+  auto client = server.client();
+  const auto study = create_study(client, server.token, evaluator, 2);
+  cli::WorkerOptions options;
+  options.study = study;
+  options.token = server.token;
+  options.quiet = true;
+  const auto summary = cli::run_worker(evaluator, client, options);
+  EXPECT_EQ(summary.evaluated, 2u);
+  EXPECT_EQ(summary.failed, 2u);
+  const auto trials = server.store().trials(db::StudyId{study});
+  ASSERT_EQ(trials.size(), 2u);
+  for (const auto& t : trials) {
+    EXPECT_EQ(t.result.status, TrialStatus::failed);
+    EXPECT_THAT(t.result.message, HasSubstr("crashed; output: "));
+    const auto served = client.get("/v1/trials/" + std::to_string(t.id.value), server.token);
+    EXPECT_EQ(served.status, 200) << served.body;
+  }
+}
+
 // Its first evaluation outlasts the lease, and meanwhile another client is given the same
 // configuration (exhaustive search proposes the lowest free one again) and reports it.
 class SlowFirstEvaluator : public ReplayEvaluator {
