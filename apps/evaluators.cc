@@ -1,6 +1,9 @@
 #include "apps/evaluators.h"
 
 #include <algorithm>
+#include <cctype>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/command.h"
@@ -22,6 +25,32 @@ constexpr std::int64_t kDefaultGridSize = 64;
 constexpr int kMaxRepeats = 1'000'000;
 // Past any grid or GPU problem size that fits in memory (the kernels check their own limits).
 constexpr std::int64_t kMaxSize = 1'000'000'000;
+
+// A command's --unit: the time units by their usual spellings ("msec", "seconds") as s, ms,
+// us or ns, which are shown as times; anything else is a label. A rate (GFLOP/s, GB/s) is
+// better higher: without --maximize it would be minimised, and the slowest configuration
+// reported as the best, so it is refused.
+std::string command_unit(const std::string& unit, bool maximize) {
+  std::string lower;
+  for (char c : unit) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> kTimes = {
+      {"s", {"s", "sec", "secs", "second", "seconds"}},
+      {"ms", {"ms", "msec", "msecs", "millisecond", "milliseconds"}},
+      {"us", {"us", "\u00b5s", "\u03bcs", "usec", "usecs", "microsecond", "microseconds"}},
+      {"ns", {"ns", "nsec", "nsecs", "nanosecond", "nanoseconds"}}};
+  for (const auto& [canonical, spellings] : kTimes) {
+    if (std::find(spellings.begin(), spellings.end(), lower) != spellings.end()) return canonical;
+  }
+  const bool rate = lower.find("/s") != std::string::npos ||
+                    lower.find("flops") != std::string::npos ||
+                    lower.find("per s") != std::string::npos;
+  if (rate && !maximize) {
+    throw InvalidInput("--unit " + unit +
+                       " is a rate, where higher is better: add --maximize (tunebase minimises "
+                       "the objective unless told otherwise)");
+  }
+  return unit;
+}
 
 CsrMatrix load_matrix(const EvaluatorSpec& spec) {
   if (!spec.matrix.empty()) return read_matrix_market(spec.matrix);
@@ -180,7 +209,7 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
     if (!spec.regex.empty()) options.objective_regex = spec.regex;
     if (spec.repeats > 0) options.repeats = spec.repeats;
     options.minimize = !spec.maximize;
-    options.unit = spec.unit;
+    options.unit = command_unit(spec.unit, spec.maximize);
     return std::make_unique<CommandEvaluator>(SearchSpace::load(spec.space_file), spec.command,
                                               options);
   }

@@ -1,5 +1,6 @@
 // tunebase: autotuning for sparse solvers and GPU kernels.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <csignal>
@@ -15,7 +16,13 @@ std::atomic<bool> g_interrupted{false};
 
 namespace {
 extern "C" void on_signal(int sig) {
-  if (g_interrupted.exchange(true)) {
+  if (!g_interrupted.exchange(true)) {
+    // write(2) is safe in a signal handler; the evaluation under way may take a while.
+    constexpr char kNote[] =
+        "\ninterrupted: stopping after the evaluation under way (its result is stored); "
+        "interrupt again to stop at once\n";
+    [[maybe_unused]] const auto written = write(STDERR_FILENO, kNote, sizeof kNote - 1);
+  } else {
     kill_running_commands();  // they run in their own process groups: none may outlive us
     std::signal(sig, SIG_DFL);
     std::raise(sig);

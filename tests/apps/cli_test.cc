@@ -297,6 +297,29 @@ TEST_F(Cli, AResumedSweepTakesBackAtOnceTheLeaseOfASweepThatDied) {
   EXPECT_NE(r.out.find("   ended             -  {\"x\":"), std::string::npos) << r.out;
 }
 
+TEST_F(Cli, ACommandsUnitIsReadAsPeopleWriteIt) {
+  const auto space = dir_.file("space.json");
+  std::ofstream(space)
+      << R"({"parameters": [{"name": "x", "type": "integer", "low": 1, "high": 4}]})";
+  const std::string sweep = "sweep --kernel command --space " + space +
+                            " --strategy exhaustive --budget 4 --no-progress --json --db " + db();
+  // A rate is better higher: minimising it would report the slowest configuration.
+  auto r = run(sweep + " --cmd 'echo $(( {x} * 10 ))' --unit GFLOP/s --study rate");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--unit GFLOP/s is a rate, where higher is better: add --maximize"),
+            std::string::npos)
+      << r.err;
+  r = run(sweep + " --cmd 'echo $(( {x} * 10 ))' --unit GFLOP/s --maximize --study rate");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["best"]["config"]["x"], 4);
+  // "msec" is a time in ms.
+  r = run(sweep + " --cmd 'echo {x}' --unit msec --study msec");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["unit"], "ms");
+  EXPECT_EQ(j["best"]["config"]["x"], 1);
+}
+
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   const auto space = dir_.file("space.json");
   std::ofstream(space)
@@ -417,6 +440,10 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
   EXPECT_LT(stored.size(), 100u);
   for (const auto& t : stored) EXPECT_EQ(t["status"], "ok") << t.dump();
   EXPECT_NE(slurp(dir_.file("o")).find("interrupted"), std::string::npos);
+  // Told at once that the evaluation under way is finished first.
+  EXPECT_NE(slurp(dir_.file("e")).find("interrupted: stopping after the evaluation under way"),
+            std::string::npos)
+      << slurp(dir_.file("e"));
 }
 
 // Alive, and not a zombie waiting for a reaper.
