@@ -52,7 +52,8 @@ struct AcquisitionOptions {
   /// Exploration weight of the lower confidence bound.
   double kappa = 2.0;
   /// Lower confidence bound with a feasibility model: candidates below this P(feasible) score
-  /// -infinity (LCB is not a probability-weighted quantity, so it is not multiplied).
+  /// -infinity (LCB is not a probability-weighted quantity, so it is not multiplied). The bo
+  /// strategy also ranks such candidates after every other, whatever the acquisition.
   double min_feasible_probability = 0.5;
 };
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -201,6 +202,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
         read.count("max_model_points", kDefaultMaxModelPoints, kMinObservationsForModel, kMaxCount);
     acquisition_.kind = surrogates::acquisition_from_string(read.text("acquisition", "log_ei"));
     acquisition_.kappa = read.number("kappa", 2.0, 0.0, kMaxMagnitude);
+    acquisition_.min_feasible_probability =
+        read.number("min_feasible", acquisition_.min_feasible_probability, 0.0, 1.0);
     fit_options_.kind =
         surrogates::covariance_kind_from_string(read.text("covariance", "matern52"));
     const auto output = read.text("output", "copula");
@@ -903,6 +906,16 @@ class BayesianOptimization final : public ModelBasedStrategy {
   // The lowest value the model believes the study has reached, in the units of its
   // predictions: the best target value, or for RGPE (whose predictions mix units of several
   // sources) the lowest ensemble mean at the observed points.
+  // Whether the feasibility model gives candidate i at least min_feasible of succeeding
+  // (always without one). Candidates below rank after every other (a probabilistic
+  // constraint, as in constrained Bayesian optimisation): an unexplored corner beyond the
+  // failures has the objective model's largest variance and so, once the optimum is near,
+  // the largest expected improvement, which a small P(feasible) factor does not outweigh.
+  bool likely_feasible(std::span<const double> log_feasible, std::size_t i) const {
+    return log_feasible.empty() ||
+           log_feasible[i] >= std::log(acquisition_.min_feasible_probability);
+  }
+
   double incumbent(const std::vector<double>& mean_at_observed) const {
     if (!transfer_ready() || mode_ == TransferMode::stacked || mean_at_observed.empty()) {
       double best = std::numeric_limits<double>::infinity();
@@ -1024,8 +1037,14 @@ class BayesianOptimization final : public ModelBasedStrategy {
         if (!any) outside.clear();
         diagnostics_["local"] = any;
       }
+      // The best candidate the feasibility model believes more likely to succeed than
+      // min_feasible, or when there is none, the best of all.
+      bool best_likely = false;
       for (std::size_t i = 0; i < cands.size(); ++i) {
-        if (!blocked[i] && (outside.empty() || !outside[i]) && s[i] > best_score) {
+        if (blocked[i] || (!outside.empty() && outside[i])) continue;
+        const bool likely = likely_feasible(log_feasible, i);
+        if (std::tie(likely, s[i]) > std::tie(best_likely, best_score)) {
+          best_likely = likely;
           best_score = s[i];
           best = i;
         }
@@ -1080,7 +1099,12 @@ class BayesianOptimization final : public ModelBasedStrategy {
           if (prior_failed_.count(space.key(configs[i]))) log_feasible[i] += prior_penalty;
         }
       }
-      return scores(predict_combined(x), best_z, log_feasible);
+      // (likely feasible, acquisition score): compared in that order.
+      const auto s = scores(predict_combined(x), best_z, log_feasible);
+      std::vector<std::pair<bool, double>> ranked(s.size());
+      for (std::size_t i = 0; i < s.size(); ++i)
+        ranked[i] = {likely_feasible(log_feasible, i), s[i]};
+      return ranked;
     };
     auto fantasise = [&](const Configuration& c) {
       const auto x = encode(state, c);
@@ -1139,10 +1163,10 @@ class BayesianOptimization final : public ModelBasedStrategy {
       std::partial_sort(order.begin(), order.begin() + static_cast<long>(starts), order.end(),
                         [&](auto a, auto b) { return pool_scores[a] > pool_scores[b]; });
       Configuration best = pool[order[0]];
-      double best_score = pool_scores[order[0]];
+      auto best_score = pool_scores[order[0]];
       for (std::size_t s = 0; s < starts; ++s) {
         Configuration current = pool[order[s]];
-        double current_score = pool_scores[order[s]];
+        auto current_score = pool_scores[order[s]];
         for (std::size_t step = 0; step < kLocalSearchSteps; ++step) {
           std::vector<Configuration> neighbours;
           for (auto& nb : space.neighbours(current, rng)) {
@@ -1161,7 +1185,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
         }
       }
       chosen.insert(space.key(best));
-      if (k == 0) diagnostics_["acquisition"] = best_score;
+      if (k == 0) diagnostics_["acquisition"] = best_score.second;
       if (k + 1 < n) fantasise(best);
       out.push_back(std::move(best));
     }

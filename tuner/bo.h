@@ -32,13 +32,14 @@ enum class TransferMode {
 };
 
 /// Options (JSON, all optional): initial_design (int, default 5), acquisition ("log_ei", "ei",
-/// "pi", "lcb"), kappa, refit_every (int), refit_below (int), covariance ("matern52",
-/// "squared_exponential"), output ("copula", the default, or "log": how objective values
-/// become model values), lengthscale_location (mode of the log-lengthscale prior; default the
-/// GP module's dimension-scaled one), short_start (log lengthscale of an extra optimiser start
-/// at every refit, default 0; null: none), local_every / local_radius (every local_every-th
-/// proposal stays within local_radius encoded coordinates of the best configuration; 0: never;
-/// defaults 2 and 1), candidate_samples (spaces that are not enumerated), seed. Transfer:
+/// "pi", "lcb"), kappa, min_feasible (candidates the feasibility model gives less than this
+/// probability of succeeding rank after every other; default 0.5), refit_every (int), refit_below
+/// (int), covariance ("matern52", "squared_exponential"), output ("copula", the default, or "log":
+/// how objective values become model values), lengthscale_location (mode of the log-lengthscale
+/// prior; default the GP module's dimension-scaled one), short_start (log lengthscale of an extra
+/// optimiser start at every refit, default 0; null: none), local_every / local_radius (every
+/// local_every-th proposal stays within local_radius encoded coordinates of the best configuration;
+/// 0: never; defaults 2 and 1), candidate_samples (spaces that are not enumerated), seed. Transfer:
 /// rgpe_samples, prior_points (subsample size of a prior, default 384), prior_best_fraction
 /// (share of it given to the prior's best), prior_best (prior-best: how many of the priors'
 /// best configurations to try first, default 10).

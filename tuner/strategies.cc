@@ -322,6 +322,7 @@ const std::vector<std::string>& strategy_option_names() {
                                                  "max_model_points",
                                                  "acquisition",
                                                  "kappa",
+                                                 "min_feasible",
                                                  "covariance",
                                                  "output",
                                                  "lengthscale_location",
