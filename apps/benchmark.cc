@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "apps/cli.h"
+#include "apps/sweep.h"
 #include "core/error.h"
-#include "core/json.h"
 #include "core/measurements.h"
 #include "kernels/replay.h"
 #include "tuner/prior.h"
@@ -208,10 +208,7 @@ void add_benchmark_command(CLI::App& app) {
     if (candidates.empty()) throw InvalidInput("the search space has no valid configuration");
     // A parameter of the space that the target lacks fails here, not in every seed.
     if (space_differs) (void)target.lookup_json(space.config_to_json(candidates.front()));
-    const nlohmann::json strategy_options = parse_json_text(args->options, "--options");
-    if (!strategy_options.is_object()) {
-      throw InvalidInput("--options must be a JSON object, got " + args->options);
-    }
+    const nlohmann::json strategy_options = parse_strategy_options(args->options, "--options");
     std::vector<Prior> priors;
     for (const auto& file : args->priors) {
       priors.push_back(load_prior(file, space));

@@ -114,6 +114,10 @@ void print_sweep_summary(const SweepSummary& s) {
   }
   std::cout << "\n";
   if (!s.stopped.empty()) std::cout << "stopped:    " << s.stopped << "\n";
+  if (!s.last_failure.empty()) {
+    std::cout << "failure:    " << one_line(s.last_failure) << " (the last of " << s.failed_here
+              << " in this run)\n";
+  }
   if (!s.best) {
     std::cout << "best:       none (no successful evaluation)\n";
     return;
@@ -179,6 +183,7 @@ void add_sweep_command(CLI::App& app) {
   struct Args {
     EvaluatorSpec spec;
     SweepOptions sweep;
+    std::string strategy_options;
     std::size_t budget = kDefaultSweepBudget;
     std::string db = kDefaultDb;
     bool json = false;
@@ -189,6 +194,9 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--strategy,-s", args->sweep.strategy,
                   "Search strategy: bo-transfer when other machines or inputs measured this "
                   "kernel, else bo; also random, lhs, exhaustive, ga, rgpe, stacked, prior-best");
+  cmd->add_option("--options", args->strategy_options,
+                  "Strategy options of a new study as JSON, e.g. '{\"initial_design\": 10}' "
+                  "(bo: acquisition, kappa, min_feasible, ...; the API's strategy_options)");
   cmd->add_flag(
       "--no-transfer", [args](std::int64_t) { args->sweep.transfer = false; },
       "Ignore what other machines and inputs measured (no priors)");
@@ -215,6 +223,9 @@ void add_sweep_command(CLI::App& app) {
   cmd->callback([args, budget] {
     install_interrupt_handler();
     if (budget->count() > 0) args->sweep.budget = args->budget;
+    if (!args->strategy_options.empty()) {
+      args->sweep.strategy_options = parse_strategy_options(args->strategy_options, "--options");
+    }
     auto evaluator = make_evaluator(args->spec);
     db::Store store(args->db);
     const auto summary = run_sweep(*evaluator, store, args->sweep);
@@ -229,6 +240,8 @@ void add_sweep_command(CLI::App& app) {
           {"leased_elsewhere", summary.leased_elsewhere},
           {"left_active", summary.left_active},
           {"stopped", summary.stopped.empty() ? nlohmann::json() : nlohmann::json(summary.stopped)},
+          {"last_failure",
+           summary.last_failure.empty() ? nlohmann::json() : nlohmann::json(summary.last_failure)},
           {"unit", summary.unit},
           {"strategy", summary.strategy}};
       if (!summary.priors.empty()) {
@@ -250,9 +263,20 @@ void add_sweep_command(CLI::App& app) {
         j["default_metrics"] = summary.default_result->result.metrics;
         if (const auto speedup = summary.speedup()) j["speedup_over_default"] = *speedup;
       }
-      std::cout << j.dump(2) << "\n";
+      // A failure message may quote a program's output that is not UTF-8.
+      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       print_sweep_summary(summary);
+    }
+    // Every evaluation failing is a problem with the set-up more often than with the space: a
+    // script or build system must not take it for a tuned kernel.
+    if (!summary.best && summary.total > 0 && !summary.interrupted) {
+      throw Error("no evaluation of study '" + summary.study_name + "' succeeded (" +
+                  std::to_string(summary.failed) + " failed" +
+                  (summary.last_failure.empty()
+                       ? std::string(")")
+                       : "; the last: " + one_line(summary.last_failure) + ")") +
+                  "; tunebase trials --study '" + summary.study_name + "' shows every message");
     }
   });
 }

@@ -17,6 +17,7 @@
 #include "apps/cli.h"
 #include "apps/evaluators.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "tuner/session.h"
 
 namespace tunebase::cli {
@@ -129,6 +130,7 @@ db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
   study.settings = transfer_settings(options);
   study.settings["seed"] = options.seed;
   study.settings["unit"] = unit;
+  study.settings["strategy_options"] = options.strategy_options;
   return store.create_study(study);
 }
 
@@ -192,6 +194,15 @@ std::string format_seconds(double s) {
   return buf;
 }
 
+nlohmann::json parse_strategy_options(const std::string& text, const std::string& option) {
+  auto options = parse_json_text(text, option);
+  if (!options.is_object()) {
+    throw InvalidInput(option + " must be a JSON object of strategy options, e.g. " +
+                       R"('{"initial_design": 10}', got )" + text);
+  }
+  return options;
+}
+
 std::string sweep_client_id() { return "sweep@" + host_name() + ":" + std::to_string(getpid()); }
 
 std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study) {
@@ -250,7 +261,8 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   }
   const std::string strategy =
       options.strategy.empty() ? default_strategy(!priors.empty()) : options.strategy;
-  (void)make_strategy(strategy);  // an unknown name fails before a study is stored
+  // An unknown name or option fails before a study is stored.
+  (void)make_strategy(strategy, options.strategy_options);
   if (!evaluator.candidates()) require_searchable(strategy, space);
   const auto resumed = find_study(store, options, kernel, machine, task);
   const auto study = resumed
@@ -265,8 +277,15 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
               << "; --strategy " << options.strategy << " applies to new studies\n";
   }
 
+  const auto stored_options = study.settings.value("strategy_options", nlohmann::json::object());
+  if (resumed && options.strategy_options != stored_options) {
+    std::cerr << "note: study '" << study.name << "' keeps its strategy options "
+              << stored_options.dump() << "; --options applies to new studies\n";
+  }
+
   SessionOptions session_options;
   session_options.strategy = study.strategy;
+  session_options.strategy_options = stored_options;
   session_options.priors = priors;
   session_options.task_features = api::task_features_of(task);
   session_options.seed = options.seed;
@@ -372,8 +391,15 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     }
     session.observe(config, m);
     ++summary.evaluated;
+    if (!m.ok()) {
+      ++summary.failed_here;
+      summary.last_failure = m.message;
+    }
     if (space.key(config) == default_key) summary.default_result = Observation{config, m};
-    progress.update(session.observations().size(), summary.evaluated, best_text());
+    progress.update(
+        session.observations().size(), summary.evaluated,
+        best_text() + (summary.failed_here ? "  failed " + std::to_string(summary.failed_here)
+                                           : std::string()));
   };
 
   // A study resumed with a larger budget is active again until it is spent.

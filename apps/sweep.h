@@ -19,6 +19,9 @@ inline constexpr std::size_t kDefaultSweepBudget = 30;
 struct SweepOptions {
   std::string study_name;  ///< resume when it exists; empty: a new study with a generated name
   std::string strategy;    ///< empty: bo-transfer when there are priors, else bo
+  /// Options of a new study's strategy (as the API's strategy_options); a resumed study keeps
+  /// its own.
+  nlohmann::json strategy_options = nlohmann::json::object();
   /// Evaluations in the study. None: a resumed study keeps its stored budget, a new one gets
   /// kDefaultSweepBudget. Given for a resumed study, it replaces the stored budget.
   std::optional<std::size_t> budget;
@@ -37,9 +40,11 @@ struct SweepOptions {
 struct SweepSummary {
   db::StudyId study;
   std::string study_name;
-  std::size_t evaluated = 0;  ///< in this run
-  std::size_t total = 0;      ///< in the study
-  std::size_t failed = 0;     ///< in the study
+  std::size_t evaluated = 0;    ///< in this run
+  std::size_t total = 0;        ///< in the study
+  std::size_t failed = 0;       ///< in the study
+  std::size_t failed_here = 0;  ///< in this run
+  std::string last_failure;     ///< the message of this run's last failed evaluation
   /// Live leases of other clients (a server's workers) when the sweep ended: their results
   /// may still come.
   std::size_t leased_elsewhere = 0;
@@ -81,6 +86,9 @@ std::string sweep_client_id();
 /// the lease's hour. Returns how many. A lease of another host, or of a process that runs, is
 /// left to expire.
 std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study);
+
+/// The JSON object of an --options argument: InvalidInput naming `option` otherwise.
+nlohmann::json parse_strategy_options(const std::string& text, const std::string& option);
 
 /// "12.3 us", "4.56 ms", "1.23 s": a time for people.
 std::string format_seconds(double s);

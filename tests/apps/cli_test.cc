@@ -320,6 +320,44 @@ TEST_F(Cli, ACommandsUnitIsReadAsPeopleWriteIt) {
   EXPECT_EQ(j["best"]["config"]["x"], 1);
 }
 
+TEST_F(Cli, ASweepWhoseEvaluationsAllFailSaysWhyAndFails) {
+  // The program prints its time on stderr: no evaluation finds a number.
+  const auto r = sweep_x4("broken", "echo time {x} ms >&2", 3);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("best:       none (no successful evaluation)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("failure:    "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(the last of 3 in this run)"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("no evaluation of study 'broken' succeeded (3 failed; the last: "),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(trials("broken").size(), 3u);  // stored all the same: a failed evaluation is data
+}
+
+TEST_F(Cli, ASweepTakesStrategyOptionsAndAResumedStudyKeepsItsOwn) {
+  auto r = sweep_x4("opts", "echo {x}", 2);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Checked by the strategy before anything is stored.
+  const std::string sweep = "sweep --kernel command --space " + dir_.file("space.json") +
+                            " --cmd 'echo {x}' --no-progress --budget 3 --db " + db();
+  r = run(sweep + " --study bad --options '{\"initial_desing\": 2}'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown strategy option \"initial_desing\""), std::string::npos) << r.err;
+  r = run(sweep + " --study bad --options '[1]'");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--options must be a JSON object of strategy options"), std::string::npos)
+      << r.err;
+  db::Store store(db());
+  EXPECT_FALSE(store.find_study("bad").has_value());
+  r = run(sweep + " --study new --options '{\"min_feasible\": 0.2}'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(store.find_study("new")->settings["strategy_options"]["min_feasible"], 0.2);
+  r = run(sweep + " --study opts --options '{\"min_feasible\": 0.2}'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("keeps its strategy options {}; --options applies to new studies"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   const auto space = dir_.file("space.json");
   std::ofstream(space)
@@ -364,7 +402,7 @@ TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   const auto failing = dir_.file("failing.db");
   r = run("sweep --kernel command --space " + space +
           " --cmd 'exit 3' --strategy exhaustive --budget 2 --no-progress --db " + failing);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 1) << r.err;  // stored, and the sweep says nothing worked
   r = run("best --kernel command --db " + failing);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("no successful measurement (2 failed trials; tunebase trials shows why)"),
