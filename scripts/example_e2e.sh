@@ -41,13 +41,15 @@ post /v1/machines '{"name": "e2e-machine", "fingerprint": {"cpu_model": "example
 study=$(post /v1/studies '{"name": "e2e", "kernel": "blocked_sum", "machine": "e2e-machine",
   "strategy": "random", "space": {"parameters": [
     {"name": "block_size", "type": "ordinal", "values": [32, 64, 128, 256, 512]},
-    {"name": "unroll", "type": "ordinal", "values": [1, 2, 4, 8]}]}}' |
+    {"name": "unroll", "type": "ordinal", "values": [1, 2, 4, 8]},
+    {"name": "flags", "type": "categorical", "values": ["-O2;-g", "-O3"]}]}}' |
   sed -n 's/.*"id":\([0-9]*\),"kernel".*/\1/p')
 [ -n "$study" ] || fail "no study id"
 post "/v1/studies/$study/measurements" '{"measurements": [
-  {"config": {"block_size": 64, "unroll": 1}, "value": 3.0e-3},
-  {"config": {"block_size": 256, "unroll": 4}, "value": 1.2e-3},
-  {"config": {"block_size": 512, "unroll": 8}, "status": "failed", "message": "spilled"}]}' >/dev/null
+  {"config": {"block_size": 64, "unroll": 1, "flags": "-O3"}, "value": 3.0e-3},
+  {"config": {"block_size": 256, "unroll": 4, "flags": "-O2;-g"}, "value": 1.2e-3},
+  {"config": {"block_size": 512, "unroll": 8, "flags": "-O3"}, "status": "failed",
+   "message": "spilled"}]}' >/dev/null
 
 check_build() {  # check_build NAME EXPECTED_SOURCE EXPECTED_BLOCK EXPECTED_UNROLL CMAKE_ARGS...
   local name=$1 source=$2 block=$3 unroll=$4
@@ -55,8 +57,13 @@ check_build() {  # check_build NAME EXPECTED_SOURCE EXPECTED_BLOCK EXPECTED_UNRO
   local build="$work/build-$name"
   cmake -S "$repo/examples/configure_time" -B "$build" "$@" >"$work/$name.log" 2>&1 ||
     { cat "$work/$name.log"; fail "$name: configure"; }
-  grep -q "#define BLOCKED_SUM_BLOCK_SIZE $block\$" "$build/generated/blocked_sum_config.h" ||
-    { cat "$build/generated/blocked_sum_config.h"; fail "$name: header"; }
+  local header="$build/generated/blocked_sum_config.h"
+  grep -q "#define BLOCKED_SUM_BLOCK_SIZE $block\$" "$header" || { cat "$header"; fail "$name: header"; }
+  # A ';' in a string value (or in the header's comment) is kept, not dropped as a list separator.
+  grep -q "(cmake/Tunebase.cmake); do not edit" "$header" || { cat "$header"; fail "$name: comment"; }
+  if [ "$source" = measured ]; then
+    grep -q '#define BLOCKED_SUM_FLAGS "-O2;-g"$' "$header" || { cat "$header"; fail "$name: flags"; }
+  fi
   cmake --build "$build" >>"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name: build"; }
   local out
   out=$("$build/blocked_sum")
@@ -71,6 +78,8 @@ check_build database measured 256 4 -DTUNEBASE_DB="$db" -DTUNEBASE_EXECUTABLE="$
 # No answer (a machine with nothing measured, no other machine to predict from): defaults.
 check_build fallback defaults 64 1 -DTUNEBASE_SERVER="$url" -DTUNEBASE_MACHINE=elsewhere
 grep -q "Using the defaults" "$work/fallback.log" || fail "fallback: no warning"
+# The warning names the server's HTTP status (file(DOWNLOAD) keeps no body to quote).
+grep -q "answered HTTP 404" "$work/fallback.log" || { cat "$work/fallback.log"; fail "fallback: no status"; }
 
 kill -TERM "$server_pid"
 wait "$server_pid" || fail "the server exited with $?"
