@@ -5,6 +5,7 @@
 #     KERNEL  name            # kernel name as stored in tunebase
 #     OUTPUT  path/config.h   # header to write
 #     [SERVER http://host:port]  # ask a running `tunebase serve` (GET /v1/best)
+#     [TOKEN secret]          # for a server run with --auth-reads (default: $ENV{TUNEBASE_TOKEN})
 #     [DB file.db]            # or, without SERVER, run `tunebase best --db FILE --json`
 #     [TUNEBASE exe]          # the tunebase program for DB (default: found on PATH)
 #     [MACHINE name]          # default: this host's name
@@ -66,14 +67,14 @@ function(_tunebase_c_literal json_value json_type out_var)
 endfunction()
 
 function(tunebase_best_config)
-  cmake_parse_arguments(TB "MAXIMIZE" "KERNEL;OUTPUT;SERVER;DB;TUNEBASE;MACHINE;TASK;PREFIX;RESULT_VARIABLE"
+  cmake_parse_arguments(TB "MAXIMIZE" "KERNEL;OUTPUT;SERVER;TOKEN;DB;TUNEBASE;MACHINE;TASK;PREFIX;RESULT_VARIABLE"
                         "DEFAULTS" ${ARGN})
   if(NOT TB_KERNEL OR NOT TB_OUTPUT)
     message(FATAL_ERROR "tunebase_best_config needs KERNEL <name> and OUTPUT <header>")
   endif()
   if(TB_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "tunebase_best_config: unknown arguments ${TB_UNPARSED_ARGUMENTS}; "
-                        "allowed: KERNEL OUTPUT SERVER DB TUNEBASE MACHINE TASK MAXIMIZE PREFIX "
+                        "allowed: KERNEL OUTPUT SERVER TOKEN DB TUNEBASE MACHINE TASK MAXIMIZE PREFIX "
                         "DEFAULTS RESULT_VARIABLE")
   endif()
   if(NOT DEFINED TB_PREFIX)
@@ -97,7 +98,14 @@ function(tunebase_best_config)
       string(APPEND url "&task=${TB_TASK}")
     endif()
     set(reply_file "${CMAKE_CURRENT_BINARY_DIR}/tunebase_best_${TB_KERNEL}.json")
-    file(DOWNLOAD "${url}" "${reply_file}" STATUS status LOG transfer_log
+    if(NOT DEFINED TB_TOKEN)
+      set(TB_TOKEN "$ENV{TUNEBASE_TOKEN}")
+    endif()
+    set(auth "")
+    if(TB_TOKEN)
+      set(auth HTTPHEADER "Authorization: Bearer ${TB_TOKEN}")
+    endif()
+    file(DOWNLOAD "${url}" "${reply_file}" STATUS status LOG transfer_log ${auth}
          TIMEOUT ${_TUNEBASE_TIMEOUT} INACTIVITY_TIMEOUT ${_TUNEBASE_CONNECT_TIMEOUT})
     list(GET status 0 code)
     if(code EQUAL 0 AND EXISTS "${reply_file}")

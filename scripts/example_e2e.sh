@@ -20,18 +20,28 @@ fail() { echo "example_e2e: FAILED: $*" >&2; [ -f "$work/serve.log" ] && cat "$w
 
 db="$work/tunebase.db"
 token=$("$tunebase" token create e2e --db "$db" 2>/dev/null)
-"$tunebase" serve --db "$db" --port 0 --threads 1 --compute-threads 1 >"$work/serve.log" 2>&1 &
-server_pid=$!
-port=""
-for _ in $(seq 100); do
-  port=$(sed -n 's|^listening on http://[^:]*:\([0-9]*\).*|\1|p' "$work/serve.log")
-  [ -n "$port" ] && break
-  kill -0 "$server_pid" 2>/dev/null || fail "the server did not start"
-  sleep 0.1
-done
-[ -n "$port" ] || fail "the server did not print its port"
-url="http://127.0.0.1:$port"
-echo "example_e2e: server at $url"
+start_server() {  # start_server [SERVE_OPTIONS...]: sets server_pid and url
+  "$tunebase" serve --db "$db" --port 0 --threads 1 --compute-threads 1 "$@" \
+    >"$work/serve.log" 2>&1 &
+  server_pid=$!
+  local port=""
+  for _ in $(seq 100); do
+    port=$(sed -n 's|^listening on http://[^:]*:\([0-9]*\).*|\1|p' "$work/serve.log")
+    [ -n "$port" ] && break
+    kill -0 "$server_pid" 2>/dev/null || fail "the server did not start"
+    sleep 0.1
+  done
+  [ -n "$port" ] || fail "the server did not print its port"
+  url="http://127.0.0.1:$port"
+  echo "example_e2e: server at $url $*"
+}
+stop_server() {
+  kill -TERM "$server_pid"
+  wait "$server_pid" || fail "the server exited with $?"
+  server_pid=""
+  grep -q "database .* closed" "$work/serve.log" || fail "the server did not close the database"
+}
+start_server
 
 post() {  # post PATH JSON -> body; fails on an HTTP error
   curl -sS --fail-with-body -X POST -H "Authorization: Bearer $token" \
@@ -81,8 +91,14 @@ grep -q "Using the defaults" "$work/fallback.log" || fail "fallback: no warning"
 # The warning names the server's HTTP status (file(DOWNLOAD) keeps no body to quote).
 grep -q "answered HTTP 404" "$work/fallback.log" || { cat "$work/fallback.log"; fail "fallback: no status"; }
 
-kill -TERM "$server_pid"
-wait "$server_pid" || fail "the server exited with $?"
-server_pid=""
-grep -q "database .* closed" "$work/serve.log" || fail "the server did not close the database"
+stop_server
+
+# A server whose reads need a token: the helper sends $TUNEBASE_TOKEN (or its TOKEN argument).
+start_server --auth-reads
+TUNEBASE_TOKEN="$token" check_build auth measured 256 4 -DTUNEBASE_SERVER="$url" \
+  -DTUNEBASE_MACHINE=e2e-machine
+TUNEBASE_TOKEN= check_build no-token defaults 64 1 -DTUNEBASE_SERVER="$url" \
+  -DTUNEBASE_MACHINE=e2e-machine
+grep -q "answered HTTP 401" "$work/no-token.log" || { cat "$work/no-token.log"; fail "no-token: no status"; }
+stop_server
 echo "example_e2e: OK"
