@@ -76,15 +76,6 @@ double real_to_unit(const Parameter& p, double x) {
   return (x - p.low) / (p.high - p.low);
 }
 
-double unit_to_real(const Parameter& p, double u) {
-  u = std::clamp(u, 0.0, 1.0);
-  // Rounding (exp(log(high)) is 1 ulp above high, say) must not leave the declared range.
-  const double x = p.log_scale
-                       ? std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)))
-                       : p.low + u * (p.high - p.low);
-  return std::clamp(x, p.low, p.high);
-}
-
 Value draw(const Parameter& p, Rng& rng) {
   if (p.kind == ParamKind::real) {
     return unit_to_real(p, std::uniform_real_distribution<double>(0.0, 1.0)(rng));
@@ -138,6 +129,18 @@ Parameter list_parameter(std::string name, std::vector<Value> values, std::optio
 }
 
 }  // namespace
+
+double unit_to_real(const Parameter& p, double u) {
+  u = std::clamp(u, 0.0, 1.0);
+  // The ends are the declared bounds exactly: exp(log(1e-6)) is 1.0000000000000004e-06.
+  if (u == 0.0) return p.low;
+  if (u == 1.0) return p.high;
+  // Rounding (exp(log(high)) is 1 ulp above high, say) must not leave the declared range.
+  const double x = p.log_scale
+                       ? std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)))
+                       : p.low + u * (p.high - p.low);
+  return std::clamp(x, p.low, p.high);
+}
 
 std::string_view to_string(ParamKind k) {
   switch (k) {

@@ -186,6 +186,10 @@ Parameter categorical(std::string name, std::vector<Value> values,
 Parameter real_interval(std::string name, double low, double high, bool log_scale = false,
                         std::optional<double> default_value = {});
 
+/// The value of real parameter `p` at `u` in [0, 1] along its declared scale (log when
+/// log_scale): 0 and 1 give low and high exactly, and rounding never leaves the interval.
+double unit_to_real(const Parameter& p, double u);
+
 /// Sorts `items` by the key of their configuration (`config_of(item)`), so that what is read
 /// from files or the store (candidates of a replay, observations of a prior) does not depend
 /// on the order it was listed or stored in: a model fitted on a subsample of them, or a search

@@ -231,9 +231,7 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
       const auto& p = space.parameter(i);
       const double u = unit[i][k % design_size];
       if (p.kind == ParamKind::real) {
-        c[i] = p.low + u * (p.high - p.low);
-        if (p.log_scale)
-          c[i] = std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)));
+        c[i] = unit_to_real(p, u);
       } else {
         const auto idx =
             std::min<std::size_t>(static_cast<std::size_t>(u * p.size()), p.size() - 1);

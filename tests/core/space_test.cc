@@ -229,6 +229,20 @@ TEST(SearchSpace, ValuesThatCannotBeStoredFaithfullyAreRefused) {
   EXPECT_TRUE(logged.parameters()[0].log_scale);
 }
 
+TEST(SearchSpace, RealEndsAreTheDeclaredBounds) {
+  const auto p = real_interval("tol", 1e-6, 1e-2, /*log_scale=*/true);
+  EXPECT_EQ(unit_to_real(p, 0.0), 1e-6);  // exp(log(1e-6)) is 1.0000000000000004e-06
+  EXPECT_EQ(unit_to_real(p, 1.0), 1e-2);
+  EXPECT_EQ(unit_to_real(p, -3.0), 1e-6);
+  for (const double u : {1e-12, 0.3, 0.999999999}) {
+    const double x = unit_to_real(p, u);
+    EXPECT_GE(x, 1e-6);
+    EXPECT_LE(x, 1e-2);
+  }
+  const auto linear = real_interval("omega", 0.1, 0.7);
+  EXPECT_EQ(unit_to_real(linear, 1.0), 0.7);
+}
+
 TEST(SearchSpace, ConfigurationJsonIsChecked) {
   auto s = discrete_space();
   auto c = s.config_from_json(json{{"bx", 32}, {"by", 2}, {"fmt", "csr"}});
