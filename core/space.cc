@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include "core/error.h"
@@ -698,6 +700,14 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
         "a space is a JSON object with \"parameters\": [...] and optional \"constraints\": "
         "[...] (see docs/space-format.md)");
   }
+  // A misspelt key ("restrictions", Kernel Tuner's word) would drop every constraint silently.
+  for (const auto& [key, value] : j.items()) {
+    if (key != "parameters" && key != "constraints") {
+      throw InvalidInput("unknown field \"" + key +
+                         "\" in the space; allowed: parameters, constraints (see "
+                         "docs/space-format.md)");
+    }
+  }
   std::vector<Parameter> params;
   std::size_t position = 0;
   for (const auto& pj : j["parameters"]) {
@@ -716,10 +726,35 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
                            "\"; allowed: name, type, values, low, high, step, log, default");
       }
     }
+    if (pj.contains("type") && !pj["type"].is_string()) {
+      throw InvalidInput(here +
+                         ": \"type\" must be a string: integer, ordinal, categorical or real");
+    }
     std::string type = pj.value("type", pj.contains("values") ? "ordinal" : "");
+    if (pj.contains("log") && !pj["log"].is_boolean()) {
+      throw InvalidInput(here + ": \"log\" must be true or false, got " + pj["log"].dump());
+    }
+    const bool log_scale = pj.contains("log") && pj["log"].get<bool>();
+    // A field the type does not read ("step" on a real, "low" on a list) would be ignored.
+    const auto only = [&](std::initializer_list<std::string_view> fields) {
+      for (const auto& [key, value] : pj.items()) {
+        if (key == "name" || key == "type" || key == "default") continue;
+        if (std::find(fields.begin(), fields.end(), key) != fields.end()) continue;
+        std::string allowed = "name, type";
+        for (const auto f : fields) allowed += ", " + std::string(f);
+        throw InvalidInput(here + ": \"" + key + "\" does not apply to type " + type +
+                           "; its fields are " + allowed + ", default");
+      }
+    };
     std::optional<Value> def;
-    if (pj.contains("default")) def = value_from_json(pj["default"]);
-    const bool log_scale = pj.contains("log") && pj["log"].is_boolean() && pj["log"].get<bool>();
+    const auto in_default = [&](auto&& read) {
+      try {
+        return read();
+      } catch (const InvalidInput& e) {
+        throw InvalidInput(here + ": \"default\": " + e.what());
+      }
+    };
+    if (pj.contains("default")) def = in_default([&] { return value_from_json(pj["default"]); });
     auto number = [&](const char* key) {
       if (!pj.contains(key) || !pj[key].is_number()) {
         throw InvalidInput(here + ": type " + type + " needs a number \"" + key + "\"");
@@ -728,6 +763,7 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
     };
     if (type == "integer" || type == "int") {
       if (pj.contains("values")) {
+        only({"values", "log"});
         params.push_back(ordinal(name, values_from_json(pj["values"], here), def, log_scale));
         continue;
       }
@@ -741,21 +777,25 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
         }
         return static_cast<std::int64_t>(v);
       };
+      only({"low", "high", "step", "log"});
       const auto step = pj.contains("step") ? whole(number("step"), "\"step\"") : 1;
       std::optional<std::int64_t> idef;
-      if (def) idef = whole(as_double(*def), "\"default\"");
+      if (def) idef = whole(in_default([&] { return as_double(*def); }), "\"default\"");
       params.push_back(integer_range(name, whole(number("low"), "\"low\""),
                                      whole(number("high"), "\"high\""), step, idef));
       params.back().log_scale = log_scale;  // checked with the others: values must be > 0
     } else if (type == "ordinal") {
+      only({"values", "log"});
       params.push_back(ordinal(name, values_from_json(pj.value("values", nlohmann::json()), here),
                                def, log_scale));
     } else if (type == "categorical") {
+      only({"values"});
       params.push_back(
           categorical(name, values_from_json(pj.value("values", nlohmann::json()), here), def));
     } else if (type == "real" || type == "float") {
+      only({"low", "high", "log"});
       std::optional<double> ddef;
-      if (def) ddef = as_double(*def);
+      if (def) ddef = in_default([&] { return as_double(*def); });
       params.push_back(real_interval(name, number("low"), number("high"), log_scale, ddef));
     } else {
       throw InvalidInput(here + ": unknown type \"" + type +

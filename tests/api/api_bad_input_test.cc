@@ -140,6 +140,17 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
        study_body(
            {{"space", {{"parameters", {{{"name", "a"}, {"type", "fuzzy"}, {"values", {1}}}}}}}}),
        true, 400, "space", "allowed: integer, ordinal, categorical, real"},
+      // A number as the type was a 500 (a JSON type error inside the space reader).
+      {"parameter type not a string", "POST", "/v1/studies",
+       study_body(
+           {{"space", {{"parameters", {{{"name", "a"}, {"type", 5}, {"low", 1}, {"high", 2}}}}}}}),
+       true, 400, "space", "\"type\" must be a string"},
+      // Kernel Tuner's "restrictions" were dropped, with every constraint in them.
+      {"space with restrictions", "POST", "/v1/studies",
+       study_body({{"space",
+                    {{"parameters", {{{"name", "a"}, {"values", {1, 2}}}}},
+                     {"restrictions", {"a > 1"}}}}}),
+       true, 400, "space", "unknown field \"restrictions\""},
       {"constraint naming nothing", "POST", "/v1/studies",
        study_body(
            {{"space",

@@ -421,6 +421,12 @@ TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
   r = run("sweep --kernel command --space " + space + " --cmd 'echo {x}' --db " + db());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown parameter 'y'"), std::string::npos) << r.err;
+  // Kernel Tuner's "restrictions" in a tunebase space were dropped: x = 1 ran against them.
+  std::ofstream(space)
+      << R"({"parameters": [{"name": "x", "values": [1, 2]}], "restrictions": ["x > 1"]})";
+  r = run("sweep --kernel command --space " + space + " --cmd 'echo {x}' --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown field \"restrictions\""), std::string::npos) << r.err;
 
   const auto matrix = dir_.file("not_a_matrix.mtx");
   std::ofstream(matrix) << "hello world\n1 2 3\n";

@@ -186,47 +186,90 @@ TEST(SearchSpace, MalformedSpaceFilesAreExplained) {
   EXPECT_THROW(SearchSpace::load(dir.file("missing.json")), IoError);
 }
 
+// The message from_json refuses `text` with, or "accepted".
+std::string from_json_error(const std::string& text) {
+  try {
+    SearchSpace::from_json(json::parse(text));
+  } catch (const InvalidInput& e) {
+    return std::string(e.what());
+  }
+  return std::string("accepted");
+}
+
 TEST(SearchSpace, ValuesThatCannotBeStoredFaithfullyAreRefused) {
-  const auto error = [](const std::string& text) {
-    try {
-      SearchSpace::from_json(json::parse(text));
-    } catch (const InvalidInput& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
-  };
   // 2^64 - 1 became -1 on the way to an int64.
-  EXPECT_NE(error(R"({"parameters": [{"name": "a", "values": [18446744073709551615, 1]}]})")
-                .find("out of range"),
-            std::string::npos);
-  EXPECT_NE(error(R"({"parameters": [{"name": "a", "type": "integer", "low": 0,
+  EXPECT_NE(
+      from_json_error(R"({"parameters": [{"name": "a", "values": [18446744073709551615, 1]}]})")
+          .find("out of range"),
+      std::string::npos);
+  EXPECT_NE(from_json_error(R"({"parameters": [{"name": "a", "type": "integer", "low": 0,
                       "high": 9223372036854775806}]})")
                 .find("within +-2^53"),
             std::string::npos);
   // high - low overflows to infinity: nothing could ever be sampled.
-  EXPECT_NE(error(R"({"parameters": [{"name": "r", "type": "real", "low": -9e307,
+  EXPECT_NE(from_json_error(R"({"parameters": [{"name": "r", "type": "real", "low": -9e307,
                       "high": 9e307}]})")
                 .find("within a double's range"),
             std::string::npos);
-  EXPECT_EQ(error(R"({"parameters": [{"name": "r", "type": "real", "low": -1e300,
+  EXPECT_EQ(from_json_error(R"({"parameters": [{"name": "r", "type": "real", "low": -1e300,
                       "high": 1e300}]})"),
             "accepted");
   // Keys and exports write 1 and "1" alike.
-  EXPECT_NE(error(R"({"parameters": [{"name": "c", "type": "categorical",
+  EXPECT_NE(from_json_error(R"({"parameters": [{"name": "c", "type": "categorical",
                       "values": [1, "1", 2.5]}]})")
                 .find("cannot tell apart"),
             std::string::npos);
-  EXPECT_EQ(error(R"({"parameters": [{"name": "c", "type": "categorical",
+  EXPECT_EQ(from_json_error(R"({"parameters": [{"name": "c", "type": "categorical",
                       "values": [1, "one", 2.5]}]})"),
             "accepted");
   // "log" on an integer range is honoured (it was dropped), so it needs positive values.
-  EXPECT_NE(error(R"({"parameters": [{"name": "n", "type": "integer", "low": 0, "high": 64,
+  EXPECT_NE(
+      from_json_error(R"({"parameters": [{"name": "n", "type": "integer", "low": 0, "high": 64,
                       "log": true}]})")
-                .find("needs values > 0"),
-            std::string::npos);
+          .find("needs values > 0"),
+      std::string::npos);
   const auto logged = SearchSpace::from_json(json::parse(
       R"({"parameters": [{"name": "n", "type": "integer", "low": 1, "high": 64, "log": true}]})"));
   EXPECT_TRUE(logged.parameters()[0].log_scale);
+}
+
+TEST(SearchSpace, FieldsThatWouldBeIgnoredAreRefused) {
+  const auto says = [&](const std::string& text, const std::string& part) {
+    const auto message = from_json_error(text);
+    EXPECT_NE(message.find(part), std::string::npos) << text << " -> " << message;
+  };
+  // Kernel Tuner's word for constraints: they were dropped, and every configuration ran.
+  says(R"({"parameters": [{"name": "a", "values": [1, 2]}], "restrictions": ["a > 1"]})",
+       "unknown field \"restrictions\" in the space; allowed: parameters, constraints");
+  // A stepped real was searched as a continuous one; "low" on a list meant nothing.
+  says(R"({"parameters": [{"name": "r", "type": "real", "low": 0, "high": 1, "step": 0.1}]})",
+       "parameter 'r': \"step\" does not apply to type real");
+  says(R"({"parameters": [{"name": "a", "type": "ordinal", "values": [1, 2], "low": 1}]})",
+       "\"low\" does not apply to type ordinal");
+  says(R"({"parameters": [{"name": "c", "type": "categorical", "values": ["x"], "log": true}]})",
+       "\"log\" does not apply to type categorical");
+  says(R"({"parameters": [{"name": "r", "type": "real", "low": 0, "high": 1, "values": [1]}]})",
+       "\"values\" does not apply to type real");
+  // "log": 1 or "true" left the scale linear.
+  says(R"({"parameters": [{"name": "r", "type": "real", "low": 1, "high": 9, "log": 1}]})",
+       "parameter 'r': \"log\" must be true or false, got 1");
+  // A number as the type was an internal error (a 500 from the API).
+  says(R"({"parameters": [{"name": "a", "type": 5, "low": 1, "high": 2}]})",
+       "parameter 'a': \"type\" must be a string");
+  // A default of the wrong type names its parameter.
+  says(R"({"parameters": [{"name": "n", "type": "integer", "low": 1, "high": 4,
+           "default": "x"}]})",
+       "parameter 'n': \"default\": expected a number");
+  says(R"({"parameters": [{"name": "a", "values": [1, 2], "default": [1]}]})",
+       "parameter 'a': \"default\": expected a number or a string");
+  // What each type reads is still accepted, and so is what to_json writes.
+  const auto full = SearchSpace::from_json(json::parse(R"({"parameters": [
+      {"name": "n", "type": "integer", "low": 1, "high": 8, "step": 1, "log": true, "default": 2},
+      {"name": "o", "type": "integer", "values": [1, 4], "log": true},
+      {"name": "c", "type": "categorical", "values": ["x", "y"], "default": "y"},
+      {"name": "r", "type": "real", "low": 1e-6, "high": 1e-2, "log": true, "default": 1e-4}],
+      "constraints": ["n <= 8"]})"));
+  EXPECT_EQ(SearchSpace::from_json(full.to_json()).fingerprint(), full.fingerprint());
 }
 
 TEST(SearchSpace, RealEndsAreTheDeclaredBounds) {
