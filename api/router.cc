@@ -211,9 +211,11 @@ void check_query(const Route& route, const Request& request) {
     }
   }
   for (const auto& p : route.query) {
-    if (p.required && !request.query.count(p.name)) {
+    const auto given = request.query.find(p.name);
+    if (p.required && (given == request.query.end() || given->second.empty())) {
       throw FieldError("query." + p.name,
-                       "query parameter \"" + p.name + "\" is required (" + p.description + ")");
+                       "query parameter \"" + p.name + "\" is required (" + p.description + ")" +
+                           (given == request.query.end() ? "" : ", got an empty value"));
     }
   }
 }

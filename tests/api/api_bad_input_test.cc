@@ -169,6 +169,11 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
        "json, csv"},
       {"best without kernel", "GET", "/v1/best?machine=test-machine", "", true, 400, "query.kernel",
        ""},
+      // An empty kernel was looked up, and "nothing measured for kernel \"\"" came back as 404.
+      {"best with an empty kernel", "GET", "/v1/best?kernel&machine=test-machine", "", true, 400,
+       "query.kernel", "is required (kernel name), got an empty value"},
+      {"best with an empty machine", "GET", "/v1/best?kernel=demo&machine=", "", true, 400,
+       "query.machine", "got an empty value"},
       {"best of a kernel nobody measured", "GET", "/v1/best?kernel=nothing&machine=nowhere", "",
        true, 404, "", "nothing measured"},
       // Values outside a parameter's domain, and constraint violations.
