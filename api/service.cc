@@ -892,9 +892,18 @@ Response Service::best(Request& request) {
     std::string filters = "direction " + std::string(db::to_string(direction));
     if (!objective.empty()) filters += ", objective \"" + objective + "\"";
     if (task) filters += ", task " + std::to_string(task->value);
+    // A build system asking for a throughput without direction=maximize got only this 404.
+    const auto other =
+        direction == db::Direction::minimize ? db::Direction::maximize : db::Direction::minimize;
+    const std::string other_name(db::to_string(other));
+    const bool other_way =
+        machine && reader().best_trial(kernel, machine->id, task, other, objective).has_value();
     throw NotFound("nothing measured for kernel \"" + kernel + "\" on machine \"" + machine_name +
-                   "\" (" + filters +
-                   "), and too few measurements of it on other machines to predict from");
+                   "\" (" + filters + ")" +
+                   (other_way
+                        ? "; its studies there " + other_name + ": ask with direction=" + other_name
+                        : ", and too few measurements of it on other machines to predict "
+                          "from"));
   }
   return remember(Response::json(predicted_best_json(kernel, machine_name, *predicted)),
                   kPredictedBestTtl);

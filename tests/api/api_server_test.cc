@@ -92,6 +92,11 @@ TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
   ASSERT_EQ(best_known.status, 200) << best_known.body;
   EXPECT_EQ(best_known.json()["source"], "measured");
   EXPECT_DOUBLE_EQ(best_known.json()["objective"].get<double>(), best);
+  // Asked the other way, the 404 says which direction the studies there have.
+  const auto other_way = c.get("/v1/best?kernel=demo&machine=test-machine&direction=maximize");
+  EXPECT_EQ(other_way.status, 404) << other_way.body;
+  EXPECT_THAT(other_way.json()["error"]["message"].get<std::string>(),
+              HasSubstr("its studies there minimize: ask with direction=minimize"));
 
   const auto trials = c.get(base + "/trials?status=ok").json()["trials"];
   EXPECT_EQ(trials.size(), static_cast<std::size_t>(kBudget));
