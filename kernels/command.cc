@@ -405,6 +405,17 @@ CommandEvaluator::CommandEvaluator(SearchSpace space, std::string command_templa
     literal += c;
   }
   if (!literal.empty()) pieces_.push_back({std::move(literal), std::nullopt});
+  // {a b} or {tile-x} stayed in the command as it is, and every trial failed on it.
+  for (const auto& p : space_.parameters()) {
+    const bool placeholder_name = !p.name.empty() && is_name_start(p.name.front()) &&
+                                  std::all_of(p.name.begin(), p.name.end(), is_name_char);
+    if (!placeholder_name && template_.find("{" + p.name + "}") != std::string::npos) {
+      throw InvalidInput("command: {" + p.name + "} in '" + template_ +
+                         "' cannot be replaced: a placeholder is a name of letters, digits and _ "
+                         "(not starting with a digit); rename parameter '" +
+                         p.name + "' in the space");
+    }
+  }
 }
 
 nlohmann::json CommandEvaluator::task() const {

@@ -87,6 +87,22 @@ TEST(CommandEvaluator, UnknownPlaceholderNamesItAndTheParameters) {
   }
 }
 
+TEST(CommandEvaluator, AParameterNameNoPlaceholderCanHoldIsNamed) {
+  const SearchSpace space({ordinal("tile-x", {std::int64_t{1}, std::int64_t{2}})}, {});
+  try {
+    CommandEvaluator e(space, "./app --tile {tile-x}", quick());
+    FAIL() << "no error: {tile-x} was passed to the shell as it is";
+  } catch (const InvalidInput& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("{tile-x} in './app --tile {tile-x}' cannot be replaced"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("rename parameter 'tile-x'"), std::string::npos) << message;
+  }
+  // Unused in the command (the program may read TUNEBASE_tile-x), it is not an error.
+  EXPECT_NO_THROW(CommandEvaluator(space, "./app", quick()));
+}
+
 TEST(CommandEvaluator, BadOptionsAreRejected) {
   CommandOptions bad_regex = quick();
   bad_regex.objective_regex = "time ([0-9";
