@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 
@@ -47,6 +48,26 @@ int main(int argc, char** argv) {
   cli::add_benchmark_command(app);
   cli::add_service_commands(app);
   spdlog::set_pattern("%^%l%$: %v");
+
+  // CLI11 answers a mistyped command ("tunebase show", "tunebase token creat") with "A subcommand
+  // is required", as if none had been given: name it, and the commands there are.
+  std::string command = "tunebase";
+  const CLI::App* level = &app;
+  for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+    const auto subs = level->get_subcommands([](const CLI::App*) { return true; });
+    if (subs.empty()) break;  // a positional argument of a command
+    const auto it = std::find_if(subs.begin(), subs.end(),
+                                 [&](const CLI::App* sub) { return sub->check_name(argv[i]); });
+    if (it == subs.end()) {
+      std::string known;
+      for (const auto* sub : subs) known += (known.empty() ? "" : ", ") + sub->get_name();
+      std::cerr << "error: unknown command '" << command << " " << argv[i] << "'; the commands of "
+                << command << " are " << known << " (" << command << " --help describes them)\n";
+      return cli::kInvalidInput;
+    }
+    level = *it;
+    command += " " + level->get_name();
+  }
 
   // Every error ends here and becomes one exit code; messages say what was wrong.
   try {

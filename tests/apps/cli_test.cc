@@ -446,6 +446,25 @@ TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
   EXPECT_NE(r.err.find("missing.mtx"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, AMistypedCommandIsNamedWithTheCommandsThereAre) {
+  // It was answered with "A subcommand is required", as if none had been given.
+  auto r = run("show --study 1 --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command 'tunebase show'; the commands of tunebase are sweep, "
+                       "best, trials"),
+            std::string::npos)
+      << r.err;
+  r = run("token creat ci --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command 'tunebase token creat'; the commands of tunebase token "
+                       "are create, list, revoke"),
+            std::string::npos)
+      << r.err;
+  r = run("studies --db " + db());  // a real command still runs (to its own error here)
+  EXPECT_EQ(r.err.find("unknown command"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, ANonDatabaseFileIsRefusedAndLeftAlone) {
   const auto path = dir_.file("notes.db");
   const std::string content = "these are my notes, not a database\n";
