@@ -168,7 +168,8 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
   cmd.add_option("--space", spec.space_file,
                  "Search space file: tunebase JSON, T1, or Kernel Tuner tune_params");
   cmd.add_option("--regex", spec.regex,
-                 "Objective = first capture group of this regex in stdout (default: last number)");
+                 "Objective = first capture group of the last match of this regex in stdout "
+                 "(default: the last number; nan or inf there fails the trial)");
   cmd.add_option("--timeout", spec.timeout_seconds,
                  "Seconds before one evaluation is stopped and stored as a timeout (default 60)")
       ->check(CLI::Range(0.001, CommandOptions::kMaxTimeoutSeconds));

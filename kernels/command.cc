@@ -39,6 +39,8 @@ constexpr double kTerminateGraceSeconds = 0.5;
 // After the command ends, how long to wait for stray writers to release the pipes.
 constexpr double kDrainSeconds = 1.0;
 constexpr std::size_t kReadChunk = 65536;
+// Why last_number found no objective when the output holds no number at all.
+constexpr const char* kNoNumber = "no number in the output";
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -74,6 +76,56 @@ std::string tail(const std::string& s, std::size_t limit = kMessageTailBytes) {
     v = v.substr(nl + 1);
   }
   return "..." + std::string(v);
+}
+
+/// `text` as valid UTF-8 that is safe to show: each byte that does not start a well-formed
+/// sequence becomes U+FFFD, and control characters other than newline and tab are dropped (a
+/// program's output is arbitrary bytes; a message is stored and dumped as JSON).
+std::string printable_utf8(std::string_view text) {
+  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  std::string out;
+  out.reserve(text.size());
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const auto continuation = [&](std::size_t i) {
+    return i < text.size() && (byte(i) & 0xC0) == 0x80;
+  };
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = byte(i);
+    if (c < 0x80) {
+      if (c >= 0x20 ? c != 0x7F : (c == '\n' || c == '\t')) out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    // Length of the sequence c starts and the range its second byte must lie in (which
+    // excludes overlong forms, UTF-16 surrogates and code points past U+10FFFF).
+    std::size_t length = 0;
+    unsigned char low = 0x80;
+    unsigned char high = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      length = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      length = 3;
+      if (c == 0xE0) low = 0xA0;
+      if (c == 0xED) high = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      length = 4;
+      if (c == 0xF0) low = 0x90;
+      if (c == 0xF4) high = 0x8F;
+    }
+    bool valid = length > 0 && i + 1 < text.size() && byte(i + 1) >= low && byte(i + 1) <= high;
+    for (std::size_t k = 2; valid && k < length; ++k) valid = continuation(i + k);
+    if (!valid) {
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    // U+0080..U+009F are the C1 control characters.
+    const bool c1_control = c == 0xC2 && byte(i + 1) < 0xA0;
+    if (!c1_control) out.append(text.substr(i, length));
+    i += length;
+  }
+  return out;
 }
 
 /// Appends to a capture buffer, keeping its last kMaxCapturedBytes.
@@ -308,8 +360,33 @@ CommandResult run_command(const std::string& command, const std::vector<std::str
   return result;
 }
 
-std::optional<double> last_number(const std::string& text) {
+namespace {
+
+/// Length of the nan, inf or infinity (any case) that starts at `p` as a whole word, else 0.
+std::size_t non_finite_word(const char* p, const char* end) {
+  for (std::string_view word : {"infinity", "inf", "nan"}) {
+    if (static_cast<std::size_t>(end - p) < word.size()) continue;
+    const bool same = std::equal(word.begin(), word.end(), p, [](char w, char c) {
+      return w == std::tolower(static_cast<unsigned char>(c));
+    });
+    const char* after = p + word.size();
+    if (same && (after == end || !is_name_char(*after))) return word.size();
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::optional<double> last_number(const std::string& text, std::string* why) {
+  auto fail = [&](std::string message) -> std::optional<double> {
+    if (why) *why = std::move(message);
+    return std::nullopt;
+  };
   std::optional<double> last;
+  // The last number-like token: a nan or inf printed after a good number must not let that
+  // number stand in for a broken measurement.
+  std::string_view last_token;
+  bool out_of_range = false;
   const char* begin = text.data();
   const char* end = begin + text.size();
   const char* p = begin;
@@ -317,9 +394,16 @@ std::optional<double> last_number(const std::string& text) {
   while (p < end) {
     const char* start = p;
     if ((*p == '-' || *p == '+') && p + 1 < end) ++p;
-    const bool starts_number = digit(*p) || (*p == '.' && p + 1 < end && digit(p[1]));
     // A number glued to a word or another number ("x86", "v1.2", "1.2.3") does not start here.
     const bool glued = start > begin && (is_name_char(start[-1]) || start[-1] == '.');
+    if (const std::size_t word = glued ? 0 : non_finite_word(p, end)) {
+      last.reset();
+      out_of_range = false;
+      last_token = std::string_view(start, static_cast<std::size_t>(p + word - start));
+      p += word;
+      continue;
+    }
+    const bool starts_number = digit(*p) || (*p == '.' && p + 1 < end && digit(p[1]));
     if (!starts_number || glued) {
       p = start + 1;
       continue;
@@ -327,12 +411,31 @@ std::optional<double> last_number(const std::string& text) {
     double value = 0.0;
     auto [ptr, ec] = std::from_chars(p, end, value);
     if (ec == std::errc() || ec == std::errc::result_out_of_range) {
-      // from_chars saw the digits after the sign; an out-of-range number is skipped whole.
-      if (ec == std::errc()) last = (*start == '-') ? -value : value;
+      // from_chars saw the digits after the sign; an out-of-range number is no objective.
+      out_of_range = ec != std::errc();
+      last.reset();
+      if (!out_of_range) last = (*start == '-') ? -value : value;
+      last_token = std::string_view(start, static_cast<std::size_t>(ptr - start));
       p = ptr;
     } else {
       p = start + 1;
     }
+  }
+  if (last_token.empty()) return fail(kNoNumber);
+  if (!last) {
+    return fail("the program printed " + std::string(last_token) + " as its last number" +
+                (out_of_range ? ", which is out of the range of a double" : ""));
+  }
+  // "1,234.5" or "2,5": a thousands separator or a decimal comma; the digits after the comma
+  // alone are not what the program meant.
+  const char* token = last_token.data();
+  if (token - begin >= 2 && token[-1] == ',' && digit(token[-2])) {
+    const char* from = token - 1;
+    while (from > begin && (digit(from[-1]) || from[-1] == ',' || from[-1] == '.')) --from;
+    return fail("the last number is written '" +
+                std::string(from, static_cast<std::size_t>(token + last_token.size() - from)) +
+                "', with a comma that may separate thousands or be a decimal comma; write the "
+                "number without a comma, or give --regex");
   }
   return last;
 }
@@ -441,29 +544,34 @@ std::vector<std::string> CommandEvaluator::environment_for(const Configuration& 
   return env;
 }
 
-std::optional<double> CommandEvaluator::objective_of(const std::string& out,
-                                                     std::string& why) const {
+CommandEvaluator::Objective CommandEvaluator::objective_of(const std::string& out) const {
+  Objective objective;
   if (!regex_) {
-    if (auto v = last_number(out)) return v;
-    why = "no number in the output";
-    return std::nullopt;
+    objective.value = last_number(out, &objective.why);
+    objective.found_nothing = !objective.value && objective.why == kNoNumber;
+    return objective;
   }
-  // Line by line: libstdc++'s regex recurses per character and would overflow the stack on
-  // megabytes of output.
+  // The last match, as the default rule takes the last number. Line by line: libstdc++'s
+  // regex recurses per character and would overflow the stack on megabytes of output.
   std::istringstream lines(out);
   std::string line;
-  std::smatch match;
+  std::optional<std::string> found;
   while (std::getline(lines, line)) {
-    if (!std::regex_search(line, match, *regex_)) continue;
-    const std::string found =
-        (regex_->mark_count() >= 1 && match[1].matched) ? match[1].str() : match[0].str();
-    if (auto v = parse_whole_number(found)) return v;
-    why = "the objective regex '" + *options_.objective_regex + "' matched '" + found +
-          "', which is not a finite number";
-    return std::nullopt;
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), *regex_);
+         it != std::sregex_iterator(); ++it) {
+      const auto& match = *it;
+      found = (regex_->mark_count() >= 1 && match[1].matched) ? match[1].str() : match[0].str();
+    }
   }
-  why = "the objective regex '" + *options_.objective_regex + "' matched nothing in the output";
-  return std::nullopt;
+  if (!found) {
+    objective.why =
+        "the objective regex '" + *options_.objective_regex + "' matched nothing in the output";
+    objective.found_nothing = true;
+  } else if (!(objective.value = parse_whole_number(*found))) {
+    objective.why = "the objective regex '" + *options_.objective_regex + "' matched '" + *found +
+                    "' last, which is not a finite number";
+  }
+  return objective;
 }
 
 Measurement CommandEvaluator::evaluate(const Configuration& config) {
@@ -478,7 +586,7 @@ Measurement CommandEvaluator::evaluate(const Configuration& config) {
   std::vector<double> raw;
   std::vector<double> wall;
   auto fail = [&](TrialStatus status, std::string message) {
-    Measurement m = Measurement::failure(status, std::move(message), seconds_since(start));
+    Measurement m = Measurement::failure(status, printable_utf8(message), seconds_since(start));
     m.raw = raw;
     return m;
   };
@@ -502,14 +610,17 @@ Measurement CommandEvaluator::evaluate(const Configuration& config) {
       return fail(TrialStatus::failed,
                   "`" + command + "` exited with code " + std::to_string(run.exit_code) + err_tail);
     }
-    std::string why;
-    const auto value = objective_of(run.out, why);
-    if (!value) {
-      const std::string out_tail =
-          run.out.empty() ? " (stdout was empty)" : "; stdout: " + tail(run.out);
-      return fail(TrialStatus::failed, "`" + command + "`: " + why + out_tail);
+    const Objective objective = objective_of(run.out);
+    if (!objective.value) {
+      std::string message = "`" + command + "`: " + objective.why;
+      message += run.out.empty() ? " (stdout was empty)" : "; stdout: " + tail(run.out);
+      if (objective.found_nothing && !run.err.empty()) {
+        message += "; stderr: " + tail(run.err) +
+                   " (if the program prints its result on stderr, end the command with 2>&1)";
+      }
+      return fail(TrialStatus::failed, message);
     }
-    raw.push_back(*value);
+    raw.push_back(*objective.value);
   }
   Measurement m = Measurement::success(median(raw), raw, seconds_since(start));
   m.metrics["wall_seconds"] = median(wall);

@@ -20,7 +20,7 @@ struct CommandOptions {
   /// killed when it passes.
   double timeout_seconds = 60.0;
   /// ECMAScript regex applied to stdout; its first capture group (else the whole match) of
-  /// the first match is the objective. Unset: the last number printed on stdout.
+  /// the last match is the objective. Unset: the last number printed on stdout.
   std::optional<std::string> objective_regex;
   /// Runs per configuration; the objective is the median, every value kept in raw.
   int repeats = 1;
@@ -58,8 +58,11 @@ CommandResult run_command(const std::string& command, const std::vector<std::str
 void kill_running_commands() noexcept;
 
 /// The last number (integer, decimal or exponent form, optionally signed) in `text` that is
-/// not part of a word (the 64 in "x86_64" does not count; "1.5ms" gives 1.5).
-std::optional<double> last_number(const std::string& text);
+/// not part of a word (the 64 in "x86_64" does not count; "1.5ms" gives 1.5). Nullopt, with
+/// the reason in `why` when given, when there is none, when the last number-like word is nan,
+/// inf or out of a double's range (an earlier number must not stand in for it), or when a comma
+/// after a digit precedes it ("1,234.5", "2,5": a thousands separator or a decimal comma).
+std::optional<double> last_number(const std::string& text, std::string* why = nullptr);
 
 /// Tunes an external program. The template names parameters as `{NAME}`; each is replaced by
 /// the configuration's value (shell-quoted when it is not a plain word), and every value is
@@ -92,8 +95,14 @@ class CommandEvaluator : public Evaluator {
     std::optional<std::size_t> parameter;
   };
 
-  /// The objective in one run's stdout, or a message saying why there is none.
-  std::optional<double> objective_of(const std::string& out, std::string& why) const;
+  /// What one run's stdout gives: the objective, or why there is none.
+  struct Objective {
+    std::optional<double> value;
+    std::string why;
+    /// No number (or regex match) at all, rather than one that is not an objective.
+    bool found_nothing = false;
+  };
+  Objective objective_of(const std::string& out) const;
 
   SearchSpace space_;
   std::string template_;

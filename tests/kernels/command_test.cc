@@ -39,6 +39,36 @@ TEST(LastNumber, FindsTheLastStandaloneNumber) {
   EXPECT_FALSE(last_number("").has_value());
 }
 
+TEST(LastNumber, NanOrInfAsTheLastNumberGivesNone) {
+  // A broken measurement printed last must not let an earlier number stand in for it.
+  for (const char* text : {"time 3.5\nnan", "1 -nan", "2 INF ms", "3 time=+Infinity", "4 1e999"}) {
+    std::string why;
+    EXPECT_FALSE(last_number(text, &why).has_value()) << text;
+    EXPECT_NE(why.find("the program printed"), std::string::npos) << why;
+  }
+  std::string why;
+  EXPECT_FALSE(last_number("a 1\nNaN", &why).has_value());
+  EXPECT_NE(why.find("printed NaN"), std::string::npos) << why;
+  // Words that only begin like them are words.
+  EXPECT_EQ(last_number("5 nanoseconds"), 5.0);
+  EXPECT_EQ(last_number("6 info"), 6.0);
+  EXPECT_EQ(last_number("nan at first, then 7"), 7.0);
+}
+
+TEST(LastNumber, ACommaAfterADigitMakesItAmbiguous) {
+  for (const char* text : {"total 1,234.5", "time 2,5 s"}) {
+    std::string why;
+    EXPECT_FALSE(last_number(text, &why).has_value()) << text;
+    EXPECT_NE(why.find("without a comma, or give --regex"), std::string::npos) << why;
+  }
+  std::string why;
+  last_number("total 1,234.5 ms", &why);
+  EXPECT_NE(why.find("'1,234.5'"), std::string::npos) << why;
+  EXPECT_EQ(last_number("a, 5"), 5.0);
+  EXPECT_EQ(last_number("x,5"), 5.0);
+  EXPECT_EQ(last_number("1, 2"), 2.0);
+}
+
 TEST(CommandEvaluator, LastNumberOfStdoutIsTheObjective) {
   CommandEvaluator e(make_space(), "echo start 1; echo time {bs}", quick());
   EXPECT_EQ(e.kernel_name(), "command");
@@ -142,6 +172,13 @@ TEST(CommandEvaluator, RegexCaptureGroupOrWholeMatch) {
     EXPECT_NE(m.message.find("not a finite number"), std::string::npos) << m.message;
   }
 
+  // The last match, as without a regex the last number counts.
+  o.objective_regex = "t=([0-9.]+)";
+  CommandEvaluator last_match(make_space(), "echo 't=1 t=2'; echo 't=3 t=4'; echo 'x=5'", o);
+  m = last_match.evaluate(config(8, "fast"));
+  ASSERT_EQ(m.status, TrialStatus::ok) << m.message;
+  EXPECT_EQ(m.objective, 4.0);
+
   o.objective_regex = "GFLOPS=([0-9.]+)";
   CommandEvaluator no_match(make_space(), "echo 'time 3'", o);
   m = no_match.evaluate(config(8, "fast"));
@@ -171,6 +208,41 @@ TEST(CommandEvaluator, NoNumberInOutputFails) {
   EXPECT_EQ(m.status, TrialStatus::failed);
   EXPECT_NE(m.message.find("no number"), std::string::npos) << m.message;
   EXPECT_NE(m.message.find("hello world"), std::string::npos) << m.message;
+}
+
+TEST(CommandEvaluator, NanPrintedLastFails) {
+  CommandEvaluator e(make_space(), "echo 'warm-up 1.5 ms'; echo 'time: -nan ms'", quick());
+  const Measurement m = e.evaluate(config(16, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("the program printed -nan"), std::string::npos) << m.message;
+}
+
+TEST(CommandEvaluator, ResultOnStderrIsQuotedWithAHint) {
+  CommandEvaluator e(make_space(), "echo 'time: 2.5 ms' >&2", quick());
+  const Measurement m = e.evaluate(config(16, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("stdout was empty"), std::string::npos) << m.message;
+  EXPECT_NE(m.message.find("stderr: time: 2.5 ms"), std::string::npos) << m.message;
+  EXPECT_NE(m.message.find("2>&1"), std::string::npos) << m.message;
+}
+
+TEST(CommandEvaluator, MessagesFromBinaryOutputAreValidUtf8) {
+  const std::string replacement = "\xEF\xBF\xBD";
+  // Invalid bytes, a truncated sequence, an escape sequence and a carriage return, on stdout
+  // (no number) and on stderr (non-zero exit).
+  for (const char* command : {"printf 'bad \\377\\376 \\303 \\033[mred\\r more\\n'",
+                              "printf 'caf\\303\\251 \\300\\257 \\033[m\\r more\\n' >&2; exit 2"}) {
+    CommandEvaluator e(make_space(), command, quick());
+    const Measurement m = e.evaluate(config(16, "fast"));
+    EXPECT_EQ(m.status, TrialStatus::failed);
+    EXPECT_NO_THROW((void)nlohmann::json(m.message).dump()) << m.message;
+    EXPECT_NE(m.message.find(replacement), std::string::npos) << m.message;
+    EXPECT_EQ(m.message.find_first_of("\x1b\r"), std::string::npos) << m.message;
+  }
+  CommandEvaluator valid(make_space(), "printf 'caf\\303\\251 \\316\\273\\n' >&2; exit 2", quick());
+  const Measurement m = valid.evaluate(config(16, "fast"));
+  EXPECT_NE(m.message.find("caf\xC3\xA9 \xCE\xBB"), std::string::npos) << m.message;
+  EXPECT_EQ(m.message.find(replacement), std::string::npos) << m.message;
 }
 
 TEST(CommandEvaluator, TimeoutKillsTheWholeProcessGroup) {
