@@ -31,7 +31,7 @@ const std::vector<std::string>& problem_names();
 ///                         M-matrix)
 /// The matrix name records the problem and its parameters, e.g. `convdiff2d_n1000_w100`.
 /// Throws InvalidInput for an unknown name (listing the known ones), a size below 1, or a
-/// grid whose unknowns do not fit 32-bit column indices.
+/// grid whose unknowns do not fit 32-bit column indices or whose matrix does not fit in memory.
 CsrMatrix generate_problem(std::string_view name, std::int64_t size,
                            const ProblemOptions& options = {});
 

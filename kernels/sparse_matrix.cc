@@ -1,5 +1,7 @@
 #include "kernels/sparse_matrix.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -8,6 +10,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/measurements.h"
@@ -25,6 +28,19 @@ constexpr double kSymmetryRelativeTolerance = 1e-12;
 
 // "1 1\n": the shortest possible entry line.
 constexpr std::size_t kMinEntryBytes = 4;
+// Some editors start a UTF-8 file with a byte order mark.
+constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
+// Bytes of one stored entry and of one row of a CsrMatrix.
+constexpr double kCsrBytesPerEntry = sizeof(std::int32_t) + sizeof(double);
+constexpr double kCsrBytesPerRow = sizeof(std::int64_t);
+constexpr double kBytesPerGigabyte = 1e9;
+
+std::string_view without_byte_order_mark(std::string_view text) {
+  if (text.substr(0, kUtf8ByteOrderMark.size()) == kUtf8ByteOrderMark) {
+    text.remove_prefix(kUtf8ByteOrderMark.size());
+  }
+  return text;
+}
 
 bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
 
@@ -96,7 +112,7 @@ struct Banner {
 class MatrixMarketParser {
  public:
   MatrixMarketParser(std::string_view text, const std::string& origin)
-      : lines_(text), text_size_(text.size()), origin_(origin) {}
+      : lines_(without_byte_order_mark(text)), text_size_(text.size()), origin_(origin) {}
 
   CsrMatrix parse(MatrixMarketInfo* info) {
     const Banner banner = read_banner();
@@ -110,8 +126,9 @@ class MatrixMarketParser {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw InvalidInput(origin_ + ":" + std::to_string(lines_.line()) + ": " + what);
+  [[noreturn]] void fail(const std::string& what) const { fail_at(lines_.line(), what); }
+  [[noreturn]] void fail_at(std::int64_t line, const std::string& what) const {
+    throw InvalidInput(origin_ + ":" + std::to_string(line) + ": " + what);
   }
 
   Banner read_banner() {
@@ -204,6 +221,15 @@ class MatrixMarketParser {
       fail("the size line declares " + std::to_string(declared_) + " entries, more than the " +
            std::to_string(rows_) + " x " + std::to_string(cols_) + " matrix can hold");
     }
+    const double stored =
+        static_cast<double>(declared_) * (banner.symmetry == "general" ? 1.0 : 2.0);
+    // Reading holds the coordinates and the row counts of the sort beside the CSR matrix:
+    // about twice its size.
+    check_fits_in_memory(2 * csr_bytes(static_cast<double>(rows_), stored),
+                         origin_ + ":" + std::to_string(lines_.line()) + ": the " +
+                             std::to_string(rows_) + " x " + std::to_string(cols_) +
+                             " matrix with " + std::to_string(declared_) +
+                             " entries that the size line declares");
   }
 
   void read_entries(const Banner& banner) {
@@ -254,12 +280,15 @@ class MatrixMarketParser {
           v = static_cast<double>(iv);
         } else if (!parse_number(tv, v)) {
           fail("value '" + std::string(tv) + "' is not a number");
+        } else if (!std::isfinite(v)) {
+          fail("value '" + std::string(tv) + "' is not finite; matrix entries must be numbers");
         }
       }
       if (!tokens.next().empty()) {
         fail("bad entry '" + std::string(*line) + "': expected " + expected +
              " (the banner says '" + banner.field + "')");
       }
+      if (mirror && i != j) check_one_triangle(i, j, banner.symmetry);
       const auto r = static_cast<std::int32_t>(i - 1);
       const auto c = static_cast<std::int32_t>(j - 1);
       row_.push_back(r);
@@ -274,6 +303,21 @@ class MatrixMarketParser {
     if (next_data_line()) {
       fail("more entries than the " + std::to_string(declared_) + " declared on the size line");
     }
+  }
+
+  /// A symmetric file stores the entries of one triangle, which are mirrored; a file listing
+  /// both would count every off-diagonal value twice.
+  void check_one_triangle(std::int64_t i, std::int64_t j, const std::string& symmetry) {
+    auto& first = i < j ? first_above_ : first_below_;
+    if (!first) first = Entry{i, j, lines_.line()};
+    if (!first_above_ || !first_below_) return;
+    fail_at(first_above_->line,
+            "entry (" + std::to_string(first_above_->i) + ", " + std::to_string(first_above_->j) +
+                ") lies above the diagonal, but the file also lists entries below it (line " +
+                std::to_string(first_below_->line) + ": (" + std::to_string(first_below_->i) +
+                ", " + std::to_string(first_below_->j) + ")): a " + symmetry +
+                " file stores one triangle, which is mirrored; write the matrix as 'general' "
+                "or keep one triangle");
   }
 
   CsrMatrix to_csr() {
@@ -354,6 +398,13 @@ class MatrixMarketParser {
   std::vector<std::int32_t> row_;
   std::vector<std::int32_t> col_;
   std::vector<double> val_;
+  struct Entry {
+    std::int64_t i = 0;
+    std::int64_t j = 0;
+    std::int64_t line = 0;
+  };
+  std::optional<Entry> first_above_;
+  std::optional<Entry> first_below_;
 };
 
 void check_grid_size(std::int64_t n, int dims, const char* what) {
@@ -368,6 +419,10 @@ void check_grid_size(std::int64_t n, int dims, const char* what) {
                        std::to_string(static_cast<long long>(points)) +
                        " unknowns, more than the 2^31-1 that 32-bit column indices allow");
   }
+  // Each point couples to itself and to two neighbours per dimension.
+  check_fits_in_memory(csr_bytes(points, points * (2 * dims + 1)),
+                       std::string(what) + ": n = " + std::to_string(n) + " (" +
+                           std::to_string(static_cast<long long>(points)) + " unknowns)");
 }
 
 /// Builds a Laplacian on an nx x ny x nz grid (nz = 1 for 2D): diagonal 2*dims, -1 for each
@@ -418,6 +473,27 @@ CsrMatrix grid_laplacian(std::int64_t nx, std::int64_t ny, std::int64_t nz, int 
 }
 
 }  // namespace
+
+std::uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+}
+
+double csr_bytes(double rows, double entries) {
+  return (rows + 1) * kCsrBytesPerRow + entries * kCsrBytesPerEntry;
+}
+
+void check_fits_in_memory(double bytes, const std::string& what) {
+  const auto memory = static_cast<double>(physical_memory_bytes());
+  if (memory <= 0.0 || bytes <= memory) return;
+  std::ostringstream message;
+  message.precision(3);
+  message << what << " needs about " << bytes / kBytesPerGigabyte
+          << " GB of memory, more than this machine's " << memory / kBytesPerGigabyte << " GB";
+  throw InvalidInput(message.str());
+}
 
 CsrMatrix parse_matrix_market(std::string_view text, const std::string& origin,
                               MatrixMarketInfo* info) {

@@ -28,9 +28,10 @@ struct MatrixMarketInfo {
 };
 
 /// Reads a coordinate Matrix Market file (plain or gzip), expanding symmetric and
-/// skew-symmetric storage and summing duplicates. Pattern entries become 1.0. Throws IoError
-/// or InvalidInput naming the file, line and problem (bad banner, unsupported field, truncated
-/// data, index out of range...).
+/// skew-symmetric storage (one triangle) and summing duplicates. Pattern entries become 1.0; a
+/// UTF-8 byte order mark is skipped. Throws IoError or InvalidInput naming the file, line and
+/// problem (bad banner, unsupported field, truncated data, index out of range, a value that is
+/// not finite, a symmetric file listing both triangles, sizes that do not fit in memory...).
 CsrMatrix read_matrix_market(const std::string& path, MatrixMarketInfo* info = nullptr);
 /// Same from the text of a file already in memory (e.g. an HTTP upload, gunzipped);
 /// `origin` names it in error messages and gives the matrix its name.
@@ -38,9 +39,19 @@ CsrMatrix parse_matrix_market(std::string_view text, const std::string& origin,
                               MatrixMarketInfo* info = nullptr);
 
 /// Laplacians with Dirichlet boundaries: 5-point on an n x n grid, 7-point on n x n x n.
-/// Throws InvalidInput when n < 1 or the grid has more than 2^31-1 points.
+/// Throws InvalidInput when n < 1, the grid has more than 2^31-1 points or its matrix does not
+/// fit in memory.
 CsrMatrix laplacian_2d(std::int64_t n);
 CsrMatrix laplacian_3d(std::int64_t n);
+
+/// This machine's physical memory in bytes (0 when the system does not say).
+std::uint64_t physical_memory_bytes();
+/// Bytes a CsrMatrix with `rows` rows and `entries` stored entries takes.
+double csr_bytes(double rows, double entries);
+/// Throws InvalidInput "<what> needs about X GB of memory, more than this machine's Y GB" when
+/// `bytes` exceed physical_memory_bytes(), rather than letting a huge allocation fail with
+/// bad_alloc (or the machine swap).
+void check_fits_in_memory(double bytes, const std::string& what);
 
 /// y = A x, the plain sequential reference every tuned variant is checked against. Resizes
 /// y to a.rows; throws InvalidInput when x.size() != a.cols.

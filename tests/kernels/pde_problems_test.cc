@@ -125,5 +125,24 @@ TEST(PdeProblems, RejectsUnknownNamesAndBadSizes) {
   EXPECT_EQ(problem_names().size(), 5u);
 }
 
+TEST(PdeProblems, GridsBeyondMemoryAreRefusedBeforeAllocating) {
+  // The largest 2D grid that 32-bit indices allow: about 150 GB as CSR.
+  constexpr std::int64_t n = 46340;
+  const double points = static_cast<double>(n) * n;
+  if (static_cast<double>(physical_memory_bytes()) >= csr_bytes(points, 5 * points)) {
+    GTEST_SKIP() << "this machine could hold the matrix";
+  }
+  for (const char* name : {"convdiff2d", "anisotropic2d", "poisson2d"}) {
+    try {
+      generate_problem(name, n);
+      FAIL() << name << ": no error";
+    } catch (const InvalidInput& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("size 46340"), std::string::npos) << message;
+      EXPECT_NE(message.find("GB of memory"), std::string::npos) << message;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tunebase

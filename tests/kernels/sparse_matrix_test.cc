@@ -118,6 +118,19 @@ TEST(MatrixMarket, SkewSymmetricNegatesTheMirror) {
   EXPECT_EQ(dense(a), (std::vector<std::vector<double>>{{0, -3, 1.5}, {3, 0, 0}, {-1.5, 0, 0}}));
 }
 
+TEST(MatrixMarket, SymmetricUpperTriangleAloneIsMirrored) {
+  const std::string text =
+      "%%MatrixMarket matrix coordinate real symmetric\n2 2 2\n1 1 2.0\n1 2 -1.0\n";
+  EXPECT_EQ(dense(parse_matrix_market(text, "u.mtx")),
+            (std::vector<std::vector<double>>{{2, -1}, {-1, 0}}));
+}
+
+TEST(MatrixMarket, Utf8ByteOrderMarkIsSkipped) {
+  const std::string text =
+      "\xEF\xBB\xBF%%MatrixMarket matrix coordinate real general\n1 1 1\n1 1 3\n";
+  EXPECT_EQ(parse_matrix_market(text, "bom.mtx").val, std::vector<double>{3.0});
+}
+
 TEST(MatrixMarket, BannerIsCaseInsensitive) {
   const std::string text = "%%matrixmarket MATRIX Coordinate REAL General\n1 1 1\n1 1 3\n";
   EXPECT_EQ(parse_matrix_market(text, "c.mtx").val, std::vector<double>{3.0});
@@ -240,7 +253,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadFile{"pattern with value",
                 "%%MatrixMarket matrix coordinate pattern general\n2 2 1\n1 1 1.0\n",
                 {":3:", "2 numbers"}},
-        BadFile{"extra entries", kGeneral + "2 2 1\n1 1 1\n2 2 2\n", {":4:", "more entries"}}),
+        BadFile{"extra entries", kGeneral + "2 2 1\n1 1 1\n2 2 2\n", {":4:", "more entries"}},
+        BadFile{"nan value", kGeneral + "2 2 1\n1 1 nan\n", {":3:", "'nan'", "not finite"}},
+        BadFile{
+            "inf value", kGeneral + "2 2 2\n1 1 1\n2 2 -Inf\n", {":4:", "'-Inf'", "not finite"}},
+        BadFile{"symmetric with both triangles",
+                "%%MatrixMarket matrix coordinate real symmetric\n3 3 4\n1 1 2\n2 1 -1\n"
+                "1 2 -1\n3 3 2\n",
+                {":5:", "(1, 2)", "above the diagonal", "line 4", "stores one triangle"}},
+        BadFile{"sizes beyond memory",
+                kGeneral + "2147483647 2147483647 100000000000000\n1 1 1\n",
+                {":2:", "100000000000000 entries", "GB of memory"}}),
     [](const auto& test_info) {
       std::string name = test_info.param.label;
       for (auto& c : name) {
@@ -337,6 +360,23 @@ TEST(Laplacian, RejectsBadSizes) {
   EXPECT_THROW(laplacian_2d(0), InvalidInput);
   EXPECT_THROW(laplacian_3d(-1), InvalidInput);
   EXPECT_THROW(laplacian_3d(2000), InvalidInput);
+}
+
+TEST(Laplacian, GridsBeyondMemoryAreRefusedBeforeAllocating) {
+  // The largest 3D grid that 32-bit indices allow: about 200 GB as CSR.
+  constexpr std::int64_t n = 1290;
+  const double points = static_cast<double>(n) * n * n;
+  if (static_cast<double>(physical_memory_bytes()) >= csr_bytes(points, 7 * points)) {
+    GTEST_SKIP() << "this machine could hold the matrix";
+  }
+  try {
+    laplacian_3d(n);
+    FAIL() << "no error";
+  } catch (const InvalidInput& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("laplacian_3d: n = 1290"), std::string::npos) << message;
+    EXPECT_NE(message.find("GB of memory"), std::string::npos) << message;
+  }
 }
 
 TEST(SpmvReference, MultipliesAndChecksSizes) {
