@@ -385,12 +385,13 @@ std::optional<std::string> spmv_mismatch(const CsrMatrix& a, const std::vector<d
       magnitude += std::abs(a.val[k] * x[static_cast<std::size_t>(a.col[k])]);
     }
     const double bound = tolerance * magnitude + std::numeric_limits<double>::min();
-    const bool both_nan = std::isnan(y[r]) && std::isnan(reference[r]);
-    if (!both_nan && !(std::abs(y[r] - reference[r]) <= bound)) {
+    // Equal infinities match: their difference is nan.
+    const bool same = y[r] == reference[r] || (std::isnan(y[r]) && std::isnan(reference[r]));
+    if (!same && !(std::abs(y[r] - reference[r]) <= bound)) {
       std::ostringstream message;
       message.precision(17);
-      message << "wrong result: y[" << r << "] = " << y[r] << " but the reference gives "
-              << reference[r] << " (allowed difference " << bound << ")";
+      message << "y[" << r << "] = " << y[r] << " but the reference gives " << reference[r]
+              << " (allowed difference " << bound << ")";
       return message.str();
     }
   }
@@ -491,7 +492,8 @@ Measurement SpmvEvaluator::evaluate(const Configuration& config) {
     std::fill(y_.begin(), y_.end(), std::numeric_limits<double>::quiet_NaN());
     run(variant, sell_matrix, x_.data(), y_.data());
     if (auto mismatch = spmv_mismatch(matrix_, x_, y_, reference_, options_.tolerance)) {
-      return Measurement::failure(TrialStatus::failed, *mismatch, seconds_since(start));
+      return Measurement::failure(TrialStatus::failed, "wrong result: " + *mismatch,
+                                  seconds_since(start));
     }
     double single = 0.0;
     for (int w = 1; w < options_.warmup; ++w) {
@@ -517,7 +519,7 @@ Measurement SpmvEvaluator::evaluate(const Configuration& config) {
     }
     // Races show up only sometimes: check the last timed product too.
     if (auto mismatch = spmv_mismatch(matrix_, x_, y_, reference_, options_.tolerance)) {
-      return Measurement::failure(TrialStatus::failed, "after timing: " + *mismatch,
+      return Measurement::failure(TrialStatus::failed, "wrong result after timing: " + *mismatch,
                                   seconds_since(start));
     }
     const double time = median(raw);

@@ -72,8 +72,9 @@ void spmv_csr(const CsrMatrix& a, const double* x, double* y, const SpmvVariant&
 void spmv_sell(const SellMatrix& a, const double* x, double* y, const SpmvVariant& variant);
 
 /// Checks y against the reference row by row: |y_i - ref_i| <= tolerance * sum_j |a_ij x_j|
-/// (plus the smallest normal double, for rows that sum to zero). Returns a message naming the
-/// first differing row, or nullopt when y matches.
+/// (plus the smallest normal double, for rows that sum to zero); equal values (infinities
+/// included) and nan where the reference has nan match. Returns a message naming the first
+/// differing row ("y[3] = ... but the reference gives ..."), or nullopt when y matches.
 std::optional<std::string> spmv_mismatch(const CsrMatrix& a, const std::vector<double>& x,
                                          const std::vector<double>& y,
                                          const std::vector<double>& reference, double tolerance);

@@ -301,6 +301,21 @@ TEST(OpenclSpmv, EveryVariantMatchesTheReference) {
   }
 }
 
+TEST(OpenclSpmv, WrongResultIsAFailedMeasurementSaidOnce) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  if (!backend->device().double_precision) GTEST_SKIP() << "device has no double precision";
+  // The kernel gives each row 8 lanes where the launch assumes 4: the work-groups cover half
+  // of the rows.
+  GpuEvaluatorOptions options = quick();
+  options.defines = {{"THREADS_PER_ROW", "8"}};
+  GpuSpmvEvaluator spmv(backend, laplacian_3d(6), options);
+  const Measurement m = spmv.evaluate(config_with(
+      spmv.space(), {{"variant", "csr_vector"}, {"block_size", 128}, {"threads_per_row", 4}}));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_EQ(m.message.rfind("wrong result: y[", 0), 0u) << m.message;
+  EXPECT_EQ(m.message.find("wrong result: wrong result"), std::string::npos) << m.message;
+}
+
 TEST(OpenclSpmv, SpaceTiesParametersToTheirVariant) {
   const SearchSpace space = GpuSpmvEvaluator::make_space({256, 1 << 16});
   for (const auto& c : space.valid_configurations()) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
@@ -188,6 +189,21 @@ TEST(SpmvVariants, SharedMatrixWhenAvailable) {
     evaluator.multiply(config, evaluator.x(), y);
     EXPECT_FALSE(spmv_mismatch(evaluator.matrix(), evaluator.x(), y, reference, 1e-12));
   }
+}
+
+TEST(SpmvMismatch, EqualInfinitiesMatch) {
+  const CsrMatrix a = laplacian_2d(4);
+  std::vector<double> x(16, 1.0);
+  x[0] = std::numeric_limits<double>::infinity();
+  std::vector<double> ref;
+  spmv_reference(a, x, ref);
+  ASSERT_TRUE(std::isinf(ref[0]) && std::isinf(ref[1]) && ref[1] < 0) << ref[0] << " " << ref[1];
+  EXPECT_FALSE(spmv_mismatch(a, x, ref, ref, 1e-12).has_value());
+  auto y = ref;
+  y[1] = std::nan("");
+  const auto wrong = spmv_mismatch(a, x, y, ref, 1e-12);
+  ASSERT_TRUE(wrong.has_value());
+  EXPECT_EQ(wrong->rfind("y[1] = nan but the reference gives -inf", 0), 0u) << *wrong;
 }
 
 TEST(SpmvMismatch, DetectsWrongNanAndSizes) {
