@@ -81,6 +81,7 @@ nlohmann::json gpu_options(const EvaluatorSpec& spec) {
 // reads it.
 void reject_unused_options(const EvaluatorSpec& spec) {
   const bool gpu = spec.kernel.rfind("opencl-", 0) == 0 || spec.kernel.rfind("cuda-", 0) == 0;
+  const bool gpu_spmv = gpu && spec.kernel.ends_with("-spmv");
   const bool matrix_kernel = spec.kernel == "spmv" || spec.kernel == "petsc";
   const bool command = spec.kernel == "command";
   const struct {
@@ -89,11 +90,13 @@ void reject_unused_options(const EvaluatorSpec& spec) {
     bool used;
     const char* used_by;
   } options[] = {
-      {"--matrix", !spec.matrix.empty(), matrix_kernel || gpu, "spmv, petsc and the GPU kernels"},
+      {"--matrix", !spec.matrix.empty(), matrix_kernel || gpu_spmv,
+       "spmv, petsc, opencl-spmv and cuda-spmv (the GPU gemm and conv kernels take --size)"},
       {"--problem", !spec.problem.empty(), matrix_kernel && spec.matrix.empty(),
        "spmv and petsc, when no --matrix is given"},
-      {"--size", spec.size != 0, (matrix_kernel && spec.matrix.empty()) || gpu,
-       "spmv and petsc when no --matrix is given, and the GPU kernels"},
+      {"--size", spec.size != 0, (matrix_kernel || gpu_spmv) ? spec.matrix.empty() : gpu,
+       "spmv, petsc and the GPU SpMV kernels when no --matrix is given, and the other GPU "
+       "kernels"},
       {"--cmd", !spec.command.empty(), command, "command"},
       {"--space", !spec.space_file.empty(), command,
        "command (replay searches its file's own configurations)"},

@@ -838,6 +838,24 @@ FactoryInput parse_factory_options(const nlohmann::json& options) {
   return in;
 }
 
+// An option the kernel would not read must not pass silently: GEMM and convolution take a
+// size, SpMV a matrix file or the size of a generated Laplacian, not both.
+void check_kernel_options(const std::string& kernel, const std::string& which,
+                          const FactoryInput& in) {
+  const std::string common =
+      "device, repeats, seed, time_limit, max_work_group_size, "
+      "local_memory_bytes";
+  if (which != "spmv" && in.matrix) {
+    throw InvalidInput(kernel + " does not read a matrix file; it takes size, " + common);
+  }
+  if (which == "spmv" && in.matrix && in.size) {
+    throw InvalidInput(kernel +
+                       " takes either a matrix file or the size of a generated Laplacian, not "
+                       "both; its other options: " +
+                       common);
+  }
+}
+
 constexpr std::int64_t kDefaultGemmSize = 1024;
 constexpr std::int64_t kDefaultImageSize = 1024;
 constexpr std::int64_t kDefaultLaplacianGrid = 64;
@@ -882,6 +900,7 @@ std::unique_ptr<Evaluator> make_opencl_evaluator(const std::string& kernel,
                                                  const nlohmann::json& options) {
   const std::string which = kernel_suffix(kernel, "opencl");
   const FactoryInput in = parse_factory_options(options);
+  check_kernel_options(kernel, which, in);
   return make_gpu_evaluator(std::make_shared<OpenclBackend>(in.device), which, in);
 }
 
@@ -889,6 +908,7 @@ std::unique_ptr<Evaluator> make_cuda_evaluator(const std::string& kernel,
                                                const nlohmann::json& options) {
   const std::string which = kernel_suffix(kernel, "cuda");
   const FactoryInput in = parse_factory_options(options);
+  check_kernel_options(kernel, which, in);
 #ifdef TUNEBASE_HAVE_CUDA
   return make_gpu_evaluator(std::make_shared<CudaBackend>(static_cast<int>(in.device)), which, in);
 #else

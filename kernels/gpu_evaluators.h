@@ -183,7 +183,9 @@ nlohmann::json compute_devices();
 /// file, else "size": the grid of laplacian_3d, default 64), "opencl-conv" ("size": image
 /// width and height, default 1024). Further options: "repeats", "seed", "time_limit" (seconds),
 /// "max_work_group_size", "local_memory_bytes"; null values count as absent. Throws
-/// InvalidInput for an unknown kernel or option, BackendError when there is no OpenCL device.
+/// InvalidInput for an unknown kernel or option, an option the kernel does not read ("matrix"
+/// for gemm and conv; "size" beside "matrix" for spmv), BackendError when there is no OpenCL
+/// device.
 std::unique_ptr<Evaluator> make_opencl_evaluator(const std::string& kernel,
                                                  const nlohmann::json& options);
 

@@ -769,6 +769,19 @@ TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   }
   r = run("sweep --kernel replay --replay " + target + " --repeats 3 --db " + db());
   EXPECT_NE(r.err.find("--repeats is not used by --kernel replay"), std::string::npos) << r.err;
+  // GEMM and convolution have no matrix; the GPU SpMV takes a matrix or a size, not both.
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"opencl-gemm --matrix " + dir_.file("m.mtx"),
+            "--matrix is not used by --kernel "
+            "opencl-gemm"},
+           {"cuda-conv --size 64 --matrix " + dir_.file("m.mtx"),
+            "--matrix is not used by --kernel cuda-conv"},
+           {"opencl-spmv --size 5 --matrix " + dir_.file("m.mtx"),
+            "--size is not used by --kernel opencl-spmv"}}) {
+    r = run("sweep --kernel " + args + " --budget 1 --no-progress --db " + db());
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+  }
 
   // A zero objective is shown as a number, and no speedup is made of it.
   r = run("sweep --kernel command --space " + space +

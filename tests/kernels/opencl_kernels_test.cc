@@ -369,6 +369,27 @@ TEST(OpenclConvolution, SampleOfConfigurationsMatchesTheReference) {
 
 // -------------------------------------------------------------------------------- factory
 
+TEST(OpenclFactory, OptionsTheKernelDoesNotReadAreRefused) {
+  // Refused before any device is opened.
+  for (const char* kernel : {"opencl-gemm", "opencl-conv"}) {
+    try {
+      make_opencl_evaluator(kernel, {{"matrix", "a.mtx"}, {"size", 64}});
+      FAIL() << kernel << ": no error";
+    } catch (const InvalidInput& e) {
+      EXPECT_NE(std::string(e.what()).find("does not read a matrix file; it takes size"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  try {
+    make_opencl_evaluator("opencl-spmv", {{"matrix", "a.mtx"}, {"size", 5}});
+    FAIL() << "no error";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("not both"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(make_cuda_evaluator("cuda-gemm", {{"matrix", "a.mtx"}}), InvalidInput);
+}
+
 TEST(OpenclFactory, BuildsEvaluatorsByNameAndRejectsUnknownInput) {
   EXPECT_THROW(make_opencl_evaluator("opencl-fft", {}), InvalidInput);
   EXPECT_THROW(make_opencl_evaluator("opencl-gemm", {{"sise", 64}}), InvalidInput);
