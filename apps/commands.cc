@@ -47,12 +47,19 @@ std::string objective_text(const db::StudyRecord& study, double value) {
   return format_objective(value, study.objective == "time" ? api::objective_unit(study) : "");
 }
 
-// "task 2 {"matrix":"bcsstk13"}": which input a study measured.
+// "task 2 {"matrix":"bcsstk13",...}": which input a study measured. The matrix name comes
+// first: JSON keys sort alphabetically, and a task of matrix features would cut it off.
 std::string task_text(const db::Store& store, db::TaskId id) {
   const auto task = store.get_task(id);
   std::string text = "task " + std::to_string(id.value);
   if (task.description.is_object() && !task.description.empty()) {
-    auto description = task.description.dump();
+    auto rest = task.description;
+    std::string description = rest.dump();
+    if (auto matrix = rest.find("matrix"); matrix != rest.end() && rest.size() > 1) {
+      const std::string name = "{\"matrix\":" + matrix->dump();
+      rest.erase(matrix);
+      description = name + "," + rest.dump().substr(1);
+    }
     if (description.size() > 80) description = description.substr(0, 77) + "...";
     text += " " + description;
   }

@@ -746,19 +746,34 @@ PetscSolverOptions checked_options(const CsrMatrix& a, PetscSolverOptions option
     throw InvalidInput(where + "unknown fault_injection '" + options.fault_injection +
                        "'; allowed: abort, segfault, hang, exit (or empty)");
   }
-  if (options.rhs.empty()) {
+  auto squared_norm = [](const std::vector<double>& v) {
+    double sum = 0.0;
+    for (double x : v) sum += x * x;
+    return sum;
+  };
+  const bool given = !options.rhs.empty();
+  if (!given) {
     // b = A * (1, ..., 1): the exact solution is known and every row contributes.
     spmv_reference(a, std::vector<double>(static_cast<std::size_t>(a.cols), 1.0), options.rhs);
+    if (squared_norm(options.rhs) == 0.0) {
+      // A*1 = 0 (a Neumann Laplacian, a graph Laplacian): b = A x with x_i = (i+1)/n, still in
+      // the range of A, so that the singular system is consistent.
+      std::vector<double> x(static_cast<std::size_t>(a.cols));
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        x[i] = static_cast<double>(i + 1) / static_cast<double>(x.size());
+      }
+      spmv_reference(a, x, options.rhs);
+    }
   } else if (static_cast<std::int64_t>(options.rhs.size()) != a.rows) {
     throw InvalidInput(where + "right-hand side has " + std::to_string(options.rhs.size()) +
                        " entries, the matrix " + std::to_string(a.rows) + " rows");
   }
-  double norm = 0.0;
-  for (double v : options.rhs) norm += v * v;
+  const double norm = squared_norm(options.rhs);
   if (!(norm > 0.0) || !std::isfinite(norm)) {
-    throw InvalidInput(where +
-                       "the right-hand side is zero or not finite (A*1 = 0 for this "
-                       "matrix?); give a right-hand side");
+    throw InvalidInput(where + (given ? "the right-hand side is zero or not finite"
+                                      : "no right-hand side could be made: A*x is zero or not "
+                                        "finite both for x = (1, ..., 1) and for x_i = (i+1)/n, "
+                                        "so the matrix has no system to solve"));
   }
   return options;
 }

@@ -39,7 +39,8 @@ struct PetscSolverOptions {
   int repeats = 3;
   /// Clock of the objective and of `raw`; metrics report both medians either way.
   SolveClock clock = SolveClock::wall;
-  /// Right-hand side; empty means b = A * (1, ..., 1).
+  /// Right-hand side; empty means b = A * (1, ..., 1), or b = A x with x_i = (i+1)/n when
+  /// A * 1 = 0 (a singular matrix such as a Neumann Laplacian: b stays in the range of A).
   std::vector<double> rhs;
   /// Test hook only: "abort", "segfault", "hang" or "exit" makes the solver process fail that
   /// way instead of solving, to check that the sweep survives it. Empty in real use.
@@ -100,7 +101,8 @@ bool features_say_symmetric(const nlohmann::json& features);
 class PetscSolverEvaluator : public Evaluator {
  public:
   /// Throws InvalidInput for a non-square or empty matrix, a right-hand side of the wrong
-  /// length or zero norm, or options out of range.
+  /// length or zero norm (for the default one: A x = 0 for both x it tries), or options out of
+  /// range.
   explicit PetscSolverEvaluator(CsrMatrix matrix, PetscSolverOptions options = {});
   ~PetscSolverEvaluator() override;
   PetscSolverEvaluator(const PetscSolverEvaluator&) = delete;

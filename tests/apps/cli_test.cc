@@ -736,6 +736,19 @@ TEST_F(Cli, BadArgumentsNeverAbortNorLeaveAStudyBehind) {
   EXPECT_EQ(r.out.find("strategy"), std::string::npos) << "ran before checking its output";
 }
 
+TEST_F(Cli, ListingsShowTheMatrixOfATaskOfManyFeatures) {
+  // A PETSc task holds the matrix features beside its name; sorted, they came first and the
+  // listing cut the name off.
+  auto r =
+      run("sweep --kernel petsc --problem poisson2d --size 6 --budget 1 --repeats 1 "
+          "--no-progress --db " +
+          db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("studies --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(R"({"matrix":"poisson2d_n6",)"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   const auto target = dir_.file("toy.json");
   std::ofstream(target) << toy_cache("TestGPU", 1.0, 5);

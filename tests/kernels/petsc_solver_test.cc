@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -284,6 +285,40 @@ TEST(PetscSolver, SlowSolveTimesOutAndTheNextSolveStillWorks) {
                                    {"bjacobi_blocks", std::int64_t{1}}});
   const Measurement m = e.evaluate(fast);
   EXPECT_TRUE(m.ok()) << message_of(m);
+}
+
+TEST(PetscSolver, SingularMatrixWithZeroRowSumsGetsAConsistentRightHandSide) {
+  // The Neumann Laplacian of a path: A * 1 = 0, so b = A * 1 would be zero.
+  constexpr std::int64_t n = 9;
+  CsrMatrix a;
+  a.rows = a.cols = n;
+  a.name = "neumann_path_9";
+  a.row_ptr = {0};
+  auto put = [&](std::int64_t column, double value) {
+    a.col.push_back(static_cast<std::int32_t>(column));
+    a.val.push_back(value);
+  };
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (i > 0) put(i - 1, -1.0);
+    put(i, (i == 0 || i == n - 1) ? 1.0 : 2.0);
+    if (i + 1 < n) put(i + 1, -1.0);
+    a.row_ptr.push_back(static_cast<std::int64_t>(a.val.size()));
+  }
+  PetscSolverEvaluator e(a, options_with(1));
+  // GMRES without a preconditioner solves a consistent singular system of 9 unknowns.
+  const Measurement m =
+      e.evaluate(with(e.space(), e.petsc_default(), {{"pc_type", std::string("none")}}));
+  EXPECT_TRUE(m.ok()) << message_of(m);
+
+  // A matrix that maps both vectors to zero has no system to solve.
+  CsrMatrix zero = a;
+  std::fill(zero.val.begin(), zero.val.end(), 0.0);
+  try {
+    PetscSolverEvaluator z(zero);
+    FAIL() << "no error";
+  } catch (const InvalidInput& error) {
+    EXPECT_NE(std::string(error.what()).find("x_i = (i+1)/n"), std::string::npos) << error.what();
+  }
 }
 
 TEST(PetscSolver, RejectsBadInput) {
