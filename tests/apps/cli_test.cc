@@ -749,6 +749,16 @@ TEST_F(Cli, ListingsShowTheMatrixOfATaskOfManyFeatures) {
   EXPECT_NE(r.out.find(R"({"matrix":"poisson2d_n6",)"), std::string::npos) << r.out;
 }
 
+TEST_F(Cli, HelpSaysWhatTheTimeoutAndTheRegexApplyTo) {
+  const auto r = run("sweep --help");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* part : {"command stops each run at it (--repeats 3 may take 3 times as long)",
+                           "petsc one evaluation with all its solves (plus 1 s for the reply)",
+                           "GPU kernels skip a configuration", "the last match of this regex"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " missing from:\n" << r.out;
+  }
+}
+
 TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   const auto target = dir_.file("toy.json");
   std::ofstream(target) << toy_cache("TestGPU", 1.0, 5);
