@@ -104,6 +104,8 @@ void reject_unused_options(const EvaluatorSpec& spec) {
       {"--maximize", spec.maximize, command,
        "command (the other kernels measure times, which are minimised)"},
       {"--unit", !spec.unit.empty(), command, "command (the other kernels know their unit)"},
+      {"--kernel-name", !spec.kernel_name.empty(), command,
+       "command (the other kernels have their own names)"},
       {"--timeout", spec.timeout_seconds.has_value(), command || spec.kernel == "petsc" || gpu,
        "command, petsc and the GPU kernels"},
       {"--repeats", spec.repeats != 0, spec.kernel != "replay",
@@ -184,6 +186,10 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
   cmd.add_option("--unit", spec.unit,
                  "Unit of the number the command prints: s, ms, us or ns (shown as times) or a "
                  "label such as GFLOP/s (default: none, a plain number)");
+  cmd.add_option("--kernel-name", spec.kernel_name,
+                 "Name the command's measurements are stored under (default: command). Studies "
+                 "of one name learn from each other and best --kernel NAME answers for it: give "
+                 "each program its own");
   cmd.add_option("--replay", spec.replay_file,
                  "Replay evaluator: answer from a Kernel Tuner cache or T4 file");
   cmd.add_option("--repeats", spec.repeats,
@@ -218,6 +224,16 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
     if (spec.repeats > 0) options.repeats = spec.repeats;
     options.minimize = !spec.maximize;
     options.unit = command_unit(spec.unit, spec.maximize);
+    if (!spec.kernel_name.empty()) {
+      // A built-in kernel's name would mix a program's measurements into that kernel's.
+      const std::string builtin = ", " + known_kernels() + ",";
+      if (spec.kernel_name != "command" &&
+          builtin.find(", " + spec.kernel_name + ",") != std::string::npos) {
+        throw InvalidInput("--kernel-name " + spec.kernel_name +
+                           " is a built-in kernel's name; give the program a name of its own");
+      }
+      options.kernel_name = spec.kernel_name;
+    }
     return std::make_unique<CommandEvaluator>(SearchSpace::load(spec.space_file), spec.command,
                                               options);
   }

@@ -29,6 +29,7 @@ struct EvaluatorSpec {
   std::optional<double> timeout_seconds;  ///< default kDefaultTimeoutSeconds
   bool maximize = false;
   std::string unit;
+  std::string kernel_name;  ///< the command's kernel name (empty: "command")
   /// Replay evaluator: a Kernel Tuner cache or T4 file.
   std::string replay_file;
   int repeats = 0;  ///< 0: the evaluator's default

@@ -33,6 +33,10 @@ struct CommandOptions {
   std::string unit;
   /// The study's task; defaults to {"command": template}.
   nlohmann::json task;
+  /// The kernel the measurements are stored under. Studies of one kernel name learn from each
+  /// other (another command line is another input), so two different programs should have two
+  /// names.
+  std::string kernel_name = "command";
 };
 
 /// What one run of a command did.
@@ -74,7 +78,7 @@ class CommandEvaluator : public Evaluator {
   /// a bad regex, or bad options.
   CommandEvaluator(SearchSpace space, std::string command_template, CommandOptions options = {});
 
-  std::string kernel_name() const override { return "command"; }
+  std::string kernel_name() const override { return options_.kernel_name; }
   const SearchSpace& space() const override { return space_; }
   nlohmann::json task() const override;
   Measurement evaluate(const Configuration& config) override;

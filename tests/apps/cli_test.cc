@@ -358,6 +358,29 @@ TEST_F(Cli, ASweepTakesStrategyOptionsAndAResumedStudyKeepsItsOwn) {
       << r.err;
 }
 
+TEST_F(Cli, EachProgramMayHaveItsOwnKernelName) {
+  auto r = sweep_x4("fast", "echo {x}", 4);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Another program, under its own name: neither learns from nor answers for the other.
+  const std::string other = "sweep --kernel command --space " + dir_.file("space.json") +
+                            " --cmd 'echo $(( 10 - {x} ))' --strategy exhaustive --budget 4 "
+                            "--no-progress --db " +
+                            db();
+  r = run(other + " --kernel-name countdown --study countdown");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("priors:"), std::string::npos) << r.out;
+  r = run("best --kernel countdown --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("{\"x\":3}"), std::string::npos) << r.out;
+  r = run("best --kernel command --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("{\"x\":0}"), std::string::npos) << r.out;
+  r = run(other + " --kernel-name spmv --study clash");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--kernel-name spmv is a built-in kernel's name"), std::string::npos)
+      << r.err;
+}
+
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   const auto space = dir_.file("space.json");
   std::ofstream(space)
