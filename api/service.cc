@@ -48,6 +48,30 @@ void check_name_in(const std::string& name, const std::string& field, const std:
   in_field(field, [&] { db::check_name(name, what); });
 }
 
+// A study's task_features place its input among others for transfer: numbers, and for a task
+// that has some already, the same ones (another study's transfer stands on them).
+void check_task_features(const db::Store& store, const std::string& kernel,
+                         const nlohmann::json* task, const nlohmann::json& features) {
+  for (const auto& [name, value] : features.items()) {
+    if (!value.is_number()) {
+      throw FieldError("task_features." + name,
+                       "task features must be numbers (they place the input among others for "
+                       "transfer); got " +
+                           db::json_text(value) + "; put descriptions in \"task\"");
+    }
+  }
+  const auto description = task ? *task : nlohmann::json::object();
+  for (const auto& t : store.list_tasks(kernel)) {
+    if (t.description == description && !t.features.empty() && t.features != features) {
+      throw Conflict("task " + std::to_string(t.id.value) + " of kernel " + kernel + " (" +
+                     db::json_text(description) + ") has the features " +
+                     db::json_text(t.features) + ", which its studies' transfer uses; got " +
+                     db::json_text(features) +
+                     ": give the same features or none, or another task for another input");
+    }
+  }
+}
+
 std::string checked_name(JsonReader& r, const std::string& key, bool required) {
   auto name = required ? std::optional(r.required_string(key)) : r.optional_string(key);
   if (!name) return {};
@@ -647,6 +671,7 @@ Response Service::create_study(Request& request) {
       require_prior_machines(store_, prior_machines->get<std::vector<std::string>>());
     });
   }
+  if (task_features) check_task_features(store_, kernel_name, task, *task_features);
   const auto kernel = store_.upsert_kernel(kernel_name, *space);
   const auto task_record =
       store_.upsert_task(kernel_name, task ? *task : nlohmann::json::object(),

@@ -358,5 +358,32 @@ TEST_F(BadInput, SlowClientsGet408AndOthersAreServedMeanwhile) {
   EXPECT_EQ(snapshot(), before);
 }
 
+TEST_F(BadInput, ATasksFeaturesAreNumbersAndAreNotRewrittenByAnotherStudy) {
+  nlohmann::json body{{"kernel", "demo"},
+                      {"space", testing::demo_space()},
+                      {"machine", "test-machine"},
+                      {"task", {{"n", 1000}}},
+                      {"task_features", {{"n", 1000}}}};
+  auto r = post("/v1/studies", body);
+  ASSERT_EQ(r.status, 201) << r.body;
+  const auto task = r.json()["task_id"].get<std::int64_t>();
+  // Other features for the same task would move an earlier study's input under its transfer.
+  body["task_features"] = {{"n", 2000}};
+  r = post("/v1/studies", body);
+  EXPECT_EQ(r.status, 409) << r.body;
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(),
+              HasSubstr("has the features {\"n\":1000}"));
+  body["task_features"] = {{"n", "big"}};
+  r = post("/v1/studies", body);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json()["error"]["field"], "task_features.n");
+  EXPECT_EQ(server_->store().get_task(db::TaskId{task}).features, (nlohmann::json{{"n", 1000}}));
+  // The same features, or none, are fine.
+  body["task_features"] = {{"n", 1000}};
+  EXPECT_EQ(post("/v1/studies", body).status, 201);
+  body.erase("task_features");
+  EXPECT_EQ(post("/v1/studies", body).status, 201);
+}
+
 }  // namespace
 }  // namespace tunebase::api
