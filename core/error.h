@@ -74,4 +74,12 @@ class BackendError : public Error {
   using Error::Error;
 };
 
+/// The evaluator cannot evaluate any configuration (its set-up failed: a solver process that
+/// does not start, a broken environment). No trial is stored for it, unlike a failed
+/// evaluation: measured after the set-up is fixed, the configurations would not have failed.
+class EvaluatorUnavailable : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace tunebase

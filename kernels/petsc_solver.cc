@@ -860,8 +860,11 @@ Measurement PetscSolverEvaluator::evaluate(const Configuration& config) {
                             ? "did not start within " + std::to_string(kStartupLimitSeconds) + " s"
                             : describe_exit(worker->exit_status);
       if (got == Worker::Read::frame) why = ready.value("message", why);
-      throw BackendError("PETSc evaluator: the solver process for matrix '" + matrix_.name +
-                         "' failed to start: " + why + worker->output_tail());
+      // Before any configuration: the environment (PETSC_OPTIONS, the libraries), not the
+      // configuration, is at fault, and every evaluation would fail the same way.
+      throw EvaluatorUnavailable("PETSc evaluator: the solver process for matrix '" + matrix_.name +
+                                 "' failed to start: " + why + worker->output_tail() +
+                                 "; nothing was stored for this configuration");
     }
     worker_ = std::move(worker);
   }

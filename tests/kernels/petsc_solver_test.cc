@@ -264,6 +264,21 @@ TEST(PetscSolver, CrashInTheSolverProcessIsAFailedTrial) {
   }
 }
 
+TEST(PetscSolver, ASolverProcessThatCannotStartIsNoFailedTrial) {
+  // A broken environment fails every configuration alike: the sweep must stop and store
+  // nothing rather than record the whole space as failed.
+  ::setenv("PETSC_OPTIONS", "-options_file /nonexistent/tunebase.opts", 1);
+  PetscSolverEvaluator e(generate_problem("poisson2d", 8), options_with(1));
+  try {
+    (void)e.evaluate(e.petsc_default());
+    ADD_FAILURE() << "evaluated with a broken PETSC_OPTIONS";
+  } catch (const EvaluatorUnavailable& error) {
+    EXPECT_NE(std::string(error.what()).find("failed to start"), std::string::npos) << error.what();
+  }
+  ::unsetenv("PETSC_OPTIONS");
+  EXPECT_TRUE(e.evaluate(e.petsc_default()).ok());  // fixed: the next evaluation starts anew
+}
+
 TEST(PetscSolver, HangPastTheTimeLimitIsATimeout) {
   PetscSolverEvaluator e(generate_problem("poisson2d", 8), options_with(1, 0.5, "hang"));
   const Measurement m = e.evaluate(e.petsc_default());
