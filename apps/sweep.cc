@@ -409,6 +409,17 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   // The default configuration first: the baseline every tuned result is compared with.
   const bool default_measurable =
       space.is_valid(default_config) && (!evaluator.candidates() || session.candidate_count());
+  if (options.measure_default && !summary.default_result && !space.is_valid(default_config) &&
+      session.observations().empty()) {
+    // Said once, at the study's start: the summary then has no default and no speedup.
+    try {
+      space.check(default_config);
+    } catch (const InvalidInput& e) {
+      std::cerr << "note: the default configuration " << space.config_to_json(default_config).dump()
+                << " is not measured, so there is no baseline to compare with: " << e.what()
+                << " (give valid defaults in the space file)\n";
+    }
+  }
   if (options.measure_default && !summary.default_result && default_measurable &&
       session.observations().size() < budget) {
     bool is_candidate = true;

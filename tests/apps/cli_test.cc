@@ -381,6 +381,21 @@ TEST_F(Cli, EachProgramMayHaveItsOwnKernelName) {
       << r.err;
 }
 
+TEST_F(Cli, ADefaultThatBreaksAConstraintIsNamedAsTheReasonForNoBaseline) {
+  const auto space = dir_.file("constrained.json");
+  std::ofstream(space) << R"({"parameters": [{"name": "x", "type": "integer", "low": 0,
+    "high": 3, "default": 0}], "constraints": ["x >= 1"]})";
+  const auto r =
+      run("sweep --kernel command --space " + space +
+          " --cmd 'echo {x}' --strategy exhaustive --budget 3 --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: the default configuration {\"x\":0} is not measured, so there is "
+                       "no baseline to compare with: "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("x >= 1"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   const auto space = dir_.file("space.json");
   std::ofstream(space)
