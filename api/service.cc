@@ -651,7 +651,10 @@ Response Service::create_study(Request& request) {
     if (space->enumerable() && space->valid_count() == 0) {
       throw InvalidInput("no configuration of the space satisfies its constraints");
     }
-    return 0;
+    // Not enumerated: every strategy starts from random draws, and a space none of whose
+    // draws is valid (x == 0.5 on a real) would be answered "no new configuration" forever.
+    Rng rng(0);
+    return space->sample(rng);
   });
   const nlohmann::json options = strategy_options ? *strategy_options : nlohmann::json::object();
   in_field("strategy_options", [&] { return make_strategy(strategy.value_or("bo"), options); });

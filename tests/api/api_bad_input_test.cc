@@ -151,6 +151,13 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
                     {{"parameters", {{{"name", "a"}, {"values", {1, 2}}}}},
                      {"restrictions", {"a > 1"}}}}}),
        true, 400, "space", "unknown field \"restrictions\""},
+      // Accepted, it was answered "the strategy found no new configuration" forever.
+      {"constraint only a point of a real satisfies", "POST", "/v1/studies",
+       study_body(
+           {{"space",
+             {{"parameters", {{{"name", "x"}, {"type", "real"}, {"low", 0.0}, {"high", 1.0}}}},
+              {"constraints", {"x == 0.5"}}}}}),
+       true, 400, "space", "no valid configuration found in"},
       {"constraint naming nothing", "POST", "/v1/studies",
        study_body(
            {{"space",
