@@ -152,6 +152,7 @@ nlohmann::json predicted_best_json(const std::string& kernel, const std::string&
                                    const PredictedBest& p) {
   nlohmann::json based_on{{"trials", p.trials},
                           {"machines", p.machines},
+                          {"inputs", p.inputs},
                           {"failed_here", p.failed_here},
                           {"kernel_version", p.kernel_version},
                           {"model", p.model},
@@ -203,6 +204,7 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
     machines.insert(p.source);
   }
   out.machines = machines.size();
+  out.inputs = priors.size();
   out.kernel_version = kernel->version;
   // The unit the sources' values are in, when their studies agree on one.
   std::unordered_set<std::string> units;

@@ -62,7 +62,10 @@ struct PredictedBest {
   nlohmann::json config;
   Forecast forecast;
   std::size_t trials = 0;    ///< prior measurements the prediction rests on
-  std::size_t machines = 0;  ///< machines they come from
+  std::size_t machines = 0;  ///< machines they come from (the target's own among them when
+                             ///< it measured other inputs)
+  std::size_t inputs = 0;    ///< (machine, input) sources: more than machines when one
+                             ///< machine measured several inputs
   /// Configurations that failed on the target, left out of the candidates.
   std::size_t failed_here = 0;
   std::string kernel_version;

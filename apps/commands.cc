@@ -166,8 +166,11 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
     return;
   }
   std::cout << "kernel:    " << kernel << "\nmachine:   " << machine << "\nsource:    predicted ("
-            << p.model << " on " << p.trials << " measurements of " << p.machines
-            << " other machine" << (p.machines == 1 ? "" : "s")
+            << p.model << " on " << p.trials << " measurements of " << p.machines << " machine"
+            << (p.machines == 1 ? "" : "s")
+            << (p.inputs > p.machines
+                    ? " (" + std::to_string(p.inputs) + " machine and input pairs)"
+                    : std::string())
             << (p.failed_here ? "; " + std::to_string(p.failed_here) +
                                     " configurations failed here and were left out, none ran"
                               : std::string("; nothing measured here yet"))

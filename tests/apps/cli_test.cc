@@ -627,9 +627,13 @@ TEST_F(Cli, OtherMachinesMeasurementsPredictAndGuideANewMachine) {
   EXPECT_EQ(predicted["source"], "predicted");
   EXPECT_EQ(predicted["config"], (nlohmann::json{{"a", 3}, {"b", 5}})) << r.out;
   EXPECT_EQ(predicted["based_on"]["machines"], 1);
+  EXPECT_EQ(predicted["based_on"]["inputs"], 1);
   r = run("best --kernel toy --machine GPU-B --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("source:    predicted"), std::string::npos) << r.out;
+  // GPU-A: no "other", which would be wrong for the target's own other inputs.
+  EXPECT_NE(r.out.find("source:    predicted (bo-transfer on 64 measurements of 1 machine; "),
+            std::string::npos)
+      << r.out;
 
   // A machine where the configuration GPU-A likes failed: the prediction leaves it out.
   const auto gpu_c = dir_.file("c.json");
