@@ -74,7 +74,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
     return cli::g_interrupted ? cli::kInterrupted : cli::kOk;
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message; its own exit codes (105-109) become the documented one for a
+    // bad flag. --help and --version are CLI11 "errors" too, with code 0.
+    return app.exit(e) == 0 ? cli::kOk : cli::kInvalidInput;
   } catch (const ParseError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return cli::kInvalidInput;

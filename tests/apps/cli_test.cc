@@ -452,6 +452,11 @@ TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
   auto r = run("sweep --kernel fft --db " + db());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("known kernels"), std::string::npos) << r.err;
+  // A flag the parser refuses has the same exit status (CLI11's own were 105 to 109).
+  r = run("sweep --budget ten --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--budget"), std::string::npos) << r.err;
+  EXPECT_EQ(run("sweep --help").exit_code, 0);
 
   const auto space = dir_.file("bad_space.json");
   std::ofstream(space)
