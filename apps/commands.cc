@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "api/priors.h"
@@ -20,6 +22,7 @@
 #include "core/machine.h"
 #include "db/store.h"
 #include "db/study_export.h"
+#include "tuner/quality.h"
 
 namespace tunebase::cli {
 
@@ -98,6 +101,20 @@ std::string weights_text(const nlohmann::json& weights) {
   return os.str();
 }
 
+// How much a measurement's repeats vary: their interquartile range over their median. None
+// with fewer than 3 finite repeats or a median that is not positive.
+std::optional<double> relative_spread(std::vector<double> raw) {
+  std::erase_if(raw, [](double v) { return !std::isfinite(v); });
+  if (raw.size() < 3) return std::nullopt;
+  const double median = quantile(raw, 0.5);
+  if (!(median > 0.0)) return std::nullopt;
+  return (quantile(raw, 0.75) - quantile(raw, 0.25)) / median;
+}
+
+// Repeats that vary by more than this are worth a word: the machine is busy, or the kernel's
+// time depends on more than its configuration.
+constexpr double kNoisySpread = 0.10;
+
 void print_sweep_summary(const SweepSummary& s) {
   std::cout << "study:      " << s.study_name << " (id " << s.study.value << ", strategy "
             << s.strategy << ")\n";
@@ -132,6 +149,18 @@ void print_sweep_summary(const SweepSummary& s) {
   std::cout << "best:       " << s.best_config.dump() << "\n";
   std::cout << "objective:  " << format_objective(s.best->result.objective, s.unit)
             << throughput(s.best->result.metrics) << "\n";
+  if (const auto spread = relative_spread(s.best->result.raw)) {
+    std::cout << "spread:     " << std::fixed << std::setprecision(1) << 100.0 * *spread
+              << "% (interquartile range of its " << s.best->result.raw.size()
+              << " repeats over their median)" << std::defaultfloat << "\n";
+    if (*spread > kNoisySpread) {
+      std::cerr << "note: the best configuration's repeats vary by " << std::fixed
+                << std::setprecision(0) << 100.0 * *spread << std::defaultfloat
+                << "% (interquartile range over median): the machine may be busy, so rankings "
+                   "between close configurations are uncertain; more --repeats or a quieter "
+                   "machine help\n";
+    }
+  }
   if (s.default_result && s.default_result->result.ok()) {
     std::cout << "default:    " << format_objective(s.default_result->result.objective, s.unit)
               << throughput(s.default_result->result.metrics) << "\n";
@@ -264,9 +293,11 @@ void add_sweep_command(CLI::App& app) {
         if (!summary.weights.is_null()) j["weights"] = summary.weights;
       }
       if (summary.best) {
+        const auto spread = relative_spread(summary.best->result.raw);
         j["best"] = {{"config", summary.best_config},
                      {"objective", summary.best->result.objective},
-                     {"metrics", summary.best->result.metrics}};
+                     {"metrics", summary.best->result.metrics},
+                     {"spread", spread ? nlohmann::json(*spread) : nlohmann::json()}};
       }
       if (summary.default_result && summary.default_result->result.ok() && summary.best) {
         j["default_objective"] = summary.default_result->result.objective;

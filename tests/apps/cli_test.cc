@@ -53,13 +53,14 @@ class Cli : public ::testing::Test {
     return nlohmann::json::parse(r.out);
   }
   /// Sweeps study `study` of `cmd` over x in 0..3 (exhaustively, in order) with `budget`.
-  CliRun sweep_x4(const std::string& study, const std::string& cmd, int budget) {
+  CliRun sweep_x4(const std::string& study, const std::string& cmd, int budget,
+                  const std::string& extra = "") {
     const auto space_file = dir_.file("space.json");
     std::ofstream(space_file)
         << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 3}]})";
     return run("sweep --kernel command --space " + space_file + " --cmd '" + cmd +
                "' --strategy exhaustive --budget " + std::to_string(budget) + " --study " + study +
-               " --no-progress --db " + db());
+               " --no-progress " + extra + " --db " + db());
   }
   /// Leases configurations of `study` not measured yet, one per (client, seconds), as other
   /// processes sharing the database would hold them; returns their keys. The study must have
@@ -394,6 +395,27 @@ TEST_F(Cli, ADefaultThatBreaksAConstraintIsNamedAsTheReasonForNoBaseline) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("x >= 1"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, RepeatsThatVaryMuchAreShownAndPointedOut) {
+  // Each run prints a larger number (2, 4, 6, ...): five repeats far apart.
+  const auto counter = dir_.file("counter");
+  const auto r = sweep_x4("loud",
+                          "n=$(cat " + counter + " 2>/dev/null || echo 1); echo $((n * 2)); " +
+                              "echo $((n + 1)) > " + counter,
+                          1, "--repeats 5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("spread:     "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("% (interquartile range of its 5 repeats over their median)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("note: the best configuration's repeats vary by"), std::string::npos)
+      << r.err;
+  // Steady repeats get the line but no note.
+  const auto steady = sweep_x4("quiet", "echo 5", 1, "--repeats 5");
+  ASSERT_EQ(steady.exit_code, 0) << steady.err;
+  EXPECT_NE(steady.out.find("spread:     0.0% "), std::string::npos) << steady.out;
+  EXPECT_EQ(steady.err.find("repeats vary"), std::string::npos) << steady.err;
 }
 
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
