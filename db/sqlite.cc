@@ -89,8 +89,16 @@ Database::Database(std::string path, DatabaseOptions options)
 }
 
 void Database::open_connection(bool immutable) {
-  int flags =
-      options_.read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  // A reader that may write the file and its folder opens it read-write with query_only: the
+  // last connection to close then removes -wal and -shm, which a read-only connection cannot,
+  // so every query (tunebase best at configure time) left them behind.
+  const bool query_only = options_.read_only && !immutable && path_ != kMemoryPath &&
+                          access(path_.c_str(), R_OK | W_OK) == 0 &&
+                          access(std::filesystem::absolute(path_).parent_path().c_str(),
+                                 W_OK | X_OK) == 0;
+  int flags = options_.read_only && !query_only
+                  ? SQLITE_OPEN_READONLY
+                  : SQLITE_OPEN_READWRITE | (options_.read_only ? 0 : SQLITE_OPEN_CREATE);
   std::string name = path_;
   if (immutable) {
     flags |= SQLITE_OPEN_URI;
@@ -106,6 +114,7 @@ void Database::open_connection(bool immutable) {
     fail(sqlite3_extended_errcode(raw), "opening the file");
   }
   sqlite3_extended_result_codes(raw, 1);
+  if (query_only) exec("PRAGMA query_only = ON", "making the connection read-only");
 }
 
 void Database::configure() {

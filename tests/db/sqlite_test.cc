@@ -187,6 +187,27 @@ TEST(BadFiles, ReadOnlyStoreRefusesWritesAndChangesNothing) {
   EXPECT_EQ(testing::snapshot(path), before);
 }
 
+TEST(BadFiles, AReaderLeavesNoWalOrShmFilesAndCannotWrite) {
+  TempDir dir;
+  const auto path = dir.file("t.db");
+  {
+    Store store(path);
+    testing::make_study(store, "s");
+  }
+  {
+    Store ro(path, StoreOptions{.read_only = true});
+    EXPECT_EQ(ro.list_studies().size(), 1u);
+    // Even SQL written past the store's own checks is refused.
+    Database db(path, DatabaseOptions{.read_only = true});
+    EXPECT_THROW(db.exec("DELETE FROM studies", "deleting behind the store's back"), StorageError);
+  }
+  // Queries (tunebase best at configure time) left both files beside the database.
+  EXPECT_FALSE(fs::exists(path + "-wal"));
+  EXPECT_FALSE(fs::exists(path + "-shm"));
+  Store again(path);
+  EXPECT_EQ(again.list_studies().size(), 1u);
+}
+
 TEST(BadFiles, EmptyFileOpenedReadOnlyHasNoSchema) {
   TempDir dir;
   const auto path = dir.file("empty.db");
