@@ -31,7 +31,7 @@ std::string join(const std::vector<std::string>& names) {
 nlohmann::json parse_json_body(const std::string& body) {
   if (body.find_first_not_of(" \t\r\n") == std::string::npos) return nlohmann::json::object();
   try {
-    return parse_json_text(body, "the request body");
+    return parse_json_text(body, "the request body", DuplicateKeys::refuse);
   } catch (const InvalidInput& e) {
     throw FieldError("body", e.what());
   }

@@ -1,5 +1,9 @@
 #include "core/json.h"
 
+#include <string>
+#include <unordered_set>
+#include <vector>
+
 #include "core/error.h"
 
 namespace tunebase {
@@ -13,15 +17,28 @@ std::string without_exception_tag(const char* what) {
 }
 
 template <class Json>
-Json parse_json_text(std::string_view text, std::string_view what) {
+Json parse_json_text(std::string_view text, std::string_view what, DuplicateKeys duplicates) {
+  // The keys of each open object, innermost last (refuse only).
+  std::vector<std::unordered_set<std::string>> open_objects;
   // The parser itself is iterative; the callback sees the depth of every array and object.
-  const auto limit_depth = [&](int depth, nlohmann::json::parse_event_t event, Json&) {
-    if ((event == nlohmann::json::parse_event_t::object_start ||
-         event == nlohmann::json::parse_event_t::array_start) &&
-        depth >= kMaxJsonDepth) {
+  const auto limit_depth = [&](int depth, nlohmann::json::parse_event_t event, Json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if ((event == Event::object_start || event == Event::array_start) && depth >= kMaxJsonDepth) {
       throw InvalidInput(std::string(what) + " nests arrays and objects deeper than " +
                          std::to_string(kMaxJsonDepth) + " levels; at most " +
                          std::to_string(kMaxJsonDepth) + " are allowed");
+    }
+    if (duplicates == DuplicateKeys::refuse) {
+      if (event == Event::object_start) {
+        open_objects.emplace_back();
+      } else if (event == Event::object_end && !open_objects.empty()) {
+        open_objects.pop_back();
+      } else if (event == Event::key && !open_objects.empty() &&
+                 !open_objects.back().insert(parsed.template get<std::string>()).second) {
+        throw InvalidInput(std::string(what) + " names the key \"" +
+                           parsed.template get<std::string>() +
+                           "\" twice in one object; which value is meant is unclear: give it once");
+      }
     }
     return true;
   };
@@ -40,8 +57,10 @@ Json parse_json_text(std::string_view text, std::string_view what) {
   }
 }
 
-template nlohmann::json parse_json_text<nlohmann::json>(std::string_view, std::string_view);
+template nlohmann::json parse_json_text<nlohmann::json>(std::string_view, std::string_view,
+                                                        DuplicateKeys);
 template nlohmann::ordered_json parse_json_text<nlohmann::ordered_json>(std::string_view,
-                                                                        std::string_view);
+                                                                        std::string_view,
+                                                                        DuplicateKeys);
 
 }  // namespace tunebase

@@ -92,10 +92,10 @@ void Database::open_connection(bool immutable) {
   // A reader that may write the file and its folder opens it read-write with query_only: the
   // last connection to close then removes -wal and -shm, which a read-only connection cannot,
   // so every query (tunebase best at configure time) left them behind.
-  const bool query_only = options_.read_only && !immutable && path_ != kMemoryPath &&
-                          access(path_.c_str(), R_OK | W_OK) == 0 &&
-                          access(std::filesystem::absolute(path_).parent_path().c_str(),
-                                 W_OK | X_OK) == 0;
+  const bool query_only =
+      options_.read_only && !immutable && path_ != kMemoryPath &&
+      access(path_.c_str(), R_OK | W_OK) == 0 &&
+      access(std::filesystem::absolute(path_).parent_path().c_str(), W_OK | X_OK) == 0;
   int flags = options_.read_only && !query_only
                   ? SQLITE_OPEN_READONLY
                   : SQLITE_OPEN_READWRITE | (options_.read_only ? 0 : SQLITE_OPEN_CREATE);

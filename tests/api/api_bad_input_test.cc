@@ -105,6 +105,11 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
       {"malformed json", "POST", "/v1/studies", "{\"kernel\": ", true, 400, "body",
        "not valid JSON"},
       {"body not an object", "POST", "/v1/studies", "[1,2]", true, 400, "body", "JSON object"},
+      // The last value won: whether 5 or 500 was measured is not a guess to make.
+      {"key twice", "POST", study + "/measurements",
+       R"({"measurements": [{"config": {"bx": 4, "by": 2, "unroll": 1}, "value": 5,
+           "value": 500}]})",
+       true, 400, "body", "names the key \"value\" twice in one object"},
       {"malformed result", "POST", trial, "{value: 1}", true, 400, "body", ""},
       // Hostile JSON: nesting that would exhaust the stack when the body is printed or copied
       // (no token needed to send it), and numbers no double holds.
