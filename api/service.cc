@@ -355,6 +355,14 @@ void Service::add_routes() {
     r.response_schema = kAnyObject;
   }
   {
+    auto& r = route("POST", "/v1/trials/{id}/release", "releaseTrial",
+                    "Give a leased trial back without a result (the client cannot evaluate it): "
+                    "its configuration may be proposed again at once",
+                    Access::write, bind(&Service::release_trial));
+    r.request_schema = object_schema({{"client_id", kString}}, {"client_id"});
+    r.response_schema = kAnyObject;
+  }
+  {
     auto& r = route("POST", "/v1/studies/{id}/measurements", "addMeasurements",
                     "Add results measured outside the service (all or none): data the study "
                     "learns from. They count toward the budget like the study's own results "
@@ -750,6 +758,15 @@ Response Service::get_trial(Request& request) {
 }
 
 // --- ask / tell
+
+Response Service::release_trial(Request& request) {
+  const db::TrialId id{request.id_param("id")};
+  const auto body = parse_json_body(request.body);
+  JsonReader r(body);
+  const auto client_id = checked_name(r, "client_id", true);
+  r.finish();
+  return Response::json(trial_json(studies_.release(id, client_id)));
+}
 
 Response Service::suggest(Request& request) {
   const db::StudyId id{request.id_param("id")};

@@ -75,6 +75,7 @@ class Service {
   Response list_trials(Request& request);
   Response get_trial(Request& request);
   Response suggest(Request& request);
+  Response release_trial(Request& request);
   std::vector<Response> report_results(std::vector<Request*>& requests);
   std::vector<Response> add_measurements(std::vector<Request*>& requests);
   Response best(Request& request);

@@ -431,6 +431,28 @@ void StudyManager::complete_if_spent(db::StudyId study) {
   }
 }
 
+db::TrialRecord StudyManager::release(db::TrialId trial, const std::string& client_id) {
+  const auto t = store_.get_trial(trial);
+  const std::string name = "trial " + std::to_string(trial.value);
+  if (t.client_id != client_id) {
+    throw Forbidden(name + " belongs to client \"" + t.client_id + "\", not \"" + client_id + "\"");
+  }
+  if (t.result.status != TrialStatus::pending) {
+    throw Conflict(name + " is not leased: " +
+                   (t.finished_at ? std::string("it has a result")
+                                  : "its lease ended (" + t.result.message + ")"));
+  }
+  store_.release_lease(trial);
+  if (auto entry = find_loaded(t.study_id)) {
+    std::lock_guard lock(entry->state_mutex);
+    if (auto it = entry->pending.find(trial.value); it != entry->pending.end()) {
+      entry->inbox.push_back({std::move(it->second.config), std::nullopt});
+      entry->pending.erase(it);
+    }
+  }
+  return store_.get_trial(trial);
+}
+
 db::TrialRecord StudyManager::report(db::TrialId trial, const std::string& client_id,
                                      const Measurement& result) {
   auto outcome = report_all({{trial, client_id, result}}).front();

@@ -83,6 +83,10 @@ class StudyManager {
   /// One report; throws its error.
   db::TrialRecord report(db::TrialId trial, const std::string& client_id,
                          const Measurement& result);
+  /// Gives a live lease back without a result (its client cannot evaluate it): the
+  /// configuration may be proposed again at once, and nothing counts in the budget. NotFound
+  /// for an unknown trial, Forbidden for another client's, Conflict when it is not leased.
+  db::TrialRecord release(db::TrialId trial, const std::string& client_id);
 
   /// Results measured outside the service for one study: all of a batch or none.
   struct MeasurementBatch {

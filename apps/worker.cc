@@ -219,6 +219,16 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
       m = evaluator.evaluate(config);
     } catch (const BackendError& e) {
       m = Measurement::failure(TrialStatus::failed, e.what());
+    } catch (...) {
+      // No result (the evaluator cannot run at all, say): the lease goes back at once, so that
+      // other workers measure the configuration instead of waiting for the lease to end.
+      try {
+        (void)client.post("/v1/trials/" + std::to_string(trial_id) + "/release",
+                          {{"client_id", client_id}}, options.token);
+      } catch (const std::exception&) {
+        // The server is away: the lease ends by itself.
+      }
+      throw;
     }
     const double evaluation_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - evaluation_start).count();

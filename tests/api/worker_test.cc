@@ -57,13 +57,13 @@ MeasuredDataset measured_dataset(const std::string& kernel) {
 }
 
 std::int64_t create_study(HttpClient& c, const std::string& token, const Evaluator& e,
-                          std::int64_t budget) {
+                          std::int64_t budget, const std::string& strategy = "random") {
   EXPECT_EQ(c.post("/v1/machines", {{"name", "replay-host"}}, token).status, 201);
   const auto s = c.post("/v1/studies",
                         {{"kernel", e.kernel_name()},
                          {"space", e.space().to_json()},
                          {"machine", "replay-host"},
-                         {"strategy", "random"},
+                         {"strategy", strategy},
                          {"budget", budget}},
                         token);
   EXPECT_EQ(s.status, 201) << s.body;
@@ -144,6 +144,46 @@ TEST(Worker, AFailureMessageThatIsNotUtf8IsStoredAndServed) {
     const auto served = client.get("/v1/trials/" + std::to_string(t.id.value), server.token);
     EXPECT_EQ(served.status, 200) << served.body;
   }
+}
+
+// A set-up that cannot evaluate anything (a solver process that does not start).
+class UnavailableEvaluator : public ReplayEvaluator {
+ public:
+  UnavailableEvaluator() : ReplayEvaluator(measured_dataset("conv"), "generated.json") {}
+  Measurement evaluate(const Configuration&) override {
+    throw EvaluatorUnavailable("the solver process failed to start");
+  }
+};
+
+TEST(Worker, AnEvaluatorThatCannotRunGivesItsLeaseBack) {
+  testing::TestServer server;
+  UnavailableEvaluator evaluator;
+  auto client = server.client();
+  // Exhaustive search proposes the lowest configuration not taken: the released one again.
+  const auto study = create_study(client, server.token, evaluator, 5, "exhaustive");
+  cli::WorkerOptions options;
+  options.study = study;
+  options.token = server.token;
+  options.client_id = "broken";
+  options.quiet = true;
+  EXPECT_THROW(cli::run_worker(evaluator, client, options), EvaluatorUnavailable);
+  const auto trials = server.store().trials(db::StudyId{study});
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_TRUE(trials[0].lease_expired());  // no failed trial, and no lease left for an hour
+  EXPECT_THAT(trials[0].result.message, HasSubstr("released by client 'broken'"));
+  // Its configuration is proposed again at once.
+  const auto again = client.post("/v1/studies/" + std::to_string(study) + "/suggestions",
+                                 {{"n", 1}, {"client_id", "healthy"}}, server.token);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json()["suggestions"][0]["config"], trials[0].config) << again.body;
+  // Only the lease's own client releases it, and only while it is leased.
+  const auto first = again.json()["suggestions"][0]["trial_id"].get<std::int64_t>();
+  const std::string release = "/v1/trials/" + std::to_string(first) + "/release";
+  EXPECT_EQ(client.post(release, {{"client_id", "someone"}}, server.token).status, 403);
+  EXPECT_EQ(client.post(release, {{"client_id", "healthy"}}, server.token).status, 200);
+  const auto twice = client.post(release, {{"client_id", "healthy"}}, server.token);
+  EXPECT_EQ(twice.status, 409);
+  EXPECT_THAT(twice.body, HasSubstr("is not leased"));
 }
 
 // Its first evaluation outlasts the lease, and meanwhile another client is given the same
