@@ -903,18 +903,21 @@ class BayesianOptimization final : public ModelBasedStrategy {
     return std::log((ok + kPriorFailureOk) / (seen + kPriorFailureCount));
   }
 
+  // Whether the feasibility model (`model_log_feasible`: its log P, empty without one) gives
+  // candidate i at least min_feasible of succeeding. Candidates below rank after every other
+  // (a probabilistic constraint, as in constrained Bayesian optimisation): an unexplored
+  // corner beyond the failures has the objective model's largest variance and so, once the
+  // optimum is near, the largest expected improvement, which a small P(feasible) factor does
+  // not outweigh. Failures on prior machines stay a soft factor in the score (they say less
+  // about this machine, and what the study sees of such configurations moves the factor).
+  bool likely_feasible(std::span<const double> model_log_feasible, std::size_t i) const {
+    return model_log_feasible.empty() ||
+           model_log_feasible[i] >= std::log(acquisition_.min_feasible_probability);
+  }
+
   // The lowest value the model believes the study has reached, in the units of its
   // predictions: the best target value, or for RGPE (whose predictions mix units of several
   // sources) the lowest ensemble mean at the observed points.
-  // Whether the feasibility model gives candidate i at least min_feasible of succeeding
-  // (always without one). Candidates below rank after every other (a probabilistic
-  // constraint, as in constrained Bayesian optimisation): an unexplored corner beyond the
-  // failures has the objective model's largest variance and so, once the optimum is near,
-  // the largest expected improvement, which a small P(feasible) factor does not outweigh.
-  bool likely_feasible(std::span<const double> log_feasible, std::size_t i) const {
-    return log_feasible.empty() ||
-           log_feasible[i] >= std::log(acquisition_.min_feasible_probability);
-  }
 
   double incumbent(const std::vector<double>& mean_at_observed) const {
     if (!transfer_ready() || mode_ == TransferMode::stacked || mean_at_observed.empty()) {
@@ -982,8 +985,9 @@ class BayesianOptimization final : public ModelBasedStrategy {
       if (!o.result.ok()) continue;
       if (auto i = index_of(state.space->key(o.config))) observed.push_back(*i);
     }
-    std::vector<double> log_feasible;
-    if (feasibility_) log_feasible = feasibility_->log_probability(candidate_matrix_);
+    std::vector<double> model_log_feasible;
+    if (feasibility_) model_log_feasible = feasibility_->log_probability(candidate_matrix_);
+    std::vector<double> log_feasible = model_log_feasible;
     if (transfer_ready() && !prior_failed_.empty()) {
       if (log_feasible.empty()) log_feasible.assign(cands.size(), 0.0);
       const double penalty = prior_failure_log_probability(state);
@@ -1042,7 +1046,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
       bool best_likely = false;
       for (std::size_t i = 0; i < cands.size(); ++i) {
         if (blocked[i] || (!outside.empty() && outside[i])) continue;
-        const bool likely = likely_feasible(log_feasible, i);
+        const bool likely = likely_feasible(model_log_feasible, i);
         if (std::tie(likely, s[i]) > std::tie(best_likely, best_score)) {
           best_likely = likely;
           best_score = s[i];
@@ -1091,8 +1095,9 @@ class BayesianOptimization final : public ModelBasedStrategy {
       std::vector<std::vector<double>> rows;
       for (const auto& c : configs) rows.push_back(encode(state, c));
       const Matrix x = rows_to_matrix(rows, dim);
-      std::vector<double> log_feasible;
-      if (feasibility_) log_feasible = feasibility_->log_probability(x);
+      std::vector<double> model_log_feasible;
+      if (feasibility_) model_log_feasible = feasibility_->log_probability(x);
+      std::vector<double> log_feasible = model_log_feasible;
       if (prior_penalty != 0.0) {
         if (log_feasible.empty()) log_feasible.assign(configs.size(), 0.0);
         for (std::size_t i = 0; i < configs.size(); ++i) {
@@ -1103,7 +1108,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
       const auto s = scores(predict_combined(x), best_z, log_feasible);
       std::vector<std::pair<bool, double>> ranked(s.size());
       for (std::size_t i = 0; i < s.size(); ++i)
-        ranked[i] = {likely_feasible(log_feasible, i), s[i]};
+        ranked[i] = {likely_feasible(model_log_feasible, i), s[i]};
       return ranked;
     };
     auto fantasise = [&](const Configuration& c) {

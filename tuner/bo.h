@@ -33,7 +33,8 @@ enum class TransferMode {
 
 /// Options (JSON, all optional): initial_design (int, default 5), acquisition ("log_ei", "ei",
 /// "pi", "lcb"), kappa, min_feasible (candidates the feasibility model gives less than this
-/// probability of succeeding rank after every other; default 0.5), refit_every (int), refit_below
+/// probability of succeeding rank after every other, and score -inf with lcb; default 0.5),
+/// refit_every (int), refit_below
 /// (int), covariance ("matern52", "squared_exponential"), output ("copula", the default, or "log":
 /// how objective values become model values), lengthscale_location (mode of the log-lengthscale
 /// prior; default the GP module's dimension-scaled one), short_start (log lengthscale of an extra
