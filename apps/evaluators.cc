@@ -41,9 +41,10 @@ std::string command_unit(const std::string& unit, bool maximize) {
   for (const auto& [canonical, spellings] : kTimes) {
     if (std::find(spellings.begin(), spellings.end(), lower) != spellings.end()) return canonical;
   }
-  const bool rate = lower.find("/s") != std::string::npos ||
-                    lower.find("flops") != std::string::npos ||
-                    lower.find("per s") != std::string::npos;
+  // Per second (GB/s, items/sec), or FLOPS; "ms/step" or "us/sample" is a time per item.
+  const auto ends_with = [&](std::string_view end) { return lower.ends_with(end); };
+  const bool rate = ends_with("/s") || ends_with("/sec") || ends_with("/second") ||
+                    ends_with("per second") || lower.find("flops") != std::string::npos;
   if (rate && !maximize) {
     throw InvalidInput("--unit " + unit +
                        " is a rate, where higher is better: add --maximize (tunebase minimises "

@@ -427,9 +427,14 @@ std::optional<double> last_number(const std::string& text, std::string* why) {
                 (out_of_range ? ", which is out of the range of a double" : ""));
   }
   // "1,234.5" or "2,5": a thousands separator or a decimal comma; the digits after the comma
-  // alone are not what the program meant.
+  // alone are not what the program meant. A number with its own decimal point after the comma
+  // ("1024,0.33" in CSV, "[1.2,1.3]") is one of a list.
   const char* token = last_token.data();
-  if (token - begin >= 2 && token[-1] == ',' && digit(token[-2])) {
+  const bool plain_digits = last_token.find_first_not_of("0123456789") == std::string_view::npos;
+  const bool thousands =
+      last_token.size() > 3 && last_token[3] == '.' &&
+      last_token.substr(0, 3).find_first_not_of("0123456789") == std::string_view::npos;
+  if (token - begin >= 2 && token[-1] == ',' && digit(token[-2]) && (plain_digits || thousands)) {
     const char* from = token - 1;
     while (from > begin && (digit(from[-1]) || from[-1] == ',' || from[-1] == '.')) --from;
     return fail("the last number is written '" +

@@ -67,6 +67,10 @@ TEST(LastNumber, ACommaAfterADigitMakesItAmbiguous) {
   EXPECT_EQ(last_number("a, 5"), 5.0);
   EXPECT_EQ(last_number("x,5"), 5.0);
   EXPECT_EQ(last_number("1, 2"), 2.0);
+  // A number with its own decimal point after the comma is one of a list (CSV, JSON).
+  EXPECT_EQ(last_number("n,time_ms\n1024,0.33\n"), 0.33);
+  EXPECT_EQ(last_number("[1.2,1.3]"), 1.3);
+  EXPECT_FALSE(last_number("total 1,234").has_value());
 }
 
 TEST(CommandEvaluator, LastNumberOfStdoutIsTheObjective) {
