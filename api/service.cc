@@ -239,6 +239,7 @@ void Service::add_routes() {
     auto& r = route("POST", "/v1/machines", "createMachine",
                     "Register a machine (or update its fingerprint)", Access::write,
                     bind(&Service::create_machine));
+    r.runs = Runs::writer;
     r.request_schema = object_schema({{"name", kString}, {"fingerprint", kAnyObject}}, {"name"});
     r.success_status = 201;
     r.response_schema = kAnyObject;
@@ -359,6 +360,7 @@ void Service::add_routes() {
                     "Give a leased trial back without a result (the client cannot evaluate it): "
                     "its configuration may be proposed again at once",
                     Access::write, bind(&Service::release_trial));
+    r.runs = Runs::writer;  // a write: it may wait on the file's lock, not on an I/O thread
     r.request_schema = object_schema({{"client_id", kString}}, {"client_id"});
     r.response_schema = kAnyObject;
   }

@@ -437,12 +437,14 @@ db::TrialRecord StudyManager::release(db::TrialId trial, const std::string& clie
   if (t.client_id != client_id) {
     throw Forbidden(name + " belongs to client \"" + t.client_id + "\", not \"" + client_id + "\"");
   }
-  if (t.result.status != TrialStatus::pending) {
-    throw Conflict(name + " is not leased: " +
-                   (t.finished_at ? std::string("it has a result")
-                                  : "its lease ended (" + t.result.message + ")"));
-  }
-  store_.release_lease(trial);
+  const auto not_leased = [&](const db::TrialRecord& now) {
+    return Conflict(name + " is not leased: " +
+                    (now.finished_at ? std::string("it has a result")
+                                     : "its lease ended (" + now.result.message + ")"));
+  };
+  if (t.result.status != TrialStatus::pending) throw not_leased(t);
+  // Its result, or the end of its lease, may have come in meanwhile.
+  if (!store_.release_lease(trial)) throw not_leased(store_.get_trial(trial));
   if (auto entry = find_loaded(t.study_id)) {
     std::lock_guard lock(entry->state_mutex);
     if (auto it = entry->pending.find(trial.value); it != entry->pending.end()) {

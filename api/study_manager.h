@@ -85,7 +85,9 @@ class StudyManager {
                          const Measurement& result);
   /// Gives a live lease back without a result (its client cannot evaluate it): the
   /// configuration may be proposed again at once, and nothing counts in the budget. NotFound
-  /// for an unknown trial, Forbidden for another client's, Conflict when it is not leased.
+  /// for an unknown trial, Forbidden for another client's, Conflict when it is not leased (also
+  /// when its result or the end of its lease came in meanwhile). A result its client reports
+  /// after all is a late result like any other (report_all).
   db::TrialRecord release(db::TrialId trial, const std::string& client_id);
 
   /// Results measured outside the service for one study: all of a batch or none.

@@ -219,9 +219,11 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
       m = evaluator.evaluate(config);
     } catch (const BackendError& e) {
       m = Measurement::failure(TrialStatus::failed, e.what());
-    } catch (...) {
-      // No result (the evaluator cannot run at all, say): the lease goes back at once, so that
-      // other workers measure the configuration instead of waiting for the lease to end.
+    } catch (const EvaluatorUnavailable&) {
+      // The evaluator cannot run at all (its set-up failed): the lease goes back at once, so
+      // that other workers measure the configuration instead of waiting for the lease to end.
+      // (Any other error keeps it until it ends: a configuration that breaks the evaluator
+      // must not go from worker to worker at once.)
       try {
         (void)client.post("/v1/trials/" + std::to_string(trial_id) + "/release",
                           {{"client_id", client_id}}, options.token);

@@ -461,7 +461,8 @@ struct Store::Impl {
     auto st = db.prepare(
         sql({"INSERT INTO tasks (kernel_name, description, features, hash, created_at) "
              "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (kernel_name, hash) DO UPDATE SET "
-             "features = CASE WHEN ?6 THEN excluded.features ELSE features END RETURNING ",
+             "features = CASE WHEN ?6 AND features = '{}' THEN excluded.features ELSE features END "
+             "RETURNING ",
              kTaskColumns}),
         "storing a task of kernel " + std::string(kernel_name));
     st.bind(1, kernel_name)
@@ -994,7 +995,7 @@ std::size_t Store::expire_leases(std::chrono::system_clock::time_point now) {
   return static_cast<std::size_t>(impl_->db.changes());
 }
 
-void Store::release_lease(TrialId trial, std::string_view reason) {
+bool Store::release_lease(TrialId trial, std::string_view reason) {
   std::lock_guard lock(impl_->mutex);
   const std::string what = "releasing the lease of trial " + std::to_string(trial.value);
   impl_->require_writable(what);
@@ -1005,6 +1006,7 @@ void Store::release_lease(TrialId trial, std::string_view reason) {
       "WHERE id = ?1 AND status = 'pending'",
       what);
   st.bind(1, trial.value).bind(2, reason).run();
+  return impl_->db.changes() > 0;
 }
 
 TrialRecord Store::get_trial(TrialId id) const {

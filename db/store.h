@@ -397,8 +397,8 @@ class Store {
   std::size_t expire_leases(std::chrono::system_clock::time_point now);
   /// Ends a live lease without a result, as if it expired now (nothing when not pending).
   /// The trial's message says the client released it, or, given `reason`, why it was taken
-  /// back from the client.
-  void release_lease(TrialId trial, std::string_view reason = {});
+  /// back from the client. Returns whether it was pending (and is released now).
+  bool release_lease(TrialId trial, std::string_view reason = {});
   TrialRecord get_trial(TrialId id) const;
   /// Every trial of the study, in id (creation) order.
   std::vector<TrialRecord> trials(StudyId study) const;

@@ -82,8 +82,10 @@ TEST_F(StoreTest, TasksAreKeyedByDescription) {
   const auto t2 = store_.upsert_task("spmv", description, {{"rows", 2003}, {"nnz", 83883}});
   EXPECT_EQ(t2.id, t1.id);
   EXPECT_EQ(t2.features["nnz"], 83883);
-  // Without features the stored ones are kept.
+  // Without features the stored ones are kept, and other features do not replace them (earlier
+  // studies' transfer stands on them).
   EXPECT_EQ(store_.upsert_task("spmv", description).features["nnz"], 83883);
+  EXPECT_EQ(store_.upsert_task("spmv", description, {{"nnz", 1}}).features["nnz"], 83883);
   EXPECT_NE(store_.upsert_task("gemm", description).id, t1.id);
   EXPECT_EQ(store_.list_tasks("spmv").size(), 1u);
   EXPECT_EQ(store_.list_tasks().size(), 2u);
