@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -150,13 +151,17 @@ void print_sweep_summary(const SweepSummary& s) {
   std::cout << "objective:  " << format_objective(s.best->result.objective, s.unit)
             << throughput(s.best->result.metrics) << "\n";
   if (const auto spread = relative_spread(s.best->result.raw)) {
-    std::cout << "spread:     " << std::fixed << std::setprecision(1) << 100.0 * *spread
-              << "% (interquartile range of its " << s.best->result.raw.size()
-              << " repeats over their median)" << std::defaultfloat << "\n";
+    // Formatted apart, so that the streams keep their precision.
+    const auto percent = [&](int decimals) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.*f%%", decimals, 100.0 * *spread);
+      return std::string(buf);
+    };
+    std::cout << "spread:     " << percent(1) << " (interquartile range of its "
+              << s.best->result.raw.size() << " repeats over their median)\n";
     if (*spread > kNoisySpread) {
-      std::cerr << "note: the best configuration's repeats vary by " << std::fixed
-                << std::setprecision(0) << 100.0 * *spread << std::defaultfloat
-                << "% (interquartile range over median): the machine may be busy, so rankings "
+      std::cerr << "note: the best configuration's repeats vary by " << percent(0)
+                << " (interquartile range over median): the machine may be busy, so rankings "
                    "between close configurations are uncertain; more --repeats or a quieter "
                    "machine help\n";
     }

@@ -35,11 +35,30 @@ std::string host_name() {
   return buf;
 }
 
-// The process id of a sweep of this host from its client id; none for other clients.
+// This process's pid namespace ("pid:[4026531836]"): a pid means this process only among
+// processes of the same namespace (containers sharing a host name do not).
+std::string pid_namespace() {
+  char buf[64] = {};
+  const auto n = readlink("/proc/self/ns/pid", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+// The part of a sweep's client id after its pid: the pid namespace, when known.
+std::string namespace_suffix() {
+  const auto ns = pid_namespace();
+  return ns.empty() ? std::string() : " " + ns;
+}
+
+// The process id of a sweep of this host and pid namespace from its client id; none for
+// other clients (and for sweeps whose namespace this process cannot tell).
 std::optional<pid_t> local_sweep_pid(std::string_view client_id) {
   const std::string prefix = "sweep@" + host_name() + ":";
-  if (!client_id.starts_with(prefix)) return std::nullopt;
-  const auto digits = client_id.substr(prefix.size());
+  const std::string suffix = namespace_suffix();
+  if (suffix.empty() || !client_id.starts_with(prefix) || !client_id.ends_with(suffix)) {
+    return std::nullopt;
+  }
+  const auto digits =
+      client_id.substr(prefix.size(), client_id.size() - prefix.size() - suffix.size());
   pid_t pid = 0;
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
   if (ec != std::errc() || end != digits.data() + digits.size() || pid <= 0) return std::nullopt;
@@ -130,7 +149,7 @@ db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
   study.settings = transfer_settings(options);
   study.settings["seed"] = options.seed;
   study.settings["unit"] = unit;
-  study.settings["strategy_options"] = options.strategy_options;
+  study.settings["strategy_options"] = options.strategy_options.value_or(nlohmann::json::object());
   return store.create_study(study);
 }
 
@@ -203,7 +222,9 @@ nlohmann::json parse_strategy_options(const std::string& text, const std::string
   return options;
 }
 
-std::string sweep_client_id() { return "sweep@" + host_name() + ":" + std::to_string(getpid()); }
+std::string sweep_client_id() {
+  return "sweep@" + host_name() + ":" + std::to_string(getpid()) + namespace_suffix();
+}
 
 std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study) {
   db::TrialRange pending;
@@ -262,7 +283,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   const std::string strategy =
       options.strategy.empty() ? default_strategy(!priors.empty()) : options.strategy;
   // An unknown name or option fails before a study is stored.
-  (void)make_strategy(strategy, options.strategy_options);
+  (void)make_strategy(strategy, options.strategy_options.value_or(nlohmann::json::object()));
   if (!evaluator.candidates()) require_searchable(strategy, space);
   const auto resumed = find_study(store, options, kernel, machine, task);
   const auto study = resumed
@@ -278,7 +299,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   }
 
   const auto stored_options = study.settings.value("strategy_options", nlohmann::json::object());
-  if (resumed && options.strategy_options != stored_options) {
+  if (resumed && options.strategy_options && *options.strategy_options != stored_options) {
     std::cerr << "note: study '" << study.name << "' keeps its strategy options "
               << stored_options.dump() << "; --options applies to new studies\n";
   }

@@ -19,9 +19,9 @@ inline constexpr std::size_t kDefaultSweepBudget = 30;
 struct SweepOptions {
   std::string study_name;  ///< resume when it exists; empty: a new study with a generated name
   std::string strategy;    ///< empty: bo-transfer when there are priors, else bo
-  /// Options of a new study's strategy (as the API's strategy_options); a resumed study keeps
-  /// its own.
-  nlohmann::json strategy_options = nlohmann::json::object();
+  /// Options of a new study's strategy (as the API's strategy_options; none: {}); a resumed
+  /// study keeps its own.
+  std::optional<nlohmann::json> strategy_options;
   /// Evaluations in the study. None: a resumed study keeps its stored budget, a new one gets
   /// kDefaultSweepBudget. Given for a resumed study, it replaces the stored budget.
   std::optional<std::size_t> budget;
@@ -78,8 +78,8 @@ struct SweepSummary {
 /// Every finished trial is stored before the next starts.
 SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOptions& options);
 
-/// The client id of this process's sweep leases: "sweep@HOST:PID". It says where the sweep
-/// ran, so that a lease left by a sweep that died is recognised (below).
+/// The client id of this process's sweep leases: "sweep@HOST:PID pid:[NAMESPACE]". It says
+/// where the sweep ran, so that a lease left by a sweep that died is recognised (below).
 std::string sweep_client_id();
 /// Takes back, at once, the live leases of `study` held by sweeps of this host whose process
 /// no longer runs (killed, crashed): their configurations are proposed again instead of after

@@ -257,14 +257,19 @@ TEST_F(Cli, AResumedSweepTakesBackAtOnceTheLeaseOfASweepThatDied) {
   waitpid(dead, nullptr, 0);
   char host[256] = {};
   ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
-  const auto sweep_of = [&](pid_t pid) {
-    return "sweep@" + std::string(host) + ":" + std::to_string(pid);
+  char ns[64] = {};
+  ASSERT_GT(readlink("/proc/self/ns/pid", ns, sizeof ns - 1), 0);
+  const auto sweep_of = [&](pid_t pid, const std::string& pid_namespace) {
+    return "sweep@" + std::string(host) + ":" + std::to_string(pid) + " " + pid_namespace;
   };
-  // Both leases live for an hour: one of the dead sweep, one of a sweep that runs (this
-  // test's process), which keeps its configuration.
-  const auto keys =
-      lease_unmeasured("died", 3, {{sweep_of(dead), 3600.0}, {sweep_of(getpid()), 3600.0}});
-  ASSERT_EQ(keys.size(), 2u);
+  // The leases live for an hour: one of the dead sweep, one of a sweep that runs (this
+  // test's process), and one of a sweep in another pid namespace (a container with this host
+  // name), whose pid means nothing here: both keep their configurations.
+  const auto keys = lease_unmeasured("died", 3,
+                                     {{sweep_of(dead, ns), 3600.0},
+                                      {sweep_of(getpid(), ns), 3600.0},
+                                      {sweep_of(dead, "pid:[1]"), 3600.0}});
+  ASSERT_EQ(keys.size(), 3u);
   const auto& dead_key = keys[0];
   const auto& live_key = keys[1];
   r = sweep(4);
@@ -278,22 +283,22 @@ TEST_F(Cli, AResumedSweepTakesBackAtOnceTheLeaseOfASweepThatDied) {
   bool live_lease_kept = false;
   for (const auto& t : store.trials(study.id)) {
     if (t.finished_at && t.result.ok()) measured.insert(t.config_key);
-    if (t.client_id == sweep_of(dead)) {
+    if (t.client_id == sweep_of(dead, ns)) {
       dead_lease_says_why = t.result.message.find("process " + std::to_string(dead) +
                                                   " of this host) ended") != std::string::npos;
     }
-    if (t.client_id == sweep_of(getpid())) {
+    if (t.client_id == sweep_of(getpid(), ns)) {
       live_lease_kept = t.result.status == TrialStatus::pending;
     }
   }
-  EXPECT_EQ(measured.size(), 3u);
+  EXPECT_EQ(measured.size(), 2u);
   EXPECT_TRUE(measured.count(dead_key)) << "the dead sweep's configuration was not measured";
   EXPECT_FALSE(measured.count(live_key));
   EXPECT_TRUE(dead_lease_says_why);
   EXPECT_TRUE(live_lease_kept);
   const auto counts = store.trial_counts(study.id);
   EXPECT_EQ(counts.lease_ended, 1);
-  EXPECT_EQ(counts.pending, 1);
+  EXPECT_EQ(counts.pending, 2);
   r = run("trials --study died --db " + db());
   EXPECT_NE(r.out.find("   ended             -  {\"x\":"), std::string::npos) << r.out;
 }
@@ -313,6 +318,10 @@ TEST_F(Cli, ACommandsUnitIsReadAsPeopleWriteIt) {
   r = run(sweep + " --cmd 'echo $(( {x} * 10 ))' --unit GFLOP/s --maximize --study rate");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["best"]["config"]["x"], 4);
+  // A time per item is no rate: minimised.
+  r = run(sweep + " --cmd 'echo {x}' --unit ms/step --study per-step");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["best"]["config"]["x"], 1);
   // "msec" is a time in ms.
   r = run(sweep + " --cmd 'echo {x}' --unit msec --study msec");
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -357,6 +366,10 @@ TEST_F(Cli, ASweepTakesStrategyOptionsAndAResumedStudyKeepsItsOwn) {
   EXPECT_NE(r.err.find("keeps its strategy options {}; --options applies to new studies"),
             std::string::npos)
       << r.err;
+  // Resumed without --options: nothing to say.
+  r = run(sweep + " --study new");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("strategy options"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, EachProgramMayHaveItsOwnKernelName) {
