@@ -23,6 +23,11 @@ nlohmann::json machine_json(const db::MachineRecord& m) {
           {"created_at", m.created_at}};
 }
 
+nlohmann::json forecast_json(const nlohmann::json& config, const Forecast& f) {
+  return {{"config", config}, {"mean", f.mean}, {"lower", f.lower},
+          {"upper", f.upper}, {"std", f.std},   {"probability_feasible", f.probability_feasible}};
+}
+
 nlohmann::json counts_json(const db::TrialCounts& c) {
   return {{"total", c.total},
           {"pending", c.pending},

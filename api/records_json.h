@@ -6,6 +6,7 @@
 #include <string>
 
 #include "db/store.h"
+#include "tuner/bo.h"
 
 namespace tunebase::api {
 
@@ -17,6 +18,8 @@ nlohmann::json unit_json(const db::StudyRecord& study);
 
 nlohmann::json machine_json(const db::MachineRecord& machine);
 nlohmann::json counts_json(const db::TrialCounts& counts);
+/// One entry of POST /v1/predict's "predictions" (and tunebase predict --json).
+nlohmann::json forecast_json(const nlohmann::json& config, const Forecast& f);
 /// A study with its trial counts; with its space and task description when `with_space`.
 nlohmann::json study_json(const db::Store& store, const db::StudyRecord& study, bool with_space);
 

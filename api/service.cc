@@ -979,13 +979,7 @@ Response Service::predict(Request& request) {
   }
   nlohmann::json out = nlohmann::json::array();
   for (std::size_t i = 0; i < forecasts.size(); ++i) {
-    const auto& f = forecasts[i];
-    out.push_back({{"config", space->config_to_json(configs[i])},
-                   {"mean", f.mean},
-                   {"lower", f.lower},
-                   {"upper", f.upper},
-                   {"std", f.std},
-                   {"probability_feasible", f.probability_feasible}});
+    out.push_back(forecast_json(space->config_to_json(configs[i]), forecasts[i]));
   }
   return Response::json({{"study_id", id.value}, {"predictions", out}});
 }

@@ -16,10 +16,12 @@
 
 #include "api/priors.h"
 #include "api/records_json.h"
+#include "api/study_manager.h"
 #include "apps/cli.h"
 #include "apps/evaluators.h"
 #include "apps/sweep.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "core/machine.h"
 #include "db/store.h"
 #include "db/study_export.h"
@@ -469,6 +471,55 @@ void add_query_commands(CLI::App& app) {
       std::cout << trials.size() << " trials; * marks a new best\n";
     });
   }
+  // --- predict
+  {
+    struct Args {
+      std::string study, db = kDefaultDb;
+      std::vector<std::string> configs;
+      bool json = false;
+    };
+    auto args = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand(
+        "predict", "Forecast configurations of a study from its model (as POST /v1/predict)");
+    cmd->add_option("--study", args->study, "Study name or id")->required();
+    cmd->add_option("--config", args->configs,
+                    "Configuration as JSON, e.g. '{\"block_size\": 64}' (repeatable)")
+        ->required();
+    cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
+    cmd->add_flag("--json", args->json, "Print JSON, as POST /v1/predict");
+    cmd->callback([args] {
+      db::Store store(args->db, {.read_only = true});
+      const auto study = resolve_study(store, args->study);
+      api::StudyManager studies(store);
+      const auto space = studies.space(study.id);
+      std::vector<Configuration> configs;
+      for (const auto& text : args->configs) {
+        configs.push_back(space->config_from_json(parse_json_text(text, "--config")));
+      }
+      const auto forecasts = studies.predict(study.id, configs);
+      if (forecasts.empty()) {
+        throw Conflict("study '" + study.name +
+                       "' has too few successful results for a model; measure more first");
+      }
+      nlohmann::json out = nlohmann::json::array();
+      for (std::size_t i = 0; i < forecasts.size(); ++i) {
+        const auto& f = forecasts[i];
+        if (args->json) {
+          out.push_back(api::forecast_json(space->config_to_json(configs[i]), f));
+          continue;
+        }
+        std::cout << space->config_to_json(configs[i]).dump() << "  "
+                  << objective_text(study, f.mean) << " (68% interval "
+                  << objective_text(study, f.lower) << " .. " << objective_text(study, f.upper)
+                  << "), P(runs) " << std::setprecision(2) << f.probability_feasible << "\n";
+      }
+      if (args->json) {
+        std::cout << nlohmann::json{{"study_id", study.id.value}, {"predictions", out}}.dump(2)
+                  << "\n";
+      }
+    });
+  }
+  // --- studies
   // --- studies
   {
     auto db_path = std::make_shared<std::string>(kDefaultDb);

@@ -431,6 +431,25 @@ TEST_F(Cli, RepeatsThatVaryMuchAreShownAndPointedOut) {
   EXPECT_EQ(steady.err.find("repeats vary"), std::string::npos) << steady.err;
 }
 
+TEST_F(Cli, PredictForecastsConfigurationsOfAStudy) {
+  auto r = sweep_x4("forecast", "echo $(( ({x} - 2) * ({x} - 2) + 1 ))", 4);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("predict --study forecast --config '{\"x\": 2}' --config '{\"x\": 0}' --json --db " +
+          db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["predictions"].size(), 2u);
+  for (const auto& p : j["predictions"]) {
+    EXPECT_LE(p["lower"].get<double>(), p["mean"].get<double>()) << p.dump();
+    EXPECT_LE(p["mean"].get<double>(), p["upper"].get<double>()) << p.dump();
+  }
+  // The optimum (1 at x = 2) is forecast below the edge (5 at x = 0).
+  EXPECT_LT(j["predictions"][0]["mean"].get<double>(), j["predictions"][1]["mean"].get<double>());
+  r = run("predict --study forecast --config '{\"x\": 9}' --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("value 9 of parameter 'x' is not allowed"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   const auto space = dir_.file("space.json");
   std::ofstream(space)
