@@ -371,18 +371,48 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
   return out;
 }
 
+// A study whose values are times takes no negative one (as add_measurements_all checks).
+// Only a negative value costs a lookup of the trial's study: results are the hottest write.
+std::exception_ptr StudyManager::negative_time(const Report& r) const {
+  const auto& m = r.result;
+  const bool negative = (m.ok() && m.objective < 0) ||
+                        std::any_of(m.raw.begin(), m.raw.end(), [](double t) { return t < 0; });
+  if (!negative) return nullptr;
+  try {
+    const auto study = store_.get_study(store_.get_trial(r.trial).study_id);
+    const auto unit = objective_unit(study);
+    if (unit != "s" && unit != "ms" && unit != "us" && unit != "ns") return nullptr;
+    const bool value = m.ok() && m.objective < 0;
+    throw FieldError(value ? "value" : "raw",
+                     "a time cannot be negative (study " + std::to_string(study.id.value) +
+                         " measures times in " + unit + ")" +
+                         (value ? ", got " + db::format_number(m.objective) : std::string()));
+  } catch (const NotFound&) {
+    return nullptr;  // the store says so, for the whole report
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
 std::vector<StudyManager::ReportOutcome> StudyManager::report_all(
     const std::vector<Report>& reports) {
-  std::vector<db::Store::Completion> batch;
-  batch.reserve(reports.size());
-  for (const auto& r : reports) batch.push_back({r.trial, r.client_id, r.result});
-  // One commit for the whole batch (group commit); each result is accepted or refused alone.
-  auto stored_all = store_.complete_trials(batch);
   std::vector<ReportOutcome> out(reports.size());
+  std::vector<db::Store::Completion> batch;
+  std::vector<std::size_t> sent;  // the reports in `batch`, in order
+  batch.reserve(reports.size());
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const auto& r = reports[i];
-    out[i].record = std::move(stored_all[i].record);
-    out[i].error = stored_all[i].error;
+    if ((out[i].error = negative_time(r))) continue;
+    batch.push_back({r.trial, r.client_id, r.result});
+    sent.push_back(i);
+  }
+  // One commit for the whole batch (group commit); each result is accepted or refused alone.
+  auto stored_all = store_.complete_trials(batch);
+  for (std::size_t k = 0; k < sent.size(); ++k) {
+    const std::size_t i = sent[k];
+    const auto& r = reports[i];
+    out[i].record = std::move(stored_all[k].record);
+    out[i].error = stored_all[k].error;
     if (out[i].error) continue;
     const auto& stored = *out[i].record;
     auto entry = find_loaded(stored.study_id);

@@ -144,6 +144,8 @@ class StudyManager {
   void complete_if_spent(db::StudyId study);
   void ensure_session(Entry& entry);
   void take_in_events(Entry& entry);
+  /// FieldError for a negative time reported to a study whose unit is a time; null otherwise.
+  std::exception_ptr negative_time(const Report& r) const;
   std::size_t release_expired(Entry& entry, std::chrono::system_clock::time_point now);
 
   db::Store& store_;

@@ -370,6 +370,35 @@ TEST_F(BadInput, SlowClientsGet408AndOthersAreServedMeanwhile) {
   EXPECT_EQ(snapshot(), before);
 }
 
+TEST_F(BadInput, AResultOfAStudyOfTimesIsNeverNegative) {
+  auto created = post("/v1/studies", {{"kernel", "demo"},
+                                      {"space", testing::demo_space()},
+                                      {"machine", "test-machine"},
+                                      {"unit", "ms"}});
+  ASSERT_EQ(created.status, 201) << created.body;
+  const auto study = created.json()["id"].get<std::int64_t>();
+  const auto leased =
+      post("/v1/studies/" + std::to_string(study) + "/suggestions", {{"n", 1}, {"client_id", "w"}});
+  ASSERT_EQ(leased.status, 200) << leased.body;
+  const std::string result =
+      "/v1/trials/" + leased.json()["suggestions"][0]["trial_id"].dump() + "/result";
+  auto r = post(result, {{"client_id", "w"}, {"value", -2.5}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json()["error"]["field"], "value");
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(),
+              HasSubstr("a time cannot be negative (study " + std::to_string(study) +
+                        " measures times in ms), got -2.5"));
+  r = post(result, {{"client_id", "w"}, {"value", 2.0}, {"raw", {2.0, -1.0}}});
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json()["error"]["field"], "raw");
+  // Refused, the lease still stands: the right value is accepted.
+  EXPECT_EQ(post(result, {{"client_id", "w"}, {"value", 2.0}}).status, 200);
+  // A study without a time unit (a score, a difference) takes negative values.
+  const auto other = post("/v1/trials/" + std::to_string(trial_) + "/result",
+                          {{"client_id", "owner"}, {"value", -1.0}});
+  EXPECT_EQ(other.status, 200) << other.body;
+}
+
 TEST_F(BadInput, ATasksFeaturesAreNumbersAndAreNotRewrittenByAnotherStudy) {
   nlohmann::json body{{"kernel", "demo"},
                       {"space", testing::demo_space()},
