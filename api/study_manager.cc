@@ -47,6 +47,26 @@ Clock::duration seconds_to_duration(double seconds) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
+// A result's value, or a repeat, below zero.
+bool has_negative(const Measurement& m) {
+  return (m.ok() && m.objective < 0) ||
+         std::any_of(m.raw.begin(), m.raw.end(), [](double t) { return t < 0; });
+}
+
+// A study whose values are times takes no negative one: FieldError at `field` + "value" or
+// "raw" (`field`: "" for a result, "measurements[i]." for an outside measurement).
+void check_time_not_negative(const Measurement& m, const db::StudyRecord& study,
+                             const std::string& field) {
+  if (!has_negative(m)) return;
+  const auto unit = objective_unit(study);
+  if (unit != "s" && unit != "ms" && unit != "us" && unit != "ns") return;
+  const bool value = m.ok() && m.objective < 0;
+  throw FieldError(field + (value ? "value" : "raw"),
+                   "a time cannot be negative (study " + std::to_string(study.id.value) +
+                       " measures times in " + unit + ")" +
+                       (value ? ", got " + db::format_number(m.objective) : std::string()));
+}
+
 }  // namespace
 
 struct StudyManager::Entry {
@@ -371,22 +391,13 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
   return out;
 }
 
-// A study whose values are times takes no negative one (as add_measurements_all checks).
-// Only a negative value costs a lookup of the trial's study: results are the hottest write.
+// check_time_not_negative for a result. Only a negative value costs a lookup of the trial's
+// study: results are the hottest write.
 std::exception_ptr StudyManager::negative_time(const Report& r) const {
-  const auto& m = r.result;
-  const bool negative = (m.ok() && m.objective < 0) ||
-                        std::any_of(m.raw.begin(), m.raw.end(), [](double t) { return t < 0; });
-  if (!negative) return nullptr;
+  if (!has_negative(r.result)) return nullptr;
   try {
-    const auto study = store_.get_study(store_.get_trial(r.trial).study_id);
-    const auto unit = objective_unit(study);
-    if (unit != "s" && unit != "ms" && unit != "us" && unit != "ns") return nullptr;
-    const bool value = m.ok() && m.objective < 0;
-    throw FieldError(value ? "value" : "raw",
-                     "a time cannot be negative (study " + std::to_string(study.id.value) +
-                         " measures times in " + unit + ")" +
-                         (value ? ", got " + db::format_number(m.objective) : std::string()));
+    check_time_not_negative(r.result, store_.get_study(store_.get_trial(r.trial).study_id), "");
+    return nullptr;
   } catch (const NotFound&) {
     return nullptr;  // the store says so, for the whole report
   } catch (...) {
@@ -507,9 +518,6 @@ std::vector<StudyManager::MeasurementOutcome> StudyManager::add_measurements_all
       continue;
     }
     const auto& space = *entry->space;
-    // A study whose values are times takes no negative one.
-    const auto unit = objective_unit(entry->record);
-    const bool times = unit == "s" || unit == "ms" || unit == "us" || unit == "ns";
     // Parse each batch on its own: a bad one fails alone.
     std::vector<std::vector<db::NewTrial>> trials(batches.size());
     std::vector<std::vector<Configuration>> parsed(batches.size());
@@ -527,18 +535,8 @@ std::vector<StudyManager::MeasurementOutcome> StudyManager::add_measurements_all
                                         " appears twice in this request; send each once");
           }
           const auto& result = batch.results[i];
-          if (times && result.ok() && result.objective < 0) {
-            throw FieldError("measurements[" + std::to_string(i) + "].value",
-                             "a time cannot be negative (study " + std::to_string(study_id) +
-                                 " measures times in " + unit + "), got " +
-                                 db::format_number(result.objective));
-          }
-          if (times &&
-              std::any_of(result.raw.begin(), result.raw.end(), [](double t) { return t < 0; })) {
-            throw FieldError("measurements[" + std::to_string(i) + "].raw",
-                             "a time cannot be negative (study " + std::to_string(study_id) +
-                                 " measures times in " + unit + ")");
-          }
+          check_time_not_negative(result, entry->record,
+                                  "measurements[" + std::to_string(i) + "].");
           trials[b].push_back({space.config_to_json(config), key, result, batch.client_id});
           parsed[b].push_back(std::move(config));
         }

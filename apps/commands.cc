@@ -520,7 +520,6 @@ void add_query_commands(CLI::App& app) {
     });
   }
   // --- studies
-  // --- studies
   {
     auto db_path = std::make_shared<std::string>(kDefaultDb);
     auto json = std::make_shared<bool>(false);

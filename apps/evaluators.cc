@@ -123,9 +123,16 @@ void reject_unused_options(const EvaluatorSpec& spec) {
 
 }  // namespace
 
+namespace {
+const std::vector<std::string> kKernels = {"spmv",        "petsc",       "command",     "replay",
+                                           "opencl-gemm", "opencl-spmv", "opencl-conv", "cuda-gemm",
+                                           "cuda-spmv",   "cuda-conv"};
+}  // namespace
+
 std::string known_kernels() {
-  return "spmv, petsc, command, replay, opencl-gemm, opencl-spmv, opencl-conv, cuda-gemm, "
-         "cuda-spmv, cuda-conv";
+  std::string out;
+  for (const auto& k : kKernels) out += (out.empty() ? "" : ", ") + k;
+  return out;
 }
 
 MachineInfo this_machine(const std::string& name) {
@@ -227,9 +234,8 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
     options.unit = command_unit(spec.unit, spec.maximize);
     if (!spec.kernel_name.empty()) {
       // A built-in kernel's name would mix a program's measurements into that kernel's.
-      const std::string builtin = ", " + known_kernels() + ",";
       if (spec.kernel_name != "command" &&
-          builtin.find(", " + spec.kernel_name + ",") != std::string::npos) {
+          std::find(kKernels.begin(), kKernels.end(), spec.kernel_name) != kKernels.end()) {
         throw InvalidInput("--kernel-name " + spec.kernel_name +
                            " is a built-in kernel's name; give the program a name of its own");
       }

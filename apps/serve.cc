@@ -67,10 +67,7 @@ void add_serve_command(CLI::App& app) {
         taken_back += release_leases_of_ended_sweeps(*store, s.id);
       }
     }
-    if (taken_back > 0) {
-      std::cerr << "note: took back " << taken_back << " lease" << (taken_back == 1 ? "" : "s")
-                << " of sweeps of this host that ended without a result\n";
-    }
+    note_leases_taken_back(taken_back);
     api::Service service(*store, args->service);
     api::Server server(service, args->server);
     server.start();

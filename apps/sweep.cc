@@ -49,11 +49,17 @@ std::string namespace_suffix() {
   return ns.empty() ? std::string() : " " + ns;
 }
 
-// The process id of a sweep of this host and pid namespace from its client id; none for
-// other clients (and for sweeps whose namespace this process cannot tell).
-std::optional<pid_t> local_sweep_pid(std::string_view client_id) {
-  const std::string prefix = "sweep@" + host_name() + ":";
-  const std::string suffix = namespace_suffix();
+// The client ids of this host's sweeps: prefix + pid + suffix.
+struct LocalSweeps {
+  std::string prefix = "sweep@" + host_name() + ":";
+  std::string suffix = namespace_suffix();
+
+  // The process id of a sweep of this host and pid namespace from its client id; none for
+  // other clients (and for sweeps whose namespace this process cannot tell).
+  std::optional<pid_t> pid_of(std::string_view client_id) const;
+};
+
+std::optional<pid_t> LocalSweeps::pid_of(std::string_view client_id) const {
   if (suffix.empty() || !client_id.starts_with(prefix) || !client_id.ends_with(suffix)) {
     return std::nullopt;
   }
@@ -223,15 +229,17 @@ nlohmann::json parse_strategy_options(const std::string& text, const std::string
 }
 
 std::string sweep_client_id() {
-  return "sweep@" + host_name() + ":" + std::to_string(getpid()) + namespace_suffix();
+  const LocalSweeps local;
+  return local.prefix + std::to_string(getpid()) + local.suffix;
 }
 
 std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study) {
   db::TrialRange pending;
   pending.status = TrialStatus::pending;
+  const LocalSweeps local;
   std::size_t released = 0;
   for (const auto& t : store.trials(study, pending)) {
-    const auto pid = local_sweep_pid(t.client_id);
+    const auto pid = local.pid_of(t.client_id);
     // kill(pid, 0) fails with ESRCH only when no such process exists (EPERM: it runs as
     // another user). A reused pid keeps the lease until it expires, as before.
     if (!pid || kill(*pid, 0) == 0 || errno != ESRCH) continue;
@@ -240,6 +248,12 @@ std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study) 
     ++released;
   }
   return released;
+}
+
+void note_leases_taken_back(std::size_t n) {
+  if (n == 0) return;
+  std::cerr << "note: took back " << n << (n == 1 ? " lease of a sweep" : " leases of sweeps")
+            << " of this host that ended without a result; proposed again\n";
 }
 
 SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOptions& options) {
@@ -319,10 +333,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   // server does before it proposes, so that a configuration whose client vanished (a killed
   // sweep's too) is measured. Live leases of other clients are not proposed while they live.
   store.expire_leases(std::chrono::system_clock::now());
-  if (const auto n = release_leases_of_ended_sweeps(store, study.id); n > 0) {
-    std::cerr << "note: took back " << n << " lease" << (n == 1 ? "" : "s")
-              << " of a sweep of this host that ended without a result; proposed again\n";
-  }
+  note_leases_taken_back(release_leases_of_ended_sweeps(store, study.id));
   std::vector<Observation> finished;
   std::vector<Configuration> leased;
   std::map<std::int64_t, Configuration> held;  // trial id -> configuration, of those leases
@@ -430,8 +441,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   // The default configuration first: the baseline every tuned result is compared with.
   const bool default_measurable =
       space.is_valid(default_config) && (!evaluator.candidates() || session.candidate_count());
-  if (options.measure_default && !summary.default_result && !space.is_valid(default_config) &&
-      session.observations().empty()) {
+  if (options.measure_default && !summary.default_result && session.observations().empty()) {
     // Said once, at the study's start: the summary then has no default and no speedup.
     try {
       space.check(default_config);

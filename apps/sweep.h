@@ -86,6 +86,8 @@ std::string sweep_client_id();
 /// the lease's hour. Returns how many. A lease of another host, or of a process that runs, is
 /// left to expire.
 std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study);
+/// "note: took back N leases ..." on stderr, when N > 0.
+void note_leases_taken_back(std::size_t n);
 
 /// The JSON object of an --options argument: InvalidInput naming `option` otherwise.
 nlohmann::json parse_strategy_options(const std::string& text, const std::string& option);

@@ -25,6 +25,13 @@ struct MeasuredDataset {
   /// What was read leniently, as Kernel Tuner reads its own caches (a cache left open by an
   /// interrupted run, Python's NaN and Infinity), one sentence each; empty for strict JSON.
   std::vector<std::string> notes;
+
+  /// The input it measured, as a task description: {"problem_size": ...}, or {} for a file
+  /// without one (an import and a replay of one file are one task).
+  nlohmann::json task() const {
+    if (problem_size.is_null()) return nlohmann::json::object();
+    return {{"problem_size", problem_size}};
+  }
 };
 
 /// The most JSON text read from one measurement file (after gunzip): parsing needs about 8

@@ -37,11 +37,9 @@ std::int64_t checked_unknowns(std::int64_t n, int dimensions, std::string_view p
       << std::numeric_limits<std::int32_t>::max() << ")";
     throw InvalidInput(m.str());
   }
-  // Each point couples to itself and to two neighbours per dimension.
   std::ostringstream what;
-  what << "problem " << problem << ": size " << n << " (" << static_cast<long long>(unknowns)
-       << " unknowns)";
-  check_fits_in_memory(csr_bytes(unknowns, unknowns * (2 * dimensions + 1)), what.str());
+  what << "problem " << problem << ": size " << n;
+  check_stencil_fits_in_memory(unknowns, dimensions, what.str());
   std::int64_t result = 1;
   for (int d = 0; d < dimensions; ++d) result *= n;
   return result;

@@ -57,10 +57,7 @@ ReplayEvaluator ReplayEvaluator::from_file(const std::string& path, std::string 
   return ReplayEvaluator(read_measurements(path), path, std::move(kernel_name));
 }
 
-nlohmann::json ReplayEvaluator::task() const {
-  if (dataset_.problem_size.is_null()) return nlohmann::json::object();
-  return {{"problem_size", dataset_.problem_size}};
-}
+nlohmann::json ReplayEvaluator::task() const { return dataset_.task(); }
 
 std::optional<std::string> ReplayEvaluator::canonical_key(const Configuration& config) const {
   const SearchSpace& space = dataset_.space;

@@ -419,10 +419,7 @@ void check_grid_size(std::int64_t n, int dims, const char* what) {
                        std::to_string(static_cast<long long>(points)) +
                        " unknowns, more than the 2^31-1 that 32-bit column indices allow");
   }
-  // Each point couples to itself and to two neighbours per dimension.
-  check_fits_in_memory(csr_bytes(points, points * (2 * dims + 1)),
-                       std::string(what) + ": n = " + std::to_string(n) + " (" +
-                           std::to_string(static_cast<long long>(points)) + " unknowns)");
+  check_stencil_fits_in_memory(points, dims, std::string(what) + ": n = " + std::to_string(n));
 }
 
 /// Builds a Laplacian on an nx x ny x nz grid (nz = 1 for 2D): diagonal 2*dims, -1 for each
@@ -493,6 +490,11 @@ void check_fits_in_memory(double bytes, const std::string& what) {
   message << what << " needs about " << bytes / kBytesPerGigabyte
           << " GB of memory, more than this machine's " << memory / kBytesPerGigabyte << " GB";
   throw InvalidInput(message.str());
+}
+
+void check_stencil_fits_in_memory(double points, int dims, const std::string& what) {
+  check_fits_in_memory(csr_bytes(points, points * (2 * dims + 1)),
+                       what + " (" + std::to_string(static_cast<long long>(points)) + " unknowns)");
 }
 
 CsrMatrix parse_matrix_market(std::string_view text, const std::string& origin,
@@ -699,8 +701,8 @@ nlohmann::json matrix_features(const CsrMatrix& a) {
   }
   f["structural_symmetry"] = structural;
   f["numerical_symmetry"] = numerical;
-  f["csr_bytes"] = static_cast<std::int64_t>(nnz * (sizeof(double) + sizeof(std::int32_t)) +
-                                             (rows + 1) * sizeof(std::int64_t));
+  f["csr_bytes"] =
+      static_cast<std::int64_t>(csr_bytes(static_cast<double>(rows), static_cast<double>(nnz)));
   return f;
 }
 

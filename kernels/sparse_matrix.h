@@ -52,6 +52,9 @@ double csr_bytes(double rows, double entries);
 /// `bytes` exceed physical_memory_bytes(), rather than letting a huge allocation fail with
 /// bad_alloc (or the machine swap).
 void check_fits_in_memory(double bytes, const std::string& what);
+/// check_fits_in_memory for the matrix of a (2 dims + 1)-point stencil on `points` grid points:
+/// each point couples to itself and to two neighbours per dimension. `what` names the grid.
+void check_stencil_fits_in_memory(double points, int dims, const std::string& what);
 
 /// y = A x, the plain sequential reference every tuned variant is checked against. Resizes
 /// y to a.rows; throws InvalidInput when x.size() != a.cols.

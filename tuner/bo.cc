@@ -204,6 +204,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     acquisition_.kappa = read.number("kappa", 2.0, 0.0, kMaxMagnitude);
     acquisition_.min_feasible_probability =
         read.number("min_feasible", acquisition_.min_feasible_probability, 0.0, 1.0);
+    log_min_feasible_ = std::log(acquisition_.min_feasible_probability);
     fit_options_.kind =
         surrogates::covariance_kind_from_string(read.text("covariance", "matern52"));
     const auto output = read.text("output", "copula");
@@ -911,14 +912,12 @@ class BayesianOptimization final : public ModelBasedStrategy {
   // not outweigh. Failures on prior machines stay a soft factor in the score (they say less
   // about this machine, and what the study sees of such configurations moves the factor).
   bool likely_feasible(std::span<const double> model_log_feasible, std::size_t i) const {
-    return model_log_feasible.empty() ||
-           model_log_feasible[i] >= std::log(acquisition_.min_feasible_probability);
+    return model_log_feasible.empty() || model_log_feasible[i] >= log_min_feasible_;
   }
 
   // The lowest value the model believes the study has reached, in the units of its
   // predictions: the best target value, or for RGPE (whose predictions mix units of several
   // sources) the lowest ensemble mean at the observed points.
-
   double incumbent(const std::vector<double>& mean_at_observed) const {
     if (!transfer_ready() || mode_ == TransferMode::stacked || mean_at_observed.empty()) {
       double best = std::numeric_limits<double>::infinity();
@@ -1216,6 +1215,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
   std::size_t local_every_ = kDefaultLocalEvery;
   std::size_t local_radius_ = kDefaultLocalRadius;
   bool copula_ = true;
+  double log_min_feasible_ = 0.0;  // log of acquisition_.min_feasible_probability
   std::optional<double> short_start_;
   surrogates::AcquisitionOptions acquisition_;
   surrogates::GpFitOptions fit_options_;
