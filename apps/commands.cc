@@ -219,7 +219,9 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
   std::cout << "\nobjective: " << std::setprecision(4) << p.forecast.mean
             << (p.unit.empty() ? "" : " " + p.unit) << " (68% interval " << p.forecast.lower
             << " .. " << p.forecast.upper
-            << ", on the scale of the other machines' measurements)\n";
+            << (p.machines > 1
+                    ? ", from the other machines' measurements and how much they differ)\n"
+                    : ", on the scale of the other machine's measurements)\n");
   if (!p.weights.empty()) std::cout << "weights:   " << weights_text(p.weights) << "\n";
 }
 

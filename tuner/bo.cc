@@ -364,17 +364,18 @@ class BayesianOptimization final : public ModelBasedStrategy {
       const double sd = std::sqrt(std::max(prediction.variance[i], 0.0));
       const double z = prediction.mean[i];
       const double g = to_log_units(z);
-      const double g_lo = to_log_units(z - sd);
-      const double g_hi = to_log_units(z + sd);
-      // Zero-shot values come from the priors, on their scale (to_log_units).
+      // Zero-shot values come from the priors, on their scale (to_log_units): how far this
+      // machine's level may lie from theirs widens the interval.
+      const double half = std::hypot(0.5 * std::abs(to_log_units(z + sd) - to_log_units(z - sd)),
+                                     target_.sorted_g.empty() ? between_sources_sd(z) : 0.0);
       const bool log = target_.sorted_g.empty() ? zero_shot_log_ : log_;
       Forecast f;
       f.mean = objective_value(g, log, state.minimize);
-      const double a = objective_value(g_lo, log, state.minimize);
-      const double b = objective_value(g_hi, log, state.minimize);
+      const double a = objective_value(g - half, log, state.minimize);
+      const double b = objective_value(g + half, log, state.minimize);
       f.lower = std::min(a, b);
       f.upper = std::max(a, b);
-      f.std = 0.5 * std::abs(g_hi - g_lo);
+      f.std = half;
       f.probability_feasible = std::exp(log_feasible[i]);
       f.from_priors = target_.n_ok == 0;
       out.push_back(f);
@@ -623,6 +624,37 @@ class BayesianOptimization final : public ModelBasedStrategy {
       total += w;
     }
     return total > 0.0 ? g / total : z;
+  }
+
+  // Zero-shot: the standard deviation of a new machine's value at quantile z around the
+  // sources' weighted mean (to_log_units), from how far apart the sources are at z, as the
+  // prediction of one more draw from their population: s * sqrt(1 + 1/n), with s the weighted
+  // sample deviation and n the effective number of sources. 0 with fewer than two sources: one
+  // machine says nothing of how machines differ.
+  double between_sources_sd(double z) const {
+    if (source_sorted_.size() < 2) return 0.0;
+    std::vector<double> g;
+    std::vector<double> w;
+    for (std::size_t s = 0; s < source_sorted_.size(); ++s) {
+      g.push_back(inverse_copula(source_sorted_[s], z));
+      w.push_back(mode_ == TransferMode::rgpe && s < weights_.size() ? weights_[s] : 1.0);
+    }
+    double total = 0.0;
+    double total_sq = 0.0;
+    double mean = 0.0;
+    for (std::size_t s = 0; s < g.size(); ++s) {
+      total += w[s];
+      total_sq += w[s] * w[s];
+      mean += w[s] * g[s];
+    }
+    if (!(total > 0.0) || !(total_sq > 0.0)) return 0.0;
+    mean /= total;
+    const double n = total * total / total_sq;
+    if (!(n > 1.0 + 1e-9)) return 0.0;
+    double ss = 0.0;
+    for (std::size_t s = 0; s < g.size(); ++s) ss += w[s] * (g[s] - mean) * (g[s] - mean);
+    const double variance = ss / total * n / (n - 1.0);  // weighted, unbiased for equal weights
+    return std::sqrt(variance * (1.0 + 1.0 / n));
   }
 
   // ---- the target model

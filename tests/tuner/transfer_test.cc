@@ -267,6 +267,32 @@ TEST(ZeroShot, ForecastsComeFromThePriorsAndAreMarkedSo) {
   EXPECT_TRUE(plain.forecast({ranked.front()}).empty());
 }
 
+TEST(ZeroShot, TheIntervalSpansHowFarApartTheMachinesAre) {
+  const auto s = space();
+  const auto best = ranked_by_target(s).front();
+  auto interval = [&](std::vector<Prior> priors) {
+    SessionOptions options;
+    options.strategy = "bo-transfer";
+    options.priors = std::move(priors);
+    Session session(s, options);
+    const auto f = session.forecast({best});
+    EXPECT_EQ(f.size(), 1u);
+    return f.at(0);
+  };
+  // One machine, and two that agree: the interval is the model's, tight around the time.
+  const auto one = interval({make_prior(s, "twin", same)});
+  const auto agree = interval({make_prior(s, "twin", same), make_prior(s, "other twin", same)});
+  // Two machines ranking alike, one twice as slow: a third may be anywhere near either.
+  const auto apart = interval(
+      {make_prior(s, "twin", same),
+       make_prior(s, "slow twin", [](const Configuration& c) { return 2.0 * objective(c); })});
+  EXPECT_LT(apart.lower, objective(best));
+  EXPECT_GT(apart.upper, 2.0 * objective(best));
+  EXPECT_GT(apart.std, 2.0 * agree.std);
+  EXPECT_LT(agree.upper - agree.lower, 0.5 * objective(best));
+  EXPECT_LT(one.upper - one.lower, 0.5 * objective(best));
+}
+
 TEST(ZeroShot, ForecastsKeepThePriorsUnitsWhenTheirValuesAreNotAllPositive) {
   const auto s = space();
   // A score to maximise that runs from below zero to 4 at the target's optimum.
