@@ -365,17 +365,18 @@ class BayesianOptimization final : public ModelBasedStrategy {
       const double z = prediction.mean[i];
       const double g = to_log_units(z);
       // Zero-shot values come from the priors, on their scale (to_log_units): how far this
-      // machine's level may lie from theirs widens the interval.
-      const double half = std::hypot(0.5 * std::abs(to_log_units(z + sd) - to_log_units(z - sd)),
-                                     target_.sorted_g.empty() ? between_sources_sd(z) : 0.0);
+      // machine's level may lie from theirs widens the interval on both sides.
+      const double spread = target_.sorted_g.empty() ? between_sources_sd(z) : 0.0;
+      const double g_lo = g - std::hypot(g - to_log_units(z - sd), spread);
+      const double g_hi = g + std::hypot(to_log_units(z + sd) - g, spread);
       const bool log = target_.sorted_g.empty() ? zero_shot_log_ : log_;
       Forecast f;
       f.mean = objective_value(g, log, state.minimize);
-      const double a = objective_value(g - half, log, state.minimize);
-      const double b = objective_value(g + half, log, state.minimize);
+      const double a = objective_value(g_lo, log, state.minimize);
+      const double b = objective_value(g_hi, log, state.minimize);
       f.lower = std::min(a, b);
       f.upper = std::max(a, b);
-      f.std = half;
+      f.std = 0.5 * (g_hi - g_lo);
       f.probability_feasible = std::exp(log_feasible[i]);
       f.from_priors = target_.n_ok == 0;
       out.push_back(f);
