@@ -36,15 +36,11 @@ constexpr int kMaxLeaseAttempts = 3;
 // What a session's strategy did last, for clients: strategy, phase, priors and their weights.
 nlohmann::json model_summary(const Session& session) {
   const auto d = session.diagnostics();
-  nlohmann::json out{{"strategy", d.value("strategy", std::string())},
+  nlohmann::json out{{"strategy", d.value("strategy", session.options().strategy)},
                      {"priors", session.priors().size()}};
   if (d.contains("phase")) out["phase"] = d["phase"];
   if (d.contains("rgpe_weights")) out["weights"] = d["rgpe_weights"];
   return out;
-}
-
-Clock::duration seconds_to_duration(double seconds) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 // A result's value, or a repeat, below zero.
@@ -351,7 +347,6 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
       for (const auto& config : configs) session.release(config);
       throw;
     }
-    const auto expires = Clock::now() + seconds_to_duration(lease_seconds);
     std::size_t refused_now = 0;
     for (std::size_t i = 0; i < configs.size(); ++i) {
       if (!leased[i].trial) {
@@ -361,6 +356,7 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
         continue;
       }
       const auto id = *leased[i].trial;
+      const auto expires = leased[i].expires;
       {
         std::lock_guard lock(entry->state_mutex);
         entry->pending[id.value] = {requests[i].config_key, configs[i], client_id,

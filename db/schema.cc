@@ -14,8 +14,9 @@ namespace {
 //     -> ok | failed | timeout | invalid      (result reported; finished_at set)
 //     -> timeout with finished_at NULL        (lease expired, no result yet)
 //          -> ok | failed | timeout | invalid (the late result, accepted once, while no other
-//                                              trial of the configuration has a result or a
-//                                              live lease and the study's budget has room)
+//                                              trial of the configuration has a result and the
+//                                              study's budget has room; a live lease of the
+//                                              configuration is withdrawn: timeout)
 //   pending -> timeout with finished_at NULL   (lease released by its client: release_lease)
 // "finished_at IS NULL" therefore means "no result has been reported yet".
 constexpr std::string_view kSchemaV1 = R"sql(

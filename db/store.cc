@@ -886,6 +886,7 @@ std::vector<Store::LeaseOutcome> Store::add_pending_trials(StudyId study,
         .bind(6, format_timestamp(now));
     st.run();
     out[i].trial = TrialId{impl_->db.last_insert_rowid()};
+    out[i].expires = expires;
   }
   tx.commit();
   return out;
@@ -1002,10 +1003,14 @@ bool Store::release_lease(TrialId trial, std::string_view reason) {
   auto st = impl_->db.prepare(
       "UPDATE trials SET status = 'timeout', message = CASE WHEN ?2 = '' THEN 'lease released "
       "by client ' || quote(client_id) || ' without a result' ELSE 'lease of client ' || "
-      "quote(client_id) || ' taken back without a result: ' || ?2 END "
+      "quote(client_id) || ' taken back without a result: ' || ?2 END, lease_expires_at = ?3 "
       "WHERE id = ?1 AND status = 'pending'",
       what);
-  st.bind(1, trial.value).bind(2, reason).run();
+  // The lease ends now: a client reading the trial sees when, not the hour it was given.
+  st.bind(1, trial.value)
+      .bind(2, reason)
+      .bind(3, format_timestamp(std::chrono::system_clock::now()))
+      .run();
   return impl_->db.changes() > 0;
 }
 

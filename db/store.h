@@ -361,6 +361,8 @@ class Store {
   struct LeaseOutcome {
     std::optional<TrialId> trial;
     std::exception_ptr error;  ///< Conflict: the configuration is taken (add_pending_trial)
+    /// When the lease ends, as stored (lease_expires_at): clients are told this one.
+    std::chrono::system_clock::time_point expires{};
   };
   /// Leases several configurations to one client in ONE transaction. A taken configuration
   /// gets its Conflict and the others are leased; any other error leases none and is thrown.

@@ -171,11 +171,19 @@ TEST(Worker, AnEvaluatorThatCannotRunGivesItsLeaseBack) {
   ASSERT_EQ(trials.size(), 1u);
   EXPECT_TRUE(trials[0].lease_expired());  // no failed trial, and no lease left for an hour
   EXPECT_THAT(trials[0].result.message, HasSubstr("released by client 'broken'"));
+  ASSERT_TRUE(trials[0].lease_expires_at.has_value());  // ended when released
+  EXPECT_LE(db::parse_timestamp(*trials[0].lease_expires_at), std::chrono::system_clock::now());
   // Its configuration is proposed again at once.
   const auto again = client.post("/v1/studies/" + std::to_string(study) + "/suggestions",
                                  {{"n", 1}, {"client_id", "healthy"}}, server.token);
   ASSERT_EQ(again.status, 200) << again.body;
   EXPECT_EQ(again.json()["suggestions"][0]["config"], trials[0].config) << again.body;
+  // The lease ends when the client is told it does, to the millisecond, and a study of any
+  // strategy names it.
+  const auto leased = server.store().get_trial(
+      db::TrialId{again.json()["suggestions"][0]["trial_id"].get<std::int64_t>()});
+  EXPECT_EQ(again.json()["suggestions"][0]["lease_expires_at"], *leased.lease_expires_at);
+  EXPECT_EQ(again.json()["model"]["strategy"], "exhaustive") << again.body;
   // Only the lease's own client releases it, and only while it is leased.
   const auto first = again.json()["suggestions"][0]["trial_id"].get<std::int64_t>();
   const std::string release = "/v1/trials/" + std::to_string(first) + "/release";
