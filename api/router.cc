@@ -247,9 +247,11 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
                            {"content", {{r.request_content_type, {{"schema", r.request_schema}}}}}};
     }
     nlohmann::json responses = nlohmann::json::object();
-    responses[std::to_string(r.success_status)] = {
-        {"description", "success"},
-        {"content", {{r.response_content_type, {{"schema", r.response_schema}}}}}};
+    nlohmann::json content{{r.response_content_type, {{"schema", r.response_schema}}}};
+    for (const auto& [type, schema] : r.other_responses.items())
+      content[type] = {{"schema", schema}};
+    responses[std::to_string(r.success_status)] = {{"description", "success"},
+                                                   {"content", std::move(content)}};
     const nlohmann::json error_content = {{"application/json", {{"schema", error_schema()}}}};
     auto error = [&](int status, const std::string& why) {
       responses[std::to_string(status)] = {{"description", why}, {"content", error_content}};
@@ -262,7 +264,9 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
       error(401, "no bearer token, or an unknown or revoked one");
       op["security"] = nlohmann::json::array({{{"bearerAuth", nlohmann::json::array()}}});
     }
-    if (r.access == Access::write) error(403, "the trial is leased to another client");
+    if (r.access == Access::write && r.pattern.starts_with("/v1/trials/")) {
+      error(403, "the trial is leased to another client");
+    }
     error(404, "an unknown study, trial, machine or kernel");
     error(408, "the request was not received in time");
     if (r.method == "POST") error(409, "a conflict with the stored state");

@@ -108,6 +108,8 @@ struct Route {
   int success_status = 200;
   std::string response_content_type = "application/json";
   nlohmann::json response_schema = nlohmann::json::object();
+  /// Other media types the success may have ({"text/csv": schema}), chosen by the query.
+  nlohmann::json other_responses = nlohmann::json::object();
   Handler handler;
   /// Writer routes may handle their queued requests together (one commit for all).
   BatchHandler batch_handler;

@@ -169,6 +169,77 @@ nlohmann::json result_properties() {
       {"metrics", kAnyObject}};
 }
 
+nlohmann::json nullable(nlohmann::json schema) {
+  schema["nullable"] = true;
+  return schema;
+}
+nlohmann::json array_of(nlohmann::json items) {
+  return {{"type", "array"}, {"items", std::move(items)}};
+}
+
+// The records replies are made of (records_json.h, trial_json): every field, always present.
+nlohmann::json trial_schema() {
+  return object_schema(
+      {{"id", kInteger},
+       {"study_id", kInteger},
+       {"config", kConfig},
+       {"status",
+        {{"type", "string"}, {"enum", {"pending", "ok", "failed", "timeout", "invalid"}}}},
+       {"value", nullable({{"type", "number"}, {"description", "the objective (ok trials)"}})},
+       {"raw", array_of(kNumber)},
+       {"cost_seconds", kNumber},
+       {"message", kString},
+       {"metrics", kAnyObject},
+       {"client_id", kString},
+       {"created_at", kString},
+       {"lease_expires_at", nullable(kString)},
+       {"started_at", nullable(kString)},
+       {"finished_at", nullable(kString)},
+       {"lease_expired",
+        {{"type", "boolean"},
+         {"description", "the lease ended (expired or released) with no result reported"}}}},
+      {"id", "study_id", "config", "status", "value", "client_id", "created_at", "finished_at",
+       "lease_expired"});
+}
+nlohmann::json machine_schema() {
+  return object_schema({{"id", kInteger},
+                        {"name", kString},
+                        {"fingerprint", kAnyObject},
+                        {"fingerprint_hash", kString},
+                        {"created_at", kString}},
+                       {"id", "name", "fingerprint", "created_at"});
+}
+nlohmann::json study_schema() {
+  nlohmann::json counts = nlohmann::json::object();
+  for (const char* k : {"total", "pending", "ok", "failed", "timeout", "invalid", "lease_ended"})
+    counts[k] = kInteger;
+  return object_schema(
+      {{"id", kInteger},
+       {"name", kString},
+       {"kernel",
+        object_schema({{"id", kInteger},
+                       {"name", kString},
+                       {"version", kString},
+                       {"space", {{"type", "object"}, {"description", "(one study only)"}}}})},
+       {"machine", kString},
+       {"machine_id", kInteger},
+       {"task_id", kInteger},
+       {"objective", {{"type", "string"}, {"description", "the objective's name"}}},
+       {"direction", {{"type", "string"}, {"enum", {"minimize", "maximize"}}}},
+       {"strategy", kString},
+       {"budget", nullable(kInteger)},
+       {"settings", kAnyObject},
+       {"status", {{"type", "string"}, {"enum", {"active", "completed", "stopped"}}}},
+       {"created_at", kString},
+       {"trials", object_schema(counts, {"total", "pending", "ok", "failed", "timeout", "invalid",
+                                         "lease_ended"})},
+       {"task", {{"type", "object"}, {"description", "the task's description (one study only)"}}},
+       {"best", nullable({{"allOf", {trial_schema()}},
+                          {"description", "its best trial (GET one study only)"}})}},
+      {"id", "name", "kernel", "machine", "objective", "direction", "strategy", "status",
+       "trials"});
+}
+
 }  // namespace
 
 Service::Service(db::Store& store, ServiceOptions options)
@@ -242,12 +313,12 @@ void Service::add_routes() {
     r.runs = Runs::writer;
     r.request_schema = object_schema({{"name", kString}, {"fingerprint", kAnyObject}}, {"name"});
     r.success_status = 201;
-    r.response_schema = kAnyObject;
+    r.response_schema = machine_schema();
   }
   {
     auto& r = route("GET", "/v1/machines", "listMachines", "Every registered machine", Access::read,
                     bind(&Service::list_machines));
-    r.response_schema = object_schema({{"machines", {{"type", "array"}, {"items", kAnyObject}}}});
+    r.response_schema = object_schema({{"machines", array_of(machine_schema())}});
   }
   {
     auto& r = route("POST", "/v1/studies", "createStudy",
@@ -283,19 +354,19 @@ void Service::add_routes() {
             "the CLI; default none (milliseconds for imports)"}}}},
         {"kernel", "machine"});
     r.success_status = 201;
-    r.response_schema = kAnyObject;
+    r.response_schema = study_schema();
   }
   {
     auto& r = route("GET", "/v1/studies", "listStudies", "Every study, or those of one kernel",
                     Access::read, bind(&Service::list_studies));
     r.query = {{"kernel", "string", false, "kernel name", {}}};
-    r.response_schema = object_schema({{"studies", {{"type", "array"}, {"items", kAnyObject}}}});
+    r.response_schema = object_schema({{"studies", array_of(study_schema())}});
   }
   {
     auto& r = route("GET", "/v1/studies/{id}", "getStudy",
                     "A study with its space, trial counts and best trial", Access::read,
                     bind(&Service::get_study));
-    r.response_schema = kAnyObject;
+    r.response_schema = study_schema();
   }
   {
     auto& r = route("GET", "/v1/studies/{id}/trials", "listTrials", "The trials of a study",
@@ -309,7 +380,8 @@ void Service::add_routes() {
                 "only trials with this status",
                 {"pending", "ok", "failed", "timeout", "invalid"}},
                {"after", "integer", false, "only trials with a greater id (new since a poll)", {}}};
-    r.response_schema = object_schema({{"trials", {{"type", "array"}, {"items", kAnyObject}}}});
+    r.response_schema =
+        object_schema({{"study_id", kInteger}, {"trials", array_of(trial_schema())}});
   }
   {
     auto& r = route("POST", "/v1/studies/{id}/suggestions", "suggest",
@@ -338,14 +410,15 @@ void Service::add_routes() {
   {
     auto& r = route("GET", "/v1/trials/{id}", "getTrial", "One trial", Access::read,
                     bind(&Service::get_trial));
-    r.response_schema = kAnyObject;
+    r.response_schema = trial_schema();
   }
   {
     auto& r =
         route("POST", "/v1/trials/{id}/result", "reportResult",
               "Report the result (or failure) of a leased trial; accepted once, also after the "
-              "lease expired while the configuration was not leased again or measured and "
-              "the budget has room (else 409)",
+              "lease expired while the configuration has no other result and the budget has "
+              "room (else 409): a newer lease of the configuration is then withdrawn, and its "
+              "holder's result refused with 409",
               Access::write, batch_one(&Service::report_results));
     r.runs = Runs::writer;
     r.changes_measurements = true;
@@ -353,7 +426,7 @@ void Service::add_routes() {
     auto props = result_properties();
     props["client_id"] = kString;
     r.request_schema = object_schema(props, {"client_id"});
-    r.response_schema = kAnyObject;
+    r.response_schema = trial_schema();
   }
   {
     auto& r = route("POST", "/v1/trials/{id}/release", "releaseTrial",
@@ -362,7 +435,7 @@ void Service::add_routes() {
                     Access::write, bind(&Service::release_trial));
     r.runs = Runs::writer;  // a write: it may wait on the file's lock, not on an I/O thread
     r.request_schema = object_schema({{"client_id", kString}}, {"client_id"});
-    r.response_schema = kAnyObject;
+    r.response_schema = trial_schema();
   }
   {
     auto& r = route("POST", "/v1/studies/{id}/measurements", "addMeasurements",
@@ -383,7 +456,7 @@ void Service::add_routes() {
          {"measurements", {{"type", "array"}, {"items", object_schema(item, {"config"})}}}},
         {"measurements"});
     r.success_status = 201;
-    r.response_schema = object_schema({{"trial_ids", {{"type", "array"}, {"items", kInteger}}}});
+    r.response_schema = object_schema({{"study_id", kInteger}, {"trial_ids", array_of(kInteger)}});
   }
   {
     auto& r = route("GET", "/v1/best", "best",
@@ -400,15 +473,15 @@ void Service::add_routes() {
                        {"kernel", kString},
                        {"machine", kString},
                        {"config", kConfig},
-                       {"objective", kNumber},
+                       {"objective", {{"type", "number"}, {"description", "its objective value"}}},
                        {"unit",
                         {{"type", "string"},
                          {"nullable", true},
-                         {"description",
-                          "unit of the objective (measured); null for a plain "
-                          "number"}}},
+                         {"description", "unit of the objective; null for a plain number"}}},
+                       {"objective_name", {{"type", "string"}, {"description", "(measured)"}}},
                        {"trial_id", kInteger},
                        {"study_id", kInteger},
+                       {"study", {{"type", "string"}, {"description", "study name (measured)"}}},
                        {"task_id", kInteger},
                        {"lower", kNumber},
                        {"upper", kNumber},
@@ -459,7 +532,17 @@ void Service::add_routes() {
     r.request_content_type = "application/octet-stream";
     r.request_schema = {{"type", "string"}, {"format", "binary"}};
     r.success_status = 201;
-    r.response_schema = kAnyObject;
+    r.response_schema = object_schema(
+        {{"machine_id", kInteger},
+         {"kernel_id", kInteger},
+         {"kernel", kString},
+         {"task_id", kInteger},
+         {"study_id", kInteger},
+         {"trials", {{"type", "integer"}, {"description", "measurements stored"}}},
+         {"failed", {{"type", "integer"}, {"description", "of them, failed configurations"}}},
+         {"format", kString},
+         {"other_kernel_versions", kInteger},
+         {"notes", array_of(kString)}});
   }
   {
     auto& r = route("GET", "/v1/studies/{id}/export", "exportStudy",
@@ -468,6 +551,9 @@ void Service::add_routes() {
     r.runs = Runs::compute;  // as listTrials
     r.query = {{"format", "string", false, "json (default) or csv", {"json", "csv"}}};
     r.response_schema = kAnyObject;
+    r.other_responses = {{"text/csv",
+                          {{"type", "string"},
+                           {"description", "format=csv: a header row, then one row per trial"}}}};
   }
 }
 

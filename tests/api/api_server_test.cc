@@ -434,6 +434,114 @@ TEST(ApiServer, AnUploadThatDecompressesPastTheLimitIsRefused) {
   EXPECT_TRUE(c.get("/v1/studies").json()["studies"].empty());
 }
 
+// What a validating client checks of a reply against the published schema (the subset of
+// JSON Schema the document uses): the first difference, or "" when it conforms.
+std::string schema_mismatch(const nlohmann::json& v, const nlohmann::json& schema,
+                            const std::string& at = "$") {
+  if (v.is_null() && schema.value("nullable", false)) return "";
+  if (schema.contains("allOf")) {
+    for (const auto& part : schema["allOf"]) {
+      if (auto why = schema_mismatch(v, part, at); !why.empty()) return why;
+    }
+  }
+  if (schema.contains("enum") &&
+      std::find(schema["enum"].begin(), schema["enum"].end(), v) == schema["enum"].end()) {
+    return at + ": " + v.dump() + " is not one of " + schema["enum"].dump();
+  }
+  const std::string type = schema.value("type", "");
+  const bool fits = type.empty() || (type == "object" && v.is_object()) ||
+                    (type == "array" && v.is_array()) || (type == "string" && v.is_string()) ||
+                    (type == "integer" && v.is_number_integer()) ||
+                    (type == "number" && v.is_number()) || (type == "boolean" && v.is_boolean());
+  if (!fits) return at + ": " + v.dump() + " is not of type " + type;
+  if (v.is_object()) {
+    const auto properties = schema.value("properties", nlohmann::json::object());
+    for (const auto& name : schema.value("required", nlohmann::json::array())) {
+      if (!v.contains(name.get<std::string>())) return at + ": no required " + name.dump();
+    }
+    for (const auto& [key, value] : v.items()) {
+      if (properties.contains(key)) {
+        if (auto why = schema_mismatch(value, properties[key], at + "." + key); !why.empty())
+          return why;
+      } else if (!schema.value("additionalProperties", true)) {
+        return at + ": \"" + key + "\" is not in the schema";
+      }
+    }
+  }
+  if (v.is_array() && schema.contains("items")) {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (auto why = schema_mismatch(v[i], schema["items"], at + "[" + std::to_string(i) + "]");
+          !why.empty())
+        return why;
+    }
+  }
+  return "";
+}
+
+TEST(ApiServer, RepliesMatchTheSchemasTheServerPublishes) {
+  TestServer server;
+  auto c = server.client();
+  const auto doc = c.get("/openapi.json").json();
+  const auto check = [&](const std::string& method, const std::string& pattern,
+                         const HttpReply& reply) {
+    SCOPED_TRACE(method + " " + pattern + " -> " + std::to_string(reply.status));
+    const auto& responses = doc["paths"][pattern][method]["responses"];
+    ASSERT_TRUE(responses.contains(std::to_string(reply.status))) << reply.body;
+    const auto& schema =
+        responses[std::to_string(reply.status)]["content"]["application/json"]["schema"];
+    EXPECT_EQ(schema_mismatch(reply.json(), schema), "") << reply.body;
+  };
+  check("get", "/healthz", c.get("/healthz"));
+  check(
+      "post", "/v1/machines",
+      c.post("/v1/machines", {{"name", "gpu-new"}, {"fingerprint", {{"cpu", "x"}}}}, server.token));
+  check("post", "/v1/import",
+        c.request("POST", "/v1/import?machine=gpu-a", kernel_tuner_cache("GPU A", 1.0),
+                  server.token));
+  check("get", "/v1/machines", c.get("/v1/machines"));
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "gpu-b"}}, server.token).status, 201);
+  const auto created =
+      c.post("/v1/studies", {{"kernel", "convolution"}, {"machine", "gpu-b"}, {"budget", 6}},
+             server.token);
+  check("post", "/v1/studies", created);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string base = "/v1/studies/" + created.json()["id"].dump();
+  const auto asked = c.post(base + "/suggestions", {{"n", 3}, {"client_id", "w"}}, server.token);
+  check("post", "/v1/studies/{id}/suggestions", asked);
+  const auto leases = asked.json()["suggestions"];
+  ASSERT_EQ(leases.size(), 3u) << asked.body;
+  const auto trial = [&](int i, const std::string& what) {
+    return "/v1/trials/" + leases[i]["trial_id"].dump() + what;
+  };
+  check("post", "/v1/trials/{id}/result",
+        c.post(trial(0, "/result"), {{"client_id", "w"}, {"value", 1.5}}, server.token));
+  check("post", "/v1/trials/{id}/result",
+        c.post(trial(1, "/result"), {{"client_id", "w"}, {"status", "failed"}}, server.token));
+  check("post", "/v1/trials/{id}/release",
+        c.post(trial(2, "/release"), {{"client_id", "w"}}, server.token));
+  check("post", "/v1/trials/{id}/release",  // 409: released already
+        c.post(trial(2, "/release"), {{"client_id", "w"}}, server.token));
+  check("get", "/v1/trials/{id}", c.get(trial(0, "")));
+  check("get", "/v1/trials/{id}", c.get(trial(2, "")));
+  check("post", "/v1/studies/{id}/measurements",
+        c.post(base + "/measurements",
+               {{"measurements",
+                 {{{"config", {{"block_size_x", 128}, {"block_size_y", 8}}}, {"value", 2.0}}}}},
+               server.token));
+  check("get", "/v1/studies/{id}/trials", c.get(base + "/trials"));
+  check("get", "/v1/studies/{id}", c.get(base));
+  check("get", "/v1/studies", c.get("/v1/studies"));
+  check("get", "/v1/best", c.get("/v1/best?kernel=convolution&machine=gpu-b"));    // measured
+  check("get", "/v1/best", c.get("/v1/best?kernel=convolution&machine=gpu-new"));  // predicted
+  check("post", "/v1/predict",
+        c.post("/v1/predict", {{"study_id", created.json()["id"]},
+                               {"configs", {{{"block_size_x", 64}, {"block_size_y", 2}}}}}));
+  check("get", "/v1/studies/{id}/export", c.get(base + "/export"));
+  // Errors too.
+  check("post", "/v1/studies", c.post("/v1/studies", {{"kernel", 3}}, server.token));
+  check("get", "/v1/trials/{id}", c.get("/v1/trials/999999"));
+}
+
 TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   TestServer server;
   auto c = server.client();
