@@ -5,12 +5,15 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <thread>
 
 #include "apps/cli.h"
+#include "apps/output_file.h"
 #include "apps/sweep.h"
 #include "core/error.h"
 #include "core/measurements.h"
@@ -51,6 +54,67 @@ struct RunResult {
   std::vector<std::map<std::string, double>> weights;
 };
 
+void print_notes(const std::string& file, const std::vector<std::string>& notes) {
+  for (const auto& note : notes) std::cout << "note: " << file << ": " << note << "\n";
+}
+
+// The best time among the configurations of a --space (the reference of the fractions: what a
+// perfect search of that space finds), after checking the space and the file overlap.
+double optimum_in_space(const ReplayEvaluator& target, const SearchSpace& space,
+                        const std::vector<Configuration>& candidates,
+                        const std::string& space_file) {
+  std::size_t present = 0;
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& c : candidates) {
+    // Throws for a parameter of the space that the target lacks (or the reverse).
+    const auto own = target.configuration_of(space.config_to_json(c));
+    if (!target.contains(own)) continue;
+    ++present;
+    if (const auto m = target.lookup(own); m.ok()) best = std::min(best, m.objective);
+  }
+  const std::string sizes = std::to_string(candidates.size()) + " configurations of " + space_file;
+  if (present == 0) {
+    throw InvalidInput("none of the " + sizes + " is in " + target.origin() +
+                       ": their values differ from the file's (e.g. " +
+                       space.config_to_json(candidates.front()).dump() + ")");
+  }
+  if (!std::isfinite(best)) {
+    throw InvalidInput("every one of the " + std::to_string(present) + " of the " + sizes +
+                       " that " + target.origin() + " holds failed: the space has no optimum");
+  }
+  if (present < candidates.size()) {
+    std::cout << "note: " << candidates.size() - present << " of the " << sizes << " are not in "
+              << target.origin() << "; they count as failed evaluations\n";
+  }
+  if (best > target.optimum()) {
+    std::cout << "note: the best time of " << target.origin() << " (" << target.optimum()
+              << ") is outside the space; fractions are of the space's best, " << best << "\n";
+  }
+  return best;
+}
+
+// A prior holding the target's own measurements (the same file, or the same run in another
+// format) would hand the search the answer.
+void refuse_prior_of_the_target(const ReplayEvaluator& target, const SearchSpace& space,
+                                bool space_differs, const Prior& prior, const std::string& file) {
+  std::size_t both = 0;
+  std::size_t identical = 0;
+  for (const auto& o : prior.observations) {
+    if (!o.result.ok()) continue;
+    const auto m = space_differs ? target.lookup_json(space.config_to_json(o.config))
+                                 : target.lookup(o.config);
+    if (!m.ok()) continue;
+    ++both;
+    identical += m.objective == o.result.objective ? 1 : 0;
+  }
+  if (both > 0 && identical * 10 >= both * 9) {
+    throw InvalidInput("--prior " + file + " holds the target's own measurements (" +
+                       std::to_string(identical) + " of the " + std::to_string(both) +
+                       " configurations both measured have the same time): a prior comes from "
+                       "another machine or input");
+  }
+}
+
 RunResult run_one(const ReplayEvaluator& target, const SearchSpace& space,
                   const std::vector<Configuration>& candidates, const std::vector<Prior>& priors,
                   const std::string& strategy, const nlohmann::json& strategy_options,
@@ -67,13 +131,13 @@ RunResult run_one(const ReplayEvaluator& target, const SearchSpace& space,
   RunTrace& trace = result.trace;
   while (trace.objectives.size() < budget) {
     auto batch = session.propose(1);
+    if (batch.empty()) break;  // every candidate measured: no proposal to time
     trace.suggest_ms.push_back(session.last_propose_ms());
     if (const auto d = session.diagnostics(); d.contains("rgpe_weights")) {
       std::map<std::string, double> w;
       for (const auto& [name, value] : d["rgpe_weights"].items()) w[name] = value.get<double>();
       result.weights.push_back(std::move(w));
     }
-    if (batch.empty()) break;
     const auto& config = batch.front();
     const Measurement m =
         space_differs ? target.lookup_json(space.config_to_json(config)) : target.lookup(config);
@@ -201,21 +265,36 @@ void add_benchmark_command(CLI::App& app) {
   cmd->callback([args] {
     install_interrupt_handler();
     const auto target = ReplayEvaluator::from_file(args->target);
+    print_notes(args->target, target.dataset().notes);
     const bool space_differs = !args->space_file.empty();
     const SearchSpace space = space_differs ? SearchSpace::load(args->space_file) : target.space();
     const std::vector<Configuration> candidates =
         space_differs ? space.valid_configurations() : target.configurations();
     if (candidates.empty()) throw InvalidInput("the search space has no valid configuration");
-    // A parameter of the space that the target lacks fails here, not in every seed.
-    if (space_differs) (void)target.lookup_json(space.config_to_json(candidates.front()));
+    const double optimum = space_differs
+                               ? optimum_in_space(target, space, candidates, args->space_file)
+                               : target.optimum();  // throws with no success
     const nlohmann::json strategy_options = parse_strategy_options(args->options, "--options");
+    if (strategy_options.contains("seed")) {
+      throw InvalidInput("--options: \"seed\" is set per run (runs 1 to " +
+                         std::to_string(args->seeds) + "); leave it out");
+    }
     std::vector<Prior> priors;
     for (const auto& file : args->priors) {
-      priors.push_back(load_prior(file, space));
+      std::vector<std::string> notes;
+      priors.push_back(load_prior(file, space, &notes));
+      refuse_prior_of_the_target(target, space, space_differs, priors.back(), file);
+      print_notes(file, notes);
       std::cout << "prior " << file << ": " << priors.back().source << ", "
                 << priors.back().ok_count() << " successful measurements\n";
     }
     std::vector<std::string> strategies = args->strategies;
+    for (std::size_t i = 0; i < strategies.size(); ++i) {
+      if (std::find(strategies.begin(), strategies.begin() + static_cast<std::ptrdiff_t>(i),
+                    strategies[i]) != strategies.begin() + static_cast<std::ptrdiff_t>(i)) {
+        throw InvalidInput("--strategy " + strategies[i] + " is given twice");
+      }
+    }
     if (strategies.empty()) {
       if (priors.empty()) {
         strategies.push_back("bo");
@@ -228,24 +307,22 @@ void add_benchmark_command(CLI::App& app) {
     }
     for (const auto& s : strategies) (void)make_strategy(s, strategy_options);  // fail fast
 
-    // Every output is opened before the run, so an unwritable path costs nothing.
+    // Every output is opened before the run, so an unwritable path costs nothing; each replaces
+    // its file only when the benchmark completes.
     const auto open_output = [](const std::string& path) {
-      std::ofstream out;
-      if (!path.empty()) {
-        out.open(path);
-        if (!out) throw IoError("cannot write " + path);
-      }
-      return out;
+      return path.empty() ? nullptr : std::make_unique<OutputFile>(path);
     };
-    std::ofstream trace_file = open_output(args->trace_out);
-    std::ofstream json_file = open_output(args->json_out);
-    std::ofstream svg_file = open_output(args->svg_out);
-    const double optimum = target.optimum();  // throws for a target with no success
+    const auto trace_file = open_output(args->trace_out);
+    const auto json_file = open_output(args->json_out);
+    const auto svg_file = open_output(args->svg_out);
     std::cout << "target " << args->target << ": " << candidates.size() << " candidates, optimum "
               << optimum << ", budget " << args->budget << ", " << args->seeds << " seeds\n";
-    if (args->budget > candidates.size()) {
+    // A run ends when it has measured every candidate: the report stops there too.
+    const std::size_t budget = std::min(args->budget, candidates.size());
+    if (budget < args->budget) {
       std::cout << "note: the budget is more than the " << candidates.size()
-                << " candidates; a run ends when it has measured them all\n";
+                << " candidates; runs end when they have measured them all, and so does the "
+                   "report\n";
     }
     std::cout << std::left << std::setw(12) << "strategy" << std::right << std::setw(8) << "f@1"
               << std::setw(18) << "evals to 0.90" << std::setw(18) << "0.95" << std::setw(18)
@@ -269,7 +346,7 @@ void add_benchmark_command(CLI::App& app) {
           }
           try {
             results[seed] = run_one(target, space, candidates, priors, strategy, strategy_options,
-                                    args->budget, seed + 1, space_differs);
+                                    budget, seed + 1, space_differs);
           } catch (...) {
             std::lock_guard lock(mutex);
             if (!failure) failure = std::current_exception();
@@ -281,30 +358,29 @@ void add_benchmark_command(CLI::App& app) {
       for (auto& t : threads) t.join();
       if (failure) std::rethrow_exception(failure);
       if (g_interrupted) throw Error("interrupted");
-      if (trace_file.is_open()) {
+      if (trace_file) {
         for (std::size_t seed = 0; seed < results.size(); ++seed) {
           nlohmann::json objectives = nlohmann::json::array();
           for (double v : results[seed].trace.objectives) {
             objectives.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
           }
-          trace_file << nlohmann::json{{"strategy", strategy},
-                                       {"seed", seed + 1},
-                                       {"configs", results[seed].configs},
-                                       {"objectives", std::move(objectives)}}
-                            .dump()
-                     << "\n";
+          trace_file->stream() << nlohmann::json{{"strategy", strategy},
+                                                 {"seed", seed + 1},
+                                                 {"configs", results[seed].configs},
+                                                 {"objectives", std::move(objectives)}}
+                                      .dump()
+                               << "\n";
         }
-        if (!trace_file) throw IoError("cannot write " + args->trace_out);
       }
       std::vector<RunTrace> runs;
       for (auto& r : results) runs.push_back(std::move(r.trace));
-      weights.push_back(weights_over_time(results, args->budget));
-      reports.push_back(
-          quality_report(strategy, args->target, target.optimum(), args->budget, runs, true));
+      weights.push_back(weights_over_time(results, budget));
+      reports.push_back(quality_report(strategy, args->target, optimum, budget, runs, true));
       print_report(reports.back());
       print_weights(strategy, weights.back());
     }
-    if (!args->json_out.empty()) {
+    if (trace_file) trace_file->commit();
+    if (json_file) {
       nlohmann::json j{{"target", args->target},
                        {"priors", args->priors},
                        {"strategies", nlohmann::json::array()}};
@@ -317,13 +393,12 @@ void add_benchmark_command(CLI::App& app) {
         if (!weights[i].is_null()) r["rgpe_weights"] = weights[i];
         j["strategies"].push_back(std::move(r));
       }
-      if (!(json_file << j.dump(2) << "\n")) throw IoError("cannot write " + args->json_out);
+      json_file->stream() << j.dump(2) << "\n";
+      json_file->commit();
     }
-    if (!args->svg_out.empty()) {
-      const std::string title = "fraction of optimum on " + args->target;
-      if (!(svg_file << quality_svg(reports, title))) {
-        throw IoError("cannot write " + args->svg_out);
-      }
+    if (svg_file) {
+      svg_file->stream() << quality_svg(reports, "fraction of optimum on " + args->target);
+      svg_file->commit();
     }
   });
 }

@@ -19,6 +19,7 @@
 #include "api/study_manager.h"
 #include "apps/cli.h"
 #include "apps/evaluators.h"
+#include "apps/output_file.h"
 #include "apps/sweep.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -610,38 +611,11 @@ void add_query_commands(CLI::App& app) {
                              "; write the export to another file");
         }
       }
-      std::error_code ec;
-      const auto kind = fs::status(args->output, ec).type();
-      if (kind == fs::file_type::directory) {
-        throw IoError("cannot write " + args->output + ": it is a directory");
+      OutputFile file(args->output);
+      if (!write_all(file.stream())) {
+        throw IoError("cannot write " + args->output + ": " + std::strerror(errno));
       }
-      if (kind != fs::file_type::not_found && kind != fs::file_type::regular) {
-        // A device or a pipe (/dev/stdout, a FIFO) is written as it is, never replaced.
-        std::ofstream device(args->output, std::ios::binary);
-        if (!device || !write_all(device)) {
-          throw IoError("cannot write " + args->output + ": " + std::strerror(errno));
-        }
-        return;
-      }
-      // A temporary file next to the real one (a symlink is followed, not replaced), renamed
-      // at the end: a failed export leaves no partial file, and an existing file stays whole.
-      fs::path target = fs::weakly_canonical(args->output, ec);
-      if (ec) target = args->output;
-      const std::string temporary = target.string() + ".tmp-" + std::to_string(::getpid());
-      std::ofstream file(temporary, std::ios::binary);
-      if (!file) throw IoError("cannot write " + args->output + ": " + std::strerror(errno));
-      try {
-        const bool written = write_all(file);
-        file.close();
-        if (!written || !file) {
-          throw IoError("cannot write " + args->output + ": " + std::strerror(errno));
-        }
-        fs::rename(temporary, target);
-      } catch (...) {
-        std::error_code ignored;
-        fs::remove(temporary, ignored);
-        throw;
-      }
+      file.commit();
     });
   }
   // --- import

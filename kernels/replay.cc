@@ -80,7 +80,7 @@ Measurement ReplayEvaluator::lookup(const Configuration& config) const {
   return Measurement::failure(TrialStatus::failed, "configuration not in " + origin_);
 }
 
-Measurement ReplayEvaluator::lookup_json(const nlohmann::json& named) const {
+Configuration ReplayEvaluator::configuration_of(const nlohmann::json& named) const {
   if (!named.is_object()) {
     throw InvalidInput("a configuration must be an object {\"name\": value}, got " +
                        std::string(named.type_name()));
@@ -100,7 +100,7 @@ Measurement ReplayEvaluator::lookup_json(const nlohmann::json& named) const {
     }
     config.push_back(value_from_json(*it));
   }
-  return lookup(config);
+  return config;
 }
 
 bool ReplayEvaluator::contains(const Configuration& config) const {

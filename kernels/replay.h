@@ -50,7 +50,12 @@ class ReplayEvaluator : public Evaluator {
   Measurement lookup(const Configuration& config) const;
   /// Same for a configuration given by parameter names {"MWG": 64, ...}; throws InvalidInput
   /// when a parameter of the file is missing or an unknown name is given.
-  Measurement lookup_json(const nlohmann::json& named) const;
+  Measurement lookup_json(const nlohmann::json& named) const {
+    return lookup(configuration_of(named));
+  }
+  /// A configuration given by parameter names as this file's values, in its parameters' order
+  /// (the same InvalidInput as lookup_json).
+  Configuration configuration_of(const nlohmann::json& named) const;
   /// Whether the file holds an entry (successful or failed) for `config`.
   bool contains(const Configuration& config) const;
 

@@ -61,8 +61,10 @@ Prior prior_from_dataset(const MeasuredDataset& dataset, const SearchSpace& spac
   return prior;
 }
 
-Prior load_prior(const std::string& path, const SearchSpace& space) {
+Prior load_prior(const std::string& path, const SearchSpace& space,
+                 std::vector<std::string>* notes) {
   const MeasuredDataset dataset = read_measurements(path);
+  if (notes) notes->insert(notes->end(), dataset.notes.begin(), dataset.notes.end());
   std::string source = dataset.device_name;
   if (source.empty()) source = std::filesystem::path(path).filename().string();
   Prior prior = prior_from_dataset(dataset, space, source);

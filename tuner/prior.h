@@ -37,8 +37,10 @@ struct Prior {
 Prior prior_from_dataset(const MeasuredDataset& dataset, const SearchSpace& space,
                          std::string source = {});
 /// read_measurements(path), then prior_from_dataset; the source is the device name, or the
-/// file name when the file names no device.
-Prior load_prior(const std::string& path, const SearchSpace& space);
+/// file name when the file names no device. The file's notes (read_measurements) are added to
+/// `notes` when given.
+Prior load_prior(const std::string& path, const SearchSpace& space,
+                 std::vector<std::string>* notes = nullptr);
 
 /// Task features from a task description: every number in it, nested keys joined by '_' and
 /// arrays indexed ({"problem_size": [4096, 2048]} -> {"problem_size_0": 4096,

@@ -272,7 +272,7 @@ std::string quality_svg(const std::vector<QualityReport>& reports, const std::st
 
   // Grid, ticks and tick labels.
   s += "<g stroke=\"#dddddd\" stroke-width=\"1\">\n";
-  const double x_step = tick_step(x_max);
+  const double x_step = std::max(1.0, tick_step(x_max));  // evaluations are whole
   // Tick positions as multiples of the step, counted in integers so no tick is lost to
   // accumulated rounding.
   const auto ticks = [](double max, double step) {

@@ -774,6 +774,63 @@ TEST_F(Cli, BenchmarkReplaysAMeasuredSpaceAgainstRandom) {
   EXPECT_NE(slurp(svg).find("<svg"), std::string::npos);
 }
 
+TEST_F(Cli, BenchmarkRefusesWhatWouldMisleadIt) {
+  const auto target = dir_.file("toy.json");
+  std::ofstream(target) << toy_cache("TestGPU", 1.0, 5);
+  const std::string bench = "benchmark --target " + target + " --budget 5 --seeds 1";
+  // The target's own measurements as a prior hand the search the answer.
+  auto r = run(bench + " --prior " + target + " --strategy prior-best");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("holds the target's own measurements (64 of the 64"), std::string::npos)
+      << r.err;
+  const auto other = dir_.file("other.json");
+  std::ofstream(other) << toy_cache("OtherGPU", 2.0, 4);
+  r = run(bench + " --prior " + other + " --strategy prior-best");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // A strategy twice, and a seed that every run would share.
+  r = run(bench + " --strategy bo --strategy bo");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--strategy bo is given twice"), std::string::npos) << r.err;
+  r = run(bench + R"( --options '{"seed": 3}')");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("\"seed\" is set per run"), std::string::npos) << r.err;
+
+  // A space whose values the file does not hold.
+  const auto disjoint = dir_.file("disjoint.json");
+  std::ofstream(disjoint) << R"({"parameters": [{"name": "a", "values": [10, 11]},
+                                                {"name": "b", "values": [0, 1]}]})";
+  r = run(bench + " --space " + disjoint);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("none of the 4 configurations of " + disjoint), std::string::npos) << r.err;
+  // A space around part of the file: fractions are of its own best, and what is missing fails.
+  const auto part = dir_.file("part.json");
+  std::ofstream(part) << R"({"parameters": [{"name": "a", "values": [0, 1, 9]},
+                                            {"name": "b", "values": [0, 1]}]})";
+  const auto report = dir_.file("part_report.json");
+  r = run(bench + " --space " + part + " --strategy exhaustive --json " + report);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 of the 6 configurations of " + part + " are not in"), std::string::npos)
+      << r.out;
+  // The file's best is (3, 5) = 1; the space's, (1, 1) = 1 + (1-3)^2 + (1-5)^2 = 21, which
+  // exhaustive search reaches.
+  EXPECT_NE(r.out.find("is outside the space; fractions are of the space's best, 21"),
+            std::string::npos)
+      << r.out;
+  const auto reached = nlohmann::json::parse(slurp(report))["strategies"][0]["evals_to"]["0.99"];
+  EXPECT_EQ(reached["never"], 0.0) << reached;
+
+  // A budget beyond the candidates: runs, and the report, stop when everything is measured.
+  const auto trace = dir_.file("trace.jsonl");
+  r = run("benchmark --target " + target + " --budget 1000 --seeds 1 --strategy exhaustive" +
+          " --trace " + trace + " --json " + report);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(slurp(trace));
+  std::string first;
+  std::getline(lines, first);
+  EXPECT_EQ(nlohmann::json::parse(first)["objectives"].size(), 64u);
+  EXPECT_EQ(nlohmann::json::parse(slurp(report))["strategies"][0]["budget"], 64) << slurp(report);
+}
+
 TEST_F(Cli, BadArgumentsNeverAbortNorLeaveAStudyBehind) {
   const auto space = dir_.file("space.json");
   std::ofstream(space)
