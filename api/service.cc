@@ -542,6 +542,11 @@ void Service::add_routes() {
          {"failed", {{"type", "integer"}, {"description", "of them, failed configurations"}}},
          {"format", kString},
          {"other_kernel_versions", kInteger},
+         {"already_stored",
+          {{"type", "integer"},
+           {"description",
+            "entries the study held already (the file extends an earlier import of this "
+            "input: only its new entries were added, counted in trials)"}}},
          {"notes", array_of(kString)}});
   }
   {
@@ -1097,6 +1102,7 @@ Response Service::import_file(Request& request) {
                          {"failed", result.failed},
                          {"format", dataset.format},
                          {"other_kernel_versions", result.other_kernel_versions},
+                         {"already_stored", result.already_stored},
                          {"notes", dataset.notes}},
                         201);
 }

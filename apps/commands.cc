@@ -652,6 +652,13 @@ void add_query_commands(CLI::App& app) {
                   << " other search space(s); measurements of different spaces are not priors "
                      "for one another (give --kernel to file this one under another name)\n";
       }
+      if (result.already_stored > 0) {
+        std::cout << "added " << result.trials << " new trials (" << result.failed << " failed) of "
+                  << result.kernel_name << " on " << result.machine_name << " to study "
+                  << result.study.value << ", which held the other " << result.already_stored
+                  << " with the same results\n";
+        return;
+      }
       std::cout << "imported " << result.trials << " trials (" << result.failed << " failed) of "
                 << result.kernel_name << " on " << result.machine_name << " as study "
                 << result.study.value << "\n";

@@ -23,7 +23,8 @@ IoError cannot_write(const std::string& path) {
 OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
   std::error_code ec;
   const auto kind = fs::status(path_, ec).type();
-  if (kind == fs::file_type::directory) throw IoError("cannot write " + path_ + ": it is a directory");
+  if (kind == fs::file_type::directory)
+    throw IoError("cannot write " + path_ + ": it is a directory");
   if (kind != fs::file_type::not_found && kind != fs::file_type::regular) {
     out_.open(path_, std::ios::binary);  // a device or a pipe: written as it is, never replaced
     if (!out_) throw cannot_write(path_);

@@ -11,6 +11,9 @@
 #include <cstdio>
 #include <ctime>
 #include <limits>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "core/error.h"
@@ -1216,6 +1219,12 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
   const std::string kernel_name =
       options.kernel_name.empty() ? dataset.kernel_name : options.kernel_name;
   const std::string what = "importing " + kernel_name + " measurements of " + machine_name;
+  if (kernel_name.empty() && machine_name.empty()) {
+    throw InvalidInput(
+        "the measurements name no kernel and no device (T4 files have neither); give both: "
+        "tunebase import --kernel NAME --machine NAME, or POST "
+        "/v1/import?kernel=NAME&machine=NAME");
+  }
   if (kernel_name.empty()) {
     throw InvalidInput(
         "the measurements name no kernel (T4 files have none); give one: "
@@ -1270,6 +1279,75 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
   result.kernel_name = kernel_name;
   result.task = impl_->upsert_task(kernel_name, dataset.task(), nlohmann::json::object()).id;
 
+  // What this machine's imports of the kernel hold already: the same measurements are not
+  // stored twice under any study name, and a file that extends an import of this input (the
+  // cache of a Kernel Tuner run that went on) adds its new entries to that study.
+  std::unordered_map<std::string, const Observation*> by_key;
+  for (const auto& entry : dataset.entries) by_key.emplace(dataset.space.key(entry.config), &entry);
+  struct Overlap {
+    std::size_t shared = 0;
+    std::size_t same = 0;
+    std::unordered_set<std::string> keys;
+  };
+  std::map<std::int64_t, Overlap> overlaps;
+  {
+    auto st = impl_->db.prepare(
+        "SELECT t.study_id, t.config_key, t.status, t.objective FROM trials t "
+        "JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
+        "WHERE s.strategy = 'import' AND k.name = ?1 AND s.machine_id = ?2",
+        what);
+    st.bind(1, kernel_name).bind(2, machine->id.value);
+    while (st.step()) {
+      auto& o = overlaps[st.column_int64(0)];
+      auto key = st.column_text(1);
+      if (const auto it = by_key.find(key); it != by_key.end()) {
+        ++o.shared;
+        const auto& r = it->second->result;
+        const bool ok = st.column_text(2) == "ok";
+        if (ok == r.ok() && (!ok || st.column_double(3) == r.objective)) ++o.same;
+      }
+      o.keys.insert(std::move(key));
+    }
+  }
+  for (const auto& [id, o] : overlaps) {
+    if (o.shared == 0 || o.same < o.shared) continue;
+    const auto earlier = impl_->find_study_where("WHERE s.id = ?1", id);
+    const std::string named = "study " + std::to_string(id) + " \"" + earlier->name + "\" (" +
+                              kernel_name + " on " + machine_name + ")";
+    if (o.shared == by_key.size()) {
+      throw Conflict("these measurements were imported before: " + named + " holds all " +
+                     std::to_string(o.shared) + " of them, with the same results");
+    }
+    if (earlier->task_id != result.task) continue;  // another input: a study of its own
+    if (!options.study_name.empty() && options.study_name != earlier->name) {
+      throw Conflict("the file extends " + named + ": the " + std::to_string(o.shared) +
+                     " measurements they share are the same; import it without a study name "
+                     "(or with \"" +
+                     earlier->name + "\") to add its " + std::to_string(by_key.size() - o.shared) +
+                     " new ones there");
+    }
+    result.study = earlier->id;
+    result.already_stored = o.shared;
+    auto insert = impl_->db.prepare(kInsertFinishedTrial, what);
+    const std::string now = now_text();
+    std::unordered_set<std::string> added;
+    for (const auto& entry : dataset.entries) {
+      auto key = dataset.space.key(entry.config);
+      if (o.keys.count(key) || !added.insert(key).second) continue;
+      insert_finished_trial(insert, impl_->db, result.study,
+                            dataset.space.config_to_json(entry.config), key, entry.result,
+                            options.client_id, now);
+      ++result.trials;
+      if (entry.result.status != TrialStatus::ok) ++result.failed;
+    }
+    impl_->db.prepare("UPDATE studies SET budget = coalesce(budget, 0) + ?1 WHERE id = ?2", what)
+        .bind(1, static_cast<std::int64_t>(result.trials))
+        .bind(2, id)
+        .run();
+    tx.commit();
+    return result;
+  }
+
   NewStudy study;
   study.name = options.study_name.empty() ? "import " + kernel_name + " on " + machine_name +
                                                 " (task " + std::to_string(result.task.value) + ")"
@@ -1295,8 +1373,9 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
     }
     throw Conflict("study \"" + study.name + "\" already exists: " +
                    (existing->kernel_id == result.kernel
-                        ? std::string("this dataset (the same kernel, space, device and "
-                                      "problem size) was imported before")
+                        ? std::string("a file of the same kernel, space, device and problem "
+                                      "size with other results (another run?) was imported "
+                                      "before")
                         : "a file of the same kernel, device and problem size but another "
                           "search space (tune_params) was imported before") +
                    again);

@@ -259,6 +259,10 @@ struct ImportResult {
   /// Versions (search spaces) of the kernel stored before that differ from this file's: their
   /// measurements and this file's are not priors for one another.
   std::size_t other_kernel_versions = 0;
+  /// When the file extends an earlier import of the same input (the same results for every
+  /// configuration both hold): how many of its entries that study held already. `study` is
+  /// that study, and `trials` counts only the new entries added to it.
+  std::size_t already_stored = 0;
 };
 
 struct TokenRecord {

@@ -992,13 +992,27 @@ TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("imported 2 trials (1 failed) of reduce on gpu"), std::string::npos)
       << r.out;
-  // Once more: under another study name, as the refusal says.
+  // Once more, under any name: the same measurements are not stored twice.
   r = run("import " + t4 + " --machine gpu --kernel reduce --db " + db());
   EXPECT_EQ(r.exit_code, 5) << r.err;  // a conflict
+  EXPECT_NE(r.err.find("these measurements were imported before"), std::string::npos) << r.err;
+  r = run("import " + t4 + " --machine gpu --kernel reduce --study again --db " + db());
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  // Another run of it (other times) is stored under a name of its own.
+  std::ofstream(t4) << R"({"schema_version": "1.0.0", "results": [
+      {"configuration": {"bs": 32}, "invalidity": "correct", "correctness": 1,
+       "measurements": [{"name": "time", "value": 2.7, "unit": "ms"}]},
+      {"configuration": {"bs": 64}, "invalidity": "compile", "correctness": 0}]})";
+  r = run("import " + t4 + " --machine gpu --kernel reduce --db " + db());
+  EXPECT_EQ(r.exit_code, 5) << r.err;
   EXPECT_NE(r.err.find("tunebase import --study NAME"), std::string::npos) << r.err;
   r = run("import " + t4 + " --machine gpu --kernel reduce --study again --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(trials("again").size(), 0u);
+  // A T4 file with neither name is told both at once.
+  r = run("import " + t4 + " --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("give both"), std::string::npos) << r.err;
 
   // A Kernel Tuner cache left open by an interrupted run is read as Kernel Tuner reads it, and
   // the import says so.

@@ -18,8 +18,9 @@ class OutputFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("tunebase_output_file_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("tunebase_output_file_" +
+            std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -68,7 +69,7 @@ TEST_F(OutputFileTest, ASymlinkIsFollowedNotReplaced) {
 }
 
 TEST_F(OutputFileTest, UnwritablePathsFailAtOnceAndDevicesAreWrittenDirectly) {
-  EXPECT_THROW(OutputFile(dir_.string()), IoError);                      // a directory
+  EXPECT_THROW(OutputFile(dir_.string()), IoError);                          // a directory
   EXPECT_THROW(OutputFile((dir_ / "absent" / "x.json").string()), IoError);  // no folder
   OutputFile null("/dev/null");
   null.stream() << "discarded";

@@ -103,7 +103,7 @@ TEST(Import, GeneratedCacheRoundTrips) {
   EXPECT_DOUBLE_EQ(top->result.objective, best);
 }
 
-TEST(Import, SecondImportIsAConflictUnlessRenamed) {
+TEST(Import, TheSameMeasurementsAreRefusedAndAReRunNeedsAName) {
   TempDir dir;
   const auto path = dir.file("t.db");
   Store store(path);
@@ -113,11 +113,16 @@ TEST(Import, SecondImportIsAConflictUnlessRenamed) {
   const auto before = testing::snapshot(path);
   try {
     store.import_dataset(data);
-    ADD_FAILURE() << "a second import under the same name must be refused";
+    ADD_FAILURE() << "a second import of the same measurements must be refused";
   } catch (const Conflict& e) {
-    EXPECT_THAT(e.what(), HasSubstr("this dataset (the same kernel, space, device and problem "
-                                    "size) was imported before"));
+    EXPECT_THAT(e.what(), HasSubstr("these measurements were imported before: study 1 \"import "
+                                    "convolution on Test GPU 1 (task 1)\" (convolution on Test "
+                                    "GPU 1) holds all 96 of them, with the same results"));
   }
+  // Under another study name too: that would store every measurement twice.
+  ImportOptions renamed;
+  renamed.study_name = "re-measured";
+  EXPECT_THROW(store.import_dataset(data, renamed), Conflict);
   // Another space under the same default name is not "this dataset".
   auto other_space = data;
   other_space.space = SearchSpace({ordinal("block_size_x", ints({16, 32, 64, 128, 256}))}, {});
@@ -144,9 +149,16 @@ TEST(Import, SecondImportIsAConflictUnlessRenamed) {
   }
   EXPECT_EQ(testing::snapshot(path), before);
 
-  ImportOptions renamed;
-  renamed.study_name = "re-measured";
-  const auto again = store.import_dataset(data, renamed);
+  // Another run on the same device (other times) needs a study name of its own.
+  const auto rerun = generated_dataset("Test GPU 1", 2);
+  try {
+    store.import_dataset(rerun);
+    ADD_FAILURE() << "a re-run under the default name must be refused";
+  } catch (const Conflict& e) {
+    EXPECT_THAT(e.what(), HasSubstr("with other results (another run?) was imported before"));
+  }
+  EXPECT_EQ(testing::snapshot(path), before);
+  const auto again = store.import_dataset(rerun, renamed);
   EXPECT_NE(again.study, first.study);
   EXPECT_EQ(again.machine, first.machine);
   EXPECT_EQ(again.kernel, first.kernel);
@@ -162,6 +174,39 @@ TEST(Import, SecondImportIsAConflictUnlessRenamed) {
   not_first.kernel_name = "convolution";
   not_first.exclude_machine = first.machine;
   EXPECT_EQ(store.prior_trials(not_first).size(), data.entries.size());
+}
+
+TEST(Import, ACacheThatGrewAddsItsNewEntriesToTheEarlierImport) {
+  TempDir dir;
+  Store store(dir.file("t.db"));
+  const auto full = generated_dataset("Test GPU 1", 1);
+  auto partial = full;  // a Kernel Tuner run imported while it was going
+  partial.entries.resize(50);
+  const auto first = store.import_dataset(partial);
+  EXPECT_EQ(first.trials, 50u);
+  EXPECT_EQ(first.already_stored, 0u);
+  // Under another study name, the shared measurements would be stored twice.
+  ImportOptions elsewhere;
+  elsewhere.study_name = "copy";
+  try {
+    store.import_dataset(full, elsewhere);
+    ADD_FAILURE() << "a grown cache under another name must be refused";
+  } catch (const Conflict& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the file extends study 1"));
+    EXPECT_THAT(e.what(), HasSubstr("to add its 46 new ones there"));
+  }
+  EXPECT_EQ(store.trials(first.study).size(), 50u);
+
+  const auto grown = store.import_dataset(full);
+  EXPECT_EQ(grown.study, first.study);
+  EXPECT_EQ(grown.already_stored, 50u);
+  EXPECT_EQ(grown.trials, full.entries.size() - 50);
+  EXPECT_EQ(store.trials(first.study).size(), full.entries.size());
+  EXPECT_EQ(store.get_study(first.study).budget, static_cast<std::int64_t>(full.entries.size()));
+  EXPECT_EQ(store.list_studies("convolution").size(), 1u);
+  // Nothing new the third time.
+  EXPECT_THROW(store.import_dataset(full), Conflict);
+  EXPECT_EQ(store.trials(first.study).size(), full.entries.size());
 }
 
 TEST(Import, AFileWithoutProblemSizeIsTheTaskItsReplayMeasures) {
