@@ -196,6 +196,7 @@ TEST(KernelTunerCache, PythonNanAndInfinityAreReadAsNull) {
   std::string nan_time = kKernelTunerCache;
   nan_time.replace(nan_time.find("\"time\": 1.5"), 11, "\"time\": NaN");
   EXPECT_THAT(parse_error(nan_time), HasSubstr("\"time\" must be a number"));
+  EXPECT_THAT(parse_error(nan_time), HasSubstr("got null (NaN and Infinity read as null)"));
 }
 
 TEST(KernelTunerCache, EntriesKeepTheFileOrder) {
