@@ -114,6 +114,15 @@ std::vector<Token> tokenize(std::string_view s) {
       }
     }
     if (!matched) {
+      if (static_cast<unsigned char>(c) >= 0x80) {
+        // A UTF-8 sequence: quoted whole, since only ASCII makes up names and operators.
+        std::size_t end = start + 1;
+        while (end < s.size() && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) ++end;
+        throw ParseError("unexpected character '" + std::string(s.substr(start, end - start)) +
+                             "' at position " + std::to_string(start) +
+                             ": names in constraints are ASCII letters, digits and _",
+                         start);
+      }
       throw ParseError(
           "unexpected character '" + std::string(1, c) + "' at position " + std::to_string(start),
           start);

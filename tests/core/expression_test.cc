@@ -64,6 +64,15 @@ TEST(Expression, SyntaxErrorsCarryPosition) {
   } catch (const ParseError& e) {
     EXPECT_EQ(e.position(), 2u);
   }
+  try {
+    Expression::parse("bloc_\u00fc != 'x'");  // a name beyond ASCII: the character whole
+    FAIL() << "no error";
+  } catch (const ParseError& e) {
+    EXPECT_NE(std::string(e.what()).find("unexpected character '\u00fc' at position 5: names in "
+                                         "constraints are ASCII letters, digits and _"),
+              std::string::npos)
+        << e.what();
+  }
   EXPECT_THROW(Expression::parse("a <"), ParseError);
   EXPECT_THROW(Expression::parse("foo(1)"), ParseError);
   EXPECT_THROW(Expression::parse("'abc"), ParseError);
