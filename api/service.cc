@@ -377,8 +377,10 @@ void Service::add_routes() {
     r.query = {{"status",
                 "string",
                 false,
-                "only trials with this status",
-                {"pending", "ok", "failed", "timeout", "invalid"}},
+                "only trials with this status, as the study's trial counts count them: "
+                "lease_ended are leases that ended with no result (their status reads "
+                "timeout), timeout are evaluations that timed out",
+                {"pending", "ok", "failed", "timeout", "invalid", "lease_ended"}},
                {"after", "integer", false, "only trials with a greater id (new since a poll)", {}}};
     r.response_schema =
         object_schema({{"study_id", kInteger}, {"trials", array_of(trial_schema())}});
@@ -822,7 +824,11 @@ Response Service::list_trials(Request& request) {
   const db::StudyId id{request.id_param("id")};
   db::TrialRange range;
   if (const auto status = request.query_value("status")) {
-    range.status = trial_status_from_string(*status);
+    if (*status == "lease_ended") {
+      range.lease_ended = true;
+    } else {
+      range.status = trial_status_from_string(*status);
+    }
   }
   if (request.query_value("after")) range.after = integer_query(request, "after");
   // NotFound before anything is sent.

@@ -465,11 +465,11 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
   } else if (time->is_string()) {
     obs.result = Measurement::failure(TrialStatus::failed, time->get<std::string>(), cost);
   } else {
-    throw InvalidInput(where +
-                       ": \"time\" must be a number (milliseconds) or a string naming the "
-                       "failure (e.g. \"RuntimeFailedConfig\"), got " +
-                       (time->is_null() ? std::string("null (NaN and Infinity read as null)")
-                                        : describe(*time)));
+    throw InvalidInput(
+        where +
+        ": \"time\" must be a number (milliseconds) or a string naming the "
+        "failure (e.g. \"RuntimeFailedConfig\"), got " +
+        (time->is_null() ? std::string("null (NaN and Infinity read as null)") : describe(*time)));
   }
   for (auto it = entry.begin(); it != entry.end(); ++it) {
     if (!reserved.count(it.key())) obs.result.metrics[it.key()] = it.value();

@@ -1030,7 +1030,10 @@ std::vector<TrialRecord> Store::trials(StudyId study, const TrialRange& range) c
   auto st =
       impl_->db.prepare(sql({"SELECT ", kTrialColumns,
                              " FROM trials t WHERE t.study_id = ?1 AND t.id > ?2 AND t.id <= ?3"
-                             " AND (?4 IS NULL OR t.status = ?4) ORDER BY t.id LIMIT ?5"}),
+                             " AND (?4 IS NULL OR (t.status = ?4 AND (t.status = 'pending' OR"
+                             " t.finished_at IS NOT NULL)))"
+                             " AND (?6 = 0 OR (t.status <> 'pending' AND t.finished_at IS NULL))"
+                             " ORDER BY t.id LIMIT ?5"}),
                         "reading the trials of study " + std::to_string(study.value));
   st.bind(1, study.value).bind(2, range.after).bind(3, range.up_to);
   if (range.status) st.bind(4, std::string(to_string(*range.status)));
@@ -1038,6 +1041,7 @@ std::vector<TrialRecord> Store::trials(StudyId study, const TrialRange& range) c
   st.bind(5, range.limit > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())
                  ? std::int64_t{-1}
                  : static_cast<std::int64_t>(range.limit));
+  st.bind(6, range.lease_ended ? 1 : 0);
   std::vector<TrialRecord> out;
   while (st.step()) out.push_back(read_trial(st, impl_->db));
   return out;

@@ -230,7 +230,11 @@ struct TrialCounts {
 struct TrialRange {
   std::int64_t after = 0;
   std::int64_t up_to = std::numeric_limits<std::int64_t>::max();
+  /// Only trials of this status, as TrialCounts counts them: a lease that ended with no
+  /// result (status timeout, no finished_at) is not a timeout of an evaluation.
   std::optional<TrialStatus> status;
+  /// Only leases that ended with no result (TrialCounts::lease_ended).
+  bool lease_ended = false;
   std::size_t limit = std::numeric_limits<std::size_t>::max();
 };
 

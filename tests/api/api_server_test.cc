@@ -185,6 +185,12 @@ TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedWhileUntaken)
   const auto expired = c.get("/v1/trials/" + std::to_string(first["trial_id"].get<int>())).json();
   EXPECT_EQ(expired["status"], "timeout");
   EXPECT_TRUE(expired["lease_expired"].get<bool>());
+  // Listed as the study's counts count it: an ended lease, not an evaluation that timed out.
+  const auto ended = c.get(base + "/trials?status=lease_ended").json()["trials"];
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0]["id"], first["trial_id"]);
+  EXPECT_TRUE(c.get(base + "/trials?status=timeout").json()["trials"].empty());
+  EXPECT_EQ(c.get(base).json()["trials"]["lease_ended"], 1);
 
   // Exhaustive search takes the lowest free configuration: the released one comes back.
   const auto again = lease("steady", 3600);
