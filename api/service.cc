@@ -386,6 +386,14 @@ void Service::add_routes() {
         object_schema({{"study_id", kInteger}, {"trials", array_of(trial_schema())}});
   }
   {
+    auto& r = route("POST", "/v1/studies/{id}/stop", "stopStudy",
+                    "Stop a study: suggestions answer done from now on; results of its live "
+                    "leases are still taken (409 for a completed study)",
+                    Access::write, bind(&Service::stop_study));
+    r.runs = Runs::writer;
+    r.response_schema = study_schema();
+  }
+  {
     auto& r = route("POST", "/v1/studies/{id}/suggestions", "suggest",
                     "Lease n configurations to a client as pending trials", Access::write,
                     bind(&Service::suggest));
@@ -865,6 +873,16 @@ Response Service::release_trial(Request& request) {
   const auto client_id = checked_name(r, "client_id", true);
   r.finish();
   return Response::json(trial_json(studies_.release(id, client_id)));
+}
+
+Response Service::stop_study(Request& request) {
+  const db::StudyId id{request.id_param("id")};
+  if (!request.body.empty()) {  // none needed: an empty object at most
+    const auto body = parse_json_body(request.body);
+    JsonReader(body).finish();
+  }
+  const auto stopped = studies_.stop(id);
+  return Response::json(study_json(reader(), stopped, false));
 }
 
 Response Service::suggest(Request& request) {

@@ -609,6 +609,23 @@ std::vector<db::TrialId> StudyManager::add_measurements(db::StudyId study,
   return outcome.trials;
 }
 
+db::StudyRecord StudyManager::stop(db::StudyId study) {
+  auto entry = load(study);
+  std::lock_guard session_lock(entry->session_mutex);
+  // The Store's status: the result that spent the budget completed the study there.
+  auto record = store_.get_study(study);
+  if (record.status == db::StudyStatus::completed) {
+    throw Conflict("study " + std::to_string(study.value) +
+                   " is completed (its budget is spent); there is nothing to stop");
+  }
+  if (record.status == db::StudyStatus::active) {
+    store_.set_study_status(study, db::StudyStatus::stopped);
+    record.status = db::StudyStatus::stopped;
+  }
+  entry->record.status = record.status;
+  return record;
+}
+
 std::shared_ptr<const SearchSpace> StudyManager::space(db::StudyId study) {
   return load(study)->space;
 }

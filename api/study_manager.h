@@ -89,6 +89,10 @@ class StudyManager {
   /// when its result or the end of its lease came in meanwhile). A result its client reports
   /// after all is a late result like any other (report_all).
   db::TrialRecord release(db::TrialId trial, const std::string& client_id);
+  /// Stops an active study: no more suggestions (they answer done, saying why); results of
+  /// its live leases are still taken. A stopped study stays stopped; Conflict for a completed
+  /// one.
+  db::StudyRecord stop(db::StudyId study);
 
   /// Results measured outside the service for one study: all of a batch or none.
   struct MeasurementBatch {

@@ -343,6 +343,32 @@ TEST(ApiServer, AStudyIsCompletedByTheResultThatSpendsItsBudget) {
   EXPECT_EQ(c.get(outside_base).json()["status"], "completed");
 }
 
+TEST(ApiServer, AStoppedStudySuggestsNothingButTakesTheResultsOfItsLeases) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 100);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto lease = lease_one(c, base, server.token, "w", 3600);
+  EXPECT_EQ(c.post(base + "/stop", nlohmann::json::object()).status, 401);  // a write
+  const auto stopped = c.post(base + "/stop", nlohmann::json::object(), server.token);
+  ASSERT_EQ(stopped.status, 200) << stopped.body;
+  EXPECT_EQ(stopped.json()["status"], "stopped");
+  const auto after = c.post(base + "/suggestions", {{"client_id", "w"}}, server.token).json();
+  EXPECT_TRUE(after["suggestions"].empty());
+  EXPECT_TRUE(after["done"].get<bool>());
+  EXPECT_THAT(after["reason"].get<std::string>(), HasSubstr("is stopped"));
+  tell(c, server.token, lease["trial_id"], "w", 1.0);
+  EXPECT_EQ(c.get(base).json()["trials"]["ok"], 1);
+  EXPECT_EQ(c.post(base + "/stop", nlohmann::json::object(), server.token).status, 200);
+  EXPECT_EQ(c.post(base + "/stop", {{"now", true}}, server.token).status, 400);
+  EXPECT_EQ(c.post("/v1/studies/999/stop", nlohmann::json::object(), server.token).status, 404);
+  // A study whose budget is spent has nothing to stop.
+  const auto done = create_demo_study(c, server.token, "random", 1, "test-machine", "one");
+  const std::string one = "/v1/studies/" + std::to_string(done);
+  tell(c, server.token, lease_one(c, one, server.token, "w", 3600)["trial_id"], "w", 1.0);
+  EXPECT_EQ(c.post(one + "/stop", nlohmann::json::object(), server.token).status, 409);
+}
+
 TEST(ApiServer, WritesNeedAValidTokenAndResultsTheirOwnClient) {
   TestServer server;
   auto c = server.client();
@@ -543,6 +569,7 @@ TEST(ApiServer, RepliesMatchTheSchemasTheServerPublishes) {
         c.post("/v1/predict", {{"study_id", created.json()["id"]},
                                {"configs", {{{"block_size_x", 64}, {"block_size_y", 2}}}}}));
   check("get", "/v1/studies/{id}/export", c.get(base + "/export"));
+  check("post", "/v1/studies/{id}/stop", c.post(base + "/stop", {}, server.token));
   // Errors too.
   check("post", "/v1/studies", c.post("/v1/studies", {{"kernel", 3}}, server.token));
   check("get", "/v1/trials/{id}", c.get("/v1/trials/999999"));
