@@ -774,6 +774,10 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
                        std::to_string(kSupportedMajor) + ".x.y");
   }
   const double scale = t4_time_scale(root, origin);
+  const auto meta_object = root.find("metadata");
+  const bool unit_declared =
+      meta_object != root.end() && meta_object->is_object() && meta_object->contains("timeunit");
+  bool unit_assumed = false;  // a time with no unit of its own, and none in the metadata
   // T4 has no standard place for these; accept them in metadata when a producer writes them.
   if (auto meta = root.find("metadata"); meta != root.end() && meta->is_object()) {
     device_name = optional_string(*meta, "device_name", origin + ": metadata");
@@ -869,6 +873,7 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
       }
       if (auto rt = times->find("runtimes"); rt != times->end()) {
         raw = durations(*rt, where + ": times \"runtimes\"", scale);
+        unit_assumed = unit_assumed || !unit_declared;
       }
       for (const char* cost_name : {"compile_time", "verification_time"}) {
         if (metrics.contains(cost_name)) cost_ms += metrics[cost_name].get<double>();
@@ -896,6 +901,11 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
           continue;
         }
         time_value = &m.at("value");
+        const auto own_unit = m.find("unit");
+        if (own_unit == m.end() || own_unit->is_null() ||
+            (own_unit->is_string() && own_unit->get_ref<const std::string&>().empty())) {
+          unit_assumed = unit_assumed || !unit_declared;
+        }
         if (auto unit = m.find("unit"); unit != m.end() && !unit->is_null()) {
           if (!unit->is_string()) {
             throw InvalidInput(where + ": the unit of the time measurement must be a string, got " +
@@ -976,7 +986,12 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
                          .problem_size = std::move(problem_size),
                          .space = std::move(space),
                          .entries = std::move(entries),
-                         .notes = {}};
+                         .notes = unit_assumed
+                                      ? std::vector<std::string>{"times name no unit (no metadata "
+                                                                 "\"timeunit\", none on the "
+                                                                 "measurements): read as "
+                                                                 "milliseconds"}
+                                      : std::vector<std::string>{}};
 }
 
 }  // namespace
@@ -1016,7 +1031,7 @@ MeasuredDataset parse_measurements(const std::string& bytes, const std::string& 
                          (kernel_tuner ? "\"cache\"" : "\"results\"") +
                          " is empty): nothing to import or replay");
     }
-    dataset.notes = std::move(notes);
+    dataset.notes.insert(dataset.notes.begin(), notes.begin(), notes.end());
     return dataset;
   }
   if (const auto format = root.find("format");

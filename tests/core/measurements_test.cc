@@ -267,6 +267,15 @@ TEST(T4Results, ATimeMeasurementsOwnUnitWins) {
   EXPECT_THAT(parse_error(file("furlongs")),
               HasSubstr("results[0]: the unit of the time measurement, \"furlongs\" is not a time "
                         "unit; allowed: seconds, milliseconds, microseconds, nanoseconds"));
+  EXPECT_TRUE(us.notes.empty());
+  // No unit anywhere: milliseconds, with a note.
+  const MeasuredDataset unnamed = parse_measurements(
+      R"({"schema_version": "1.0.0", "results": [{"configuration": {"bs": 32},
+          "invalidity": "correct", "measurements": [{"name": "time", "value": 2.5}]}]})",
+      "none.json");
+  EXPECT_DOUBLE_EQ(unnamed.entries[0].result.objective, 2.5);
+  ASSERT_EQ(unnamed.notes.size(), 1u);
+  EXPECT_THAT(unnamed.notes[0], HasSubstr("read as milliseconds"));
 }
 
 TEST(T4Results, AConfigurationIsMeasuredOnce) {
