@@ -1322,7 +1322,8 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
       throw Conflict("these measurements were imported before: " + named + " holds all " +
                      std::to_string(o.shared) + " of them, with the same results");
     }
-    if (earlier->task_id != result.task) continue;  // another input: a study of its own
+    // Another input or another search space: a study of its own.
+    if (earlier->task_id != result.task || earlier->kernel_id != result.kernel) continue;
     if (!options.study_name.empty() && options.study_name != earlier->name) {
       throw Conflict("the file extends " + named + ": the " + std::to_string(o.shared) +
                      " measurements they share are the same; import it without a study name "
