@@ -248,6 +248,38 @@ constexpr std::string_view kInsertFinishedTrial =
     "message, metrics, client_id, created_at, finished_at) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)";
 
+// How the trials of a machine's earlier imports of a kernel (by study) meet a file's entries
+// (by configuration key): how many configurations both hold, how many of those with the same
+// result, and every key each study holds.
+struct ImportOverlap {
+  std::size_t shared = 0;
+  std::size_t same = 0;
+  std::unordered_set<std::string> keys;
+};
+std::map<std::int64_t, ImportOverlap> import_overlaps(
+    Database& db, const std::string& kernel_name, MachineId machine,
+    const std::unordered_map<std::string, const Observation*>& by_key, const std::string& what) {
+  std::map<std::int64_t, ImportOverlap> out;
+  auto st = db.prepare(
+      "SELECT t.study_id, t.config_key, t.status, t.objective FROM trials t "
+      "JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
+      "WHERE s.strategy = 'import' AND k.name = ?1 AND s.machine_id = ?2",
+      what);
+  st.bind(1, kernel_name).bind(2, machine.value);
+  while (st.step()) {
+    auto& o = out[st.column_int64(0)];
+    auto key = st.column_text(1);
+    if (const auto it = by_key.find(key); it != by_key.end()) {
+      ++o.shared;
+      const auto& r = it->second->result;
+      const bool ok = st.column_text(2) == "ok";
+      if (ok == r.ok() && (!ok || st.column_double(3) == r.objective)) ++o.same;
+    }
+    o.keys.insert(std::move(key));
+  }
+  return out;
+}
+
 std::int64_t insert_finished_trial(Statement& insert, const Database& db, StudyId study,
                                    const nlohmann::json& config, std::string_view key,
                                    const Measurement& m, std::string_view client_id,
@@ -1288,32 +1320,7 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
   // cache of a Kernel Tuner run that went on) adds its new entries to that study.
   std::unordered_map<std::string, const Observation*> by_key;
   for (const auto& entry : dataset.entries) by_key.emplace(dataset.space.key(entry.config), &entry);
-  struct Overlap {
-    std::size_t shared = 0;
-    std::size_t same = 0;
-    std::unordered_set<std::string> keys;
-  };
-  std::map<std::int64_t, Overlap> overlaps;
-  {
-    auto st = impl_->db.prepare(
-        "SELECT t.study_id, t.config_key, t.status, t.objective FROM trials t "
-        "JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
-        "WHERE s.strategy = 'import' AND k.name = ?1 AND s.machine_id = ?2",
-        what);
-    st.bind(1, kernel_name).bind(2, machine->id.value);
-    while (st.step()) {
-      auto& o = overlaps[st.column_int64(0)];
-      auto key = st.column_text(1);
-      if (const auto it = by_key.find(key); it != by_key.end()) {
-        ++o.shared;
-        const auto& r = it->second->result;
-        const bool ok = st.column_text(2) == "ok";
-        if (ok == r.ok() && (!ok || st.column_double(3) == r.objective)) ++o.same;
-      }
-      o.keys.insert(std::move(key));
-    }
-  }
-  for (const auto& [id, o] : overlaps) {
+  for (const auto& [id, o] : import_overlaps(impl_->db, kernel_name, machine->id, by_key, what)) {
     if (o.shared == 0 || o.same < o.shared) continue;
     const auto earlier = impl_->find_study_where("WHERE s.id = ?1", id);
     const std::string named = "study " + std::to_string(id) + " \"" + earlier->name + "\" (" +
