@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <map>
@@ -233,6 +234,18 @@ std::string sweep_client_id() {
   return local.prefix + std::to_string(getpid()) + local.suffix;
 }
 
+// Whether process `pid` of this pid namespace has ended: none by that id (kill(pid, 0) fails
+// with ESRCH; EPERM: it runs as another user), or one that exited and waits for its parent to
+// read its status (a zombie: state Z in /proc/PID/stat, after the command name in parentheses).
+bool process_ended(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto name_end = line.rfind(')');
+  return name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] == 'Z';
+}
+
 std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study) {
   db::TrialRange pending;
   pending.status = TrialStatus::pending;
@@ -240,9 +253,8 @@ std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study) 
   std::size_t released = 0;
   for (const auto& t : store.trials(study, pending)) {
     const auto pid = local.pid_of(t.client_id);
-    // kill(pid, 0) fails with ESRCH only when no such process exists (EPERM: it runs as
-    // another user). A reused pid keeps the lease until it expires, as before.
-    if (!pid || kill(*pid, 0) == 0 || errno != ESRCH) continue;
+    // A reused pid keeps the lease until it expires, as before.
+    if (!pid || !process_ended(*pid)) continue;
     store.release_lease(t.id, "its sweep (process " + std::to_string(*pid) +
                                   " of this host) ended before it reported one");
     ++released;

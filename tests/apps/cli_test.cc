@@ -250,11 +250,13 @@ TEST_F(Cli, AResumedSweepTakesBackAtOnceTheLeaseOfASweepThatDied) {
   const auto sweep = [&](int budget) { return sweep_x4("died", "echo {x}", budget); };
   auto r = sweep(1);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // A process that has ended: the pid of a sweep killed with kill -9 mid-evaluation.
+  // A process that has ended: the pid of a sweep killed with kill -9 mid-evaluation, whose
+  // parent has not read its exit status yet (a zombie, which kill(pid, 0) still finds).
   const pid_t dead = fork();
   ASSERT_GE(dead, 0);
   if (dead == 0) _exit(0);
-  waitpid(dead, nullptr, 0);
+  siginfo_t exited{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(dead), &exited, WEXITED | WNOWAIT), 0);
   char host[256] = {};
   ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
   char ns[64] = {};
@@ -273,6 +275,7 @@ TEST_F(Cli, AResumedSweepTakesBackAtOnceTheLeaseOfASweepThatDied) {
   const auto& dead_key = keys[0];
   const auto& live_key = keys[1];
   r = sweep(4);
+  waitpid(dead, nullptr, 0);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("took back 1 lease of a sweep of this host"), std::string::npos) << r.err;
   db::Store store(db());
