@@ -386,6 +386,19 @@ void Service::add_routes() {
         object_schema({{"study_id", kInteger}, {"trials", array_of(trial_schema())}});
   }
   {
+    auto& r = route("GET", "/v1/studies/{id}/relevance", "parameterRelevance",
+                    "How much each parameter moves the objective, by the study's GP: shares of "
+                    "1 / lengthscale, most relevant first (empty until hyperparameters were "
+                    "fitted to the study's results)",
+                    Access::read, bind(&Service::relevance));
+    r.runs = Runs::compute;  // fits a model
+    r.response_schema = object_schema(
+        {{"study_id", kInteger},
+         {"parameters",
+          array_of(object_schema({{"name", kString}, {"share", kNumber}}, {"name", "share"}))}},
+        {"study_id", "parameters"});
+  }
+  {
     auto& r = route("POST", "/v1/studies/{id}/stop", "stopStudy",
                     "Stop a study: suggestions answer done from now on; results of its live "
                     "leases are still taken (409 for a completed study)",
@@ -873,6 +886,14 @@ Response Service::release_trial(Request& request) {
   const auto client_id = checked_name(r, "client_id", true);
   r.finish();
   return Response::json(trial_json(studies_.release(id, client_id)));
+}
+
+Response Service::relevance(Request& request) {
+  const db::StudyId id{request.id_param("id")};
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& r : studies_.relevance(id))
+    list.push_back({{"name", r.name}, {"share", r.share}});
+  return Response::json({{"study_id", id.value}, {"parameters", std::move(list)}});
 }
 
 Response Service::stop_study(Request& request) {

@@ -632,6 +632,24 @@ std::shared_ptr<const SearchSpace> StudyManager::space(db::StudyId study) {
 
 std::vector<Forecast> StudyManager::predict(db::StudyId study,
                                             const std::vector<Configuration>& configs) {
+  return with_model(study, [&](ModelBasedStrategy& model, const TuningState& state) {
+    return model.forecast(state, configs);
+  });
+}
+
+std::vector<ParameterRelevance> StudyManager::relevance(db::StudyId study) {
+  return with_model(study, [](ModelBasedStrategy& model, const TuningState& state) {
+    return model.relevance(state);
+  });
+}
+
+// The study's own session while it is active (its model as the study fitted it; with priors
+// it answers before any observation); else, or when the session has nothing to say yet, a bo
+// model on the study's finished trials (a random subset of the imported ones beyond
+// kMaxModelObservations). `use(model, state)` answers; a non-empty answer is returned.
+template <typename Use>
+auto StudyManager::with_model(db::StudyId study, Use use)
+    -> decltype(use(std::declval<ModelBasedStrategy&>(), std::declval<const TuningState&>())) {
   auto entry = load(study);
   std::lock_guard session_lock(entry->session_mutex);
   sync_with_store(*entry);
@@ -639,10 +657,11 @@ std::vector<Forecast> StudyManager::predict(db::StudyId study,
   if (entry->record.status == db::StudyStatus::active) {
     ensure_session(*entry);
     take_in_events(*entry);
-    // The study's own model: with priors it forecasts before any observation (zero-shot).
-    if (auto forecasts = entry->session->forecast(configs); !forecasts.empty()) {
-      save_fitted_models(store_);
-      return forecasts;
+    if (auto* model = entry->session->model()) {
+      if (auto answer = use(*model, entry->session->state()); !answer.empty()) {
+        save_fitted_models(store_);
+        return answer;
+      }
     }
     observations = entry->session->observations();
   } else {
@@ -670,7 +689,7 @@ std::vector<Forecast> StudyManager::predict(db::StudyId study,
   state.space = entry->space.get();
   state.observations = std::move(observations);
   state.minimize = entry->record.direction == db::Direction::minimize;
-  return model->forecast(state, configs);
+  return use(*model, state);
 }
 
 std::optional<PredictedBest> StudyManager::predict_best(const std::string& kernel,

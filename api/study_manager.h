@@ -123,6 +123,9 @@ class StudyManager {
   /// Forecasts of the objective of `configs` from a GP fitted on the study's results. Empty
   /// when the study has too few results for a model.
   std::vector<Forecast> predict(db::StudyId study, const std::vector<Configuration>& configs);
+  /// How much each parameter moves the objective, by the same model (most relevant first);
+  /// empty when the study has too few results for fitted hyperparameters.
+  std::vector<ParameterRelevance> relevance(db::StudyId study);
 
   /// The best configuration of `kernel` predicted for `machine` (and `task`) by the transfer
   /// model on what other machines and tasks measured (api::predict_best); the fitted prior
@@ -142,6 +145,9 @@ class StudyManager {
 
  private:
   struct Entry;
+  template <typename Use>
+  auto with_model(db::StudyId study, Use use)
+      -> decltype(use(std::declval<ModelBasedStrategy&>(), std::declval<const TuningState&>()));
   std::shared_ptr<Entry> load(db::StudyId study);
   std::shared_ptr<Entry> find_loaded(db::StudyId study) const;
   void sync_with_store(Entry& entry);

@@ -472,6 +472,18 @@ void add_query_commands(CLI::App& app) {
         std::cout << "\n";
       }
       std::cout << trials.size() << " trials; * marks a new best\n";
+      // What the search learnt: how much each parameter moves the objective.
+      api::StudyManager studies(store);
+      if (const auto relevance = studies.relevance(study.id); !relevance.empty()) {
+        std::cout << "influence: ";
+        for (std::size_t i = 0; i < relevance.size(); ++i) {
+          const double percent = 100.0 * relevance[i].share;
+          std::cout << (i ? ", " : "") << relevance[i].name << " "
+                    << (percent < 0.5 ? std::string("<1") : std::to_string(std::lround(percent)))
+                    << "%";
+        }
+        std::cout << " (the study's GP: shares of 1 / lengthscale)\n";
+      }
     });
   }
   // --- predict

@@ -384,6 +384,36 @@ class BayesianOptimization final : public ModelBasedStrategy {
     return out;
   }
 
+  std::vector<ParameterRelevance> relevance(const TuningState& state) override {
+    if (state.ok_count() < kMinObservationsForModel) return {};
+    prepare_transfer(state);
+    Rng rng(seed_ ^ state.observations.size());
+    update_model(state, rng);
+    if (fitted_at_ == 0 || !hyperparameters_) return {};
+    const auto& lengthscales = hyperparameters_->covariance.lengthscales;
+    std::vector<ParameterRelevance> out;
+    double total = 0.0;
+    std::size_t column = 0;  // of the full encoding
+    std::size_t k = 0;       // of the active columns, which lengthscales follow
+    for (const auto& p : state.space->parameters()) {
+      const std::size_t width = p.kind == ParamKind::categorical ? p.values.size() : 1;
+      double shortest = std::numeric_limits<double>::infinity();
+      for (std::size_t end = column + width; column < end; ++column) {
+        if (k < active_.size() && active_[k] == column && k < lengthscales.size()) {
+          shortest = std::min(shortest, lengthscales[k++]);
+        }
+      }
+      if (!std::isfinite(shortest) || !(shortest > 0.0)) continue;  // one value: not tuned
+      total += 1.0 / shortest;
+      out.push_back({p.name, 1.0 / shortest});
+    }
+    if (!(total > 0.0)) return {};
+    for (auto& r : out) r.share /= total;
+    std::stable_sort(out.begin(), out.end(),
+                     [](const auto& a, const auto& b) { return a.share > b.share; });
+    return out;
+  }
+
  private:
   // ---- encoding
 

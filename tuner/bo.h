@@ -24,6 +24,15 @@ struct Forecast {
   bool from_priors = false;
 };
 
+/// How much a parameter moves the objective, by the study's model: the inverse of its ARD
+/// lengthscale (the shortest of a categorical's one-hot columns), as a share of all tuned
+/// parameters' (as Ax reports feature importances); a parameter with one value is left out.
+/// Inputs are scaled to [0, 1], so shares compare.
+struct ParameterRelevance {
+  std::string name;
+  double share = 0.0;
+};
+
 /// How a model-based strategy uses priors.
 enum class TransferMode {
   none,     ///< plain `bo`: priors are ignored
@@ -56,6 +65,9 @@ class ModelBasedStrategy : public SearchStrategy {
   /// strategy) this works with no observation at all: the forecasts are then from_priors.
   virtual std::vector<Forecast> forecast(const TuningState& state,
                                          const std::vector<Configuration>& configs) = 0;
+  /// Every parameter's relevance, most relevant first; empty until the model's
+  /// hyperparameters were fitted to the state's own observations.
+  virtual std::vector<ParameterRelevance> relevance(const TuningState& state) = 0;
 };
 
 }  // namespace tunebase

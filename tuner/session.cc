@@ -134,9 +134,13 @@ std::optional<Observation> Session::best() const {
 }
 
 std::vector<Forecast> Session::forecast(const std::vector<Configuration>& configs) {
-  auto* model = dynamic_cast<ModelBasedStrategy*>(strategy_.get());
-  if (!model) return {};
-  return model->forecast(state_, configs);
+  auto* strategy = model();
+  return strategy ? strategy->forecast(state_, configs) : std::vector<Forecast>{};
+}
+
+std::vector<ParameterRelevance> Session::relevance() {
+  auto* strategy = model();
+  return strategy ? strategy->relevance(state_) : std::vector<ParameterRelevance>{};
 }
 
 bool Session::exhausted() const {

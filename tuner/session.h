@@ -81,6 +81,12 @@ class Session {
   /// data). With priors and a transfer strategy this works before any observation: the
   /// forecasts are then marked from_priors (zero-shot).
   std::vector<Forecast> forecast(const std::vector<Configuration>& configs);
+  /// The model's relevance of each parameter (ModelBasedStrategy::relevance); empty when the
+  /// strategy carries no model or has too little data.
+  std::vector<ParameterRelevance> relevance();
+  /// The strategy's model (null for strategies without one) and the state it is fitted to.
+  ModelBasedStrategy* model() { return dynamic_cast<ModelBasedStrategy*>(strategy_.get()); }
+  const TuningState& state() const { return state_; }
   const std::vector<Prior>& priors() const { return priors_; }
 
  private:

@@ -108,6 +108,15 @@ TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
   ASSERT_EQ(exported.status, 200);
   EXPECT_EQ(exported.json()["trials"].size(), static_cast<std::size_t>(kBudget));
 
+  // What it learnt of the parameters: every tuned one, shares summing to 1.
+  const auto relevance = c.get(base + "/relevance");
+  ASSERT_EQ(relevance.status, 200) << relevance.body;
+  const auto parameters = relevance.json()["parameters"];
+  ASSERT_EQ(parameters.size(), 3u) << relevance.body;
+  double shares = 0.0;
+  for (const auto& p : parameters) shares += p["share"].get<double>();
+  EXPECT_NEAR(shares, 1.0, 1e-9) << relevance.body;
+
   // The model of a finished study predicts; its prediction of a measured point is close.
   const auto& measured = trials[0];
   const auto predicted =
@@ -569,6 +578,7 @@ TEST(ApiServer, RepliesMatchTheSchemasTheServerPublishes) {
         c.post("/v1/predict", {{"study_id", created.json()["id"]},
                                {"configs", {{{"block_size_x", 64}, {"block_size_y", 2}}}}}));
   check("get", "/v1/studies/{id}/export", c.get(base + "/export"));
+  check("get", "/v1/studies/{id}/relevance", c.get(base + "/relevance"));
   check("post", "/v1/studies/{id}/stop", c.post(base + "/stop", {}, server.token));
   // Errors too.
   check("post", "/v1/studies", c.post("/v1/studies", {{"kernel", 3}}, server.token));

@@ -748,6 +748,23 @@ TEST_F(Cli, OtherMachinesMeasurementsPredictAndGuideANewMachine) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["source"], "measured");
 }
 
+TEST_F(Cli, TrialsSayWhichParametersMattered) {
+  // The toy's time grows with (a - 3)^2 and (b - 5)^2 alike; the sweep's GP sees both.
+  const auto gpu = dir_.file("toy.json");
+  std::ofstream(gpu) << toy_cache("GPU-A", 1.0, 5);
+  auto r = run("sweep --kernel replay --replay " + gpu +
+               " --budget 20 --no-progress --study toy --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("trials --study toy --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto at = r.out.find("influence: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const auto line = r.out.substr(at, r.out.find('\n', at) - at);
+  EXPECT_NE(line.find("a "), std::string::npos) << line;
+  EXPECT_NE(line.find("b "), std::string::npos) << line;
+  EXPECT_NE(line.find("(the study's GP: shares of 1 / lengthscale)"), std::string::npos) << line;
+}
+
 TEST_F(Cli, BenchmarkReplaysAMeasuredSpaceAgainstRandom) {
   const auto target = dir_.file("toy.json");
   std::ofstream(target) << toy_cache("TestGPU", 1.0, 5);

@@ -263,6 +263,41 @@ TEST(Strategies, ForecastsStayFiniteForObjectivesNearTheLargestDouble) {
   }
 }
 
+TEST(Strategies, RelevanceRanksTheParametersTheObjectiveDependsOn) {
+  // Steep in a, gentle in b, flat in c and d; e has one value (nothing to tune).
+  const auto space = SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
+      {"name": "c", "type": "integer", "low": 0, "high": 9},
+      {"name": "b", "type": "integer", "low": 0, "high": 9},
+      {"name": "d", "type": "categorical", "values": ["x", "y", "z"]},
+      {"name": "a", "type": "integer", "low": 0, "high": 9},
+      {"name": "e", "values": [4]}]})"));
+  SessionOptions opts;
+  opts.strategy = "random";  // observations spread over the space
+  opts.seed = 3;
+  Session sampler(space, opts);
+  opts.strategy = "bo";
+  Session session(space, opts);
+  EXPECT_TRUE(session.relevance().empty());  // no model yet
+  for (int i = 0; i < 40; ++i) {
+    const auto c = sampler.propose(1).at(0);
+    const double a = as_double(c[3]);
+    const double b = as_double(c[1]);
+    const auto m = Measurement::success(std::exp(0.5 * (a - 4.5) * (a - 4.5) / 4.0 + 0.05 * b));
+    sampler.observe(c, m);
+    session.observe(c, m);
+  }
+  const auto relevance = session.relevance();
+  ASSERT_EQ(relevance.size(), 4u);  // e left out
+  EXPECT_EQ(relevance[0].name, "a");
+  EXPECT_EQ(relevance[1].name, "b");
+  double total = 0.0;
+  for (const auto& r : relevance) total += r.share;
+  EXPECT_NEAR(total, 1.0, 1e-9);
+  EXPECT_GT(relevance[0].share, 0.5);
+  // Plain strategies carry no model.
+  EXPECT_TRUE(sampler.relevance().empty());
+}
+
 TEST(Strategies, BoConditionsOnABoundedSubsetOfManyObservations) {
   // 400 measurements (as if added from outside), a model of at most 60 of them: the best half
   // and a sample of the rest, extended by new results between refits.
