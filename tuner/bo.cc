@@ -641,6 +641,11 @@ class BayesianOptimization final : public ModelBasedStrategy {
     return combine(target, parts);
   }
 
+  // How much source s counts in zero-shot values: its RGPE weight, else all alike.
+  double source_weight(std::size_t s) const {
+    return mode_ == TransferMode::rgpe && s < weights_.size() ? weights_[s] : 1.0;
+  }
+
   // Model units -> log units of the objective (for forecasts).
   double to_log_units(double z) const {
     if (!target_.sorted_g.empty()) {
@@ -650,7 +655,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     double g = 0.0;
     double total = 0.0;
     for (std::size_t s = 0; s < source_sorted_.size(); ++s) {
-      const double w = mode_ == TransferMode::rgpe && s < weights_.size() ? weights_[s] : 1.0;
+      const double w = source_weight(s);
       g += w * inverse_copula(source_sorted_[s], z);
       total += w;
     }
@@ -668,7 +673,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     std::vector<double> w;
     for (std::size_t s = 0; s < source_sorted_.size(); ++s) {
       g.push_back(inverse_copula(source_sorted_[s], z));
-      w.push_back(mode_ == TransferMode::rgpe && s < weights_.size() ? weights_[s] : 1.0);
+      w.push_back(source_weight(s));
     }
     double total = 0.0;
     double total_sq = 0.0;
