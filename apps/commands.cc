@@ -562,6 +562,29 @@ void add_query_commands(CLI::App& app) {
       }
     });
   }
+  // --- stop
+  {
+    struct Args {
+      std::string study, db = kDefaultDb;
+    };
+    auto args = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand(
+        "stop", "Stop a study: no more suggestions, results of live leases still taken "
+                "(as POST /v1/studies/{id}/stop)");
+    cmd->add_option("--study", args->study, "Study name or id")->required();
+    cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
+    cmd->callback([args] {
+      db::Store store(args->db);
+      const auto study = resolve_study(store, args->study);
+      // Through the manager, as the server does: a server on the same file reads the new
+      // status before its next suggestion.
+      api::StudyManager studies(store);
+      const bool was_active = study.status == db::StudyStatus::active;
+      const auto stopped = studies.stop(study.id);
+      std::cout << "study " << stopped.name << " (id " << stopped.id.value << ") "
+                << (was_active ? "stopped" : "was already stopped") << "\n";
+    });
+  }
   // --- machines
   {
     auto db_path = std::make_shared<std::string>(kDefaultDb);

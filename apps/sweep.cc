@@ -446,8 +446,12 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
                                            : std::string()));
   };
 
-  // A study resumed with a larger budget is active again until it is spent.
-  if (study.status == db::StudyStatus::completed && session.observations().size() < budget) {
+  // A study resumed with budget left (a larger one, or a stopped study's) is active again
+  // until it is spent.
+  if (study.status != db::StudyStatus::active && session.observations().size() < budget) {
+    if (study.status == db::StudyStatus::stopped) {
+      std::cerr << "note: study '" << study.name << "' was stopped; this sweep resumes it\n";
+    }
     store.set_study_status(study.id, db::StudyStatus::active);
   }
   // The default configuration first: the baseline every tuned result is compared with.

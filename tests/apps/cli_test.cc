@@ -222,6 +222,37 @@ TEST_F(Cli, AResumedSweepKeepsTheStudysBudgetAndLeavesItActiveForOtherClientsLea
   EXPECT_EQ(store.find_study("b5")->status, db::StudyStatus::active);
 }
 
+TEST_F(Cli, StopEndsAnActiveStudyAndASweepResumesIt) {
+  auto r = sweep_s1("random", 4, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // A completed study has nothing to stop.
+  r = run("stop --study s1 --db " + db());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("is completed (its budget is spent)"), std::string::npos) << r.err;
+  r = run("stop --study nosuch --db " + db());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no study named 'nosuch'"), std::string::npos) << r.err;
+  // A worker's lease keeps it active; stop ends it, and says so once.
+  lease_unmeasured("s1", 816 - 4, {{"worker", 3600}});
+  {
+    db::Store store(db());
+    store.set_study_status(store.find_study("s1")->id, db::StudyStatus::active);
+  }
+  r = run("stop --study s1 --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("study s1 (id 1) stopped"), std::string::npos) << r.out;
+  r = run("stop --study 1 --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("was already stopped"), std::string::npos) << r.out;
+  EXPECT_EQ(db::Store(db()).find_study("s1")->status, db::StudyStatus::stopped);
+  EXPECT_EQ(trials("s1").size(), 5u) << "stop lost or added a trial";
+  // A sweep with budget left takes a stopped study up again.
+  r = sweep_s1("random", 7, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("was stopped; this sweep resumes it"), std::string::npos) << r.err;
+  EXPECT_EQ(trials("s1").size(), 7u);
+}
+
 TEST_F(Cli, AResumedSweepTakesBackLeasesThatEnded) {
   const auto sweep = [&](int budget) { return sweep_x4("leases", "sleep 0.4; echo {x}", budget); };
   auto r = sweep(1);
