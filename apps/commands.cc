@@ -568,9 +568,10 @@ void add_query_commands(CLI::App& app) {
       std::string study, db = kDefaultDb;
     };
     auto args = std::make_shared<Args>();
-    auto* cmd = app.add_subcommand(
-        "stop", "Stop a study: no more suggestions, results of live leases still taken "
-                "(as POST /v1/studies/{id}/stop)");
+    auto* cmd =
+        app.add_subcommand("stop",
+                           "Stop a study: no more suggestions, results of live leases still taken "
+                           "(as POST /v1/studies/{id}/stop)");
     cmd->add_option("--study", args->study, "Study name or id")->required();
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->callback([args] {

@@ -334,6 +334,11 @@ std::string quality_svg(const std::vector<QualityReport>& reports, const std::st
     }
     s += "<path d=\"" + line + "\" fill=\"none\" stroke=\"" + colour +
          "\" stroke-width=\"2\"><title>" + xml_escape(r.strategy) + "</title></path>\n";
+    // One evaluation has no line to draw: its median is a dot.
+    if (r.curve.size() == 1) {
+      s += "<circle cx=\"" + fmt(sx(1.0)) + "\" cy=\"" + fmt(sy(r.curve[0].median)) +
+           "\" r=\"4\" fill=\"" + colour + "\"/>\n";
+    }
   }
 
   // Legend.

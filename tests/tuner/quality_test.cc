@@ -18,6 +18,7 @@ namespace tunebase {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kTol = 1e-12;
@@ -211,6 +212,16 @@ TEST(QualitySvg, WellFormedWithOnePathPerStrategy) {
   EXPECT_TRUE(has_text("5"));            // the last x tick
   EXPECT_THAT(svg, HasSubstr("#1f77b4"));
   EXPECT_THAT(svg, HasSubstr("#ff7f0e"));
+  EXPECT_THAT(svg, Not(HasSubstr("<circle")));
+}
+
+TEST(QualitySvg, OneEvaluationIsADot) {
+  const std::string svg =
+      quality_svg({quality_report("random", "toy", 10.0, 1, four_seeds())}, "t");
+  boost::property_tree::ptree tree;
+  std::istringstream in(svg);
+  ASSERT_NO_THROW(boost::property_tree::read_xml(in, tree)) << svg;
+  EXPECT_THAT(svg, HasSubstr("<circle"));
 }
 
 }  // namespace
