@@ -23,6 +23,26 @@ nlohmann::json machine_json(const db::MachineRecord& m) {
           {"created_at", m.created_at}};
 }
 
+nlohmann::json trial_json(const db::TrialRecord& t) {
+  nlohmann::json j{{"id", t.id.value},
+                   {"study_id", t.study_id.value},
+                   {"config", t.config},
+                   {"status", std::string(to_string(t.result.status))},
+                   {"value", t.result.ok() ? nlohmann::json(t.result.objective) : nlohmann::json()},
+                   {"raw", t.result.raw},
+                   {"cost_seconds", t.result.cost_seconds},
+                   {"message", t.result.message},
+                   {"metrics", t.result.metrics},
+                   {"client_id", t.client_id},
+                   {"created_at", t.created_at}};
+  j["lease_expires_at"] =
+      t.lease_expires_at ? nlohmann::json(*t.lease_expires_at) : nlohmann::json();
+  j["started_at"] = t.started_at ? nlohmann::json(*t.started_at) : nlohmann::json();
+  j["finished_at"] = t.finished_at ? nlohmann::json(*t.finished_at) : nlohmann::json();
+  j["lease_expired"] = t.lease_expired();
+  return j;
+}
+
 nlohmann::json forecast_json(const nlohmann::json& config, const Forecast& f) {
   return {{"config", config}, {"mean", f.mean}, {"lower", f.lower},
           {"upper", f.upper}, {"std", f.std},   {"probability_feasible", f.probability_feasible}};

@@ -18,6 +18,9 @@ nlohmann::json unit_json(const db::StudyRecord& study);
 
 nlohmann::json machine_json(const db::MachineRecord& machine);
 nlohmann::json counts_json(const db::TrialCounts& counts);
+/// A trial, every field always present (null when not set): GET /v1/trials/{id} and
+/// tunebase trials --json.
+nlohmann::json trial_json(const db::TrialRecord& t);
 /// One entry of POST /v1/predict's "predictions" (and tunebase predict --json).
 nlohmann::json forecast_json(const nlohmann::json& config, const Forecast& f);
 /// A study with its trial counts; with its space and task description when `with_space`.

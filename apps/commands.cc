@@ -181,21 +181,6 @@ void print_sweep_summary(const SweepSummary& s) {
   }
 }
 
-nlohmann::json trial_json(const db::TrialRecord& t) {
-  nlohmann::json j{{"id", t.id.value},
-                   {"config", t.config},
-                   {"status", std::string(to_string(t.result.status))},
-                   {"cost_seconds", t.result.cost_seconds},
-                   {"client_id", t.client_id},
-                   {"created_at", t.created_at},
-                   {"lease_expired", t.lease_expired()}};
-  j["finished_at"] = t.finished_at ? nlohmann::json(*t.finished_at) : nlohmann::json();
-  j["objective"] = t.result.ok() ? nlohmann::json(t.result.objective) : nlohmann::json();
-  if (!t.result.message.empty()) j["message"] = t.result.message;
-  if (!t.result.metrics.empty()) j["metrics"] = t.result.metrics;
-  return j;
-}
-
 void print_predicted_best(const std::string& kernel, const std::string& machine,
                           const api::PredictedBest& p, bool json) {
   if (json) {
@@ -439,15 +424,15 @@ void add_query_commands(CLI::App& app) {
     auto* cmd = app.add_subcommand("trials", "History of a study, trial by trial");
     cmd->add_option("--study", args->study, "Study name or id")->required();
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
-    cmd->add_flag("--json", args->json, "Print JSON");
+    cmd->add_flag("--json", args->json, "Print JSON: the trials as GET /v1/studies/{id}/trials");
     cmd->callback([args] {
       db::Store store(args->db, {.read_only = true});
       const auto study = resolve_study(store, args->study);
       const auto trials = store.trials(study.id);
       if (args->json) {
         nlohmann::json j = nlohmann::json::array();
-        for (const auto& t : trials) j.push_back(trial_json(t));
-        std::cout << j.dump(2) << "\n";
+        for (const auto& t : trials) j.push_back(api::trial_json(t));
+        std::cout << nlohmann::json{{"study_id", study.id.value}, {"trials", j}}.dump(2) << "\n";
         return;
       }
       std::cout << "study " << study.name << ": " << study.kernel_name << " on "

@@ -50,7 +50,7 @@ class Cli : public ::testing::Test {
   nlohmann::json trials(const std::string& study) {
     auto r = run("trials --study '" + study + "' --json --db " + db());
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    return nlohmann::json::parse(r.out);
+    return nlohmann::json::parse(r.out).at("trials");
   }
   /// Sweeps study `study` of `cmd` over x in 0..3 (exhaustively, in order) with `budget`.
   CliRun sweep_x4(const std::string& study, const std::string& cmd, int budget,
@@ -107,6 +107,10 @@ TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
   std::set<std::string> configs;
   for (const auto& t : all) configs.insert(t["config"].dump());
   EXPECT_EQ(configs.size(), 9u) << "a resumed sweep repeated a configuration";
+  // Trials as the API writes them (GET /v1/trials/{id}): the result is "value".
+  EXPECT_TRUE(all[0].at("value").is_number()) << all[0].dump();
+  EXPECT_EQ(all[0].at("study_id"), 1) << all[0].dump();
+  EXPECT_TRUE(all[0].contains("lease_expires_at")) << all[0].dump();
   r = run("best --kernel spmv --json --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["source"], "measured");
