@@ -179,7 +179,20 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
                                           std::optional<db::MachineId> machine,
                                           std::optional<db::TaskId> task, db::Direction direction,
                                           const std::string& objective) {
-  const auto kernel = store.find_kernel(kernel_name);
+  // An input is measured under the kernel version its studies used (a kernel's space may
+  // depend on its input: PETSc offers cg and icc only for symmetric matrices); without one,
+  // the latest version.
+  std::string version;
+  if (task) {
+    std::int64_t latest = 0;
+    for (const auto& study : store.list_studies(kernel_name)) {
+      if (study.task_id == *task && study.id.value > latest) {
+        latest = study.id.value;
+        version = study.kernel_version;
+      }
+    }
+  }
+  const auto kernel = store.find_kernel(kernel_name, version);
   if (!kernel) return std::nullopt;
   const auto space = SearchSpace::from_json(kernel->space);
   db::PriorQuery query;
@@ -188,9 +201,9 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   query.objective = objective;
   query.direction = direction;
   nlohmann::json target_features = nlohmann::json::object();
+  if (task) target_features = task_features_of(store.get_task(*task));
   if (machine && task) {
     query.exclude_target = std::make_pair(*machine, *task);
-    target_features = task_features_of(store.get_task(*task));
   } else if (machine) {
     query.exclude_machine = *machine;
   }
@@ -243,8 +256,10 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   // space too large to enumerate).
   // Priors of this input: their consensus. Priors of other inputs: the model, whose inputs
   // include the task features, ranks what they ran successfully.
-  const bool same_input = priors_share_the_input(priors, target_features);
-  const Consensus consensus = same_input ? consensus_best(priors, space, 1, allowed) : Consensus{};
+  // The sources that measured this very input speak for it, whatever other inputs say.
+  const auto this_input = priors_of_the_input(priors, target_features);
+  const Consensus consensus =
+      this_input.empty() ? Consensus{} : consensus_best(this_input, space, 1, allowed);
   const bool chosen = !consensus.best.empty();
   const bool minimize = direction == db::Direction::minimize;
   std::vector<Configuration> candidates;

@@ -86,10 +86,11 @@ struct PredictedBest {
 nlohmann::json predicted_best_json(const std::string& kernel, const std::string& machine,
                                    const PredictedBest& p);
 
-/// The best configuration of `kernel_name` (its latest version) predicted for `machine` (null:
-/// a machine the store does not know) and `task` (null: any input) by the transfer model
-/// (`bo-transfer`) on every other machine's and task's measurements: zero-shot. None when the
-/// kernel is unknown or nothing usable was measured elsewhere. When the sources measured
+/// The best configuration of `kernel_name` predicted for `machine` (null: a machine the store
+/// does not know) and `task` (null: any input) by the transfer model (`bo-transfer`) on every
+/// other machine's and task's measurements: zero-shot. The kernel version is the one the
+/// task's latest study used (the latest version without a task or study). None when the
+/// kernel is unknown or nothing usable was measured elsewhere. When some sources measured
 /// this input, the configuration is their consensus (consensus_best), not failed on the
 /// target already, and the model forecasts its objective. Sources of other inputs: the lowest
 /// (or highest) predicted objective among the configurations they ran successfully that are

@@ -247,6 +247,7 @@ void add_sweep_command(CLI::App& app) {
                           "changes it)")
           ->check(CLI::Range(std::size_t{1}, kMaxBudget));
   cmd->add_option("--seed", args->sweep.seed, "Random seed (runs are reproducible)")
+      ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()))
       ->capture_default_str();
   cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
   cmd->add_option("--study", args->sweep.study_name, "Study name; an existing study is resumed");
@@ -371,7 +372,8 @@ void add_query_commands(CLI::App& app) {
               (other_way ? " in studies that " + std::string(db::to_string(direction)) +
                                " (its studies here " + std::string(db::to_string(other)) + ": " +
                                (args->maximize ? "leave out" : "add") + " --maximize)"
-                         : ", and no other machine measured it either") +
+                         : ", and too few successful measurements of it on other machines to "
+                           "predict from") +
               " (" + args->db + "; tunebase studies lists what is there)");
         }
         print_predicted_best(args->kernel, machine_name, *predicted, args->json);

@@ -206,6 +206,10 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
 }
 
 std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
+  // A mistyped kernel is named as such, before what its options would be.
+  if (std::find(kKernels.begin(), kKernels.end(), spec.kernel) == kKernels.end()) {
+    throw InvalidInput("unknown kernel '" + spec.kernel + "'; known kernels: " + known_kernels());
+  }
   reject_unused_options(spec);
   if (spec.kernel == "spmv") {
     SpmvOptions options;

@@ -306,6 +306,22 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   if (options.transfer) {
     for (const auto& file : options.prior_files) priors.push_back(load_prior(file, space));
   }
+  // Measurements transfer within one space; say why others' were not used.
+  if (options.transfer && priors.empty()) {
+    std::size_t other_spaces = 0;
+    for (const auto& s : store.list_studies(kernel.name)) {
+      // A study of this machine and input is never a prior, whatever its space.
+      const bool here = s.machine_id == machine.id && s.task_id == task.id;
+      other_spaces += !here && s.kernel_version != kernel.version;
+    }
+    if (other_spaces > 0) {
+      std::cerr << "note: no priors: the " << other_spaces << " other "
+                << (other_spaces == 1 ? "study" : "studies") << " of " << kernel.name
+                << " searched another space (other parameters or values: for another kind of "
+                   "input, or from an edited space file), and measurements transfer only "
+                   "within one space\n";
+    }
+  }
   const std::string strategy =
       options.strategy.empty() ? default_strategy(!priors.empty()) : options.strategy;
   // An unknown name or option fails before a study is stored.

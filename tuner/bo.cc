@@ -263,17 +263,16 @@ class BayesianOptimization final : public ModelBasedStrategy {
       take_listed(prior_best_list_);
       if (out.size() > before) diagnostics_["phase"] = "prior best";
     }
-    // The first proposals of a transfer study on the priors' own input: what they agree ran
-    // best (consensus_best), not the model's lowest mean, which is an optimistic interpolation
-    // between the sources' subsampled points (convolution_hub A4000 from A6000: 0.28 of the
-    // optimum, where the consensus gives 0.99).
+    // The first proposals of a transfer study whose input priors measured too: what those
+    // priors agree ran best (consensus_best), not the model's lowest mean, which is an
+    // optimistic interpolation between the sources' subsampled points (convolution_hub A4000
+    // from A6000: 0.28 of the optimum, where the consensus gives 0.99).
     if (out.size() < n && consensus_first_ > 0 && state.has_priors() &&
-        state.taken.size() < consensus_first_ &&
-        priors_share_the_input(*state.priors, state.task_features)) {
+        state.taken.size() < consensus_first_) {
       if (consensus_list_.empty()) {
-        const auto consensus =
-            consensus_best(*state.priors, *state.space, consensus_first_,
-                           [&](const Configuration& c) { return state.is_candidate(c); });
+        const auto consensus = consensus_best(
+            priors_of_the_input(*state.priors, state.task_features), *state.space, consensus_first_,
+            [&](const Configuration& c) { return state.is_candidate(c); });
         for (const auto& e : consensus.best) consensus_list_.push_back(e.config);
       }
       const std::size_t before = out.size();

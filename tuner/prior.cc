@@ -185,6 +185,21 @@ bool priors_share_the_input(const std::vector<Prior>& priors,
   return same;
 }
 
+std::vector<Prior> priors_of_the_input(const std::vector<Prior>& priors,
+                                       const nlohmann::json& study_features) {
+  const bool described = study_features.is_object() &&
+                         std::any_of(study_features.begin(), study_features.end(),
+                                     [](const nlohmann::json& v) { return v.is_number(); });
+  if (!described) {
+    return priors_share_the_input(priors, study_features) ? priors : std::vector<Prior>{};
+  }
+  std::vector<Prior> out;
+  for (const auto& p : priors) {
+    if (priors_share_the_input({p}, study_features)) out.push_back(p);
+  }
+  return out;
+}
+
 std::string default_strategy(bool has_priors) { return has_priors ? "bo-transfer" : "bo"; }
 
 }  // namespace tunebase

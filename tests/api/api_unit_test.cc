@@ -11,6 +11,7 @@
 #include "api/priors.h"
 #include "api/router.h"
 #include "api/service.h"
+#include "core/machine.h"
 #include "core/measurements.h"
 #include "db/store.h"
 #include "tests/support/shared_data.h"
@@ -278,6 +279,81 @@ TEST(PredictedBest, IsAConfigurationOtherMachinesRanWell) {
   const auto j = predicted_best_json("stencil", "gpu-new", *p);
   EXPECT_EQ(j["based_on"]["chosen_from"], "measurements");
   EXPECT_EQ(j["unit"], "ms");
+}
+
+TEST(PredictedBest, AnInputIsAnsweredInItsOwnSpaceByThoseWhoMeasuredIt) {
+  // A solver whose space depends on its input (cg only for symmetric matrices): two kernel
+  // versions. Machine m1 measured a symmetric and an unsymmetric matrix, m2 another
+  // unsymmetric one. A new machine asking for an input is answered in that input's version,
+  // by the consensus of the sources that measured that very input, not by a model's pick
+  // across inputs (which proposed what failed on it).
+  tunebase::testing::TempDir dir;
+  db::Store store(dir.file("t.db"));
+  const auto space_of = [](std::vector<Value> ksps) {
+    return SearchSpace({categorical("ksp", std::move(ksps)), integer_range("x", 1, 4)}, {});
+  };
+  const auto symmetric = space_of({Value{"cg"}, Value{"gmres"}, Value{"minres"}});
+  const auto general = space_of({Value{"gmres"}, Value{"bicg"}});
+  const auto sym_kernel = store.upsert_kernel("solver", symmetric);
+  const auto gen_kernel = store.upsert_kernel("solver", general);
+  ASSERT_NE(sym_kernel.version, gen_kernel.version);
+  const auto task = [&](const std::string& matrix, double rows, double sym) {
+    return store.upsert_task("solver", {{"matrix", matrix}}, {{"rows", rows}, {"symmetric", sym}});
+  };
+  const auto spd = task("spd", 100, 1);
+  const auto west = task("west", 479, 0);
+  const auto big = task("big", 90000, 0);
+  int studies = 0;
+  // Studies in this order: the general version is the latest when "spd" is asked about.
+  const auto measure = [&](const std::string& machine, const db::KernelRecord& kernel,
+                           const SearchSpace& space, const db::TaskRecord& input,
+                           const std::function<Measurement(const Configuration&)>& f) {
+    MachineInfo info;
+    info.name = machine;
+    refresh_fingerprint_hash(info);
+    db::NewStudy s;
+    s.name = "s" + std::to_string(++studies);
+    s.kernel = kernel.id;
+    s.machine = store.upsert_machine(info).id;
+    s.task = input.id;
+    const auto study = store.create_study(s);
+    for (const auto& c : space.valid_configurations()) {
+      store.add_trial(study.id, space.config_to_json(c), space.key(c), f(c));
+    }
+  };
+  const auto ksp = [](const Configuration& c) { return std::get<std::string>(c[0]); };
+  const auto x = [](const Configuration& c) { return std::get<std::int64_t>(c[1]); };
+  measure("m1", sym_kernel, symmetric, spd, [&](const Configuration& c) {
+    return Measurement::success((ksp(c) == "cg" ? 1.0 : 3.0) + 0.1 * std::abs(x(c) - 2.0));
+  });
+  // On "west" only bicg with x = 3 runs; elsewhere gmres at x = 1 is fastest.
+  measure("m1", gen_kernel, general, west, [&](const Configuration& c) {
+    return ksp(c) == "bicg" && x(c) == 3
+               ? Measurement::success(5.0)
+               : Measurement::failure(TrialStatus::failed, "DIVERGED_PC_FAILED");
+  });
+  measure("m2", gen_kernel, general, big, [&](const Configuration& c) {
+    return Measurement::success((ksp(c) == "gmres" ? 1.0 : 9.0) + 0.5 * (x(c) - 1.0));
+  });
+
+  const auto ask = [&](std::optional<db::TaskId> input) {
+    return predict_best(store, "solver", std::nullopt, input, db::Direction::minimize, "time");
+  };
+  const auto on_spd = ask(spd.id);
+  ASSERT_TRUE(on_spd.has_value());
+  EXPECT_EQ(on_spd->kernel_version, sym_kernel.version);
+  EXPECT_EQ(on_spd->config, (nlohmann::json{{"ksp", "cg"}, {"x", 2}}));
+  const auto on_west = ask(west.id);
+  ASSERT_TRUE(on_west.has_value());
+  EXPECT_EQ(on_west->kernel_version, gen_kernel.version);
+  EXPECT_EQ(on_west->config, (nlohmann::json{{"ksp", "bicg"}, {"x", 3}}));
+  EXPECT_TRUE(on_west->from_measurements);
+  EXPECT_EQ(on_west->sources, 1u);
+  // Without an input: the latest version, every input's measurements.
+  const auto any = ask(std::nullopt);
+  ASSERT_TRUE(any.has_value());
+  EXPECT_EQ(any->kernel_version, gen_kernel.version);
+  EXPECT_EQ(any->inputs, 2u);
 }
 
 }  // namespace

@@ -381,6 +381,29 @@ TEST_F(Cli, ASweepWhoseEvaluationsAllFailSaysWhyAndFails) {
   EXPECT_EQ(trials("broken").size(), 3u);  // stored all the same: a failed evaluation is data
 }
 
+TEST_F(Cli, ASweepSaysWhyMeasurementsOfAnotherSpaceAreNoPriors) {
+  auto r = sweep_x4("four", "echo {x}", 4);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("no priors"), std::string::npos) << r.err;
+  const auto sweep_to = [&](int high, const std::string& cmd, const std::string& study) {
+    const auto space = dir_.file("x" + std::to_string(high) + ".json");
+    std::ofstream(space) << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": )"
+                         << high << "}]}";
+    return run("sweep --kernel command --space " + space + " --cmd '" + cmd +
+               "' --budget 2 --no-progress --study " + study + " --db " + db());
+  };
+  // The same program (input) on this machine: never a prior, whatever its space.
+  r = sweep_to(5, "echo {x}", "six");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("no priors"), std::string::npos) << r.err;
+  // Another program: both were priors but for their spaces.
+  r = sweep_to(4, "echo {x}; true", "other");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("no priors: the 2 other studies of command searched another space"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(Cli, ASweepTakesStrategyOptionsAndAResumedStudyKeepsItsOwn) {
   auto r = sweep_x4("opts", "echo {x}", 2);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -549,6 +572,14 @@ TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--budget"), std::string::npos) << r.err;
   EXPECT_EQ(run("sweep --help").exit_code, 0);
+  // Not read as 2^64 - 1.
+  r = run("sweep --kernel spmv --seed -1 --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--seed"), std::string::npos) << r.err;
+  // A mistyped kernel is named as such, not as one that does not read --matrix.
+  r = run("sweep --kernel petscc --matrix m.mtx --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown kernel 'petscc'"), std::string::npos) << r.err;
 
   const auto space = dir_.file("bad_space.json");
   std::ofstream(space)
