@@ -151,6 +151,7 @@ void print_sweep_summary(const SweepSummary& s) {
     return;
   }
   std::cout << "best:       " << s.best_config.dump() << "\n";
+  if (!s.best_options.empty()) std::cout << "options:    " << s.best_options << "\n";
   std::cout << "objective:  " << format_objective(s.best->result.objective, s.unit)
             << throughput(s.best->result.metrics) << "\n";
   if (const auto spread = relative_spread(s.best->result.raw)) {
@@ -181,8 +182,16 @@ void print_sweep_summary(const SweepSummary& s) {
   }
 }
 
+// kernel_options_text of a stored configuration, in the space of the kernel version it is of.
+std::string options_text(const db::Store& store, const std::string& kernel,
+                         const std::string& version, const nlohmann::json& config) {
+  const auto record = store.find_kernel(kernel, version);
+  return record ? kernel_options_text(kernel, SearchSpace::from_json(record->space), config)
+                : std::string();
+}
+
 void print_predicted_best(const std::string& kernel, const std::string& machine,
-                          const api::PredictedBest& p, bool json) {
+                          const api::PredictedBest& p, const std::string& options, bool json) {
   if (json) {
     std::cout << api::predicted_best_json(kernel, machine, p).dump(2) << "\n";
     return;
@@ -197,14 +206,15 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
                                     " configurations failed here and were left out, none ran"
                               : std::string("; nothing measured here yet"))
             << ")\nconfig:    " << p.config.dump();
+  if (!options.empty()) std::cout << "\noptions:   " << options;
   if (p.from_measurements) {
     std::cout << "\nchosen:    ran on " << p.sources_that_ran_it << " of " << p.sources
               << " other machines and inputs; on average in their best " << std::setprecision(2)
               << std::max(100.0 * p.mean_quantile, 0.01) << "%";
   }
-  std::cout << "\nobjective: " << std::setprecision(4) << p.forecast.mean
-            << (p.unit.empty() ? "" : " " + p.unit) << " (68% interval " << p.forecast.lower
-            << " .. " << p.forecast.upper
+  std::cout << "\nobjective: " << format_objective(p.forecast.mean, p.unit) << " (68% interval "
+            << format_objective(p.forecast.lower, p.unit) << " .. "
+            << format_objective(p.forecast.upper, p.unit)
             << (p.machines > 1
                     ? ", from the other machines' measurements and how much they differ)\n"
                     : ", on the scale of the other machine's measurements)\n");
@@ -376,7 +386,10 @@ void add_query_commands(CLI::App& app) {
                            "predict from") +
               " (" + args->db + "; tunebase studies lists what is there)");
         }
-        print_predicted_best(args->kernel, machine_name, *predicted, args->json);
+        print_predicted_best(
+            args->kernel, machine_name, *predicted,
+            options_text(store, args->kernel, predicted->kernel_version, predicted->config),
+            args->json);
         return;
       }
       const auto study = store.get_study(best->study_id);
@@ -398,8 +411,10 @@ void add_query_commands(CLI::App& app) {
       std::cout << "kernel:    " << args->kernel << "\nmachine:   " << machine_name
                 << "\nsource:    measured (study " << study.name << ", trial " << best->id.value
                 << ")\ninput:     " << task_text(store, study.task_id)
-                << "\nconfig:    " << best->config.dump()
-                << "\nobjective: " << objective_text(study, best->result.objective) << "\n";
+                << "\nconfig:    " << best->config.dump();
+      const auto options = options_text(store, args->kernel, study.kernel_version, best->config);
+      if (!options.empty()) std::cout << "\noptions:   " << options;
+      std::cout << "\nobjective: " << objective_text(study, best->result.objective) << "\n";
       if (!task) {
         // Times of different inputs do not compare: say when others were measured here.
         std::set<std::int64_t> tasks;

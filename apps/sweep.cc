@@ -19,6 +19,7 @@
 #include "apps/evaluators.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "kernels/petsc_solver.h"
 #include "tuner/session.h"
 
 namespace tunebase::cli {
@@ -200,6 +201,20 @@ std::string format_objective(double value, const std::string& unit) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", value);
   return unit.empty() ? std::string(buf) : buf + (" " + unit);
+}
+
+std::string kernel_options_text(const std::string& kernel, const SearchSpace& space,
+                                const nlohmann::json& config) {
+  if (kernel != "petsc") return {};
+  std::string out;
+  try {
+    for (const auto& [name, value] : petsc_options(space, space.config_from_json(config))) {
+      out += (out.empty() ? "" : " ") + name + (value.empty() ? "" : " " + value);
+    }
+  } catch (const InvalidInput&) {
+    return {};  // a space edited since: the parameters say it all
+  }
+  return out;
 }
 
 std::string format_seconds(double s) {
@@ -542,7 +557,10 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   summary.total = static_cast<std::size_t>(store.budget_used(study.id) - counts.pending);
   summary.failed = summary.total - static_cast<std::size_t>(counts.ok);
   summary.best = session.best();
-  if (summary.best) summary.best_config = space.config_to_json(summary.best->config);
+  if (summary.best) {
+    summary.best_config = space.config_to_json(summary.best->config);
+    summary.best_options = kernel_options_text(kernel.name, space, summary.best_config);
+  }
   return summary;
 }
 

@@ -56,7 +56,8 @@ struct SweepSummary {
   std::optional<Observation> best;
   std::optional<Observation> default_result;
   nlohmann::json best_config;
-  std::string unit = "s";  ///< of the objective
+  std::string best_options;  ///< kernel_options_text of best_config
+  std::string unit = "s";    ///< of the objective
   bool minimize = true;
 
   /// How many times better the best is than the default configuration (default / best when
@@ -96,5 +97,10 @@ nlohmann::json parse_strategy_options(const std::string& text, const std::string
 std::string format_seconds(double s);
 /// A value in `unit` ("s", "ms", or anything else, printed as a plain number) for people.
 std::string format_objective(double value, const std::string& unit);
+/// What a configuration of `kernel` means on the kernel's own command line, when that says
+/// more than the parameters: PETSc's options ("-ksp_type gmres -pc_type icc ..."); empty for
+/// other kernels, or a configuration not valid in `space`.
+std::string kernel_options_text(const std::string& kernel, const SearchSpace& space,
+                                const nlohmann::json& config);
 
 }  // namespace tunebase::cli

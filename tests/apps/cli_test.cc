@@ -988,9 +988,16 @@ TEST_F(Cli, ListingsShowTheMatrixOfATaskOfManyFeatures) {
           "--no-progress --db " +
           db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The default configuration, as the PETSc options a user would write.
+  EXPECT_NE(r.out.find("options:    -ksp_type gmres -ksp_gmres_restart 30 -pc_type bjacobi"),
+            std::string::npos)
+      << r.out;
   r = run("studies --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find(R"({"matrix":"poisson2d_n6",)"), std::string::npos) << r.out;
+  r = run("best --kernel petsc --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("options:   -ksp_type gmres"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, HelpSaysWhatTheTimeoutAndTheRegexApplyTo) {
