@@ -134,10 +134,36 @@ std::optional<db::StudyRecord> find_study(db::Store& store, const SweepOptions& 
   auto existing = store.find_study(options.study_name);
   if (existing && (existing->kernel_id != kernel.id || existing->machine_id != machine.id ||
                    existing->task_id != task.id)) {
+    // Say which differs: a PETSc study resumed on another matrix is another input.
+    std::vector<std::string> differs;
+    if (existing->kernel_name != kernel.name) {
+      differs.push_back("kernel " + existing->kernel_name + ", not " + kernel.name);
+    } else if (existing->kernel_id != kernel.id) {
+      differs.push_back("another search space");
+    }
+    if (existing->machine_id != machine.id) {
+      differs.push_back("machine " + existing->machine_name + ", not " + machine.name);
+    }
+    if (existing->task_id != task.id) {
+      // A matrix by its name; another input by the start of its description.
+      const auto input = [](const nlohmann::json& description) {
+        if (description.contains("matrix") && description["matrix"].is_string()) {
+          return "matrix " + description["matrix"].get<std::string>();
+        }
+        constexpr std::size_t kShown = 60;
+        auto text = description.dump();
+        return text.size() > kShown ? text.substr(0, kShown) + "..." : text;
+      };
+      differs.push_back("input " + input(store.get_task(existing->task_id).description) + ", not " +
+                        input(task.description) +
+                        (task.description.contains("matrix")
+                             ? ""
+                             : " (a command's input includes its command line)"));
+    }
+    std::string what;
+    for (const auto& d : differs) what += (what.empty() ? "" : "; ") + d;
     throw Conflict("study '" + options.study_name + "' tunes " + existing->kernel_name + " on " +
-                   existing->machine_name +
-                   " with another space, machine or input (a command's input includes its "
-                   "command line); choose another --study name");
+                   existing->machine_name + " with " + what + "; choose another --study name");
   }
   return existing;
 }
