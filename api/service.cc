@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <set>
 
 #include "api/errors.h"
 #include "api/json_reader.h"
@@ -83,6 +84,13 @@ std::optional<std::string> checked_query_name(const Request& request, const std:
   auto value = request.query_value(key);
   if (value) check_name_in(*value, "query." + key, "query parameter \"" + key + "\"");
   return value;
+}
+
+// The kernel names stored, each once, sorted.
+std::vector<std::string> kernel_names(const db::Store& store) {
+  std::set<std::string> names;
+  for (const auto& k : store.list_kernels()) names.insert(k.name);
+  return {names.begin(), names.end()};
 }
 
 std::int64_t integer_query(const Request& request, const std::string& name) {
@@ -998,8 +1006,9 @@ std::vector<Response> Service::add_measurements(std::vector<Request*>& requests)
 // --- queries
 
 Response Service::best(Request& request) {
-  const auto kernel = *request.query_value("kernel");
-  const auto machine_name = *request.query_value("machine");
+  // The rules POST /v1/machines applies: a name no machine can have is a mistake.
+  const auto kernel = *checked_query_name(request, "kernel");
+  const auto machine_name = *checked_query_name(request, "machine");
   std::optional<db::TaskId> task;
   if (request.query_value("task")) task = db::TaskId{integer_query(request, "task")};
   const auto direction =
@@ -1011,21 +1020,31 @@ Response Service::best(Request& request) {
                                 std::string(db::to_string(direction)) + '\n' + objective;
   const auto generation = generation_.load(std::memory_order_acquire);
   const auto now = std::chrono::steady_clock::now();
+  std::optional<Response> cached_prediction;
   {
     std::shared_lock lock(cache_mutex_);
     auto it = best_cache_.find(cache_key);
     if (it != best_cache_.end() && it->second.generation == generation &&
         now < it->second.expires) {
-      return it->second.response;
+      if (!it->second.predicted) return it->second.response;
+      cached_prediction = it->second.response;
     }
   }
-  auto remember = [&](Response response, std::chrono::steady_clock::duration ttl) {
+  auto remember = [&](Response response, std::chrono::steady_clock::duration ttl,
+                      bool predicted) {
     std::unique_lock lock(cache_mutex_);
-    best_cache_[cache_key] = {generation, now + ttl, response};
+    best_cache_[cache_key] = {generation, now + ttl, response, predicted};
     return response;
   };
 
-  // An unknown task is a mistake to report, not an input to predict for.
+  // An unknown kernel or task is a mistake to report, not something to predict for.
+  if (!cached_prediction && !reader().find_kernel(kernel)) {
+    std::string known;
+    for (const auto& name : kernel_names(reader())) known += (known.empty() ? "" : ", ") + name;
+    throw NotFound("unknown kernel \"" + kernel + "\"; " +
+                   (known.empty() ? std::string("nothing is stored yet")
+                                  : "the kernels stored are " + known));
+  }
   if (task) (void)reader().get_task(*task);
   // A machine the store does not know yet measured nothing: it gets a prediction, which is
   // what a build system asks for on a new machine at configure time.
@@ -1045,8 +1064,12 @@ Response Service::best(Request& request) {
                                     {"study_id", study.id.value},
                                     {"study", study.name},
                                     {"task_id", study.task_id.value}}),
-                    options_.best_cache_ttl);
+                    options_.best_cache_ttl, false);
   }
+  // A prediction stays cached longer (it needs a model fit), but never past a measurement on
+  // the machine, which another process (a sweep, an import) may have stored since: the query
+  // above sees those at once.
+  if (cached_prediction) return *cached_prediction;
   // Nothing measured here: a prediction from other machines' measurements needs a model fit.
   if (request.running_on != Runs::compute) return Response::compute_needed();
   const auto predicted = studies_.predict_best(
@@ -1069,7 +1092,7 @@ Response Service::best(Request& request) {
                           "from"));
   }
   return remember(Response::json(predicted_best_json(kernel, machine_name, *predicted)),
-                  kPredictedBestTtl);
+                  kPredictedBestTtl, true);
 }
 
 Response Service::predict(Request& request) {

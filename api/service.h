@@ -102,6 +102,7 @@ class Service {
     std::uint64_t generation = 0;
     std::chrono::steady_clock::time_point expires;
     Response response;
+    bool predicted = false;  ///< checked against new measurements before it is reused
   };
   mutable std::shared_mutex cache_mutex_;
   std::unordered_map<std::string, CachedAnswer> best_cache_;

@@ -12,17 +12,23 @@
 #     [TASK id]               # default: any input
 #     [MAXIMIZE]              # higher objective is better (default: lower, e.g. time)
 #     [PREFIX P_]             # macro prefix (default: the kernel name upper-cased, then _)
-#     [DEFAULTS k=v ...]      # used, with a warning, when neither source answers
-#     [RESULT_VARIABLE var])  # set to "measured", "predicted" or "defaults"
+#     [DEFAULTS k=v ...]      # used, with a warning, when neither source answers (and for
+#                             # a parameter the answer lacks)
+#     [TIMEOUT seconds]       # the longest wait for the server or the CLI (default 60: a
+#                             # prediction for a new machine fits a model, seconds on a busy
+#                             # server)
+#     [REQUIRED]              # no answer is an error, not the defaults (release builds)
+#     [RESULT_VARIABLE var])  # set to "measured", "predicted", "kept" or "defaults"
 #
 # The header holds one `#define <PREFIX><PARAMETER> <value>` per parameter (strings quoted),
 # plus <PREFIX>TUNEBASE_SOURCE. It is rewritten only when its content changes, so that an
-# unchanged answer does not rebuild the project.
+# unchanged answer does not rebuild the project. When no source answers, a header that holds
+# an earlier answer (measured or predicted) is kept, with a warning ("kept"): a configure run
+# while the server is down does not untune a build; the defaults are for a first configure.
 include_guard(GLOBAL)
 
-# Seconds to wait for the server: configure must not hang when it is down.
-set(_TUNEBASE_CONNECT_TIMEOUT 5)
-set(_TUNEBASE_TIMEOUT 15)
+# Seconds to wait for an answer by default: configure must not hang when the server does.
+set(_TUNEBASE_TIMEOUT 60)
 
 function(_tunebase_url_encode text out_var)
   set(encoded "")
@@ -67,16 +73,33 @@ function(_tunebase_c_literal json_value json_type out_var)
 endfunction()
 
 function(tunebase_best_config)
-  cmake_parse_arguments(TB "MAXIMIZE" "KERNEL;OUTPUT;SERVER;TOKEN;DB;TUNEBASE;MACHINE;TASK;PREFIX;RESULT_VARIABLE"
-                        "DEFAULTS" ${ARGN})
+  cmake_parse_arguments(
+    TB "MAXIMIZE;REQUIRED"
+    "KERNEL;OUTPUT;SERVER;TOKEN;DB;TUNEBASE;MACHINE;TASK;PREFIX;TIMEOUT;RESULT_VARIABLE" "DEFAULTS"
+    ${ARGN})
   if(NOT TB_KERNEL OR NOT TB_OUTPUT)
     message(FATAL_ERROR "tunebase_best_config needs KERNEL <name> and OUTPUT <header>")
   endif()
   if(TB_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "tunebase_best_config: unknown arguments ${TB_UNPARSED_ARGUMENTS}; "
                         "allowed: KERNEL OUTPUT SERVER TOKEN DB TUNEBASE MACHINE TASK MAXIMIZE PREFIX "
-                        "DEFAULTS RESULT_VARIABLE")
+                        "DEFAULTS TIMEOUT REQUIRED RESULT_VARIABLE")
   endif()
+  if(NOT DEFINED TB_TIMEOUT)
+    set(TB_TIMEOUT ${_TUNEBASE_TIMEOUT})
+  elseif(NOT TB_TIMEOUT MATCHES "^[1-9][0-9]*$")
+    message(FATAL_ERROR "tunebase_best_config: TIMEOUT is a whole number of seconds, got "
+                        "\"${TB_TIMEOUT}\"")
+  endif()
+  # DEFAULTS as name;value pairs, checked before anything is asked.
+  set(default_names "")
+  foreach(pair IN LISTS TB_DEFAULTS)
+    if(NOT pair MATCHES "^([^=]+)=(.*)$")
+      message(FATAL_ERROR "tunebase_best_config: DEFAULTS entries are name=value, got \"${pair}\"")
+    endif()
+    list(APPEND default_names "${CMAKE_MATCH_1}")
+    set(default_value_${CMAKE_MATCH_1} "${CMAKE_MATCH_2}")
+  endforeach()
   if(NOT DEFINED TB_PREFIX)
     set(TB_PREFIX "${TB_KERNEL}_")
   endif()
@@ -106,7 +129,7 @@ function(tunebase_best_config)
       set(auth HTTPHEADER "Authorization: Bearer ${TB_TOKEN}")
     endif()
     file(DOWNLOAD "${url}" "${reply_file}" STATUS status LOG transfer_log ${auth}
-         TIMEOUT ${_TUNEBASE_TIMEOUT} INACTIVITY_TIMEOUT ${_TUNEBASE_CONNECT_TIMEOUT})
+         TIMEOUT ${TB_TIMEOUT})
     list(GET status 0 code)
     if(code EQUAL 0 AND EXISTS "${reply_file}")
       file(READ "${reply_file}" answer)
@@ -115,12 +138,15 @@ function(tunebase_best_config)
       set(why "server ${TB_SERVER} did not answer GET /v1/best (${text})")
       # file(DOWNLOAD) keeps no body of an HTTP error, so the server's reason is not here: name
       # the status the log shows and the URL that tells the reason.
+      # A transfer that failed after a 200 status line (a timeout) keeps curl's reason.
       string(REGEX MATCHALL "HTTP/[0-9.]+ [0-9][0-9][0-9][^\r\n]*" http_lines "${transfer_log}")
       if(http_lines)
         list(GET http_lines -1 http_line)
         string(REGEX REPLACE "^HTTP/[0-9.]+ " "" http_line "${http_line}")
-        string(CONCAT why "server ${TB_SERVER} answered HTTP ${http_line} to GET ${url} "
-                          "(that URL's body says why)")
+        if(http_line MATCHES "^[45]")
+          string(CONCAT why "server ${TB_SERVER} answered HTTP ${http_line} to GET ${url} "
+                            "(that URL's body says why)")
+        endif()
       endif()
       if(EXISTS "${reply_file}")
         file(READ "${reply_file}" body)
@@ -147,7 +173,7 @@ function(tunebase_best_config)
         list(APPEND command --maximize)
       endif()
       execute_process(COMMAND ${command} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                      ERROR_VARIABLE err TIMEOUT ${_TUNEBASE_TIMEOUT})
+                      ERROR_VARIABLE err TIMEOUT ${TB_TIMEOUT})
       if(rc EQUAL 0)
         set(answer "${out}")
       else()
@@ -171,6 +197,20 @@ function(tunebase_best_config)
         set(source measured)
       endif()
       string(JSON objective ERROR_VARIABLE ignored GET "${answer}" objective)
+      string(JSON unit ERROR_VARIABLE unit_error GET "${answer}" unit)
+      if(unit_error OR unit STREQUAL "null")
+        set(unit "")
+      endif()
+      set(value_text "objective ${objective}")
+      if(unit)
+        string(APPEND value_text " ${unit}")
+      endif()
+      string(JSON lower ERROR_VARIABLE no_interval GET "${answer}" lower)
+      string(JSON upper ERROR_VARIABLE no_interval GET "${answer}" upper)
+      if(NOT no_interval)
+        string(APPEND value_text ", 68% interval ${lower} .. ${upper}")
+      endif()
+      set(answered_names "")
       string(JSON n LENGTH "${config}")
       if(n GREATER 0)
         math(EXPR last "${n} - 1")
@@ -181,23 +221,45 @@ function(tunebase_best_config)
           _tunebase_macro_name("${TB_PREFIX}" "${name}" macro)
           _tunebase_c_literal("${value}" "${type}" literal)
           string(APPEND lines "#define ${macro} ${literal}\n")
+          list(APPEND answered_names "${name}")
         endforeach()
       endif()
       message(STATUS "tunebase: ${TB_KERNEL} on ${TB_MACHINE}: ${source} best configuration "
-                     "(objective ${objective})")
+                     "(${value_text})")
+      # A parameter the answer lacks (a study of a narrower space) keeps its default.
+      foreach(name IN LISTS default_names)
+        if(NOT name IN_LIST answered_names)
+          message(WARNING "tunebase: the ${source} configuration of ${TB_KERNEL} has no "
+                          "parameter ${name}; using its default ${default_value_${name}}")
+          _tunebase_macro_name("${TB_PREFIX}" "${name}" macro)
+          string(APPEND lines "#define ${macro} ${default_value_${name}}\n")
+        endif()
+      endforeach()
     endif()
   endif()
 
   if(NOT source)
-    message(WARNING "tunebase: no best configuration of ${TB_KERNEL} for machine ${TB_MACHINE}: "
-                    "${why}. Using the defaults given to tunebase_best_config.")
-    set(source defaults)
-    foreach(pair IN LISTS TB_DEFAULTS)
-      if(NOT pair MATCHES "^([^=]+)=(.*)$")
-        message(FATAL_ERROR "tunebase_best_config: DEFAULTS entries are name=value, got \"${pair}\"")
+    set(reason "tunebase: no best configuration of ${TB_KERNEL} for machine ${TB_MACHINE}: ${why}")
+    if(TB_REQUIRED)
+      message(FATAL_ERROR "${reason} (REQUIRED: no defaults)")
+    endif()
+    # An earlier answer in the header is worth more than the defaults.
+    _tunebase_macro_name("${TB_PREFIX}" "TUNEBASE_SOURCE" source_macro)
+    if(EXISTS "${TB_OUTPUT}")
+      file(STRINGS "${TB_OUTPUT}" earlier REGEX "^#define ${source_macro} \"(measured|predicted)\"$")
+      if(earlier)
+        message(WARNING "${reason}. Keeping the answer of an earlier configure in ${TB_OUTPUT}.")
+        if(TB_RESULT_VARIABLE)
+          set(${TB_RESULT_VARIABLE} kept PARENT_SCOPE)
+        endif()
+        return()
       endif()
-      _tunebase_macro_name("${TB_PREFIX}" "${CMAKE_MATCH_1}" macro)
-      string(APPEND lines "#define ${macro} ${CMAKE_MATCH_2}\n")
+    endif()
+    message(WARNING "${reason}. Using the defaults given to tunebase_best_config.")
+    set(source defaults)
+    foreach(name IN LISTS default_names)
+      _tunebase_macro_name("${TB_PREFIX}" "${name}" macro)
+      string(APPEND lines "#define ${macro} ${default_value_${name}}\n")
     endforeach()
   endif()
 

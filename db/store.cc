@@ -301,7 +301,13 @@ void check_name(std::string_view name, std::string_view what) {
     return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
   });
   const bool blank = name.find_first_not_of(' ') == std::string_view::npos;
-  if (name.size() > kMaxNameBytes || control || blank) {
+  bool utf8 = true;  // nlohmann's strict dump is the check (a percent-encoded %FF gets here)
+  try {
+    (void)nlohmann::json(std::string(name)).dump();
+  } catch (const nlohmann::json::type_error&) {
+    utf8 = false;
+  }
+  if (name.size() > kMaxNameBytes || control || blank || !utf8) {
     const auto shown = nlohmann::json(std::string(name.substr(0, 80)))
                            .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     throw InvalidInput(std::string(what) + " must be 1 to " + std::to_string(kMaxNameBytes) +

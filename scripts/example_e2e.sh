@@ -71,7 +71,7 @@ check_build() {  # check_build NAME EXPECTED_SOURCE EXPECTED_BLOCK EXPECTED_UNRO
   grep -q "#define BLOCKED_SUM_BLOCK_SIZE $block\$" "$header" || { cat "$header"; fail "$name: header"; }
   # A ';' in a string value (or in the header's comment) is kept, not dropped as a list separator.
   grep -q "(cmake/Tunebase.cmake); do not edit" "$header" || { cat "$header"; fail "$name: comment"; }
-  if [ "$source" = measured ]; then
+  if [ "$source" = measured ] && [ "$block" = 256 ]; then  # the study with flags
     grep -q '#define BLOCKED_SUM_FLAGS "-O2;-g"$' "$header" || { cat "$header"; fail "$name: flags"; }
   fi
   cmake --build "$build" >>"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "$name: build"; }
@@ -91,7 +91,35 @@ grep -q "Using the defaults" "$work/fallback.log" || fail "fallback: no warning"
 # The warning names the server's HTTP status (file(DOWNLOAD) keeps no body to quote).
 grep -q "answered HTTP 404" "$work/fallback.log" || { cat "$work/fallback.log"; fail "fallback: no status"; }
 
+# A study of a narrower space (block_size only): the answer's parameters, and the default of
+# the one it lacks, with a warning (the header had no BLOCKED_SUM_UNROLL and the build broke).
+post /v1/machines '{"name": "narrow-machine"}' >/dev/null
+narrow=$(post /v1/studies '{"name": "narrow", "kernel": "blocked_sum", "machine": "narrow-machine",
+  "strategy": "random", "space": {"parameters": [
+    {"name": "block_size", "type": "ordinal", "values": [32, 128]}]}}' |
+  sed -n 's/.*"id":\([0-9]*\),"kernel".*/\1/p')
+post "/v1/studies/$narrow/measurements" \
+  '{"measurements": [{"config": {"block_size": 128}, "value": 1.0e-3}]}' >/dev/null
+check_build narrow measured 128 1 -DTUNEBASE_SERVER="$url" -DTUNEBASE_MACHINE=narrow-machine
+# (CMake wraps a warning's lines.)
+tr -s ' \n' ' ' <"$work/narrow.log" | grep -q "has no parameter unroll; using its default 1" ||
+  { cat "$work/narrow.log"; fail "narrow: no warning"; }
+# REQUIRED: no answer fails the configure.
+if cmake -S "$repo/examples/configure_time" -B "$work/build-required" -DTUNEBASE_SERVER="$url" \
+     -DTUNEBASE_MACHINE=elsewhere -DTUNEBASE_REQUIRED=ON >"$work/required.log" 2>&1; then
+  fail "required: configured without an answer"
+fi
+tr -s ' \n' ' ' <"$work/required.log" | grep -q "REQUIRED: no defaults" || { cat "$work/required.log"; fail "required"; }
+
 stop_server
+
+# The server down: a build directory that had an answer keeps it (not the defaults).
+cmake -S "$repo/examples/configure_time" -B "$work/build-server" >"$work/kept.log" 2>&1 ||
+  { cat "$work/kept.log"; fail "kept: configure"; }
+tr -s ' \n' ' ' <"$work/kept.log" | grep -q "Keeping the answer of an earlier configure" ||
+  { cat "$work/kept.log"; fail "kept: no warning"; }
+grep -q "#define BLOCKED_SUM_BLOCK_SIZE 256$" "$work/build-server/generated/blocked_sum_config.h" ||
+  fail "kept: the header lost the measured answer"
 
 # A server whose reads need a token: the helper sends $TUNEBASE_TOKEN (or its TOKEN argument).
 start_server --auth-reads

@@ -187,7 +187,11 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
       {"best with an empty machine", "GET", "/v1/best?kernel=demo&machine=", "", true, 400,
        "query.machine", "got an empty value"},
       {"best of a kernel nobody measured", "GET", "/v1/best?kernel=nothing&machine=nowhere", "",
-       true, 404, "", "nothing measured"},
+       true, 404, "", "unknown kernel \"nothing\"; the kernels stored are demo"},
+      {"best for a machine no machine can be", "GET", "/v1/best?kernel=demo&machine=a%0d%0ab",
+       "", true, 400, "query.machine", "without tabs, line breaks"},
+      {"best for a machine name not UTF-8", "GET", "/v1/best?kernel=demo&machine=%FF%FE", "",
+       true, 400, "query.machine", "bytes of text (UTF-8)"},
       // Values outside a parameter's domain, and constraint violations.
       {"value outside domain", "POST", study + "/measurements",
        measurement({{"bx", 3}, {"by", 2}, {"unroll", 1}}), true, 400, "measurements[0].config",

@@ -628,6 +628,15 @@ TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   ASSERT_EQ(unregistered.status, 200) << unregistered.body;
   EXPECT_EQ(unregistered.json()["source"], "predicted");
   EXPECT_EQ(unregistered.json()["config"], p["config"]);
+  // Measured there by another process (a sweep, a CLI import): measured at once, although
+  // the prediction is cached for longer.
+  {
+    db::Store other(server.db_path());
+    other.import_dataset(parse_measurements(kernel_tuner_cache("gpu-unregistered", 3.0), "x"));
+  }
+  const auto measured = c.get("/v1/best?kernel=convolution&machine=gpu-unregistered");
+  ASSERT_EQ(measured.status, 200) << measured.body;
+  EXPECT_EQ(measured.json()["source"], "measured") << measured.body;
 
   // A task that does not exist is not predicted for.
   const auto no_task = c.get("/v1/best?kernel=convolution&machine=gpu-unregistered&task=999");
@@ -635,10 +644,11 @@ TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   EXPECT_THAT(no_task.json()["error"]["message"].get<std::string>(),
               HasSubstr("task 999 does not exist"));
 
-  // Nothing measured anywhere: a clear 404.
+  // A kernel nobody measured: a clear 404 naming those there are.
   const auto unknown = c.get("/v1/best?kernel=nothing&machine=gpu-new");
   EXPECT_EQ(unknown.status, 404);
-  EXPECT_THAT(unknown.json()["error"]["message"].get<std::string>(), HasSubstr("nothing measured"));
+  EXPECT_THAT(unknown.json()["error"]["message"].get<std::string>(),
+              HasSubstr("unknown kernel \"nothing\"; the kernels stored are convolution"));
 
   // The kernel can be named (T4 files have no kernel name; here it renames the cache's).
   const auto renamed = c.request("POST", "/v1/import?machine=gpu-c&kernel=conv2d",
