@@ -25,6 +25,7 @@ void add_serve_command(CLI::App& app) {
     api::ServerOptions server;
     api::ServiceOptions service;
     std::int64_t header_timeout_ms = 10'000;
+    std::int64_t body_timeout_ms = 120'000;
     int port = 8080;  // checked as a number first: a uint16_t would say "Could not convert"
   };
   auto args = std::make_shared<Args>();
@@ -46,12 +47,18 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--header-timeout-ms", args->header_timeout_ms,
                   "Milliseconds a client may take to send request headers (then 408)")
       ->capture_default_str();
+  cmd->add_option("--body-timeout-ms", args->body_timeout_ms,
+                  "Milliseconds a client may take to send a request body after its headers "
+                  "(then 408; large imports on slow links need long)")
+      ->capture_default_str();
   cmd->callback([args] {
     if (args->server.io_threads == 0 || args->server.compute_threads == 0) {
       throw InvalidInput("--threads and --compute-threads must be at least 1");
     }
     if (args->header_timeout_ms <= 0) throw InvalidInput("--header-timeout-ms must be > 0");
     args->server.header_timeout = std::chrono::milliseconds(args->header_timeout_ms);
+    if (args->body_timeout_ms <= 0) throw InvalidInput("--body-timeout-ms must be > 0");
+    args->server.body_timeout = std::chrono::milliseconds(args->body_timeout_ms);
     args->server.handle_signals = true;
     args->server.port = static_cast<std::uint16_t>(args->port);
     std::optional<db::Store> store;
