@@ -1030,8 +1030,7 @@ Response Service::best(Request& request) {
       cached_prediction = it->second.response;
     }
   }
-  auto remember = [&](Response response, std::chrono::steady_clock::duration ttl,
-                      bool predicted) {
+  auto remember = [&](Response response, std::chrono::steady_clock::duration ttl, bool predicted) {
     std::unique_lock lock(cache_mutex_);
     best_cache_[cache_key] = {generation, now + ttl, response, predicted};
     return response;
@@ -1041,9 +1040,9 @@ Response Service::best(Request& request) {
   if (!cached_prediction && !reader().find_kernel(kernel)) {
     std::string known;
     for (const auto& name : kernel_names(reader())) known += (known.empty() ? "" : ", ") + name;
-    throw NotFound("unknown kernel \"" + kernel + "\"; " +
-                   (known.empty() ? std::string("nothing is stored yet")
-                                  : "the kernels stored are " + known));
+    throw NotFound(
+        "unknown kernel \"" + kernel + "\"; " +
+        (known.empty() ? std::string("nothing is stored yet") : "the kernels stored are " + known));
   }
   if (task) (void)reader().get_task(*task);
   // A machine the store does not know yet measured nothing: it gets a prediction, which is
@@ -1070,10 +1069,30 @@ Response Service::best(Request& request) {
   // the machine, which another process (a sweep, an import) may have stored since: the query
   // above sees those at once.
   if (cached_prediction) return *cached_prediction;
+  // A machine the store does not know gets the same prediction under any name: one model fit
+  // answers every new CI runner (each name used to pay its own, seconds on a busy server).
+  const std::string unregistered_key = kernel + '\n' + (task ? std::to_string(task->value) : "") +
+                                       '\n' + std::string(db::to_string(direction)) + '\n' +
+                                       objective;
+  if (!machine) {
+    std::shared_lock lock(cache_mutex_);
+    auto it = unregistered_predictions_.find(unregistered_key);
+    if (it != unregistered_predictions_.end() && it->second.generation == generation &&
+        now < it->second.expires) {
+      auto prediction = it->second.prediction;
+      lock.unlock();
+      return remember(Response::json(predicted_best_json(kernel, machine_name, prediction)),
+                      kPredictedBestTtl, true);
+    }
+  }
   // Nothing measured here: a prediction from other machines' measurements needs a model fit.
   if (request.running_on != Runs::compute) return Response::compute_needed();
   const auto predicted = studies_.predict_best(
       kernel, machine ? std::optional(machine->id) : std::nullopt, task, direction, objective);
+  if (predicted && !machine) {
+    std::unique_lock lock(cache_mutex_);
+    unregistered_predictions_[unregistered_key] = {generation, now + kPredictedBestTtl, *predicted};
+  }
   if (!predicted) {
     std::string filters = "direction " + std::string(db::to_string(direction));
     if (!objective.empty()) filters += ", objective \"" + objective + "\"";

@@ -104,8 +104,15 @@ class Service {
     Response response;
     bool predicted = false;  ///< checked against new measurements before it is reused
   };
+  struct CachedPrediction {
+    std::uint64_t generation = 0;
+    std::chrono::steady_clock::time_point expires;
+    PredictedBest prediction;
+  };
   mutable std::shared_mutex cache_mutex_;
   std::unordered_map<std::string, CachedAnswer> best_cache_;
+  /// Predictions for machines the store does not know, by the query without the machine.
+  std::unordered_map<std::string, CachedPrediction> unregistered_predictions_;
 };
 
 }  // namespace tunebase::api

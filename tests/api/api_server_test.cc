@@ -628,6 +628,12 @@ TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   ASSERT_EQ(unregistered.status, 200) << unregistered.body;
   EXPECT_EQ(unregistered.json()["source"], "predicted");
   EXPECT_EQ(unregistered.json()["config"], p["config"]);
+  // Any other new name: the same prediction (fitted once), under its own name.
+  const auto another = c.get("/v1/best?kernel=convolution&machine=ci-runner-7");
+  ASSERT_EQ(another.status, 200) << another.body;
+  EXPECT_EQ(another.json()["machine"], "ci-runner-7");
+  EXPECT_EQ(another.json()["config"], p["config"]);
+  EXPECT_EQ(another.json()["objective"], unregistered.json()["objective"]);
   // Measured there by another process (a sweep, a CLI import): measured at once, although
   // the prediction is cached for longer.
   {
