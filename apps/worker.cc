@@ -382,6 +382,16 @@ void add_worker_command(CLI::App& app) {
       args->worker.study = s.json()["id"].get<std::int64_t>();
       std::cout << "created study " << args->worker.study << " (" << args->create_study << ")\n"
                 << std::flush;
+      // The server searches the space; the evaluator answers only what its file holds.
+      const auto* answered = evaluator->candidates();
+      const auto valid = evaluator->space().valid_count();
+      if (answered && valid && *valid > answered->size()) {
+        std::cerr << "note: the server searches the file's whole space (" << *valid
+                  << " configurations), of which the file holds " << answered->size()
+                  << "; the others are failed trials here, as in Kernel Tuner's simulation mode "
+                     "(tunebase sweep --kernel replay and tunebase benchmark search only the "
+                     "file's entries)\n";
+      }
     }
     const auto summary = run_worker(*evaluator, client, args->worker);
     std::cout << "worker: " << summary.evaluated << " trials evaluated (" << summary.failed
