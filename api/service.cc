@@ -479,25 +479,36 @@ void Service::add_routes() {
                {"task", "integer", false, "task id (default: any input)", {}},
                {"direction", "string", false, "default minimize", {"minimize", "maximize"}},
                {"objective", "string", false, "objective name (default: any)", {}}};
-    r.response_schema =
-        object_schema({{"source", {{"type", "string"}, {"enum", {"measured", "predicted"}}}},
-                       {"kernel", kString},
-                       {"machine", kString},
-                       {"config", kConfig},
-                       {"objective", {{"type", "number"}, {"description", "its objective value"}}},
-                       {"unit",
-                        {{"type", "string"},
-                         {"nullable", true},
-                         {"description", "unit of the objective; null for a plain number"}}},
-                       {"objective_name", {{"type", "string"}, {"description", "(measured)"}}},
-                       {"trial_id", kInteger},
-                       {"study_id", kInteger},
-                       {"study", {{"type", "string"}, {"description", "study name (measured)"}}},
-                       {"task_id", kInteger},
-                       {"lower", kNumber},
-                       {"upper", kNumber},
-                       {"probability_feasible", kNumber},
-                       {"based_on", kAnyObject}});
+    r.response_schema = object_schema(
+        {{"source", {{"type", "string"}, {"enum", {"measured", "predicted"}}}},
+         {"kernel", kString},
+         {"machine", kString},
+         {"config", kConfig},
+         {"objective", {{"type", "number"}, {"description", "its objective value"}}},
+         {"unit",
+          {{"type", "string"},
+           {"nullable", true},
+           {"description", "unit of the objective; null for a plain number"}}},
+         {"objective_name", {{"type", "string"}, {"description", "(measured)"}}},
+         {"trial_id", kInteger},
+         {"study_id", kInteger},
+         {"study", {{"type", "string"}, {"description", "study name (measured)"}}},
+         {"task_id", kInteger},
+         {"lower",
+          {{"type", "number"},
+           {"description",
+            "(predicted) lower end of the 68% interval of the objective, in its "
+            "unit; with one source machine, on that machine's scale"}}},
+         {"upper", {{"type", "number"}, {"description", "(predicted) upper end of it"}}},
+         {"probability_feasible",
+          {{"type", "number"}, {"description", "(predicted) probability that it runs at all"}}},
+         {"based_on",
+          {{"type", "object"},
+           {"description",
+            "(predicted) what the prediction rests on: trials, machines, inputs, "
+            "failed_here, kernel_version, model, weights (per source), chosen_from "
+            "(measurements or model) and, when chosen from measurements, sources, "
+            "sources_that_ran_it and mean_quantile (0: each source's best)"}}}});
   }
   {
     auto& r = route("POST", "/v1/predict", "predict",
