@@ -178,11 +178,13 @@ nlohmann::json predicted_best_json(const std::string& kernel, const std::string&
 std::optional<PredictedBest> predict_best(const db::Store& store, const std::string& kernel_name,
                                           std::optional<db::MachineId> machine,
                                           std::optional<db::TaskId> task, db::Direction direction,
-                                          const std::string& objective) {
+                                          const std::string& objective,
+                                          const nlohmann::json& input_features,
+                                          const std::string& input_version) {
   // An input is measured under the kernel version its studies used (a kernel's space may
   // depend on its input: PETSc offers cg and icc only for symmetric matrices); without one,
   // the latest version.
-  std::string version;
+  std::string version = input_version;
   if (task) {
     std::int64_t latest = 0;
     for (const auto& study : store.list_studies(kernel_name)) {
@@ -200,11 +202,15 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   query.version = kernel->version;
   query.objective = objective;
   query.direction = direction;
-  nlohmann::json target_features = nlohmann::json::object();
+  nlohmann::json target_features =
+      input_features.is_object() ? input_features : nlohmann::json::object();
   if (task) target_features = task_features_of(store.get_task(*task));
+  // What the target measured is no prior of itself; an input measured nowhere leaves every
+  // measurement, this machine's of other inputs too, to predict from.
+  const bool new_input = !task && !input_version.empty();
   if (machine && task) {
     query.exclude_target = std::make_pair(*machine, *task);
-  } else if (machine) {
+  } else if (machine && !new_input) {
     query.exclude_machine = *machine;
   }
   auto priors = priors_from_store(store, space, query);
@@ -231,7 +237,7 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   // What already failed on the target (this machine, and this task when given) is not
   // predicted to be its best, whatever the other machines say.
   std::unordered_set<std::string> failed_here;
-  if (machine) {
+  if (machine && !new_input) {
     db::PriorQuery own;
     own.kernel_name = kernel_name;
     own.version = kernel->version;

@@ -96,9 +96,14 @@ nlohmann::json predicted_best_json(const std::string& kernel, const std::string&
 /// (or highest) predicted objective among the configurations they ran successfully that are
 /// more likely to run than to fail; with none, among the valid configurations (a sample when
 /// there are too many).
+/// An input that is not stored (a matrix never measured) is given by `input_features` and the
+/// kernel version its space has, with no `task`: the model carries the other inputs'
+/// measurements to it by its features.
 std::optional<PredictedBest> predict_best(const db::Store& store, const std::string& kernel_name,
                                           std::optional<db::MachineId> machine,
                                           std::optional<db::TaskId> task, db::Direction direction,
-                                          const std::string& objective);
+                                          const std::string& objective,
+                                          const nlohmann::json& input_features = {},
+                                          const std::string& input_version = {});
 
 }  // namespace tunebase::api

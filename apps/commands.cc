@@ -191,9 +191,12 @@ std::string options_text(const db::Store& store, const std::string& kernel,
 }
 
 void print_predicted_best(const std::string& kernel, const std::string& machine,
-                          const api::PredictedBest& p, const std::string& options, bool json) {
+                          const api::PredictedBest& p, const std::string& options,
+                          const std::string& input, bool json) {
   if (json) {
-    std::cout << api::predicted_best_json(kernel, machine, p).dump(2) << "\n";
+    auto j = api::predicted_best_json(kernel, machine, p);
+    if (!input.empty()) j["input"] = input;
+    std::cout << j.dump(2) << "\n";
     return;
   }
   std::cout << "kernel:    " << kernel << "\nmachine:   " << machine << "\nsource:    predicted ("
@@ -205,7 +208,9 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
             << (p.failed_here ? "; " + std::to_string(p.failed_here) +
                                     " configurations failed here and were left out, none ran"
                               : std::string("; nothing measured here yet"))
-            << ")\nconfig:    " << p.config.dump();
+            << ")";
+  if (!input.empty()) std::cout << "\ninput:     " << input;
+  std::cout << "\nconfig:    " << p.config.dump();
   if (!options.empty()) std::cout << "\noptions:   " << options;
   if (p.from_measurements) {
     std::cout << "\nchosen:    ran on " << p.sources_that_ran_it << " of " << p.sources
@@ -215,7 +220,10 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
   std::cout << "\nobjective: " << format_objective(p.forecast.mean, p.unit) << " (68% interval "
             << format_objective(p.forecast.lower, p.unit) << " .. "
             << format_objective(p.forecast.upper, p.unit)
-            << (p.machines > 1
+            << (!input.empty()
+                    ? ", for the measured inputs' machines; a new input's objective may lie far "
+                      "outside it: the configuration is the better guess)\n"
+                : p.machines > 1
                     ? ", from the other machines' measurements and how much they differ)\n"
                     : ", on the scale of the other machine's measurements)\n");
   if (!p.weights.empty()) std::cout << "weights:   " << weights_text(p.weights) << "\n";
@@ -332,16 +340,20 @@ void add_query_commands(CLI::App& app) {
   // --- best
   {
     struct Args {
-      std::string kernel, machine, db = kDefaultDb;
+      std::string kernel, machine, db = kDefaultDb, matrix;
       std::int64_t task = 0;
       bool json = false, maximize = false;
     };
     auto args = std::make_shared<Args>();
     auto* cmd = app.add_subcommand("best", "Best known configuration of a kernel on a machine");
+    cmd->add_option("--matrix", args->matrix,
+                    "Matrix Market file (spmv, petsc): the best for this input, predicted from "
+                    "the inputs measured when it was never measured itself")
+        ->excludes(
+            cmd->add_option("--task", args->task, "Task id (default: any input)")
+                ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max())));
     cmd->add_option("--kernel,-k", args->kernel, "Kernel name")->required();
     cmd->add_option("--machine", args->machine, "Machine name (default: this host)");
-    cmd->add_option("--task", args->task, "Task id (default: any input)")
-        ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->add_flag("--maximize", args->maximize, "Higher objective is better");
     cmd->add_flag("--json", args->json, "Print JSON");
@@ -352,15 +364,48 @@ void add_query_commands(CLI::App& app) {
       const auto machine = store.find_machine(machine_name);
       std::optional<db::TaskId> task;
       if (args->task > 0) task = store.get_task(db::TaskId{args->task}).id;
+      // An input given as a matrix: its stored task when it was measured (here or elsewhere),
+      // else its features and the kernel version of its space, to predict from other inputs.
+      nlohmann::json input_features = nlohmann::json::object();
+      std::string input_version;
+      std::string input_name;
+      if (!args->matrix.empty()) {
+        if (args->kernel != "spmv" && args->kernel != "petsc") {
+          throw InvalidInput("--matrix is read for the matrix kernels, spmv and petsc, not " +
+                             args->kernel + " (--task picks an input of any kernel)");
+        }
+        EvaluatorSpec spec;
+        spec.kernel = args->kernel;
+        spec.matrix = args->matrix;
+        const auto evaluator = make_evaluator(spec);
+        auto description = evaluator->task();
+        if (description.contains("features")) {
+          input_features = description["features"];
+          description.erase("features");
+        }
+        input_version = evaluator->space().fingerprint();
+        input_name = description.value("matrix", args->matrix);
+        for (const auto& t : store.list_tasks(args->kernel)) {
+          if (t.description == description) task = t.id;
+        }
+      }
       const auto direction = args->maximize ? db::Direction::maximize : db::Direction::minimize;
-      const auto best =
-          machine ? store.best_trial(args->kernel, machine->id, task, direction) : std::nullopt;
+      // A matrix measured nowhere has no measured best, here or anywhere.
+      const bool unmeasured_input = !task && !input_name.empty();
+      const auto best = machine && !unmeasured_input
+                            ? store.best_trial(args->kernel, machine->id, task, direction)
+                            : std::nullopt;
       if (!best) {
         // Nothing measured here: what the transfer model predicts from other machines.
         api::load_fitted_models(store);
-        const auto predicted = api::predict_best(
-            store, args->kernel, machine ? std::optional(machine->id) : std::nullopt, task,
-            direction, "");
+        const auto predicted =
+            task || input_version.empty()
+                ? api::predict_best(store, args->kernel,
+                                    machine ? std::optional(machine->id) : std::nullopt, task,
+                                    direction, "")
+                : api::predict_best(store, args->kernel,
+                                    machine ? std::optional(machine->id) : std::nullopt,
+                                    std::nullopt, direction, "", input_features, input_version);
         if (!predicted) {
           const auto other = args->maximize ? db::Direction::minimize : db::Direction::maximize;
           const bool other_way =
@@ -368,7 +413,8 @@ void add_query_commands(CLI::App& app) {
           // Trials that all failed are something measured, just nothing that worked.
           std::int64_t failed_here = 0;
           for (const auto& s : store.list_studies(args->kernel)) {
-            if (machine && s.machine_id == machine->id && (!task || s.task_id == *task)) {
+            const bool this_input = task ? s.task_id == *task : !unmeasured_input;
+            if (machine && s.machine_id == machine->id && this_input) {
               const auto counts = store.trial_counts(s.id);
               failed_here += counts.failed + counts.timeout + counts.invalid;
             }
@@ -379,6 +425,7 @@ void add_query_commands(CLI::App& app) {
                                : std::string("nothing measured")) +
               " for kernel '" + args->kernel + "' on machine '" + machine_name + "'" +
               (task ? " with task " + std::to_string(task->value) : std::string()) +
+              (unmeasured_input ? " for matrix " + input_name : std::string()) +
               (other_way ? " in studies that " + std::string(db::to_string(direction)) +
                                " (its studies here " + std::string(db::to_string(other)) + ": " +
                                (args->maximize ? "leave out" : "add") + " --maximize)"
@@ -389,6 +436,10 @@ void add_query_commands(CLI::App& app) {
         print_predicted_best(
             args->kernel, machine_name, *predicted,
             options_text(store, args->kernel, predicted->kernel_version, predicted->config),
+            unmeasured_input
+                ? "matrix " + input_name +
+                      " (measured nowhere: predicted from the inputs measured, by their features)"
+                : std::string(),
             args->json);
         return;
       }

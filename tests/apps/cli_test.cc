@@ -1000,6 +1000,40 @@ TEST_F(Cli, ListingsShowTheMatrixOfATaskOfManyFeatures) {
   EXPECT_NE(r.out.find("options:   -ksp_type gmres"), std::string::npos) << r.out;
 }
 
+TEST_F(Cli, BestForAMatrixMeasuredNowhereIsPredictedFromTheMatricesMeasured) {
+  // 1D Laplacians (symmetric: one space) of three sizes; two are measured.
+  const auto laplacian = [&](int n) {
+    const auto path = dir_.file("lap" + std::to_string(n) + ".mtx");
+    std::ofstream out(path);
+    out << "%%MatrixMarket matrix coordinate real symmetric\n"
+        << n << " " << n << " " << 2 * n - 1 << "\n";
+    for (int i = 1; i <= n; ++i) {
+      out << i << " " << i << " 2\n";
+      if (i < n) out << i + 1 << " " << i << " -1\n";
+    }
+    return path;
+  };
+  for (int n : {20, 40}) {
+    const auto r = run("sweep --kernel petsc --matrix " + laplacian(n) +
+                       " --budget 4 --repeats 1 --no-progress --db " + db());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  auto r = run("best --kernel petsc --matrix " + laplacian(30) + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("source:    predicted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("input:     matrix lap30 (measured nowhere"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("options:   -ksp_type"), std::string::npos) << r.out;
+  // A matrix measured here is answered by its own measurements, not the best of all inputs.
+  r = run("best --kernel petsc --matrix " + laplacian(20) + " --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto measured = nlohmann::json::parse(r.out);
+  EXPECT_EQ(measured["source"], "measured");
+  EXPECT_EQ(measured["task_id"], 1);
+  r = run("best --kernel command --matrix " + laplacian(20) + " --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--matrix is read for the matrix kernels"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, HelpSaysWhatTheTimeoutAndTheRegexApplyTo) {
   const auto r = run("sweep --help");
   ASSERT_EQ(r.exit_code, 0) << r.err;
