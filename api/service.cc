@@ -1021,7 +1021,14 @@ Response Service::best(Request& request) {
   const auto kernel = *checked_query_name(request, "kernel");
   const auto machine_name = *checked_query_name(request, "machine");
   std::optional<db::TaskId> task;
-  if (request.query_value("task")) task = db::TaskId{integer_query(request, "task")};
+  if (request.query_value("task")) {
+    task = db::TaskId{integer_query(request, "task")};
+    if (task->value < 1) {
+      throw FieldError("query.task",
+                       "query parameter \"task\" must be a positive integer id, got " +
+                           std::to_string(task->value));
+    }
+  }
   const auto direction =
       db::direction_from_string(request.query_value("direction").value_or("minimize"));
   const auto objective = request.query_value("objective").value_or("");

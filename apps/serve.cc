@@ -100,8 +100,11 @@ void add_token_commands(CLI::App& app) {
     cmd->callback([name, db_path] {
       db::Store store(*db_path);
       const auto secret = store.create_token(*name);
-      std::cerr << "token \"" << *name << "\" created; it is shown only now:\n";
+      // The secret alone on standard output (TOKEN=$(tunebase token create ...)); the word
+      // about it after, so that it reads whole when both go to a terminal or a pipe.
       std::cout << secret << std::endl;
+      std::cerr << "token \"" << *name << "\" created; the line above is its secret, shown only "
+                   "now (the database keeps a hash)\n";
     });
   }
   {

@@ -190,6 +190,8 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
        true, 404, "", "unknown kernel \"nothing\"; the kernels stored are demo"},
       {"best for a machine no machine can be", "GET", "/v1/best?kernel=demo&machine=a%0d%0ab", "",
        true, 400, "query.machine", "without tabs, line breaks"},
+      {"best for task 0", "GET", "/v1/best?kernel=demo&machine=m&task=0", "", true, 400,
+       "query.task", "must be a positive integer id"},
       {"best for a machine name not UTF-8", "GET", "/v1/best?kernel=demo&machine=%FF%FE", "", true,
        400, "query.machine", "bytes of text (UTF-8)"},
       // Values outside a parameter's domain, and constraint violations.
