@@ -1062,7 +1062,14 @@ Response Service::best(Request& request) {
         "unknown kernel \"" + kernel + "\"; " +
         (known.empty() ? std::string("nothing is stored yet") : "the kernels stored are " + known));
   }
-  if (task) (void)reader().get_task(*task);
+  if (task) {
+    const auto t = reader().get_task(*task);
+    if (t.kernel_name != kernel) {
+      throw FieldError("query.task", "task " + std::to_string(task->value) +
+                                         " is an input of kernel \"" + t.kernel_name +
+                                         "\", not \"" + kernel + "\"");
+    }
+  }
   // A machine the store does not know yet measured nothing: it gets a prediction, which is
   // what a build system asks for on a new machine at configure time.
   const auto machine = reader().find_machine(machine_name);

@@ -362,31 +362,55 @@ void add_query_commands(CLI::App& app) {
       const std::string machine_name =
           args->machine.empty() ? detect_machine().name : args->machine;
       const auto machine = store.find_machine(machine_name);
+      if (!args->matrix.empty() && args->kernel != "spmv" && args->kernel != "petsc") {
+        throw InvalidInput("--matrix is read for the matrix kernels, spmv and petsc, not " +
+                           args->kernel + " (--task picks an input of any kernel)");
+      }
+      if (!store.find_kernel(args->kernel)) {
+        std::set<std::string> names;
+        for (const auto& k : store.list_kernels()) names.insert(k.name);
+        std::string known;
+        for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+        throw NotFound("no kernel '" + args->kernel + "' in " + args->db + "; " +
+                       (known.empty() ? std::string("nothing is stored yet")
+                                      : "the kernels stored are " + known));
+      }
       std::optional<db::TaskId> task;
-      if (args->task > 0) task = store.get_task(db::TaskId{args->task}).id;
+      if (args->task > 0) {
+        const auto t = store.get_task(db::TaskId{args->task});
+        if (t.kernel_name != args->kernel) {
+          throw InvalidInput("task " + std::to_string(args->task) + " is an input of kernel " +
+                             t.kernel_name + ", not " + args->kernel +
+                             " (tunebase studies shows each study's task)");
+        }
+        task = t.id;
+      }
       // An input given as a matrix: its stored task when it was measured (here or elsewhere),
       // else its features and the kernel version of its space, to predict from other inputs.
       nlohmann::json input_features = nlohmann::json::object();
       std::string input_version;
       std::string input_name;
       if (!args->matrix.empty()) {
-        if (args->kernel != "spmv" && args->kernel != "petsc") {
-          throw InvalidInput("--matrix is read for the matrix kernels, spmv and petsc, not " +
-                             args->kernel + " (--task picks an input of any kernel)");
-        }
         EvaluatorSpec spec;
         spec.kernel = args->kernel;
         spec.matrix = args->matrix;
         const auto evaluator = make_evaluator(spec);
-        auto description = evaluator->task();
-        if (description.contains("features")) {
-          input_features = description["features"];
-          description.erase("features");
+        // As a sweep stores it: the features beside the description (spmv) or in it (petsc).
+        db::TaskRecord input;
+        input.description = evaluator->task();
+        if (input.description.contains("features")) {
+          input.features = input.description["features"];
+          input.description.erase("features");
         }
+        input_features = api::task_features_of(input);
         input_version = evaluator->space().fingerprint();
-        input_name = description.value("matrix", args->matrix);
+        input_name = input.description.value("matrix", args->matrix);
+        // The same matrix: the same description and features (a file renamed is another name,
+        // another content under a measured name is no measurement of it).
         for (const auto& t : store.list_tasks(args->kernel)) {
-          if (t.description == description) task = t.id;
+          if (t.description == input.description && api::task_features_of(t) == input_features) {
+            task = t.id;
+          }
         }
       }
       const auto direction = args->maximize ? db::Direction::maximize : db::Direction::minimize;

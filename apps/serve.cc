@@ -103,7 +103,8 @@ void add_token_commands(CLI::App& app) {
       // The secret alone on standard output (TOKEN=$(tunebase token create ...)); the word
       // about it after, so that it reads whole when both go to a terminal or a pipe.
       std::cout << secret << std::endl;
-      std::cerr << "token \"" << *name << "\" created; the line above is its secret, shown only "
+      std::cerr << "token \"" << *name
+                << "\" created; the line above is its secret, shown only "
                    "now (the database keeps a hash)\n";
     });
   }

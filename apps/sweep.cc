@@ -539,7 +539,15 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     take_back_ended_leases();
     return static_cast<std::size_t>(store.budget_used(study.id)) < budget;
   };
+  // Stopped by another process (tunebase stop, POST /v1/studies/{id}/stop): no more trials.
+  const auto stopped_elsewhere = [&] {
+    return store.get_study(study.id).status == db::StudyStatus::stopped;
+  };
   while (session.observations().size() < budget && budget_left() && !g_interrupted) {
+    if (stopped_elsewhere()) {
+      summary.stopped = "the study was stopped (tunebase stop or POST /v1/studies/{id}/stop)";
+      break;
+    }
     auto batch = session.propose(1);
     if (batch.empty()) {
       summary.stopped = session.exhausted()
@@ -554,7 +562,9 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   // Another client's live lease keeps the study active: its result may still come, and its
   // worker is told to stop by a completed study (the server completes it at the last result).
   take_back_ended_leases();
-  if (!g_interrupted) summary.left_active = !store.complete_unless_leased(study.id);
+  if (!g_interrupted && !stopped_elsewhere()) {
+    summary.left_active = !store.complete_unless_leased(study.id);
+  }
 
   summary.interrupted = g_interrupted;
   summary.strategy = study.strategy;

@@ -818,8 +818,8 @@ bool Store::complete_unless_leased(StudyId id) {
   impl_->require_study(id);
   // One statement: a lease taken by another process cannot slip in between check and update.
   auto st = impl_->db.prepare(
-      "UPDATE studies SET status = 'completed' WHERE id = ?1 AND NOT EXISTS (SELECT 1 FROM "
-      "trials WHERE study_id = ?1 AND status = 'pending')",
+      "UPDATE studies SET status = 'completed' WHERE id = ?1 AND status != 'stopped' AND NOT "
+      "EXISTS (SELECT 1 FROM trials WHERE study_id = ?1 AND status = 'pending')",
       what);
   st.bind(1, id.value).run();
   const bool completed = impl_->db.changes() > 0;

@@ -342,7 +342,7 @@ class Store {
   void set_study_budget(StudyId id, std::optional<std::int64_t> budget);
   /// Marks the study completed unless a client holds a live lease in it (its result may still
   /// come, and a completed study gives no more suggestions); true when it did. Leases past
-  /// their end count as live until expire_leases has run.
+  /// their end count as live until expire_leases has run. A stopped study stays stopped.
   bool complete_unless_leased(StudyId id);
   /// Marks an active study completed when its results have reached its budget, or the number
   /// of its `candidates` when given (every configuration measured), and no lease is live; true

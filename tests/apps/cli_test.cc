@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -255,6 +256,34 @@ TEST_F(Cli, StopEndsAnActiveStudyAndASweepResumesIt) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("was stopped; this sweep resumes it"), std::string::npos) << r.err;
   EXPECT_EQ(trials("s1").size(), 7u);
+}
+
+TEST_F(Cli, StopEndsASweepThatIsRunningTheStudy) {
+  const auto space = dir_.file("slow.json");
+  std::ofstream(space)
+      << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 99}]})";
+  const auto out = dir_.file("slow.out");
+  std::thread sweep([&] {
+    const std::string cmd = std::string(TUNEBASE_CLI) + " sweep --kernel command --space " + space +
+                            " --cmd 'sleep 0.2; echo {x}' --strategy random --budget 60 " +
+                            "--study slow --no-progress --db " + db() + " >" + out + " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(out);
+  });
+  // Once it has measured a few, stop it from another process.
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (std::filesystem::exists(db()) && db::Store(db()).find_study("slow") &&
+        db::Store(db()).trials(db::Store(db()).find_study("slow")->id).size() >= 3) {
+      break;
+    }
+  }
+  const auto r = run("stop --study slow --db " + db());
+  sweep.join();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto text = slurp(out);
+  EXPECT_NE(text.find("stopped:    the study was stopped"), std::string::npos) << text;
+  EXPECT_LT(trials("slow").size(), 30u) << "the sweep went on after the stop";
+  EXPECT_EQ(db::Store(db()).find_study("slow")->status, db::StudyStatus::stopped);
 }
 
 TEST_F(Cli, AResumedSweepTakesBackLeasesThatEnded) {
@@ -1023,6 +1052,27 @@ TEST_F(Cli, BestForAMatrixMeasuredNowhereIsPredictedFromTheMatricesMeasured) {
   EXPECT_NE(r.out.find("source:    predicted"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("input:     matrix lap30 (measured nowhere"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("options:   -ksp_type"), std::string::npos) << r.out;
+  // By its features (PETSc keeps them in the task's description): inputs of other sizes get
+  // other forecasts (they all got one, bit for bit).
+  std::set<double> forecasts;
+  for (int n : {30, 300}) {
+    r = run("best --kernel petsc --matrix " + laplacian(n) + " --json --db " + db());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    forecasts.insert(nlohmann::json::parse(r.out)["objective"].get<double>());
+  }
+  EXPECT_EQ(forecasts.size(), 2u);
+  // The same content under a measured matrix's name is not that matrix.
+  const auto renamed = dir_.file("renamed");
+  std::filesystem::create_directories(renamed);
+  std::filesystem::copy_file(laplacian(30), renamed + "/lap20.mtx");
+  r = run("best --kernel petsc --matrix " + renamed + "/lap20.mtx --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("source:    predicted"), std::string::npos) << r.out;
+  // A task of another kernel, and a kernel nobody stored, are named as such.
+  r = run("best --kernel spmv --task 1 --db " + db());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("no kernel 'spmv' in"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the kernels stored are petsc"), std::string::npos) << r.err;
   // A matrix measured here is answered by its own measurements, not the best of all inputs.
   r = run("best --kernel petsc --matrix " + laplacian(20) + " --json --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
