@@ -27,6 +27,8 @@ constexpr std::size_t kMaxMeasurementsPerRequest = 100000;
 constexpr double kMaxCostSeconds = 1e9;
 constexpr std::size_t kMaxUnitBytes = 32;
 constexpr auto kPredictedBestTtl = std::chrono::seconds(60);
+// Entries of each /v1/best cache at most (then it starts afresh): names are the client's.
+constexpr std::size_t kMaxCachedAnswers = 4096;
 // Read-only connections for queries; each serialises its own calls, so a few let the I/O
 // threads read in parallel.
 constexpr std::size_t kReaderConnections = 4;
@@ -1038,7 +1040,19 @@ Response Service::best(Request& request) {
                                 std::string(db::to_string(direction)) + '\n' + objective;
   const auto generation = generation_.load(std::memory_order_acquire);
   const auto now = std::chrono::steady_clock::now();
+  // What the machine has tried of the kernel (failures too: a prediction leaves out what
+  // failed there): a cached prediction is reused only while it is the same.
+  const auto trials_here = [&]() -> std::int64_t {
+    const auto m = reader().find_machine(machine_name);
+    if (!m) return 0;
+    std::int64_t n = 0;
+    for (const auto& s : reader().list_studies(kernel)) {
+      if (s.machine_id == m->id) n += reader().trial_counts(s.id).total;
+    }
+    return n;
+  };
   std::optional<Response> cached_prediction;
+  std::int64_t cached_trials_here = 0;
   {
     std::shared_lock lock(cache_mutex_);
     auto it = best_cache_.find(cache_key);
@@ -1046,11 +1060,16 @@ Response Service::best(Request& request) {
         now < it->second.expires) {
       if (!it->second.predicted) return it->second.response;
       cached_prediction = it->second.response;
+      cached_trials_here = it->second.trials_here;
     }
   }
+  if (cached_prediction && trials_here() != cached_trials_here) cached_prediction.reset();
   auto remember = [&](Response response, std::chrono::steady_clock::duration ttl, bool predicted) {
+    const std::int64_t tried = predicted ? trials_here() : 0;
     std::unique_lock lock(cache_mutex_);
-    best_cache_[cache_key] = {generation, now + ttl, response, predicted};
+    // Bounded: names are the client's to choose.
+    if (best_cache_.size() >= kMaxCachedAnswers) best_cache_.clear();
+    best_cache_[cache_key] = {generation, now + ttl, response, predicted, tried};
     return response;
   };
 
@@ -1116,6 +1135,7 @@ Response Service::best(Request& request) {
       kernel, machine ? std::optional(machine->id) : std::nullopt, task, direction, objective);
   if (predicted && !machine) {
     std::unique_lock lock(cache_mutex_);
+    if (unregistered_predictions_.size() >= kMaxCachedAnswers) unregistered_predictions_.clear();
     unregistered_predictions_[unregistered_key] = {generation, now + kPredictedBestTtl, *predicted};
   }
   if (!predicted) {

@@ -102,7 +102,8 @@ class Service {
     std::uint64_t generation = 0;
     std::chrono::steady_clock::time_point expires;
     Response response;
-    bool predicted = false;  ///< checked against new measurements before it is reused
+    bool predicted = false;        ///< checked against new measurements before it is reused
+    std::int64_t trials_here = 0;  ///< the machine's trials of the kernel (predicted)
   };
   struct CachedPrediction {
     std::uint64_t generation = 0;

@@ -643,6 +643,14 @@ TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   const auto measured = c.get("/v1/best?kernel=convolution&machine=gpu-unregistered");
   ASSERT_EQ(measured.status, 200) << measured.body;
   EXPECT_EQ(measured.json()["source"], "measured") << measured.body;
+  // Nor past failures there: what failed on a machine is left out of its prediction.
+  {
+    auto failing = parse_measurements(kernel_tuner_cache("gpu-new", 1.0), "x");
+    for (auto& e : failing.entries) e.result = Measurement::failure(TrialStatus::failed, "no");
+    db::Store(server.db_path()).import_dataset(failing);
+  }
+  const auto after_failures = c.get("/v1/best?kernel=convolution&machine=gpu-new");
+  ASSERT_EQ(after_failures.status, 404) << after_failures.body;  // everything failed there
 
   // A task that does not exist is not predicted for.
   const auto no_task = c.get("/v1/best?kernel=convolution&machine=gpu-unregistered&task=999");
