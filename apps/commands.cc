@@ -652,6 +652,8 @@ void add_query_commands(CLI::App& app) {
     cmd->add_option("--study", args->study, "Study name or id")->required();
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->callback([args] {
+      // A study to stop is in a database that exists: never create one.
+      (void)db::Store(args->db, {.read_only = true});
       db::Store store(args->db);
       const auto study = resolve_study(store, args->study);
       // Through the manager, as the server does: a server on the same file reads the new

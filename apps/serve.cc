@@ -55,9 +55,16 @@ void add_serve_command(CLI::App& app) {
     if (args->server.io_threads == 0 || args->server.compute_threads == 0) {
       throw InvalidInput("--threads and --compute-threads must be at least 1");
     }
-    if (args->header_timeout_ms <= 0) throw InvalidInput("--header-timeout-ms must be > 0");
+    // A day at most: past that the deadline arithmetic overflows (every body timed out at once).
+    constexpr std::int64_t kMaxTimeoutMs = 86'400'000;
+    for (const auto& [flag, ms] : {std::pair{"--header-timeout-ms", args->header_timeout_ms},
+                                   std::pair{"--body-timeout-ms", args->body_timeout_ms}}) {
+      if (ms <= 0 || ms > kMaxTimeoutMs) {
+        throw InvalidInput(std::string(flag) + " must be 1 to " + std::to_string(kMaxTimeoutMs) +
+                           " (a day), got " + std::to_string(ms));
+      }
+    }
     args->server.header_timeout = std::chrono::milliseconds(args->header_timeout_ms);
-    if (args->body_timeout_ms <= 0) throw InvalidInput("--body-timeout-ms must be > 0");
     args->server.body_timeout = std::chrono::milliseconds(args->body_timeout_ms);
     args->server.handle_signals = true;
     args->server.port = static_cast<std::uint16_t>(args->port);

@@ -349,13 +349,16 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   }
   // Measurements transfer within one space; say why others' were not used.
   if (options.transfer && priors.empty()) {
+    // Said only when the space is the reason: with studies of this space elsewhere, the
+    // reason is --prior-machine, or that none of them succeeded.
     std::size_t other_spaces = 0;
+    std::size_t this_space = 0;
     for (const auto& s : store.list_studies(kernel.name)) {
       // A study of this machine and input is never a prior, whatever its space.
-      const bool here = s.machine_id == machine.id && s.task_id == task.id;
-      other_spaces += !here && s.kernel_version != kernel.version;
+      if (s.machine_id == machine.id && s.task_id == task.id) continue;
+      (s.kernel_version == kernel.version ? this_space : other_spaces) += 1;
     }
-    if (other_spaces > 0) {
+    if (other_spaces > 0 && this_space == 0) {
       std::cerr << "note: no priors: the " << other_spaces << " other "
                 << (other_spaces == 1 ? "study" : "studies") << " of " << kernel.name
                 << " searched another space (other parameters or values: for another kind of "

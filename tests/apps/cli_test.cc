@@ -234,6 +234,9 @@ TEST_F(Cli, StopEndsAnActiveStudyAndASweepResumesIt) {
   r = run("stop --study s1 --db " + db());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("is completed (its budget is spent)"), std::string::npos) << r.err;
+  r = run("stop --study s1 --db " + dir_.file("absent.db"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("absent.db"))) << "stop created a database";
   r = run("stop --study nosuch --db " + db());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("no study named 'nosuch'"), std::string::npos) << r.err;
@@ -605,6 +608,10 @@ TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
   r = run("sweep --kernel spmv --seed -1 --db " + db());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--seed"), std::string::npos) << r.err;
+  // A deadline past a day overflowed, and every request body timed out at once.
+  r = run("serve --body-timeout-ms 10000000000000 --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--body-timeout-ms must be 1 to 86400000"), std::string::npos) << r.err;
   // A mistyped kernel is named as such, not as one that does not read --matrix.
   r = run("sweep --kernel petscc --matrix m.mtx --db " + db());
   EXPECT_EQ(r.exit_code, 2);
