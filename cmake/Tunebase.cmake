@@ -22,9 +22,10 @@
 #
 # The header holds one `#define <PREFIX><PARAMETER> <value>` per parameter (strings quoted),
 # plus <PREFIX>TUNEBASE_SOURCE. It is rewritten only when its content changes, so that an
-# unchanged answer does not rebuild the project. When no source answers, a header that holds
-# an earlier answer (measured or predicted) is kept, with a warning ("kept"): a configure run
-# while the server is down does not untune a build; the defaults are for a first configure.
+# unchanged answer does not rebuild the project. When no source can be reached, a header that
+# holds an earlier answer (measured or predicted) for the same kernel and machine, defining
+# every DEFAULTS parameter, is kept with a warning ("kept"): a configure run while the server is
+# down does not untune a build. A 404 ("nothing measured") is an answer: the defaults.
 include_guard(GLOBAL)
 
 # Seconds to wait for an answer by default: configure must not hang when the server does.
@@ -85,6 +86,10 @@ function(tunebase_best_config)
                         "allowed: KERNEL OUTPUT SERVER TOKEN DB TUNEBASE MACHINE TASK MAXIMIZE PREFIX "
                         "DEFAULTS TIMEOUT REQUIRED RESULT_VARIABLE")
   endif()
+  if(TB_TASK AND NOT TB_TASK MATCHES "^[1-9][0-9]*$")
+    message(FATAL_ERROR "tunebase_best_config: TASK is a task id (a positive integer; tunebase "
+                        "studies shows them), got \"${TB_TASK}\"")
+  endif()
   if(NOT DEFINED TB_TIMEOUT)
     set(TB_TIMEOUT ${_TUNEBASE_TIMEOUT})
   elseif(NOT TB_TIMEOUT MATCHES "^[1-9][0-9]*$")
@@ -113,6 +118,9 @@ function(tunebase_best_config)
 
   set(answer "")
   set(why "")
+  # No source could be reached (as against one that answered that it knows nothing): only then
+  # is an earlier answer kept.
+  set(unreachable FALSE)
   if(TB_SERVER)
     _tunebase_url_encode("${TB_KERNEL}" kernel_q)
     _tunebase_url_encode("${TB_MACHINE}" machine_q)
@@ -135,7 +143,9 @@ function(tunebase_best_config)
       file(READ "${reply_file}" answer)
     else()
       list(GET status 1 text)
-      set(why "server ${TB_SERVER} did not answer GET /v1/best (${text})")
+      set(why "server ${TB_SERVER} did not answer GET /v1/best within TIMEOUT ${TB_TIMEOUT} s "
+              "or at all (${text})")
+      set(unreachable TRUE)
       # file(DOWNLOAD) keeps no body of an HTTP error, so the server's reason is not here: name
       # the status the log shows and the URL that tells the reason.
       # A transfer that failed after a 200 status line (a timeout) keeps curl's reason.
@@ -144,6 +154,10 @@ function(tunebase_best_config)
         list(GET http_lines -1 http_line)
         string(REGEX REPLACE "^HTTP/[0-9.]+ " "" http_line "${http_line}")
         if(http_line MATCHES "^[45]")
+          # 404 (nothing known) and 400 (a bad question) are answers; 401 and 5xx are not.
+          if(http_line MATCHES "^40[04]")
+            set(unreachable FALSE)
+          endif()
           string(CONCAT why "server ${TB_SERVER} answered HTTP ${http_line} to GET ${url} "
                             "(that URL's body says why)")
         endif()
@@ -163,6 +177,7 @@ function(tunebase_best_config)
     endif()
     if(NOT TB_TUNEBASE)
       set(why "DB ${TB_DB} given but no tunebase program (pass TUNEBASE <path> or put it on PATH)")
+      set(unreachable TRUE)
     else()
       set(command "${TB_TUNEBASE}" best --kernel "${TB_KERNEL}" --machine "${TB_MACHINE}"
                   --db "${TB_DB}" --json)
@@ -179,6 +194,9 @@ function(tunebase_best_config)
       else()
         string(STRIP "${err}" err)
         set(why "`tunebase best --db ${TB_DB}` failed (${rc}): ${err}")
+        if(NOT EXISTS "${TB_DB}" OR NOT rc MATCHES "^[0-9]+$")
+          set(unreachable TRUE)  # no database there, or the program timed out or crashed
+        endif()
       endif()
     endif()
   else()
@@ -189,6 +207,12 @@ function(tunebase_best_config)
   set(source "")
   if(answer)
     string(JSON config ERROR_VARIABLE json_error GET "${answer}" config)
+    if(NOT json_error)
+      string(JSON config_type ERROR_VARIABLE json_error TYPE "${answer}" config)
+      if(NOT json_error AND NOT config_type STREQUAL "OBJECT")
+        set(json_error "its config is not an object")
+      endif()
+    endif()
     if(json_error)
       set(why "the answer is not a tunebase best-known reply: ${json_error}")
     else()
@@ -210,7 +234,7 @@ function(tunebase_best_config)
       if(NOT no_interval)
         string(APPEND value_text ", 68% interval ${lower} .. ${upper}")
       endif()
-      set(answered_names "")
+      set(answered_macros "")
       string(JSON n LENGTH "${config}")
       if(n GREATER 0)
         math(EXPR last "${n} - 1")
@@ -221,17 +245,18 @@ function(tunebase_best_config)
           _tunebase_macro_name("${TB_PREFIX}" "${name}" macro)
           _tunebase_c_literal("${value}" "${type}" literal)
           string(APPEND lines "#define ${macro} ${literal}\n")
-          list(APPEND answered_names "${name}")
+          list(APPEND answered_macros "${macro}")
         endforeach()
       endif()
       message(STATUS "tunebase: ${TB_KERNEL} on ${TB_MACHINE}: ${source} best configuration "
                      "(${value_text})")
       # A parameter the answer lacks (a study of a narrower space) keeps its default.
+      # By macro name: Kernel Tuner's BLOCK_SIZE answers DEFAULTS block_size.
       foreach(name IN LISTS default_names)
-        if(NOT name IN_LIST answered_names)
+        _tunebase_macro_name("${TB_PREFIX}" "${name}" macro)
+        if(NOT macro IN_LIST answered_macros)
           message(WARNING "tunebase: the ${source} configuration of ${TB_KERNEL} has no "
                           "parameter ${name}; using its default ${default_value_${name}}")
-          _tunebase_macro_name("${TB_PREFIX}" "${name}" macro)
           string(APPEND lines "#define ${macro} ${default_value_${name}}\n")
         endif()
       endforeach()
@@ -243,10 +268,21 @@ function(tunebase_best_config)
     if(TB_REQUIRED)
       message(FATAL_ERROR "${reason} (REQUIRED: no defaults)")
     endif()
-    # An earlier answer in the header is worth more than the defaults.
+    # With no source reachable, an earlier answer for this kernel and machine in the header is
+    # worth more than the defaults (when it defines every DEFAULTS parameter).
     _tunebase_macro_name("${TB_PREFIX}" "TUNEBASE_SOURCE" source_macro)
-    if(EXISTS "${TB_OUTPUT}")
-      file(STRINGS "${TB_OUTPUT}" earlier REGEX "^#define ${source_macro} \"(measured|predicted)\"$")
+    if(unreachable AND EXISTS "${TB_OUTPUT}")
+      string(REGEX REPLACE "([][+.*()^$?|\\])" "\\\\\\1" kernel_re "${TB_KERNEL}")
+      string(REGEX REPLACE "([][+.*()^$?|\\])" "\\\\\\1" machine_re "${TB_MACHINE}")
+      file(STRINGS "${TB_OUTPUT}" earlier
+           REGEX "^// Kernel ${kernel_re}, machine ${machine_re}: (measured|predicted)\\.$")
+      file(STRINGS "${TB_OUTPUT}" defines REGEX "^#define ")
+      foreach(name IN LISTS default_names)
+        _tunebase_macro_name("${TB_PREFIX}" "${name}" macro)
+        if(NOT defines MATCHES "#define ${macro} ")
+          set(earlier "")
+        endif()
+      endforeach()
       if(earlier)
         message(WARNING "${reason}. Keeping the answer of an earlier configure in ${TB_OUTPUT}.")
         if(TB_RESULT_VARIABLE)

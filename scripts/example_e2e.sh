@@ -120,6 +120,11 @@ tr -s ' \n' ' ' <"$work/kept.log" | grep -q "Keeping the answer of an earlier co
   { cat "$work/kept.log"; fail "kept: no warning"; }
 grep -q "#define BLOCKED_SUM_BLOCK_SIZE 256$" "$work/build-server/generated/blocked_sum_config.h" ||
   fail "kept: the header lost the measured answer"
+# ...but not another machine's answer: the defaults then.
+cmake -S "$repo/examples/configure_time" -B "$work/build-server" -DTUNEBASE_MACHINE=other.box \
+  >"$work/kept-other.log" 2>&1 || { cat "$work/kept-other.log"; fail "kept-other: configure"; }
+grep -q "#define BLOCKED_SUM_TUNEBASE_SOURCE \"defaults\"$" \
+  "$work/build-server/generated/blocked_sum_config.h" || fail "kept-other: kept e2e-machine's answer"
 
 # A server whose reads need a token: the helper sends $TUNEBASE_TOKEN (or its TOKEN argument).
 start_server --auth-reads
