@@ -475,6 +475,7 @@ void add_query_commands(CLI::App& app) {
                                     {"config", best->config},
                                     {"objective", best->result.objective},
                                     {"unit", api::unit_json(study)},
+                                    {"objective_name", study.objective},
                                     {"study", study.name},
                                     {"study_id", study.id.value},
                                     {"task_id", study.task_id.value},
