@@ -144,7 +144,8 @@ std::optional<db::StudyRecord> find_study(db::Store& store, const SweepOptions& 
     if (existing->machine_id != machine.id) {
       differs.push_back("machine " + existing->machine_name + ", not " + machine.name);
     }
-    if (existing->task_id != task.id) {
+    // Tasks belong to a kernel: another kernel's input differs whatever it is.
+    if (existing->task_id != task.id && existing->kernel_name == kernel.name) {
       // A matrix by its name; another input by the start of its description.
       const auto input = [](const nlohmann::json& description) {
         if (description.contains("matrix") && description["matrix"].is_string()) {
