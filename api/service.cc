@@ -1047,7 +1047,11 @@ Response Service::best(Request& request) {
     if (!m) return 0;
     std::int64_t n = 0;
     for (const auto& s : reader().list_studies(kernel)) {
-      if (s.machine_id == m->id) n += reader().trial_counts(s.id).total;
+      if (s.machine_id != m->id) continue;
+      // A pending trial that failed leaves the total as it was: failures count apart.
+      const auto counts = reader().trial_counts(s.id);
+      n += counts.total +
+           (std::int64_t{1} << 32) * (counts.failed + counts.timeout + counts.invalid);
     }
     return n;
   };

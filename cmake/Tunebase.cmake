@@ -143,8 +143,8 @@ function(tunebase_best_config)
       file(READ "${reply_file}" answer)
     else()
       list(GET status 1 text)
-      set(why "server ${TB_SERVER} did not answer GET /v1/best within TIMEOUT ${TB_TIMEOUT} s "
-              "or at all (${text})")
+      string(CONCAT why "server ${TB_SERVER} did not answer GET /v1/best within TIMEOUT "
+                        "${TB_TIMEOUT} s or at all (${text})")
       set(unreachable TRUE)
       # file(DOWNLOAD) keeps no body of an HTTP error, so the server's reason is not here: name
       # the status the log shows and the URL that tells the reason.
