@@ -1,5 +1,7 @@
 #include "api/records_json.h"
 
+#include <set>
+
 namespace tunebase::api {
 
 std::string objective_unit(const db::StudyRecord& study) {
@@ -13,6 +15,15 @@ std::string objective_unit(const db::StudyRecord& study) {
 nlohmann::json unit_json(const db::StudyRecord& study) {
   const auto unit = objective_unit(study);
   return unit.empty() ? nlohmann::json(nullptr) : nlohmann::json(unit);
+}
+
+std::string stored_kernels_text(const db::Store& store) {
+  std::set<std::string> names;
+  for (const auto& k : store.list_kernels()) names.insert(k.name);
+  if (names.empty()) return "nothing is stored yet";
+  std::string text;
+  for (const auto& n : names) text += (text.empty() ? "" : ", ") + n;
+  return "the kernels stored are " + text;
 }
 
 nlohmann::json machine_json(const db::MachineRecord& m) {

@@ -17,6 +17,9 @@ std::string objective_unit(const db::StudyRecord& study);
 nlohmann::json unit_json(const db::StudyRecord& study);
 
 nlohmann::json machine_json(const db::MachineRecord& machine);
+/// "the kernels stored are a, b" (each name once, sorted), or "nothing is stored yet": how an
+/// unknown kernel's error says what there is.
+std::string stored_kernels_text(const db::Store& store);
 nlohmann::json counts_json(const db::TrialCounts& counts);
 /// A trial, every field always present (null when not set): GET /v1/trials/{id} and
 /// tunebase trials --json.

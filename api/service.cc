@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
-#include <set>
 
 #include "api/errors.h"
 #include "api/json_reader.h"
@@ -86,13 +85,6 @@ std::optional<std::string> checked_query_name(const Request& request, const std:
   auto value = request.query_value(key);
   if (value) check_name_in(*value, "query." + key, "query parameter \"" + key + "\"");
   return value;
-}
-
-// The kernel names stored, each once, sorted.
-std::vector<std::string> kernel_names(const db::Store& store) {
-  std::set<std::string> names;
-  for (const auto& k : store.list_kernels()) names.insert(k.name);
-  return {names.begin(), names.end()};
 }
 
 std::int64_t integer_query(const Request& request, const std::string& name) {
@@ -1035,9 +1027,10 @@ Response Service::best(Request& request) {
       db::direction_from_string(request.query_value("direction").value_or("minimize"));
   const auto objective = request.query_value("objective").value_or("");
 
-  const std::string cache_key = kernel + '\n' + machine_name + '\n' +
-                                (task ? std::to_string(task->value) : "") + '\n' +
+  // The question without the machine (what every unregistered machine shares), and with it.
+  const std::string query_key = kernel + '\n' + (task ? std::to_string(task->value) : "") + '\n' +
                                 std::string(db::to_string(direction)) + '\n' + objective;
+  const std::string cache_key = query_key + '\n' + machine_name;
   const auto generation = generation_.load(std::memory_order_acquire);
   const auto now = std::chrono::steady_clock::now();
   // What the machine has tried of the kernel (failures too: a prediction leaves out what
@@ -1079,11 +1072,7 @@ Response Service::best(Request& request) {
 
   // An unknown kernel or task is a mistake to report, not something to predict for.
   if (!cached_prediction && !reader().find_kernel(kernel)) {
-    std::string known;
-    for (const auto& name : kernel_names(reader())) known += (known.empty() ? "" : ", ") + name;
-    throw NotFound(
-        "unknown kernel \"" + kernel + "\"; " +
-        (known.empty() ? std::string("nothing is stored yet") : "the kernels stored are " + known));
+    throw NotFound("unknown kernel \"" + kernel + "\"; " + stored_kernels_text(reader()));
   }
   if (task) {
     const auto t = reader().get_task(*task);
@@ -1119,12 +1108,9 @@ Response Service::best(Request& request) {
   if (cached_prediction) return *cached_prediction;
   // A machine the store does not know gets the same prediction under any name: one model fit
   // answers every new CI runner (each name used to pay its own, seconds on a busy server).
-  const std::string unregistered_key = kernel + '\n' + (task ? std::to_string(task->value) : "") +
-                                       '\n' + std::string(db::to_string(direction)) + '\n' +
-                                       objective;
   if (!machine) {
     std::shared_lock lock(cache_mutex_);
-    auto it = unregistered_predictions_.find(unregistered_key);
+    auto it = unregistered_predictions_.find(query_key);
     if (it != unregistered_predictions_.end() && it->second.generation == generation &&
         now < it->second.expires) {
       auto prediction = it->second.prediction;
@@ -1140,7 +1126,7 @@ Response Service::best(Request& request) {
   if (predicted && !machine) {
     std::unique_lock lock(cache_mutex_);
     if (unregistered_predictions_.size() >= kMaxCachedAnswers) unregistered_predictions_.clear();
-    unregistered_predictions_[unregistered_key] = {generation, now + kPredictedBestTtl, *predicted};
+    unregistered_predictions_[query_key] = {generation, now + kPredictedBestTtl, *predicted};
   }
   if (!predicted) {
     std::string filters = "direction " + std::string(db::to_string(direction));

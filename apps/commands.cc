@@ -367,13 +367,8 @@ void add_query_commands(CLI::App& app) {
                            args->kernel + " (--task picks an input of any kernel)");
       }
       if (!store.find_kernel(args->kernel)) {
-        std::set<std::string> names;
-        for (const auto& k : store.list_kernels()) names.insert(k.name);
-        std::string known;
-        for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
         throw NotFound("no kernel '" + args->kernel + "' in " + args->db + "; " +
-                       (known.empty() ? std::string("nothing is stored yet")
-                                      : "the kernels stored are " + known));
+                       api::stored_kernels_text(store));
       }
       std::optional<db::TaskId> task;
       if (args->task > 0) {
