@@ -250,8 +250,12 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
     nlohmann::json content{{r.response_content_type, {{"schema", r.response_schema}}}};
     for (const auto& [type, schema] : r.other_responses.items())
       content[type] = {{"schema", schema}};
-    responses[std::to_string(r.success_status)] = {{"description", "success"},
-                                                   {"content", std::move(content)}};
+    if (r.may_update) {
+      responses["200"] = {{"description", "it existed: updated, or nothing to change"},
+                          {"content", content}};
+    }
+    responses[std::to_string(r.success_status)] = {
+        {"description", r.may_update ? "created" : "success"}, {"content", std::move(content)}};
     const nlohmann::json error_content = {{"application/json", {{"schema", error_schema()}}}};
     auto error = [&](int status, const std::string& why) {
       responses[std::to_string(status)] = {{"description", why}, {"content", error_content}};

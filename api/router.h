@@ -106,6 +106,9 @@ struct Route {
   nlohmann::json request_schema;
   std::string request_content_type = "application/json";
   int success_status = 200;
+  /// The route answers success_status when it creates the resource and 200 when the resource
+  /// already existed (an update, or nothing to change); the handler sets which.
+  bool may_update = false;
   std::string response_content_type = "application/json";
   nlohmann::json response_schema = nlohmann::json::object();
   /// Other media types the success may have ({"text/csv": schema}), chosen by the query.

@@ -295,6 +295,7 @@ void Service::add_routes() {
     r.runs = Runs::writer;
     r.request_schema = object_schema({{"name", kString}, {"fingerprint", kAnyObject}}, {"name"});
     r.success_status = 201;
+    r.may_update = true;
     r.response_schema = machine_schema();
   }
   {
@@ -683,7 +684,8 @@ Response Service::error_response(std::exception_ptr error) {
 Response Service::dispatch(const Route& route, Request& request, Runs here) {
   request.running_on = here;
   auto response = route.handler(request);
-  if (response.status == 200 && route.success_status != 200) response.status = route.success_status;
+  if (response.status == 200 && route.success_status != 200 && !route.may_update)
+    response.status = route.success_status;
   return response;
 }
 
@@ -696,14 +698,12 @@ Response Service::create_machine(Request& request) {
   info.name = checked_name(r, "name", true);
   const auto* fingerprint = r.optional_object("fingerprint");
   r.finish();
-  if (!fingerprint) {
-    // Registering a known name again without a fingerprint keeps the one stored.
-    if (auto known = store_.find_machine(info.name)) return Response::json(machine_json(*known));
-  } else {
-    info.fingerprint = *fingerprint;
-  }
+  const auto known = store_.find_machine(info.name);
+  // Registering a known name again without a fingerprint keeps the one stored.
+  if (known && !fingerprint) return Response::json(machine_json(*known));
+  if (fingerprint) info.fingerprint = *fingerprint;
   refresh_fingerprint_hash(info);
-  return Response::json(machine_json(store_.upsert_machine(info)), 201);
+  return Response::json(machine_json(store_.upsert_machine(info)), known ? 200 : 201);
 }
 
 Response Service::list_machines(Request&) {

@@ -359,7 +359,7 @@ void add_worker_command(CLI::App& app) {
       const auto m =
           client.post("/v1/machines", {{"name", info.name}, {"fingerprint", info.fingerprint}},
                       args->worker.token);
-      if (m.status != 201) fail_reply("registering machine " + info.name, m);
+      if (m.status != 201 && m.status != 200) fail_reply("registering machine " + info.name, m);
       nlohmann::json task = evaluator->task();
       nlohmann::json features = nlohmann::json::object();
       if (task.contains("features")) {

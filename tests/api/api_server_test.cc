@@ -941,11 +941,18 @@ TEST(ApiServer, AStudyShowsItsOwnBestAndAMachineKeepsItsFingerprint) {
   EXPECT_EQ(shown["best"]["value"], 4.0) << shown.dump();
 
   // Registering a known machine again without a fingerprint keeps the stored one.
+  // It existed: 200, not 201 Created.
   const auto again = c.post("/v1/machines", {{"name", "test-machine"}}, server.token);
-  EXPECT_EQ(again.status, 201) << again.body;
+  EXPECT_EQ(again.status, 200) << again.body;
   const auto machine = server.store().find_machine("test-machine");
   ASSERT_TRUE(machine);
   EXPECT_EQ(machine->fingerprint, (nlohmann::json{{"cpu", "test"}}));
+  const auto updated =
+      c.post("/v1/machines", {{"name", "test-machine"}, {"fingerprint", {{"cpu", "other"}}}},
+             server.token);
+  EXPECT_EQ(updated.status, 200) << updated.body;
+  EXPECT_EQ(updated.json()["fingerprint"], (nlohmann::json{{"cpu", "other"}})) << updated.body;
+  EXPECT_EQ(c.post("/v1/machines", {{"name", "brand-new"}}, server.token).status, 201);
 }
 
 // Sends one GET on `stream` and reads the whole reply.
