@@ -207,7 +207,8 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
                     : std::string())
             << (p.failed_here ? "; " + std::to_string(p.failed_here) +
                                     " configurations failed here and were left out, none ran"
-                              : std::string("; nothing measured here yet"))
+                : !input.empty() ? std::string("; nothing measured for this input yet")
+                                 : std::string("; nothing measured here yet"))
             << ")";
   if (!input.empty()) std::cout << "\ninput:     " << input;
   std::cout << "\nconfig:    " << p.config.dump();
@@ -649,6 +650,10 @@ void add_query_commands(CLI::App& app) {
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->callback([args] {
       // A study to stop is in a database that exists: never create one.
+      if (!std::filesystem::exists(args->db)) {
+        throw NotFound("database " + args->db + " does not exist, so it holds no study '" +
+                       args->study + "' to stop (check --db)");
+      }
       (void)db::Store(args->db, {.read_only = true});
       db::Store store(args->db);
       const auto study = resolve_study(store, args->study);
