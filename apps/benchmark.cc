@@ -49,7 +49,8 @@ constexpr std::size_t kWeightCheckpoints[] = {1, 2, 5, 10, 20, 50, 100};
 struct RunResult {
   RunTrace trace;
   /// The configurations evaluated, in order (JSON objects).
-  std::vector<nlohmann::json> configs;
+  /// Keys in the space's parameter order, as the file lists them (not alphabetical).
+  std::vector<nlohmann::ordered_json> configs;
   /// The RGPE weights (source name -> weight) behind each proposal, when the strategy has them.
   std::vector<std::map<std::string, double>> weights;
 };
@@ -143,7 +144,9 @@ RunResult run_one(const ReplayEvaluator& target, const SearchSpace& space,
         space_differs ? target.lookup_json(space.config_to_json(config)) : target.lookup(config);
     session.observe(config, m);
     trace.objectives.push_back(m.ok() ? m.objective : std::nan(""));
-    result.configs.push_back(space.config_to_json(config));
+    const auto as_json = space.config_to_json(config);
+    auto& ordered = result.configs.emplace_back();
+    for (const auto& p : space.parameters()) ordered[p.name] = as_json.at(p.name);
   }
   return result;
 }
@@ -360,14 +363,15 @@ void add_benchmark_command(CLI::App& app) {
       if (g_interrupted) throw Error("interrupted");
       if (trace_file) {
         for (std::size_t seed = 0; seed < results.size(); ++seed) {
-          nlohmann::json objectives = nlohmann::json::array();
+          nlohmann::ordered_json objectives = nlohmann::ordered_json::array();
           for (double v : results[seed].trace.objectives) {
-            objectives.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
+            objectives.push_back(std::isfinite(v) ? nlohmann::ordered_json(v)
+                                                  : nlohmann::ordered_json(nullptr));
           }
-          trace_file->stream() << nlohmann::json{{"strategy", strategy},
-                                                 {"seed", seed + 1},
-                                                 {"configs", results[seed].configs},
-                                                 {"objectives", std::move(objectives)}}
+          trace_file->stream() << nlohmann::ordered_json{{"strategy", strategy},
+                                                         {"seed", seed + 1},
+                                                         {"configs", results[seed].configs},
+                                                         {"objectives", std::move(objectives)}}
                                       .dump()
                                << "\n";
         }

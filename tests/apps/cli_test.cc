@@ -896,6 +896,25 @@ TEST_F(Cli, BenchmarkReplaysAMeasuredSpaceAgainstRandom) {
   EXPECT_EQ(report["strategies"][1]["strategy"], "random");
   EXPECT_TRUE(report["strategies"][0]["evals_to"].contains("0.95"));
   EXPECT_NE(slurp(svg).find("<svg"), std::string::npos);
+
+  // A trace's configurations keep the file's parameter order, not the alphabet's.
+  nlohmann::json zebra = {{"device_name", "TestGPU"},
+                          {"kernel_name", "zebra"},
+                          {"tune_params_keys", {"z", "a"}},
+                          {"tune_params", {{"z", {0, 1, 2}}, {"a", {0, 1, 2}}}},
+                          {"cache", nlohmann::json::object()}};
+  for (int z = 0; z < 3; ++z) {
+    for (int a = 0; a < 3; ++a) {
+      zebra["cache"][std::to_string(z) + "," + std::to_string(a)] = {
+          {"z", z}, {"a", a}, {"time", 1.0 + z + a}};
+    }
+  }
+  const auto zebra_file = dir_.file("zebra.json");
+  std::ofstream(zebra_file) << zebra.dump();
+  r = run("benchmark --target " + zebra_file + " --budget 2 --seeds 1 --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto text = slurp(trace);
+  EXPECT_NE(text.find(R"("configs":[{"z":)"), std::string::npos) << text;
 }
 
 TEST_F(Cli, BenchmarkRefusesWhatWouldMisleadIt) {
