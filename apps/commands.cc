@@ -226,7 +226,9 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
                       "outside it: the configuration is the better guess)\n"
                 : p.machines > 1
                     ? ", from the other machines' measurements and how much they differ)\n"
-                    : ", on the scale of the other machine's measurements)\n");
+                    : ", from the other machine's measurements, widened to a factor of 2.3 "
+                      "either way, as much as GPUs differ: one machine shows nothing of how "
+                      "machines differ)\n");
   if (!p.weights.empty()) std::cout << "weights:   " << weights_text(p.weights) << "\n";
 }
 

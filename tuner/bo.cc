@@ -75,6 +75,13 @@ constexpr double kMaxStackScale = 3.0;
 constexpr double kPriorFailureCount = 5.0;
 // prior-best: the priors' best configurations tried before the model takes over.
 constexpr std::size_t kDefaultPriorBestCount = 10;
+// Zero-shot from one source: one machine says nothing of how machines differ, so the interval
+// assumes they differ as the GPUs of the measured tuning spaces do (../shared/data/gpu: gemm,
+// convolution, convolution_hub and dedispersion on 3 to 5 GPUs each). There the median
+// |log ratio| of two machines' times at the same quantile (0, 0.1 and 0.5) is 0.42 to 1.04,
+// about 0.56 overall; for a normal difference that is a standard deviation of 0.56 / 0.674 =
+// 0.83 in log units: a factor of 2.3 either way at 68%.
+constexpr double kOneSourceLogSpread = 0.83;
 constexpr double kNegativeInfinity = -std::numeric_limits<double>::infinity();
 
 double elapsed_ms(std::chrono::steady_clock::time_point since) {
@@ -664,10 +671,11 @@ class BayesianOptimization final : public ModelBasedStrategy {
   // Zero-shot: the standard deviation of a new machine's value at quantile z around the
   // sources' weighted mean (to_log_units), from how far apart the sources are at z, as the
   // prediction of one more draw from their population: s * sqrt(1 + 1/n), with s the weighted
-  // sample deviation and n the effective number of sources. 0 with fewer than two sources: one
-  // machine says nothing of how machines differ.
+  // sample deviation and n the effective number of sources. With one source (or one that holds
+  // all the weight), kOneSourceLogSpread on a log scale, else nothing to go on: 0.
   double between_sources_sd(double z) const {
-    if (source_sorted_.size() < 2) return 0.0;
+    const double one_source = zero_shot_log_ ? kOneSourceLogSpread : 0.0;
+    if (source_sorted_.size() < 2) return one_source;
     std::vector<double> g;
     std::vector<double> w;
     for (std::size_t s = 0; s < source_sorted_.size(); ++s) {
@@ -682,10 +690,10 @@ class BayesianOptimization final : public ModelBasedStrategy {
       total_sq += w[s] * w[s];
       mean += w[s] * g[s];
     }
-    if (!(total > 0.0) || !(total_sq > 0.0)) return 0.0;
+    if (!(total > 0.0) || !(total_sq > 0.0)) return one_source;
     mean /= total;
     const double n = total * total / total_sq;
-    if (!(n > 1.0 + 1e-9)) return 0.0;
+    if (!(n > 1.0 + 1e-9)) return one_source;
     double ss = 0.0;
     for (std::size_t s = 0; s < g.size(); ++s) ss += w[s] * (g[s] - mean) * (g[s] - mean);
     const double variance = ss / total * n / (n - 1.0);  // weighted, unbiased for equal weights

@@ -279,7 +279,8 @@ TEST(ZeroShot, TheIntervalSpansHowFarApartTheMachinesAre) {
     EXPECT_EQ(f.size(), 1u);
     return f.at(0);
   };
-  // One machine, and two that agree: the interval is the model's, tight around the time.
+  // Two machines that agree: the interval is the model's, tight around the time. One machine
+  // shows nothing of how machines differ: a factor of 2.3 either way (as GPUs differ).
   const auto one = interval({make_prior(s, "twin", same)});
   const auto agree = interval({make_prior(s, "twin", same), make_prior(s, "other twin", same)});
   // Two machines ranking alike, one twice as slow: a third may be anywhere near either.
@@ -290,7 +291,9 @@ TEST(ZeroShot, TheIntervalSpansHowFarApartTheMachinesAre) {
   EXPECT_GT(apart.upper, 2.0 * objective(best));
   EXPECT_GT(apart.std, 2.0 * agree.std);
   EXPECT_LT(agree.upper - agree.lower, 0.5 * objective(best));
-  EXPECT_LT(one.upper - one.lower, 0.5 * objective(best));
+  EXPECT_LT(one.lower, objective(best) / 2.0);
+  EXPECT_GT(one.upper, 2.0 * objective(best));
+  EXPECT_LT(one.upper / one.lower, 6.0);
 }
 
 TEST(ZeroShot, ForecastsKeepThePriorsUnitsWhenTheirValuesAreNotAllPositive) {
