@@ -1394,9 +1394,12 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
                         ? std::string("a file of the same kernel, space, device and problem "
                                       "size with other results (another run?) was imported "
                                       "before")
-                        : "a file of the same kernel, device and problem size but another "
-                          "search space (tune_params) was imported before") +
-                   again);
+                        : "a file of the same kernel name, device and problem size but "
+                          "another search space (tune_params) was imported before; if it is "
+                          "another kernel, give it its own name (tunebase import --kernel NAME, "
+                          "or POST /v1/import?kernel=NAME), else" +
+                              again.substr(1)) +
+                   (existing->kernel_id == result.kernel ? again : std::string()));
   }
   result.study = impl_->insert_study(study, StudyStatus::completed).id;
 

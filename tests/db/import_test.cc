@@ -135,6 +135,10 @@ TEST(Import, TheSameMeasurementsAreRefusedAndAReRunNeedsAName) {
     ADD_FAILURE() << "a second import under the same name must be refused";
   } catch (const Conflict& e) {
     EXPECT_THAT(e.what(), HasSubstr("another search space (tune_params) was imported before"));
+    // Another kernel filed under this name by mistake takes --kernel; a new space, --study.
+    EXPECT_THAT(e.what(), HasSubstr("if it is another kernel, give it its own name (tunebase "
+                                    "import --kernel NAME"));
+    EXPECT_THAT(e.what(), HasSubstr("else give another study name"));
   }
   // A broken file is told what is wrong with it, not that the name is taken.
   auto broken = data;
