@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -339,6 +340,31 @@ void add_sweep_command(CLI::App& app) {
   });
 }
 
+// A machine name the database does not hold is answered as a new machine (a prediction); a
+// misspelt name would get that prediction without a word, so say which names it holds.
+void note_unknown_machine(const db::Store& store, const std::string& name, const std::string& db) {
+  const auto lower = [](std::string text) {
+    std::transform(text.begin(), text.end(), text.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return text;
+  };
+  constexpr std::size_t kListed = 8;
+  std::string known;
+  std::string same_but_case;
+  const auto machines = store.list_machines();
+  for (std::size_t i = 0; i < machines.size(); ++i) {
+    if (lower(machines[i].name) == lower(name)) same_but_case = machines[i].name;
+    if (i < kListed) known += (i ? ", " : "") + machines[i].name;
+  }
+  if (machines.size() > kListed) known += ", ... (tunebase machines lists all)";
+  std::cerr << "note: machine '" << name << "' is not in " << db << ": predicting as for a new "
+            << "machine"
+            << (!same_but_case.empty() ? "; did you mean '" + same_but_case + "'?"
+                : machines.empty()     ? std::string()
+                                       : " (it holds " + known + ")")
+            << "\n";
+}
+
 void add_query_commands(CLI::App& app) {
   // --- best
   {
@@ -373,6 +399,7 @@ void add_query_commands(CLI::App& app) {
         throw NotFound("no kernel '" + args->kernel + "' in " + args->db + "; " +
                        api::stored_kernels_text(store));
       }
+      if (!machine) note_unknown_machine(store, machine_name, args->db);
       std::optional<db::TaskId> task;
       if (args->task > 0) {
         const auto t = store.get_task(db::TaskId{args->task});

@@ -794,6 +794,14 @@ TEST_F(Cli, OtherMachinesMeasurementsPredictAndGuideANewMachine) {
   EXPECT_EQ(predicted["config"], (nlohmann::json{{"a", 3}, {"b", 5}})) << r.out;
   EXPECT_EQ(predicted["based_on"]["machines"], 1);
   EXPECT_EQ(predicted["based_on"]["inputs"], 1);
+  // Said on stderr (the JSON stays clean): a misspelt name would get a prediction silently.
+  EXPECT_NE(r.err.find("machine 'GPU-B' is not in " + db() +
+                       ": predicting as for a new machine (it holds GPU-A)"),
+            std::string::npos)
+      << r.err;
+  r = run("best --kernel toy --machine gpu-a --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.err.find("did you mean 'GPU-A'?"), std::string::npos) << r.err;
   r = run("best --kernel toy --machine GPU-B --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // GPU-A: no "other", which would be wrong for the target's own other inputs.
