@@ -314,6 +314,7 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
 
   const auto& space = *entry->space;
   std::size_t refused = 0;
+  bool over_budget = false;
   for (int attempt = 1; allowed > 0; ++attempt) {
     const auto start = std::chrono::steady_clock::now();
     auto configs = session.propose(allowed);
@@ -349,6 +350,12 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
     }
     std::size_t refused_now = 0;
     for (std::size_t i = 0; i < configs.size(); ++i) {
+      if (leased[i].over_budget) {
+        // Another process filled the budget since `room` counted it: this one is still free.
+        session.release(configs[i]);
+        over_budget = true;
+        continue;
+      }
       if (!leased[i].trial) {
         // Taken meanwhile (a measurement added at the same moment, or another process sharing
         // the database): the session keeps it as taken and learns its fate from the Store.
@@ -365,7 +372,7 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
       out.leases.push_back({id, std::move(requests[i].config), db::format_timestamp(expires)});
     }
     refused += refused_now;
-    if (refused_now == 0 || attempt == kMaxLeaseAttempts) break;
+    if (refused_now == 0 || over_budget || attempt == kMaxLeaseAttempts) break;
     // Another process leased or measured what this session did not know of yet (its writes
     // came after the session last read the Store): read it now and propose in their place,
     // so that a client is not sent away empty-handed while configurations are free.
@@ -374,6 +381,14 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
     if (entry->record.status != db::StudyStatus::active) break;
     take_in_events(*entry);
     allowed = std::min(refused_now, room().value_or(refused_now));
+  }
+  if (over_budget) {
+    entry->synced_version.reset();
+    if (out.leases.size() < n && !out.done) {
+      out.reason = "the budget of " + std::to_string(*entry->record.budget) +
+                   " evaluations is taken by results and live leases, some of them of another "
+                   "process sharing the database; ask again when a lease ends";
+    }
   }
   if (refused > 0) {
     entry->synced_version.reset();  // the next request reads what the Store refused for

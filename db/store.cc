@@ -899,6 +899,10 @@ std::vector<Store::LeaseOutcome> Store::add_pending_trials(StudyId study,
   impl_->require_writable(what);
   Transaction tx(impl_->db, what);
   impl_->require_study(study);
+  // The budget is checked here, in the transaction: another process sharing the file may
+  // have leased since the caller counted what is left.
+  const auto budget = impl_->get_study(study).budget;
+  auto used = budget ? impl_->budget_used(study) : 0;
   const auto now = std::chrono::system_clock::now();
   const auto expires = now + std::chrono::duration_cast<std::chrono::system_clock::duration>(
                                  std::chrono::duration<double>(lease_seconds));
@@ -918,6 +922,15 @@ std::vector<Store::LeaseOutcome> Store::add_pending_trials(StudyId study,
       out[i].error = std::current_exception();
       continue;
     }
+    if (budget && used >= *budget) {
+      out[i].over_budget = true;
+      out[i].error = std::make_exception_ptr(
+          Conflict(item + ": the budget of study " + std::to_string(study.value) + " (" +
+                   std::to_string(*budget) + " evaluations) is taken by " + std::to_string(used) +
+                   " results and live leases"));
+      continue;
+    }
+    ++used;
     st.reset();
     st.bind(1, study.value)
         .bind(2, json_text(b.config))

@@ -369,11 +369,15 @@ class Store {
   struct LeaseOutcome {
     std::optional<TrialId> trial;
     std::exception_ptr error;  ///< Conflict: the configuration is taken (add_pending_trial)
+    /// The refusal was the budget's, not the configuration's: results and live leases, also
+    /// of other processes sharing the database, fill it. The configuration is still free.
+    bool over_budget = false;
     /// When the lease ends, as stored (lease_expires_at): clients are told this one.
     std::chrono::system_clock::time_point expires{};
   };
   /// Leases several configurations to one client in ONE transaction. A taken configuration
-  /// gets its Conflict and the others are leased; any other error leases none and is thrown.
+  /// gets its Conflict and the others are leased; so does one past the study's budget
+  /// (over_budget); any other error leases none and is thrown.
   std::vector<LeaseOutcome> add_pending_trials(StudyId study,
                                                const std::vector<LeaseRequest>& batch,
                                                std::string_view client_id, double lease_seconds);

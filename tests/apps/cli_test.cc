@@ -63,6 +63,12 @@ class Cli : public ::testing::Test {
                "' --strategy exhaustive --budget " + std::to_string(budget) + " --study " + study +
                " --no-progress " + extra + " --db " + db());
   }
+  /// Raises the budget of `study` so that `n` more leases fit: a server leases only within it.
+  static void make_room(db::Store& store, db::StudyId study, std::size_t n) {
+    const auto budget = store.get_study(study).budget;
+    const auto wanted = store.budget_used(study) + static_cast<std::int64_t>(n);
+    if (budget && *budget < wanted) store.set_study_budget(study, wanted);
+  }
   /// Leases configurations of `study` not measured yet, one per (client, seconds), as other
   /// processes sharing the database would hold them; returns their keys. The study must have
   /// `unmeasured` such configurations.
@@ -80,6 +86,7 @@ class Cli : public ::testing::Test {
     }
     EXPECT_EQ(fresh.size(), unmeasured);
     std::vector<std::string> keys;
+    make_room(store, s.id, leases.size());
     for (std::size_t i = 0; i < leases.size() && i < fresh.size(); ++i) {
       keys.push_back(space.key(fresh[i]));
       store.add_pending_trial(s.id, space.config_to_json(fresh[i]), keys.back(), leases[i].first,
@@ -160,6 +167,7 @@ TEST_F(Cli, AResumedSweepMeasuresExpiredLeasesAndLeavesLiveOnesAlone) {
       if (!measured.count(space.key(c)) && fresh.size() < 2) fresh.push_back(c);
     }
     ASSERT_EQ(fresh.size(), 2u);
+    make_room(store, study.id, 2);
     store.add_pending_trial(study.id, space.config_to_json(fresh[0]), space.key(fresh[0]),
                             "vanished", 0.001);
     store.expire_leases(std::chrono::system_clock::now() + std::chrono::seconds(1));
@@ -211,6 +219,7 @@ TEST_F(Cli, AResumedSweepKeepsTheStudysBudgetAndLeavesItActiveForOtherClientsLea
     for (const auto& t : store.trials(study.id)) measured.insert(t.config_key);
     for (const auto& c : space.valid_configurations()) {
       if (measured.count(space.key(c))) continue;
+      make_room(store, study.id, 1);
       store.add_pending_trial(study.id, space.config_to_json(c), space.key(c), "worker", 3600);
       break;
     }

@@ -298,6 +298,32 @@ TEST_F(StoreTest, FailingBatchLeavesNothing) {
 
 // --- leases
 
+TEST_F(StoreTest, LeasesStayWithinTheBudgetWhateverTheCallerCounted) {
+  // Two servers on one file each count what is left, then lease: the Store has the last word.
+  const auto s = testing::make_study(store_, "s");
+  store_.set_study_budget(s.id, 3);
+  store_.add_trial(s.id, testing::config_json(16, "row"), "16,row", Measurement::success(1.0));
+  const auto outcomes = store_.add_pending_trials(s.id,
+                                                  {{testing::config_json(32, "row"), "32,row"},
+                                                   {testing::config_json(16, "row"), "16,row"},
+                                                   {testing::config_json(64, "row"), "64,row"},
+                                                   {testing::config_json(128, "row"), "128,row"}},
+                                                  "w1", 60);
+  ASSERT_EQ(outcomes.size(), 4u);
+  EXPECT_TRUE(outcomes[0].trial.has_value());
+  // Taken: refused for that, not for the budget.
+  EXPECT_FALSE(outcomes[1].trial.has_value());
+  EXPECT_FALSE(outcomes[1].over_budget);
+  EXPECT_TRUE(outcomes[2].trial.has_value());
+  ASSERT_FALSE(outcomes[3].trial.has_value());
+  EXPECT_TRUE(outcomes[3].over_budget);
+  EXPECT_THAT([&] { std::rethrow_exception(outcomes[3].error); },
+              ThrowsMessage<Conflict>(HasSubstr(
+                  "the budget of study 1 (3 evaluations) is taken by 3 results and live leases")));
+  EXPECT_EQ(store_.budget_used(s.id), 3);
+  EXPECT_EQ(store_.trials(s.id).size(), 3u);
+}
+
 TEST_F(StoreTest, ABatchOfResultsCommitsOnceAndEachIsJudgedAlone) {
   const auto s = testing::make_study(store_, "s");
   const auto a =
