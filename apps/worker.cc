@@ -246,12 +246,12 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
     const std::string trial_path = "/v1/trials/" + std::to_string(trial_id);
     const auto body = result_body(m, client_id);
     // What to send again by hand when the server stays away: the measurement is not lost.
-    const auto undelivered = [&](const std::string& why) {
-      return IoError("the result of trial " + std::to_string(trial_id) + " " +
-                     suggestion["config"].dump() + " was not delivered: " + why +
-                     "; to store it, POST to the server's " + trial_path + "/result the body " +
-                     db::json_text(body));
+    const auto undelivered_text = [&](const std::string& why) {
+      return "the result of trial " + std::to_string(trial_id) + " " + suggestion["config"].dump() +
+             " was not delivered: " + why + "; to store it, POST to the server's " + trial_path +
+             "/result the body " + db::json_text(body);
     };
+    const auto undelivered = [&](const std::string& why) { return IoError(undelivered_text(why)); };
     api::HttpReply told;
     try {
       told = post_with_retry(client, trial_path + "/result", body, options.token);
@@ -260,6 +260,11 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
     }
     if (told.status >= 500) {
       throw undelivered("HTTP " + std::to_string(told.status) + ": " + told.error_message());
+    }
+    if (told.status == 401) {
+      // The token was revoked while the worker measured: the measurement itself is sound.
+      throw Unauthorized(undelivered_text("HTTP 401: " + told.error_message()) +
+                         " with a valid token");
     }
     if (told.status == 409) {
       // Either a resend after a lost reply (the first send was stored: nothing to do), or the

@@ -268,6 +268,41 @@ TEST(Worker, AResultRefusedAfterItsLeaseExpiredIsReportedAndTheWorkerGoesOn) {
   }
 }
 
+// Revokes the server's token while it measures.
+class RevokingEvaluator : public ReplayEvaluator {
+ public:
+  explicit RevokingEvaluator(testing::TestServer& server)
+      : ReplayEvaluator(measured_dataset("conv"), "generated.json"), server_(server) {}
+  Measurement evaluate(const Configuration& config) override {
+    server_.store().revoke_token("tester");
+    return ReplayEvaluator::evaluate(config);
+  }
+
+ private:
+  testing::TestServer& server_;
+};
+
+TEST(Worker, AResultRefusedForARevokedTokenIsPrintedToBeSentAgain) {
+  testing::TestServer server;
+  auto c = server.client();
+  RevokingEvaluator evaluator(server);
+  const auto study = create_study(c, server.token, evaluator, 4);
+  cli::WorkerOptions options;
+  options.study = study;
+  options.token = server.token;
+  options.client_id = "w";
+  options.quiet = true;
+  try {
+    (void)cli::run_worker(evaluator, c, options);
+    ADD_FAILURE() << "a revoked token must stop the worker";
+  } catch (const Unauthorized& e) {
+    // The measurement is not lost: the body to send with a valid token is in the message.
+    EXPECT_THAT(e.what(), HasSubstr("was not delivered: HTTP 401"));
+    EXPECT_THAT(e.what(), HasSubstr("/result the body {\"client_id\":\"w\""));
+    EXPECT_THAT(e.what(), HasSubstr("with a valid token"));
+  }
+}
+
 TEST(Worker, TakesUpItsOwnLeaseWhoseReplyWasLost) {
   testing::TestServer server;
   ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");
