@@ -166,7 +166,10 @@ nlohmann::json trial_schema() {
        {"study_id", kInteger},
        {"config", kConfig},
        {"status",
-        {{"type", "string"}, {"enum", {"pending", "ok", "failed", "timeout", "invalid"}}}},
+        {{"type", "string"},
+         {"enum", {"pending", "ok", "failed", "timeout", "invalid", "lease_ended"}},
+         {"description",
+          "lease_ended: the lease ended (expired or released) with no result reported"}}},
        {"value", nullable({{"type", "number"}, {"description", "the objective (ok trials)"}})},
        {"raw", array_of(kNumber)},
        {"cost_seconds", kNumber},
@@ -361,8 +364,8 @@ void Service::add_routes() {
                 "string",
                 false,
                 "only trials with this status, as the study's trial counts count them: "
-                "lease_ended are leases that ended with no result (their status reads "
-                "timeout), timeout are evaluations that timed out",
+                "lease_ended are leases that ended with no result, timeout are evaluations "
+                "that timed out",
                 {"pending", "ok", "failed", "timeout", "invalid", "lease_ended"}},
                {"after", "integer", false, "only trials with a greater id (new since a poll)", {}}};
     r.response_schema =
