@@ -196,7 +196,9 @@ void JsonReader::finish() const {
   for (const auto& [key, value] : object_.items()) {
     if (std::find(known_.begin(), known_.end(), key) == known_.end()) {
       throw FieldError(field(key),
-                       "unknown field \"" + field(key) + "\"; allowed: " + join(known_));
+                       "unknown field \"" + field(key) + "\"; " +
+                           (known_.empty() ? std::string("this body takes no fields ({})")
+                                           : "allowed: " + join(known_)));
     }
   }
 }

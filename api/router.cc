@@ -204,9 +204,9 @@ void check_query(const Route& route, const Request& request) {
     if (it->type == "integer") {
       std::int64_t v = 0;
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (ec != std::errc() || end != value.data() + value.size()) {
+      if (ec != std::errc() || end != value.data() + value.size() || v < 0) {
         throw FieldError("query." + name, "query parameter \"" + name +
-                                              "\" must be an integer, got \"" + value + "\"");
+                                              "\" must be an integer >= 0, got \"" + value + "\"");
       }
     }
   }
@@ -234,6 +234,7 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
     }
     for (const auto& q : r.query) {
       nlohmann::json schema{{"type", q.type}};
+      if (q.type == "integer") schema["minimum"] = 0;  // ids, and counts of them
       if (!q.allowed.empty()) schema["enum"] = q.allowed;
       parameters.push_back({{"name", q.name},
                             {"in", "query"},
