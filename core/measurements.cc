@@ -463,7 +463,17 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
     obs.result =
         Measurement::success(measured_time(time->get<double>(), where), std::move(raw), cost);
   } else if (time->is_string()) {
-    obs.result = Measurement::failure(TrialStatus::failed, time->get<std::string>(), cost);
+    // A number written as a string is a broken file, not a failure: Kernel Tuner writes times
+    // as numbers and failures by name.
+    const auto text = time->get<std::string>();
+    double number = 0.0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+    if (!text.empty() && ec == std::errc() && end == text.data() + text.size()) {
+      throw InvalidInput(where + ": \"time\" is the string \"" + text +
+                         "\"; a time is a number (milliseconds), and a string names the "
+                         "failure (e.g. \"RuntimeFailedConfig\")");
+    }
+    obs.result = Measurement::failure(TrialStatus::failed, text, cost);
   } else {
     throw InvalidInput(
         where +

@@ -450,6 +450,13 @@ TEST(BrokenFiles, WrongTypes) {
     EXPECT_THAT(parse_error(b.dump()), HasSubstr("\"time\" must be a number"));
   }
   {
+    // A number in quotes is no failure's name: a broken file, not a failed configuration.
+    nlohmann::json b = j;
+    b["cache"]["16,1,0.5"]["time"] = "1.5";
+    EXPECT_THAT(parse_error(b.dump()),
+                HasSubstr("\"time\" is the string \"1.5\"; a time is a number (milliseconds)"));
+  }
+  {
     nlohmann::json b = j;
     b["cache"]["16,1,0.5"]["times"] = {1.0, "fast"};
     EXPECT_THAT(parse_error(b.dump()), HasSubstr("must be a list of numbers"));
