@@ -89,10 +89,8 @@ nlohmann::json study_json(const db::Store& store, const db::StudyRecord& s, bool
       {"status", std::string(db::to_string(s.status))},
       {"created_at", s.created_at}};
   j["trials"] = counts_json(store.trial_counts(s.id));
-  if (with_space) {
-    j["kernel"]["space"] = store.get_kernel(s.kernel_id).space;
-    j["task"] = store.get_task(s.task_id).description;
-  }
+  j["task"] = store.get_task(s.task_id).description;
+  if (with_space) j["kernel"]["space"] = store.get_kernel(s.kernel_id).space;
   return j;
 }
 

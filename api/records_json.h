@@ -26,7 +26,7 @@ nlohmann::json counts_json(const db::TrialCounts& counts);
 nlohmann::json trial_json(const db::TrialRecord& t);
 /// One entry of POST /v1/predict's "predictions" (and tunebase predict --json).
 nlohmann::json forecast_json(const nlohmann::json& config, const Forecast& f);
-/// A study with its trial counts; with its space and task description when `with_space`.
+/// A study with its trial counts and task description; with its space when `with_space`.
 nlohmann::json study_json(const db::Store& store, const db::StudyRecord& study, bool with_space);
 
 }  // namespace tunebase::api

@@ -218,7 +218,7 @@ nlohmann::json study_schema() {
        {"created_at", kString},
        {"trials", object_schema(counts, {"total", "pending", "ok", "failed", "timeout", "invalid",
                                          "lease_ended"})},
-       {"task", {{"type", "object"}, {"description", "the task's description (one study only)"}}},
+       {"task", {{"type", "object"}, {"description", "the task's description (its input)"}}},
        {"best", nullable({{"allOf", {trial_schema()}},
                           {"description", "its best trial (GET one study only)"}})}},
       {"id", "name", "kernel", "machine", "objective", "direction", "strategy", "status",

@@ -643,16 +643,12 @@ void add_query_commands(CLI::App& app) {
     auto json = std::make_shared<bool>(false);
     auto* cmd = app.add_subcommand("studies", "List the studies in a database");
     cmd->add_option("--db", *db_path, "SQLite database file")->capture_default_str();
-    cmd->add_flag("--json", *json, "Print JSON, as GET /v1/studies, with each study's input");
+    cmd->add_flag("--json", *json, "Print JSON, as GET /v1/studies");
     cmd->callback([db_path, json] {
       db::Store store(*db_path, {.read_only = true});
       if (*json) {
         nlohmann::json list = nlohmann::json::array();
-        for (const auto& s : store.list_studies()) {
-          auto j = api::study_json(store, s, false);
-          j["task"] = store.get_task(s.task_id).description;
-          list.push_back(std::move(j));
-        }
+        for (const auto& s : store.list_studies()) list.push_back(api::study_json(store, s, false));
         std::cout << nlohmann::json{{"studies", list}}.dump(2) << "\n";
         return;
       }

@@ -573,6 +573,8 @@ TEST(ApiServer, RepliesMatchTheSchemasTheServerPublishes) {
   check("get", "/v1/studies/{id}/trials", c.get(base + "/trials"));
   check("get", "/v1/studies/{id}", c.get(base));
   check("get", "/v1/studies", c.get("/v1/studies"));
+  // Each with its input, as tunebase studies --json prints it.
+  EXPECT_TRUE(c.get("/v1/studies").json()["studies"][0].contains("task"));
   check("get", "/v1/best", c.get("/v1/best?kernel=convolution&machine=gpu-b"));    // measured
   check("get", "/v1/best", c.get("/v1/best?kernel=convolution&machine=gpu-new"));  // predicted
   check("post", "/v1/predict",
