@@ -552,6 +552,7 @@ void Service::add_routes() {
     r.request_content_type = "application/octet-stream";
     r.request_schema = {{"type", "string"}, {"format", "binary"}};
     r.success_status = 201;
+    r.may_update = true;  // 200: the file was imported before, nothing to add
     r.response_schema = object_schema(
         {{"machine_id", kInteger},
          {"kernel_id", kInteger},
@@ -566,7 +567,8 @@ void Service::add_routes() {
           {{"type", "integer"},
            {"description",
             "entries the study held already (the file extends an earlier import of this "
-            "input: only its new entries were added, counted in trials)"}}},
+            "input: only its new entries were added, counted in trials; all of them, with "
+            "trials 0 and status 200, when it was imported before)"}}},
          {"notes", array_of(kString)}});
   }
   {
@@ -1209,7 +1211,7 @@ Response Service::import_file(Request& request) {
                          {"other_kernel_versions", result.other_kernel_versions},
                          {"already_stored", result.already_stored},
                          {"notes", dataset.notes}},
-                        201);
+                        result.trials == 0 && result.already_stored > 0 ? 200 : 201);
 }
 
 Response Service::export_study(Request& request) {

@@ -793,6 +793,12 @@ void add_query_commands(CLI::App& app) {
                   << " other search space(s); measurements of different spaces are not priors "
                      "for one another (give --kernel to file this one under another name)\n";
       }
+      if (result.already_stored > 0 && result.trials == 0) {
+        std::cout << "nothing new: study " << result.study.value << " holds all "
+                  << result.already_stored << " measurements of this file (" << result.kernel_name
+                  << " on " << result.machine_name << "), with the same results\n";
+        return;
+      }
       if (result.already_stored > 0) {
         std::cout << "added " << result.trials << " new trials (" << result.failed << " failed) of "
                   << result.kernel_name << " on " << result.machine_name << " to study "

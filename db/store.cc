@@ -1345,8 +1345,16 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
     const std::string named = "study " + std::to_string(id) + " \"" + earlier->name + "\" (" +
                               kernel_name + " on " + machine_name + ")";
     if (o.shared == by_key.size()) {
-      throw Conflict("these measurements were imported before: " + named + " holds all " +
-                     std::to_string(o.shared) + " of them, with the same results");
+      // Imported before: nothing to add, so that an import script may run again. Under
+      // another study name it would be every measurement twice.
+      if (!options.study_name.empty() && options.study_name != earlier->name) {
+        throw Conflict("these measurements were imported before: " + named + " holds all " +
+                       std::to_string(o.shared) + " of them, with the same results");
+      }
+      result.study = earlier->id;
+      result.already_stored = o.shared;
+      tx.commit();
+      return result;
     }
     // Another input or another search space: a study of its own.
     if (earlier->task_id != result.task || earlier->kernel_id != result.kernel) continue;

@@ -264,8 +264,9 @@ struct ImportResult {
   /// measurements and this file's are not priors for one another.
   std::size_t other_kernel_versions = 0;
   /// When the file extends an earlier import of the same input (the same results for every
-  /// configuration both hold): how many of its entries that study held already. `study` is
-  /// that study, and `trials` counts only the new entries added to it.
+  /// configuration both hold), or was imported before (all of them): how many of its entries
+  /// that study held already. `study` is that study, and `trials` counts only the new entries
+  /// added to it (0 for a file imported before).
   std::size_t already_stored = 0;
 };
 

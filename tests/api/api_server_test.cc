@@ -605,10 +605,15 @@ TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   const auto machines = c.get("/v1/machines").json()["machines"];
   EXPECT_EQ(machines.size(), 2u);  // gpu-a and the file's own device name
 
-  // The same file again is a conflict (its study exists); nothing new is stored.
+  // The same file again: 200, nothing new is stored; under another study name, a conflict.
   const auto again =
       c.request("POST", "/v1/import?machine=gpu-a", kernel_tuner_cache("GPU A", 1.0), server.token);
-  EXPECT_EQ(again.status, 409);
+  EXPECT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.json()["trials"], 0);
+  EXPECT_EQ(again.json()["already_stored"], 12);
+  const auto copy = c.request("POST", "/v1/import?machine=gpu-a&study_name=copy",
+                              kernel_tuner_cache("GPU A", 1.0), server.token);
+  EXPECT_EQ(copy.status, 409) << copy.body;
   EXPECT_EQ(c.get("/v1/studies").json()["studies"].size(), 2u);
 
   const auto best = c.get("/v1/best?kernel=convolution&machine=gpu-a").json();
