@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -49,21 +50,29 @@ void interruptible_sleep(double seconds) {
   }
 }
 
-/// Sends a request, retrying when the server cannot be reached or is unavailable (503);
-/// `resent` (when given) is set when it was sent more than once.
-api::HttpReply post_with_retry(api::HttpClient& client, const std::string& target,
-                               const nlohmann::json& body, const std::string& token,
-                               bool* resent = nullptr) {
+/// Sends a request (`send`), retrying when the server cannot be reached or is unavailable
+/// (503); `resent` (when given) is set when it was sent more than once, and `on_retry` (when
+/// given) is told before each wait.
+template <typename Send>
+api::HttpReply send_with_retry(const Send& send, bool* resent = nullptr,
+                               const std::function<void(int)>& on_retry = {}) {
   for (int attempt = 1;; ++attempt) {
     if (resent && attempt > 1) *resent = true;
     try {
-      auto reply = client.post(target, body, token);
+      auto reply = send();
       if (reply.status != 503 || attempt == kMaxAttempts) return reply;
     } catch (const IoError&) {
       if (attempt == kMaxAttempts) throw;
     }
+    if (on_retry) on_retry(attempt);
     std::this_thread::sleep_for(kRetryDelay * attempt);
   }
+}
+
+api::HttpReply post_with_retry(api::HttpClient& client, const std::string& target,
+                               const nlohmann::json& body, const std::string& token,
+                               bool* resent = nullptr) {
+  return send_with_retry([&] { return client.post(target, body, token); }, resent);
 }
 
 [[noreturn]] void fail_reply(const std::string& what, const api::HttpReply& reply) {
@@ -121,7 +130,15 @@ nlohmann::json result_body(const Measurement& m, const std::string& client_id) {
 WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
                          const WorkerOptions& options) {
   const std::string study_path = "/v1/studies/" + std::to_string(options.study);
-  const auto study_reply = client.get(study_path, options.token);
+  // A worker started while its server restarts waits for it, as later requests do.
+  const auto study_reply = send_with_retry(
+      [&] { return client.get(study_path, options.token); }, nullptr,
+      [&](int attempt) {
+        if (attempt == 1) {
+          std::cerr << "note: the server does not answer yet; trying again for about "
+                    << kMaxAttempts * (kMaxAttempts - 1) / 2 << " s\n";
+        }
+      });
   if (study_reply.status != 200)
     fail_reply("reading study " + std::to_string(options.study), study_reply);
   const auto study = study_reply.json();
