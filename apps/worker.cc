@@ -163,6 +163,26 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
                        "; start the worker with the evaluator options (--cmd, --size, --matrix, "
                        "...) the study was created with, or create a study for this input");
   }
+  // Measurements replayed from a file are the file's device's: stored in a study of a machine
+  // registered as another device, they would pass for that machine's.
+  if (const auto device = evaluator.measured_on(); device && !device->empty()) {
+    const auto machines = client.get("/v1/machines", options.token);
+    const auto study_machine = study.value("machine", std::string());
+    if (machines.status == 200) {
+      for (const auto& m : machines.json().value("machines", nlohmann::json::array())) {
+        if (m.value("name", std::string()) != study_machine) continue;
+        const auto fingerprint = m.value("fingerprint", nlohmann::json::object());
+        const auto registered = fingerprint.value("device_name", std::string());
+        if (!registered.empty() && registered != *device) {
+          throw InvalidInput("study " + std::to_string(options.study) + " is of machine " +
+                             study_machine + " (device " + registered +
+                             "), but the replayed file was measured on " + *device +
+                             "; its times would be stored as " + study_machine +
+                             "'s: create a study for that device (--create-study)");
+        }
+      }
+    }
+  }
   const std::string client_id = options.client_id.empty() ? default_client_id() : options.client_id;
 
   // Leases of this client id that this process may take up as its own: those from before it

@@ -366,6 +366,33 @@ TEST(Worker, LeavesALeaseOfItsNameMadeForAnotherWorkerAlone) {
   EXPECT_EQ(twin.result.status, TrialStatus::pending) << "the twin's lease was evaluated here";
 }
 
+TEST(Worker, RefusesToReplayAnotherDevicesMeasurements) {
+  testing::TestServer server;
+  auto c = server.client();
+  ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");  // "Replay GPU"
+  ASSERT_EQ(
+      c.post("/v1/machines", {{"name", "a100"}, {"fingerprint", {{"device_name", "NVIDIA A100"}}}},
+             server.token)
+          .status,
+      201);
+  const auto created = c.post("/v1/studies",
+                              {{"kernel", "conv"},
+                               {"space", evaluator.space().to_json()},
+                               {"machine", "a100"},
+                               {"budget", 3}},
+                              server.token);
+  ASSERT_EQ(created.status, 201) << created.body;
+  cli::WorkerOptions options;
+  options.study = created.json()["id"].get<std::int64_t>();
+  options.token = server.token;
+  options.quiet = true;
+  EXPECT_THAT([&] { (void)cli::run_worker(evaluator, c, options); },
+              ::testing::ThrowsMessage<InvalidInput>(
+                  HasSubstr("is of machine a100 (device NVIDIA A100), but the replayed file was "
+                            "measured on Replay GPU")));
+  EXPECT_TRUE(server.store().trials(db::StudyId{options.study}).empty());
+}
+
 TEST(Worker, AnAnswerThatIsNotFinalIsAskedAgainEvenWithoutPatience) {
   testing::TestServer server;
   ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");
