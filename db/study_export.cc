@@ -42,8 +42,11 @@ std::string csv_value(const nlohmann::json& v) {
 }
 
 // The columns after the parameters'; a parameter of the same name is written as param_NAME.
+// unit, raw (repeated measurements) and metrics (as JSON) came later: they close the row, so
+// that columns read by position keep their place.
 constexpr std::string_view kTrialColumns[] = {
-    "status", "objective", "cost_seconds", "client_id", "created_at", "finished_at", "message"};
+    "status",      "objective", "cost_seconds", "client_id", "created_at",
+    "finished_at", "message",   "unit",         "raw",       "metrics"};
 
 std::string parameter_column(const std::string& name) {
   const bool taken =
@@ -154,7 +157,12 @@ void StudyExport::begin(std::string& out) {
     return;
   }
   // Parameter columns in the space's order; names found only in configs follow.
-  const auto kernel = store_.get_kernel(store_.get_study(study_).kernel_id);
+  const auto study = store_.get_study(study_);
+  const auto kernel = store_.get_kernel(study.kernel_id);
+  if (const auto unit = study.settings.find("unit");
+      unit != study.settings.end() && unit->is_string()) {
+    unit_ = csv_free_text(unit->get<std::string>());
+  }
   if (kernel.space.contains("parameters") && kernel.space["parameters"].is_array()) {
     for (const auto& p : kernel.space["parameters"]) {
       if (p.contains("name") && p["name"].is_string()) names_.push_back(p["name"]);
@@ -192,6 +200,9 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
   field(t.created_at);
   field(t.finished_at.value_or(""));
   field(csv_free_text(t.result.message));
+  field(unit_);
+  field(t.result.raw.empty() ? "" : csv_field(json_text(t.result.raw)));
+  field(t.result.metrics.empty() ? "" : csv_field(json_text(t.result.metrics)));
   out += "\r\n";
 }
 

@@ -66,6 +66,7 @@ class StudyExport {
   bool ended_ = false;
   bool any_trial_ = false;
   std::vector<std::string> names_;  ///< CSV parameter columns
+  std::string unit_;                ///< CSV: the objective's unit, on every row
 };
 
 /// The whole export as one string (small studies, tests).

@@ -619,10 +619,12 @@ TEST_F(StoreTest, ExportJsonAndCsv) {
   std::getline(in, row2);
   EXPECT_EQ(header,
             "trial_id,block,layout,status,objective,cost_seconds,client_id,created_at,"
-            "finished_at,message\r");
+            "finished_at,message,unit,raw,metrics\r");
   EXPECT_THAT(row1, ::testing::StartsWith("1,16,row,ok,1.5,0,w1,"));
+  // The repeated measurements as JSON (no unit was given to this study).
+  EXPECT_THAT(row1, ::testing::HasSubstr(",,\"[1.4,1.6]\","));
   EXPECT_THAT(row2, ::testing::StartsWith("2,32,col,failed,,0,,"));
-  EXPECT_THAT(row2, ::testing::EndsWith(",\"error: \"\"bad\"\", line 3\"\r"));
+  EXPECT_THAT(row2, ::testing::EndsWith(",\"error: \"\"bad\"\", line 3\",,,\r"));
   EXPECT_FALSE(std::getline(in, extra));
   EXPECT_THROW(export_study(store_, StudyId{42}, ExportFormat::csv), NotFound);
 }
@@ -642,9 +644,28 @@ TEST_F(StoreTest, CsvExportKeepsValuesAndNeutralisesFormulasInFreeText) {
   // Configuration values are written as they are, so that what a program reads back is in
   // the space; free text that clients write and a spreadsheet would run is shown as text.
   EXPECT_THAT(row1, ::testing::StartsWith("1,-3,\"=HYPERLINK(\"\"x\"\")\",failed,,0,'@w1,"));
-  EXPECT_THAT(row1, ::testing::EndsWith(",'-1+2 @SUM(A1)\r"));
+  EXPECT_THAT(row1, ::testing::EndsWith(",'-1+2 @SUM(A1),,,\r"));
   EXPECT_THAT(row2, ::testing::StartsWith("2,4,-O3,failed,,0,w=2,"));
-  EXPECT_THAT(row2, ::testing::EndsWith(",'\tcmd\r"));
+  EXPECT_THAT(row2, ::testing::EndsWith(",'\tcmd,,,\r"));
+}
+
+TEST_F(StoreTest, CsvRowsCarryTheUnitAndTheMetrics) {
+  const auto machine = store_.get_study(testing::make_study(store_, "plain").id).machine_id;
+  NewStudy timed;
+  timed.name = "timed";
+  timed.kernel = store_.find_kernel("demo")->id;
+  timed.machine = machine;
+  timed.task = store_.upsert_task("demo", {{"n", 100}}).id;
+  timed.settings = {{"unit", "ms"}};
+  const auto s = store_.create_study(timed);
+  auto m = Measurement::success(2.0, {2.0, 2.1});
+  m.metrics = {{"GFLOP/s", 512}};
+  store_.add_trial(s.id, testing::config_json(16, "row"), "16,row", m);
+  std::istringstream in(export_study(store_, s.id, ExportFormat::csv));
+  std::string header, row;
+  std::getline(in, header);
+  std::getline(in, row);
+  EXPECT_THAT(row, ::testing::EndsWith(",ms,\"[2.0,2.1]\",\"{\"\"GFLOP/s\"\":512}\"\r"));
 }
 
 TEST_F(StoreTest, CsvColumnsOfParametersNamedLikeTrialColumnsArePrefixed) {
