@@ -707,8 +707,11 @@ void add_query_commands(CLI::App& app) {
         return;
       }
       for (const auto& m : store.list_machines()) {
-        std::cout << std::setw(4) << m.id.value << "  " << m.name << "  "
-                  << m.fingerprint.value("cpu_model", std::string()) << "\n";
+        // What the machine is: its CPU, or the GPU its imported or replayed measurements name.
+        auto what = m.fingerprint.value("cpu_model", std::string());
+        if (what.empty()) what = m.fingerprint.value("device_name", std::string());
+        std::cout << std::setw(4) << m.id.value << "  " << m.name
+                  << (what.empty() ? std::string() : "  " + what) << "\n";
       }
     });
   }

@@ -794,6 +794,9 @@ TEST_F(Cli, OtherMachinesMeasurementsPredictAndGuideANewMachine) {
   std::ofstream(gpu_b) << toy_cache("GPU-B", 2.0, 4);
   auto r = run("import " + gpu_a + " --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // An imported machine is its GPU: the listing names it (it has no CPU model).
+  r = run("machines --db " + db());
+  EXPECT_NE(r.out.find("GPU-A  GPU-A\n"), std::string::npos) << r.out;
 
   // Nothing measured on GPU-B (not even known to the store): a prediction from GPU-A.
   r = run("best --kernel toy --machine GPU-B --json --db " + db());
