@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <csignal>
 #include <iostream>
+#include <string_view>
 
 #include "apps/cli.h"
 #include "core/error.h"
@@ -67,6 +68,22 @@ int main(int argc, char** argv) {
     }
     level = *it;
     command += " " + level->get_name();
+  }
+
+  // An option given an empty value ("--machine $UNSET") would read as left out and take its
+  // default (another machine, a new database): no option takes one.
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    const bool empty_after = arg.starts_with('-') && arg.find('=') == std::string_view::npos &&
+                             i + 1 < argc && argv[i + 1][0] == '\0';
+    const bool empty_joined = arg.starts_with("--") && arg.ends_with('=');
+    if (empty_after || empty_joined) {
+      const auto name = empty_joined ? arg.substr(0, arg.size() - 1) : arg;
+      std::cerr << "error: " << command << ": option " << name
+                << " was given an empty value (an unset shell variable?); give it a value, or "
+                   "leave it out for its default\n";
+      return cli::kInvalidInput;
+    }
   }
 
   // Every error ends here and becomes one exit code; messages say what was wrong.

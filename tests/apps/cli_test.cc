@@ -1144,6 +1144,15 @@ TEST_F(Cli, HelpSaysWhatTheTimeoutAndTheRegexApplyTo) {
   }
 }
 
+TEST_F(Cli, AnOptionGivenAnEmptyValueIsRefusedNotTakenForItsDefault) {
+  auto r = run("best --kernel spmv --machine '' --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("option --machine was given an empty value"), std::string::npos) << r.err;
+  r = run("studies --db=");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("option --db was given an empty value"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   const auto target = dir_.file("toy.json");
   std::ofstream(target) << toy_cache("TestGPU", 1.0, 5);
