@@ -42,6 +42,12 @@ Json parse_json_text(std::string_view text, std::string_view what, DuplicateKeys
     }
     return true;
   };
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    throw ParseError(std::string(what) + " is empty" +
+                         (text.empty() ? std::string(" (no JSON in it)")
+                                       : std::string(" (only white space, no JSON)")),
+                     0);
+  }
   try {
     return Json::parse(text, limit_depth);
   } catch (const nlohmann::json::parse_error& e) {

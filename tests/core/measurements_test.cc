@@ -395,7 +395,9 @@ TEST(BrokenFiles, NotJsonGivesThePosition) {
     EXPECT_THAT(e.what(), HasSubstr("line 1, column"));
     EXPECT_EQ(e.position(), text.find(",}") + 1);  // the '}' where a key should be
   }
-  EXPECT_THAT(parse_error(""), HasSubstr("not valid JSON"));
+  // Nothing at all is said as such, not as JSON that ends at its first byte.
+  EXPECT_THAT(parse_error(""), HasSubstr("is empty (no JSON in it)"));
+  EXPECT_THAT(parse_error(" \n"), HasSubstr("is empty (only white space, no JSON)"));
   EXPECT_THAT(parse_error("[1, 2]"), HasSubstr("expected a JSON object"));
   EXPECT_THAT(parse_error(R"({"name": "x"})"), HasSubstr("neither a Kernel Tuner cache file"));
 }
