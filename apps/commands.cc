@@ -724,7 +724,7 @@ void add_query_commands(CLI::App& app) {
     auto* cmd = app.add_subcommand("export", "Export a study as JSON or CSV");
     cmd->add_option("--study", args->study, "Study name or id")->required();
     cmd->add_option("--format", args->format, "json or csv")
-        ->check(CLI::IsMember({"json", "csv"}))
+        ->transform(CLI::IsMember({"json", "csv"}, CLI::ignore_case))
         ->capture_default_str();
     cmd->add_option("--output,-o", args->output, "Output file (default: standard output)");
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();

@@ -126,6 +126,9 @@ TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 10);
   const auto csv = r.out;
+  r = run("export --study s1 --format CSV --db " + db());  // as a user may write it
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, csv);
   r = run("studies --json --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto studies = nlohmann::json::parse(r.out)["studies"];
