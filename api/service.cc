@@ -1211,7 +1211,7 @@ Response Service::import_file(Request& request) {
                          {"other_kernel_versions", result.other_kernel_versions},
                          {"already_stored", result.already_stored},
                          {"notes", dataset.notes}},
-                        result.trials == 0 && result.already_stored > 0 ? 200 : 201);
+                        result.imported_before() ? 200 : 201);
 }
 
 Response Service::export_study(Request& request) {

@@ -796,7 +796,7 @@ void add_query_commands(CLI::App& app) {
                   << " other search space(s); measurements of different spaces are not priors "
                      "for one another (give --kernel to file this one under another name)\n";
       }
-      if (result.already_stored > 0 && result.trials == 0) {
+      if (result.imported_before()) {
         std::cout << "nothing new: study " << result.study.value << " holds all "
                   << result.already_stored << " measurements of this file (" << result.kernel_name
                   << " on " << result.machine_name << "), with the same results\n";

@@ -5,10 +5,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <functional>
 #include <iostream>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -51,11 +51,11 @@ void interruptible_sleep(double seconds) {
 }
 
 /// Sends a request (`send`), retrying when the server cannot be reached or is unavailable
-/// (503); `resent` (when given) is set when it was sent more than once, and `on_retry` (when
-/// given) is told before each wait.
+/// (503); `resent` (when given) is set when it was sent more than once, and `waiting` (when
+/// given) is printed before the first wait.
 template <typename Send>
 api::HttpReply send_with_retry(const Send& send, bool* resent = nullptr,
-                               const std::function<void(int)>& on_retry = {}) {
+                               std::string_view waiting = {}) {
   for (int attempt = 1;; ++attempt) {
     if (resent && attempt > 1) *resent = true;
     try {
@@ -64,7 +64,7 @@ api::HttpReply send_with_retry(const Send& send, bool* resent = nullptr,
     } catch (const IoError&) {
       if (attempt == kMaxAttempts) throw;
     }
-    if (on_retry) on_retry(attempt);
+    if (attempt == 1 && !waiting.empty()) std::cerr << "note: " << waiting << "\n";
     std::this_thread::sleep_for(kRetryDelay * attempt);
   }
 }
@@ -131,14 +131,10 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
                          const WorkerOptions& options) {
   const std::string study_path = "/v1/studies/" + std::to_string(options.study);
   // A worker started while its server restarts waits for it, as later requests do.
-  const auto study_reply = send_with_retry(
-      [&] { return client.get(study_path, options.token); }, nullptr,
-      [&](int attempt) {
-        if (attempt == 1) {
-          std::cerr << "note: the server does not answer yet; trying again for about "
-                    << kMaxAttempts * (kMaxAttempts - 1) / 2 << " s\n";
-        }
-      });
+  const auto study_reply =
+      send_with_retry([&] { return client.get(study_path, options.token); }, nullptr,
+                      "the server does not answer yet; trying again for about " +
+                          std::to_string(kMaxAttempts * (kMaxAttempts - 1) / 2) + " s");
   if (study_reply.status != 200)
     fail_reply("reading study " + std::to_string(options.study), study_reply);
   const auto study = study_reply.json();

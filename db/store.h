@@ -268,6 +268,9 @@ struct ImportResult {
   /// that study held already. `study` is that study, and `trials` counts only the new entries
   /// added to it (0 for a file imported before).
   std::size_t already_stored = 0;
+
+  /// The whole file was imported before: nothing was added.
+  bool imported_before() const { return trials == 0 && already_stored > 0; }
 };
 
 struct TokenRecord {

@@ -56,16 +56,22 @@ MeasuredDataset measured_dataset(const std::string& kernel) {
   return d;
 }
 
+/// A study of `e`'s kernel on machine "replay-host", registered with `fingerprint`; `extra`
+/// fields join the study's body.
 std::int64_t create_study(HttpClient& c, const std::string& token, const Evaluator& e,
-                          std::int64_t budget, const std::string& strategy = "random") {
-  EXPECT_EQ(c.post("/v1/machines", {{"name", "replay-host"}}, token).status, 201);
-  const auto s = c.post("/v1/studies",
-                        {{"kernel", e.kernel_name()},
-                         {"space", e.space().to_json()},
-                         {"machine", "replay-host"},
-                         {"strategy", strategy},
-                         {"budget", budget}},
-                        token);
+                          std::int64_t budget, const std::string& strategy = "random",
+                          const nlohmann::json& fingerprint = nlohmann::json::object(),
+                          const nlohmann::json& extra = nlohmann::json::object()) {
+  EXPECT_EQ(
+      c.post("/v1/machines", {{"name", "replay-host"}, {"fingerprint", fingerprint}}, token).status,
+      201);
+  nlohmann::json body{{"kernel", e.kernel_name()},
+                      {"space", e.space().to_json()},
+                      {"machine", "replay-host"},
+                      {"strategy", strategy},
+                      {"budget", budget}};
+  body.update(extra);
+  const auto s = c.post("/v1/studies", body, token);
   EXPECT_EQ(s.status, 201) << s.body;
   return s.json()["id"].get<std::int64_t>();
 }
@@ -370,26 +376,15 @@ TEST(Worker, RefusesToReplayAnotherDevicesMeasurements) {
   testing::TestServer server;
   auto c = server.client();
   ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");  // "Replay GPU"
-  ASSERT_EQ(
-      c.post("/v1/machines", {{"name", "a100"}, {"fingerprint", {{"device_name", "NVIDIA A100"}}}},
-             server.token)
-          .status,
-      201);
-  const auto created = c.post("/v1/studies",
-                              {{"kernel", "conv"},
-                               {"space", evaluator.space().to_json()},
-                               {"machine", "a100"},
-                               {"budget", 3}},
-                              server.token);
-  ASSERT_EQ(created.status, 201) << created.body;
   cli::WorkerOptions options;
-  options.study = created.json()["id"].get<std::int64_t>();
+  options.study =
+      create_study(c, server.token, evaluator, 3, "random", {{"device_name", "NVIDIA A100"}});
   options.token = server.token;
   options.quiet = true;
   EXPECT_THAT([&] { (void)cli::run_worker(evaluator, c, options); },
               ::testing::ThrowsMessage<InvalidInput>(
-                  HasSubstr("is of machine a100 (device NVIDIA A100), but the replayed file was "
-                            "measured on Replay GPU")));
+                  HasSubstr("is of machine replay-host (device NVIDIA A100), but the replayed "
+                            "file was measured on Replay GPU")));
   EXPECT_TRUE(server.store().trials(db::StudyId{options.study}).empty());
 }
 
@@ -446,17 +441,9 @@ TEST(Worker, RefusesAnEvaluatorForAnotherInput) {
     return d;
   };
   ReplayEvaluator evaluator(measured_at(4096), "generated.json");
-  ASSERT_EQ(client.post("/v1/machines", {{"name", "replay-host"}}, server.token).status, 201);
-  const auto created = client.post("/v1/studies",
-                                   {{"kernel", "conv"},
-                                    {"space", evaluator.space().to_json()},
-                                    {"machine", "replay-host"},
-                                    {"task", evaluator.task()},
-                                    {"budget", 5}},
-                                   server.token);
-  ASSERT_EQ(created.status, 201) << created.body;
   cli::WorkerOptions options;
-  options.study = created.json()["id"].get<std::int64_t>();
+  options.study = create_study(client, server.token, evaluator, 5, "random",
+                               nlohmann::json::object(), {{"task", evaluator.task()}});
   options.token = server.token;
   options.quiet = true;
   ReplayEvaluator other(measured_at(8192), "generated.json");
