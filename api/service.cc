@@ -375,7 +375,8 @@ void Service::add_routes() {
     auto& r = route("GET", "/v1/studies/{id}/relevance", "parameterRelevance",
                     "How much each parameter moves the objective, by the study's GP: shares of "
                     "1 / lengthscale, most relevant first (empty until hyperparameters were "
-                    "fitted to the study's results)",
+                    "fitted to at least two successful results per encoded input; with priors, "
+                    "from the priors' results at once)",
                     Access::read, bind(&Service::relevance));
     r.runs = Runs::compute;  // fits a model
     r.response_schema = object_schema(

@@ -285,6 +285,12 @@ TEST(Strategies, RelevanceRanksTheParametersTheObjectiveDependsOn) {
     const auto m = Measurement::success(std::exp(0.5 * (a - 4.5) * (a - 4.5) / 4.0 + 0.05 * b));
     sampler.observe(c, m);
     session.observe(c, m);
+    // Six input columns (d is one-hot): no shares before twelve results.
+    if (i == 10) {
+      EXPECT_TRUE(session.relevance().empty());
+    } else if (i == 11) {
+      EXPECT_FALSE(session.relevance().empty());
+    }
   }
   const auto relevance = session.relevance();
   ASSERT_EQ(relevance.size(), 4u);  // e left out
