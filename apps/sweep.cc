@@ -15,6 +15,7 @@
 #include <map>
 
 #include "api/priors.h"
+#include "api/records_json.h"
 #include "apps/cli.h"
 #include "apps/evaluators.h"
 #include "core/error.h"
@@ -125,6 +126,15 @@ nlohmann::json transfer_settings(const SweepOptions& options) {
   return settings;
 }
 
+// "420 x 420 with 7860 nonzeros", from a matrix's features.
+std::string matrix_shape(const nlohmann::json& features) {
+  const auto number = [&](const char* key) {
+    if (!features.contains(key) || !features[key].is_number()) return std::string("?");
+    return std::to_string(std::llround(features[key].get<double>()));
+  };
+  return number("rows") + " x " + number("cols") + " with " + number("nnz") + " nonzeros";
+}
+
 // The study named by --study when it exists, checked to tune the same kernel, machine and input.
 std::optional<db::StudyRecord> find_study(db::Store& store, const SweepOptions& options,
                                           const db::KernelRecord& kernel,
@@ -146,17 +156,22 @@ std::optional<db::StudyRecord> find_study(db::Store& store, const SweepOptions& 
     }
     // Tasks belong to a kernel: another kernel's input differs whatever it is.
     if (existing->task_id != task.id && existing->kernel_name == kernel.name) {
-      // A matrix by its name; another input by the start of its description.
-      const auto input = [](const nlohmann::json& description) {
-        if (description.contains("matrix") && description["matrix"].is_string()) {
-          return "matrix " + description["matrix"].get<std::string>();
+      // A matrix by its name (and shape, when both have one name); another input by the start
+      // of its description.
+      const auto stored_task = store.get_task(existing->task_id);
+      const bool one_name =
+          stored_task.description.contains("matrix") &&
+          stored_task.description.value("matrix", "") == task.description.value("matrix", "");
+      const auto input = [&](const db::TaskRecord& t) {
+        if (t.description.contains("matrix") && t.description["matrix"].is_string()) {
+          return "matrix " + t.description["matrix"].get<std::string>() +
+                 (one_name ? " (" + matrix_shape(api::task_features_of(t)) + ")" : "");
         }
         constexpr std::size_t kShown = 60;
-        auto text = description.dump();
+        auto text = t.description.dump();
         return text.size() > kShown ? text.substr(0, kShown) + "..." : text;
       };
-      differs.push_back("input " + input(store.get_task(existing->task_id).description) + ", not " +
-                        input(task.description) +
+      differs.push_back("input " + input(stored_task) + ", not " + input(task) +
                         (task.description.contains("matrix")
                              ? ""
                              : " (a command's input includes its command line)"));
@@ -167,6 +182,45 @@ std::optional<db::StudyRecord> find_study(db::Store& store, const SweepOptions& 
                    existing->machine_name + " with " + what + "; choose another --study name");
   }
   return existing;
+}
+
+// An input is known by its description (a matrix by its file's name): another matrix stored
+// under a measured name would mix two inputs' measurements in one task, and in its studies.
+void check_same_input(const db::TaskRecord& task, const nlohmann::json& features) {
+  if (features.empty() || !task.features.is_object() || task.features.empty() ||
+      task.features == features) {
+    return;
+  }
+  const auto shape = matrix_shape;
+  const auto name = task.description.value("matrix", task.description.dump());
+  const bool same_shape = shape(task.features) == shape(features);
+  throw Conflict("matrix " + name + " is not the matrix " + name +
+                 " measured before in this database (task " + std::to_string(task.id.value) + ": " +
+                 shape(task.features) + "; this one: " + shape(features) +
+                 (same_shape ? ", other values of its features" : "") +
+                 "): an input is known by its file's name, so rename the file to measure it as "
+                 "another input");
+}
+
+// A resumed study keeps what its objective means: the direction and the unit it was measured
+// in. A command's --maximize and --unit only say what its number is, so they must agree.
+void check_same_objective(const db::StudyRecord& study, bool minimize, const std::string& unit) {
+  const bool study_minimizes = study.direction == db::Direction::minimize;
+  const auto study_unit = api::objective_unit(study);
+  std::vector<std::string> differs;
+  if (study_minimizes != minimize) {
+    differs.push_back(study_minimizes ? "it minimizes its objective: leave out --maximize"
+                                      : "it maximizes its objective: add --maximize");
+  }
+  // A study created without a unit (over the API) takes numbers in any.
+  if (!study_unit.empty() && study_unit != unit) {
+    differs.push_back("its objective is in " + study_unit + ": give --unit " + study_unit);
+  }
+  if (differs.empty()) return;
+  std::string what;
+  for (const auto& d : differs) what += (what.empty() ? "" : "; ") + d;
+  throw Conflict("study '" + study.name + "' cannot be resumed as given: " + what +
+                 " (or choose another --study name for a new study)");
 }
 
 db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
@@ -335,6 +389,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     description.erase("features");
   }
   const auto task = store.upsert_task(kernel.name, description, features);
+  check_same_input(task, features);
 
   // Priors: other machines' and tasks' measurements of this kernel version, and files.
   std::vector<Prior> priors;
@@ -373,6 +428,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   (void)make_strategy(strategy, options.strategy_options.value_or(nlohmann::json::object()));
   if (!evaluator.candidates()) require_searchable(strategy, space);
   const auto resumed = find_study(store, options, kernel, machine, task);
+  if (resumed) check_same_objective(*resumed, evaluator.minimize(), evaluator.objective_unit());
   const auto study = resumed
                          ? *resumed
                          : create_study(store, options, kernel, machine, task, evaluator.minimize(),
