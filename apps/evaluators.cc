@@ -183,12 +183,14 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
   cmd.add_option("--regex", spec.regex,
                  "Objective = first capture group of the last match of this regex in stdout "
                  "(default: the last number; nan or inf there fails the trial)");
-  cmd.add_option("--timeout", spec.timeout_seconds,
-                 "Time limit in seconds (default 60), past which a trial is stored as a "
-                 "timeout: command stops each run at it (--repeats 3 may take 3 times as long), "
-                 "petsc one evaluation with all its solves (plus 1 s for the reply), and the GPU "
-                 "kernels skip a configuration whose checked first launch predicts its repeats "
-                 "would pass it")
+  cmd.add_option(
+         "--timeout", spec.timeout_seconds,
+         "Time limit in seconds (default 60), past which a trial is stored as a "
+         "timeout: command stops each run at it (--repeats 3 may take 3 times as long), "
+         "petsc one evaluation with all its solves (one that ends past it is a timeout too; the "
+         "solver is killed 1 s past it), and the GPU "
+         "kernels skip a configuration whose checked first launch predicts its repeats "
+         "would pass it")
       ->check(CLI::Range(0.001, CommandOptions::kMaxTimeoutSeconds));
   cmd.add_flag("--maximize", spec.maximize, "Higher objective is better (command evaluator)");
   cmd.add_option("--unit", spec.unit,

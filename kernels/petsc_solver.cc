@@ -425,7 +425,16 @@ class SolverProcess {
         if (elapsed + total > options_.time_limit_seconds) break;
       }
       if (ksp) KSPDestroy(&ksp);
-      if (!totals.empty()) {
+      if (totals.size() == 1 && totals[0] > options_.time_limit_seconds) {
+        // Finished, but past the limit: a timeout, as if it had been stopped at it.
+        std::ostringstream m;
+        m << "the solve took " << totals[0] << " s, past the time limit of "
+          << options_.time_limit_seconds << " s";
+        reply["status"] = "timeout";
+        reply["reason"] = "TIMEOUT";
+        reply["message"] = m.str();
+        reply["wall_seconds"] = totals[0];
+      } else if (!totals.empty()) {
         reply["status"] = "ok";
         reply["times"] = options_.clock == SolveClock::cpu ? cpu_totals : totals;
         reply["wall_seconds"] = median(totals);
@@ -887,8 +896,9 @@ Measurement PetscSolverEvaluator::evaluate(const Configuration& config) {
     w.kill_now();
     worker_.reset();
     std::ostringstream m;
-    m << "no result within the time limit of " << options_.time_limit_seconds
-      << " s; solver process killed";
+    m << "no result within the time limit of " << options_.time_limit_seconds << " s (waited "
+      << options_.time_limit_seconds + kReplySlackSeconds
+      << " s, with the reply's margin); solver process killed";
     Measurement result = Measurement::failure(TrialStatus::timeout, m.str(), seconds_since(start));
     result.metrics["reason"] = "TIMEOUT";
     return result;
@@ -915,9 +925,9 @@ Measurement PetscSolverEvaluator::evaluate(const Configuration& config) {
     const double objective = median(times);
     result = Measurement::success(objective, std::move(times), seconds_since(start));
   } else {
-    result = Measurement::failure(TrialStatus::failed,
-                                  reply.value("message", std::string("PETSc solve failed")),
-                                  seconds_since(start));
+    result = Measurement::failure(
+        reply.value("status", "") == "timeout" ? TrialStatus::timeout : TrialStatus::failed,
+        reply.value("message", std::string("PETSc solve failed")), seconds_since(start));
   }
   for (const char* key : {"reason", "iterations", "residual", "wall_seconds", "cpu_seconds",
                           "setup_seconds", "solve_seconds", "repeats", "unused_options"}) {

@@ -1215,9 +1215,11 @@ TEST_F(Cli, BestForAMatrixMeasuredNowhereIsPredictedFromTheMatricesMeasured) {
 TEST_F(Cli, HelpSaysWhatTheTimeoutAndTheRegexApplyTo) {
   const auto r = run("sweep --help");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* part : {"command stops each run at it (--repeats 3 may take 3 times as long)",
-                           "petsc one evaluation with all its solves (plus 1 s for the reply)",
-                           "GPU kernels skip a configuration", "the last match of this regex"}) {
+  for (const char* part :
+       {"command stops each run at it (--repeats 3 may take 3 times as long)",
+        "petsc one evaluation with all its solves (one that ends past it is a timeout too; "
+        "the solver is killed 1 s past it)",
+        "GPU kernels skip a configuration", "the last match of this regex"}) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " missing from:\n" << r.out;
   }
 }

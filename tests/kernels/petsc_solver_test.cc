@@ -1,5 +1,6 @@
 #include "kernels/petsc_solver.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -284,6 +285,18 @@ TEST(PetscSolver, HangPastTheTimeLimitIsATimeout) {
   const Measurement m = e.evaluate(e.petsc_default());
   EXPECT_EQ(m.status, TrialStatus::timeout);
   EXPECT_LT(m.cost_seconds, 30.0);
+}
+
+TEST(PetscSolver, ASolveThatEndsPastTheTimeLimitIsATimeoutNotAResult) {
+  // Unpreconditioned GMRES on a 10,000-unknown Laplacian takes far more than 1 ms, and far less
+  // than the reply's margin of 1 s.
+  PetscSolverEvaluator e(generate_problem("poisson2d", 100), options_with(3, 1e-3));
+  const Configuration slow =
+      with(e.space(), e.petsc_default(),
+           {{"pc_type", std::string("none")}, {"bjacobi_blocks", std::int64_t{1}}});
+  const Measurement m = e.evaluate(slow);
+  EXPECT_EQ(m.status, TrialStatus::timeout) << message_of(m);
+  EXPECT_THAT(message_of(m), ::testing::HasSubstr("past the time limit of 0.001 s"));
 }
 
 TEST(PetscSolver, SlowSolveTimesOutAndTheNextSolveStillWorks) {
