@@ -13,6 +13,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <thread>
 
 #include "api/priors.h"
 #include "api/records_json.h"
@@ -20,6 +21,7 @@
 #include "apps/evaluators.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "db/sqlite.h"
 #include "kernels/petsc_solver.h"
 #include "tuner/session.h"
 
@@ -31,6 +33,8 @@ constexpr int kProgressBarWidth = 24;
 // How long a sweep holds the configuration it evaluates (as a worker's default lease): when the
 // process dies, a server sharing the study proposes it again after this.
 constexpr double kSweepLeaseSeconds = 3600.0;
+// How long a measured result waits for a database another writer holds.
+constexpr std::chrono::minutes kStoreResultPatience{10};
 
 std::string host_name() {
   char buf[256] = {};
@@ -358,6 +362,35 @@ std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study) 
   return released;
 }
 
+// A measurement already paid for (a solve may take minutes) is worth waiting for: while
+// another writer holds the database past SQLite's own wait, storing it is tried again, for up
+// to kStoreResultPatience; past that the error names the measurement, so it can be stored by
+// hand.
+void complete_trial_waiting(db::Store& store, db::TrialId trial, const Measurement& m) {
+  const auto give_up = std::chrono::steady_clock::now() + kStoreResultPatience;
+  for (bool said = false;; said = true) {
+    try {
+      store.complete_trial(trial, m);
+      return;
+    } catch (const db::SqliteError& e) {
+      if (!e.busy()) throw;
+      if (std::chrono::steady_clock::now() >= give_up) {
+        throw StorageError(std::string(e.what()) + "; the result of trial " +
+                           std::to_string(trial.value) + " was not stored: " +
+                           (m.ok() ? "objective " + nlohmann::json(m.objective).dump()
+                                   : std::string(to_string(m.status)) + " (" + m.message + ")"));
+      }
+      if (!said) {
+        std::cerr << "\nnote: " << e.what() << "; trying again to store the result of trial "
+                  << trial.value << " for up to "
+                  << std::chrono::duration_cast<std::chrono::minutes>(kStoreResultPatience).count()
+                  << " minutes\n";
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+}
+
 void note_leases_taken_back(std::size_t n) {
   if (n == 0) return;
   std::cerr << "note: took back " << n << (n == 1 ? " lease of a sweep" : " leases of sweeps")
@@ -546,7 +579,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
           m.cost_seconds);
     }
     try {
-      store.complete_trial(trial, m);
+      complete_trial_waiting(store, trial, m);
     } catch (const Conflict& e) {
       std::cerr << "\nnote: " << e.what() << "; this run's measurement is not stored\n";
     }

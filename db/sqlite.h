@@ -27,6 +27,8 @@ class SqliteError : public StorageError {
       : StorageError(message), extended_code_(extended_code) {}
   int extended_code() const { return extended_code_; }
   int primary_code() const { return extended_code_ & 0xff; }
+  /// Another connection held the lock past the busy timeout: the same call may succeed later.
+  bool busy() const { return primary_code() == SQLITE_BUSY || primary_code() == SQLITE_LOCKED; }
 
  private:
   int extended_code_;

@@ -1,6 +1,7 @@
 // End-to-end tests of the tunebase command line: real processes, real files.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -767,6 +768,48 @@ TEST_F(Cli, ANonDatabaseFileIsRefusedAndLeftAlone) {
   r = run("best --kernel spmv --db " + dir_.file("absent.db"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_FALSE(std::filesystem::exists(dir_.file("absent.db"))) << "a query created a database";
+}
+
+TEST_F(Cli, AResultWaitsForADatabaseAnotherWriterHoldsPastTheBusyTimeout) {
+  const auto space = dir_.file("one.json");
+  std::ofstream(space) << R"({"parameters": [{"name": "x", "values": [7]}]})";
+  const auto out = dir_.file("held.out");
+  std::thread sweep([&] {
+    const std::string cmd = std::string(TUNEBASE_CLI) + " sweep --kernel command --space " + space +
+                            " --cmd 'sleep 1; echo {x}' --budget 1 --study held --no-progress " +
+                            "--db " + db() + " >" + out + " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(out);
+  });
+  // While the configuration is measured, another writer takes the database for longer than
+  // the 5 s a write waits.
+  sqlite3* other = nullptr;
+  for (int i = 0; i < 200 && !other; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    try {
+      if (!std::filesystem::exists(db())) continue;
+      db::Store store(db());
+      const auto study = store.find_study("held");
+      if (!study || store.trials(study->id).empty()) continue;
+    } catch (const std::exception&) {
+      continue;
+    }
+    ASSERT_EQ(sqlite3_open(db().c_str(), &other), SQLITE_OK);
+    if (sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+      sqlite3_close(other);
+      other = nullptr;
+    }
+  }
+  ASSERT_NE(other, nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(7000));
+  sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(other);
+  sweep.join();
+  const auto text = slurp(out);
+  EXPECT_NE(text.find("trying again to store the result of trial 1"), std::string::npos) << text;
+  const auto stored = trials("held");
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_EQ(stored[0]["status"], "ok") << stored;
+  EXPECT_EQ(stored[0]["value"], 7.0) << stored;
 }
 
 TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
