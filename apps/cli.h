@@ -19,7 +19,7 @@ enum ExitCode : int {
   kNotFound = 3,      ///< an unknown study, kernel, machine or file
   kStorage = 4,       ///< the database cannot be used (locked, read-only, not SQLite)
   kConflict = 5,
-  kInterrupted = 130,  ///< Ctrl-C: every finished trial is stored
+  kInterrupted = 130,  ///< Ctrl-C (128 + SIGINT; SIGTERM gives 143): every finished trial is stored
 };
 
 /// The largest --budget any command takes: the store's limit.
@@ -27,6 +27,8 @@ inline constexpr auto kMaxBudget = static_cast<std::size_t>(db::kMaxStudyBudget)
 
 /// Set by SIGINT/SIGTERM; long loops finish the current step, store it, and stop.
 extern std::atomic<bool> g_interrupted;
+/// The signal that set g_interrupted (SIGINT or SIGTERM): the exit status is 128 + it.
+extern std::atomic<int> g_interrupt_signal;
 /// Installs the handler: the first signal sets g_interrupted, a second one ends the process.
 void install_interrupt_handler();
 

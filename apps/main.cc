@@ -15,14 +15,16 @@
 namespace tunebase::cli {
 
 std::atomic<bool> g_interrupted{false};
+std::atomic<int> g_interrupt_signal{SIGINT};
 
 namespace {
 extern "C" void on_signal(int sig) {
   if (!g_interrupted.exchange(true)) {
+    g_interrupt_signal = sig;
     // write(2) is safe in a signal handler; the evaluation under way may take a while.
     constexpr char kNote[] =
-        "\ninterrupted: stopping after the evaluation under way (its result is stored); "
-        "interrupt again to stop at once\n";
+        "\ninterrupted: stopping after the evaluation under way, if any (its result is "
+        "stored); interrupt again to stop at once\n";
     [[maybe_unused]] const auto written = write(STDERR_FILENO, kNote, sizeof kNote - 1);
   } else {
     kill_running_commands();  // they run in their own process groups: none may outlive us
@@ -89,7 +91,7 @@ int main(int argc, char** argv) {
   // Every error ends here and becomes one exit code; messages say what was wrong.
   try {
     app.parse(argc, argv);
-    return cli::g_interrupted ? cli::kInterrupted : cli::kOk;
+    return cli::g_interrupted ? 128 + cli::g_interrupt_signal : cli::kOk;
   } catch (const CLI::ParseError& e) {
     // CLI11 prints the message; its own exit codes (105-109) become the documented one for a
     // bad flag. --help and --version are CLI11 "errors" too, with code 0.

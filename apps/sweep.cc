@@ -618,7 +618,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     }
   }
   if (options.measure_default && !summary.default_result && default_measurable &&
-      session.observations().size() < budget) {
+      session.observations().size() < budget && !g_interrupted) {
     bool is_candidate = true;
     if (const auto* cands = evaluator.candidates()) {
       is_candidate = false;

@@ -820,19 +820,23 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
                           " --cmd 'sleep 0.2; echo {x}' --strategy random --budget 100 "
                           "--study interrupted --no-progress --db " +
                           db() + " >" + dir_.file("o") + " 2>" + dir_.file("e");
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  kill(pid, SIGINT);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(dir_.file("e"));
-  const auto stored = trials("interrupted");
+  // The sweep's exit status after `sig` 1.5 s into it.
+  const auto interrupted_after = [&](int sig) {
+    const pid_t pid = fork();
+    EXPECT_GE(pid, 0);
+    if (pid == 0) {
+      execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    kill(pid, sig);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status));
+    return WEXITSTATUS(status);
+  };
+  EXPECT_EQ(interrupted_after(SIGINT), 130) << slurp(dir_.file("e"));
+  auto stored = trials("interrupted");
   EXPECT_GE(stored.size(), 2u);
   EXPECT_LT(stored.size(), 100u);
   for (const auto& t : stored) EXPECT_EQ(t["status"], "ok") << t.dump();
@@ -841,6 +845,12 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
   EXPECT_NE(slurp(dir_.file("e")).find("interrupted: stopping after the evaluation under way"),
             std::string::npos)
       << slurp(dir_.file("e"));
+  // SIGTERM (a batch system's) ends it the same way, with the status a shell gives it.
+  const auto before = stored.size();
+  EXPECT_EQ(interrupted_after(SIGTERM), 143) << slurp(dir_.file("e"));
+  stored = trials("interrupted");
+  EXPECT_GT(stored.size(), before);
+  for (const auto& t : stored) EXPECT_EQ(t["status"], "ok") << t.dump();
 }
 
 // Alive, and not a zombie waiting for a reaper.
