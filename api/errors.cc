@@ -13,6 +13,11 @@ ErrorReply reply(int status, const char* code, const std::string& message,
   nlohmann::json error{{"code", code}, {"message", message}};
   if (!field.empty()) error["field"] = field;
   r.body = {{"error", std::move(error)}};
+  std::string printable;
+  for (const char c : message.substr(0, ErrorReply::kMaxMessageHeaderBytes)) {
+    printable += c >= 0x20 && c < 0x7f ? c : '?';
+  }
+  r.headers = {{"X-Tunebase-Error", code}, {"X-Tunebase-Message", std::move(printable)}};
   return r;
 }
 
@@ -28,8 +33,7 @@ ErrorReply error_reply(std::exception_ptr error) {
     return reply(413, "payload_too_large", e.what(), e.part());
   } catch (const MethodNotAllowed& e) {
     auto r = reply(405, "method_not_allowed", e.what());
-    r.header_name = "Allow";
-    r.header_value = e.allow();
+    r.headers.emplace_back("Allow", e.allow());
     return r;
   } catch (const ParseError& e) {
     return reply(400, "parse_error", e.what());
@@ -39,8 +43,7 @@ ErrorReply error_reply(std::exception_ptr error) {
     return reply(403, "forbidden", e.what());
   } catch (const Unauthorized& e) {
     auto r = reply(401, "unauthorized", e.what(), "Authorization");
-    r.header_name = "WWW-Authenticate";
-    r.header_value = "Bearer realm=\"tunebase\"";
+    r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"tunebase\"");
     return r;
   } catch (const UnknownRoute& e) {
     return reply(404, "unknown_route", e.what());

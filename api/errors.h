@@ -5,6 +5,8 @@
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -63,9 +65,11 @@ struct ErrorReply {
   int status = 500;
   /// {"error": {"code": ..., "message": ..., "field": ...}}
   nlohmann::json body;
-  /// Extra header (Allow, WWW-Authenticate), empty when none.
-  std::string header_name;
-  std::string header_value;
+  /// Headers: X-Tunebase-Error (the code) and X-Tunebase-Message (the message, printable
+  /// ASCII, cut at kMaxMessageHeaderBytes), for clients that see no body of an error (CMake's
+  /// file(DOWNLOAD)); Allow and WWW-Authenticate where they apply.
+  std::vector<std::pair<std::string, std::string>> headers;
+  static constexpr std::size_t kMaxMessageHeaderBytes = 1000;
 };
 
 /// Maps the exception being handled (pass std::current_exception()) to its reply:

@@ -311,10 +311,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// Replies to a request that could not be read, then closes the connection (the rest of the
   /// request, if any, is not read).
   void fail(std::exception_ptr error) {
-    auto reply = error_reply(error);
-    Response response = Response::json(reply.body, reply.status);
-    if (!reply.header_name.empty())
-      response.headers.emplace_back(reply.header_name, reply.header_value);
+    Response response = Service::error_response(error);
     server_.service.metrics().record_request(server_.service.router().routes().size(),
                                              response.status, 0.0);
     linger_ = true;
@@ -522,11 +519,11 @@ void Server::Impl::run_writer() {
       outcomes = service.handle_batch(requests);
     } catch (const std::exception& e) {
       spdlog::error("a batch of writes failed: {}", e.what());
-      auto reply = error_reply(std::current_exception());
+      const auto response = Service::error_response(std::current_exception());
       outcomes.resize(batch.size());
       for (auto& o : outcomes) {
         o.route = service.router().routes().size();
-        o.response = Response::json(reply.body, reply.status);
+        o.response = response;
       }
     }
     for (std::size_t i = 0; i < batch.size(); ++i) {

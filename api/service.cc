@@ -682,8 +682,7 @@ std::vector<Outcome> Service::handle_batch(std::vector<Request*>& requests) {
 Response Service::error_response(std::exception_ptr error) {
   auto reply = error_reply(error);
   auto response = Response::json(reply.body, reply.status);
-  if (!reply.header_name.empty())
-    response.headers.emplace_back(reply.header_name, reply.header_value);
+  response.headers = std::move(reply.headers);
   return response;
 }
 

@@ -59,12 +59,13 @@ class Service {
   StudyManager& studies() { return studies_; }
   db::Store& store() { return store_; }
   const ServiceOptions& options() const { return options_; }
+  /// The reply to the exception being handled (error_reply's status, body and headers).
+  static Response error_response(std::exception_ptr error);
 
  private:
   void add_routes();
   void authorize(const Route& route, Request& request) const;
   Response dispatch(const Route& route, Request& request, Runs here);
-  static Response error_response(std::exception_ptr error);
 
   // Handlers.
   Response create_machine(Request& request);

@@ -25,7 +25,8 @@
 # unchanged answer does not rebuild the project. When no source can be reached, a header that
 # holds an earlier answer (measured or predicted) for the same kernel and machine, defining
 # every DEFAULTS parameter, is kept with a warning ("kept"): a configure run while the server is
-# down does not untune a build. A 404 ("nothing measured") is an answer: the defaults.
+# down does not untune a build. tunebase's 404 ("nothing measured") is an answer: the defaults;
+# a 404 of a wrong URL (no tunebase error header) is no answer, and keeps the earlier one.
 include_guard(GLOBAL)
 
 # Seconds to wait for an answer by default: configure must not hang when the server does.
@@ -154,12 +155,32 @@ function(tunebase_best_config)
         list(GET http_lines -1 http_line)
         string(REGEX REPLACE "^HTTP/[0-9.]+ " "" http_line "${http_line}")
         if(http_line MATCHES "^[45]")
-          # 404 (nothing known) and 400 (a bad question) are answers; 401 and 5xx are not.
-          if(http_line MATCHES "^40[04]")
+          # A tunebase server names its error and says why in headers (X-Tunebase-Error,
+          # X-Tunebase-Message), as the body it sends too.
+          set(error_code "")
+          set(error_message "")
+          if(transfer_log MATCHES "[Xx]-[Tt]unebase-[Ee]rror: *([a-z_]+)")
+            set(error_code "${CMAKE_MATCH_1}")
+          endif()
+          if(transfer_log MATCHES "[Xx]-[Tt]unebase-[Mm]essage: *([^\r\n]*)")
+            set(error_message "${CMAKE_MATCH_1}")
+          endif()
+          # tunebase's "nothing known" (not_found) and a bad question (invalid_input) are
+          # answers; 401, 5xx, and a 404 of another server or path (a wrong URL) are not.
+          if(error_code MATCHES "^(not_found|invalid_input)$")
             set(unreachable FALSE)
           endif()
-          string(CONCAT why "server ${TB_SERVER} answered HTTP ${http_line} to GET ${url} "
-                            "(that URL's body says why)")
+          if(error_message)
+            string(CONCAT why "server ${TB_SERVER} answered HTTP ${http_line} to GET ${url}: "
+                              "${error_message}")
+          elseif(error_code)
+            string(CONCAT why "server ${TB_SERVER} answered HTTP ${http_line} (${error_code}) "
+                              "to GET ${url} (that URL's body says why)")
+          else()
+            string(CONCAT why "server ${TB_SERVER} answered HTTP ${http_line} to GET ${url}, "
+                              "not as a tunebase server does (is SERVER the server's base URL, "
+                              "http://host:port?)")
+          endif()
         endif()
       endif()
       if(EXISTS "${reply_file}")

@@ -88,8 +88,19 @@ check_build database measured 256 4 -DTUNEBASE_DB="$db" -DTUNEBASE_EXECUTABLE="$
 # No answer (a machine with nothing measured, no other machine to predict from): defaults.
 check_build fallback defaults 64 1 -DTUNEBASE_SERVER="$url" -DTUNEBASE_MACHINE=elsewhere
 grep -q "Using the defaults" "$work/fallback.log" || fail "fallback: no warning"
-# The warning names the server's HTTP status (file(DOWNLOAD) keeps no body to quote).
+# The warning names the server's HTTP status, and its reason from the X-Tunebase-Message
+# header (file(DOWNLOAD) keeps no body to quote).
 grep -q "answered HTTP 404" "$work/fallback.log" || { cat "$work/fallback.log"; fail "fallback: no status"; }
+tr -s ' \n' ' ' <"$work/fallback.log" | grep -q 'nothing measured for kernel "blocked_sum"' ||
+  { cat "$work/fallback.log"; fail "fallback: no reason"; }
+# A wrong server URL answers 404 too, but no tunebase "nothing known": the earlier answer stays.
+cmake -S "$repo/examples/configure_time" -B "$work/build-server" \
+  -DTUNEBASE_SERVER="$url/tunebase" >"$work/wrong-url.log" 2>&1 ||
+  { cat "$work/wrong-url.log"; fail "wrong-url: configure"; }
+tr -s ' \n' ' ' <"$work/wrong-url.log" | grep -q "Keeping the answer of an earlier configure" ||
+  { cat "$work/wrong-url.log"; fail "wrong-url: the defaults replaced the answer"; }
+grep -q "#define BLOCKED_SUM_BLOCK_SIZE 256$" "$work/build-server/generated/blocked_sum_config.h" ||
+  fail "wrong-url: the header lost the measured answer"
 
 # A study of a narrower space (block_size only): the answer's parameters, and the default of
 # the one it lacks, with a warning (the header had no BLOCKED_SUM_UNROLL and the build broke).

@@ -150,6 +150,21 @@ TEST(Errors, EachErrorTypeHasItsStatus) {
   EXPECT_EQ(reply.body["error"]["code"], "invalid_input");
   const auto internal = error_reply(std::make_exception_ptr(std::runtime_error("secret detail")));
   EXPECT_THAT(internal.body.dump(), ::testing::Not(HasSubstr("secret")));
+
+  // The code and the message in headers too, for clients that keep no body of an error (CMake's
+  // file(DOWNLOAD)): printable ASCII only, and cut short.
+  using Headers = std::vector<std::pair<std::string, std::string>>;
+  const auto nothing =
+      error_reply(std::make_exception_ptr(NotFound("nothing for \"caf\xc3\xa9\"\n")));
+  EXPECT_EQ(nothing.headers, (Headers{{"X-Tunebase-Error", "not_found"},
+                                      {"X-Tunebase-Message", "nothing for \"caf??\"?"}}));
+  const auto route = error_reply(std::make_exception_ptr(UnknownRoute("no route")));
+  EXPECT_EQ(route.headers.at(0).second, "unknown_route");
+  const auto long_one = error_reply(std::make_exception_ptr(InvalidInput(std::string(5000, 'x'))));
+  EXPECT_EQ(long_one.headers.at(1).second.size(), ErrorReply::kMaxMessageHeaderBytes);
+  const auto auth = error_reply(std::make_exception_ptr(Unauthorized("x")));
+  EXPECT_EQ(auth.headers.at(2),
+            (std::pair<std::string, std::string>{"WWW-Authenticate", "Bearer realm=\"tunebase\""}));
 }
 
 TEST(OpenApi, DocumentsEveryRegisteredRoute) {
