@@ -1,5 +1,7 @@
 #include "api/records_json.h"
 
+#include <algorithm>
+#include <cctype>
 #include <set>
 
 namespace tunebase::api {
@@ -24,6 +26,43 @@ std::string stored_kernels_text(const db::Store& store) {
   std::string text;
   for (const auto& n : names) text += (text.empty() ? "" : ", ") + n;
   return "the kernels stored are " + text;
+}
+
+std::string similar_machine_name(const db::Store& store, const std::string& name) {
+  const auto folded = [](const std::string& text) {
+    const auto first = text.find_first_not_of(" \t");
+    if (first == std::string::npos) return std::string();
+    std::string out = text.substr(first, text.find_last_not_of(" \t") - first + 1);
+    std::transform(out.begin(), out.end(), out.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return out;
+  };
+  const auto wanted = folded(name);
+  std::string similar;
+  for (const auto& m : store.list_machines()) {
+    if (m.name == name) return "";
+    if (similar.empty() && folded(m.name) == wanted) similar = m.name;
+  }
+  return similar;
+}
+
+std::optional<db::Direction> studies_direction(const db::Store& store, const std::string& kernel,
+                                               const std::string& objective) {
+  std::optional<db::Direction> direction;
+  for (const auto& s : store.list_studies(kernel)) {
+    if (!objective.empty() && s.objective != objective) continue;
+    if (direction && *direction != s.direction) return std::nullopt;
+    direction = s.direction;
+  }
+  return direction;
+}
+
+std::string stored_objectives_text(const db::Store& store, const std::string& kernel) {
+  std::set<std::string> names;
+  for (const auto& s : store.list_studies(kernel)) names.insert(s.objective);
+  std::string text;
+  for (const auto& n : names) text += (text.empty() ? "" : ", ") + n;
+  return text;
 }
 
 nlohmann::json machine_json(const db::MachineRecord& m) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "db/store.h"
@@ -20,6 +21,16 @@ nlohmann::json machine_json(const db::MachineRecord& machine);
 /// "the kernels stored are a, b" (each name once, sorted), or "nothing is stored yet": how an
 /// unknown kernel's error says what there is.
 std::string stored_kernels_text(const db::Store& store);
+/// The name of a stored machine that `name` matches but for case and surrounding spaces
+/// ("VM" or "vm " for "vm"), empty when there is none or `name` is stored itself: what a
+/// misspelt machine, which would be answered as a new one, probably meant.
+std::string similar_machine_name(const db::Store& store, const std::string& name);
+/// The direction every study of `kernel` (of `objective`, when not empty) takes; none when it
+/// has no study or they differ: what a question that names no direction means.
+std::optional<db::Direction> studies_direction(const db::Store& store, const std::string& kernel,
+                                               const std::string& objective = "");
+/// "time, GFLOP/s": the objectives the studies of `kernel` measure, each once, sorted.
+std::string stored_objectives_text(const db::Store& store, const std::string& kernel);
 nlohmann::json counts_json(const db::TrialCounts& counts);
 /// A trial, every field always present (null when not set): GET /v1/trials/{id} and
 /// tunebase trials --json.

@@ -476,7 +476,12 @@ void Service::add_routes() {
     r.query = {{"kernel", "string", true, "kernel name", {}},
                {"machine", "string", true, "machine name", {}},
                {"task", "integer", false, "task id (default: any input)", {}},
-               {"direction", "string", false, "default minimize", {"minimize", "maximize"}},
+               {"direction",
+                "string",
+                false,
+                "default: the direction of the kernel's studies (of the objective asked) when "
+                "they all take one, else minimize",
+                {"minimize", "maximize"}},
                {"objective", "string", false, "objective name (default: any)", {}}};
     r.response_schema = object_schema(
         {{"source", {{"type", "string"}, {"enum", {"measured", "predicted"}}}},
@@ -489,10 +494,15 @@ void Service::add_routes() {
            {"nullable", true},
            {"description", "unit of the objective; null for a plain number"}}},
          {"objective_name", {{"type", "string"}, {"description", "(measured)"}}},
-         {"trial_id", kInteger},
-         {"study_id", kInteger},
+         {"trial_id", {{"type", "integer"}, {"description", "(measured)"}}},
+         {"study_id", {{"type", "integer"}, {"description", "(measured)"}}},
          {"study", {{"type", "string"}, {"description", "study name (measured)"}}},
-         {"task_id", kInteger},
+         {"task_id", {{"type", "integer"}, {"description", "(measured) the task measured"}}},
+         {"note",
+          {{"type", "string"},
+           {"description",
+            "(predicted) present when the machine is not registered but one whose name "
+            "differs only in case or surrounding spaces is: which one"}}},
          {"lower",
           {{"type", "number"},
            {"description",
@@ -1028,13 +1038,18 @@ Response Service::best(Request& request) {
                            std::to_string(task->value));
     }
   }
-  const auto direction =
-      db::direction_from_string(request.query_value("direction").value_or("minimize"));
-  const auto objective = request.query_value("objective").value_or("");
+  // Left out, the direction is the kernel's studies' (read below, past the cache).
+  std::optional<db::Direction> asked_direction;
+  if (const auto d = request.query_value("direction")) {
+    asked_direction = db::direction_from_string(*d);
+  }
+  const auto objective = checked_query_name(request, "objective").value_or("");
 
   // The question without the machine (what every unregistered machine shares), and with it.
-  const std::string query_key = kernel + '\n' + (task ? std::to_string(task->value) : "") + '\n' +
-                                std::string(db::to_string(direction)) + '\n' + objective;
+  const std::string query_key =
+      kernel + '\n' + (task ? std::to_string(task->value) : "") + '\n' +
+      (asked_direction ? std::string(db::to_string(*asked_direction)) : std::string()) + '\n' +
+      objective;
   const std::string cache_key = query_key + '\n' + machine_name;
   const auto generation = generation_.load(std::memory_order_acquire);
   const auto now = std::chrono::steady_clock::now();
@@ -1075,10 +1090,24 @@ Response Service::best(Request& request) {
     return response;
   };
 
-  // An unknown kernel or task is a mistake to report, not something to predict for.
+  // An unknown kernel, objective or task is a mistake to report, not something to predict for.
   if (!cached_prediction && !reader().find_kernel(kernel)) {
     throw NotFound("unknown kernel \"" + kernel + "\"; " + stored_kernels_text(reader()));
   }
+  const auto kernel_direction = studies_direction(reader(), kernel, objective);
+  if (!objective.empty() && !kernel_direction && studies_direction(reader(), kernel)) {
+    // Studies of the kernel that agree on a direction, none of them of this objective.
+    bool measured = false;
+    for (const auto& s : reader().list_studies(kernel))
+      measured = measured || s.objective == objective;
+    if (!measured) {
+      throw NotFound("kernel \"" + kernel + "\" has no studies of objective \"" + objective +
+                     "\"; its studies measure " + stored_objectives_text(reader(), kernel) +
+                     " (leave out objective for any)");
+    }
+  }
+  const auto direction =
+      asked_direction.value_or(kernel_direction.value_or(db::Direction::minimize));
   if (task) {
     const auto t = reader().get_task(*task);
     if (t.kernel_name != kernel) {
@@ -1111,6 +1140,18 @@ Response Service::best(Request& request) {
   // the machine, which another process (a sweep, an import) may have stored since: the query
   // above sees those at once.
   if (cached_prediction) return *cached_prediction;
+  // A machine name that is not registered but for case or spaces is probably a slip: said in
+  // the answer, which is a new machine's prediction all the same.
+  const auto predicted_answer = [&](const PredictedBest& prediction) {
+    auto j = predicted_best_json(kernel, machine_name, prediction);
+    if (machine) return j;
+    if (const auto similar = similar_machine_name(reader(), machine_name); !similar.empty()) {
+      j["note"] = "machine \"" + machine_name +
+                  "\" is not registered: predicted as for a new machine; did you mean \"" +
+                  similar + "\"?";
+    }
+    return j;
+  };
   // A machine the store does not know gets the same prediction under any name: one model fit
   // answers every new CI runner (each name used to pay its own, seconds on a busy server).
   if (!machine) {
@@ -1120,8 +1161,7 @@ Response Service::best(Request& request) {
         now < it->second.expires) {
       auto prediction = it->second.prediction;
       lock.unlock();
-      return remember(Response::json(predicted_best_json(kernel, machine_name, prediction)),
-                      kPredictedBestTtl, true);
+      return remember(Response::json(predicted_answer(prediction)), kPredictedBestTtl, true);
     }
   }
   // Nothing measured here: a prediction from other machines' measurements needs a model fit.
@@ -1147,11 +1187,13 @@ Response Service::best(Request& request) {
                    "\" (" + filters + ")" +
                    (other_way
                         ? "; its studies there " + other_name + ": ask with direction=" + other_name
+                    : kernel_direction == other
+                        ? "; the kernel's studies all " + other_name +
+                              ": ask with direction=" + other_name + " (or leave it out)"
                         : ", and too few measurements of it on other machines to predict "
                           "from"));
   }
-  return remember(Response::json(predicted_best_json(kernel, machine_name, *predicted)),
-                  kPredictedBestTtl, true);
+  return remember(Response::json(predicted_answer(*predicted)), kPredictedBestTtl, true);
 }
 
 Response Service::predict(Request& request) {

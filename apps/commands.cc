@@ -343,18 +343,12 @@ void add_sweep_command(CLI::App& app) {
 // A machine name the database does not hold is answered as a new machine (a prediction); a
 // misspelt name would get that prediction without a word, so say which names it holds.
 void note_unknown_machine(const db::Store& store, const std::string& name, const std::string& db) {
-  const auto lower = [](std::string text) {
-    std::transform(text.begin(), text.end(), text.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return text;
-  };
   constexpr std::size_t kListed = 8;
   std::string known;
-  std::string same_but_case;
+  const auto same_but_case = api::similar_machine_name(store, name);
   const auto machines = store.list_machines();
-  for (std::size_t i = 0; i < machines.size(); ++i) {
-    if (lower(machines[i].name) == lower(name)) same_but_case = machines[i].name;
-    if (i < kListed) known += (i ? ", " : "") + machines[i].name;
+  for (std::size_t i = 0; i < machines.size() && i < kListed; ++i) {
+    known += (i ? ", " : "") + machines[i].name;
   }
   if (machines.size() > kListed) known += ", ... (tunebase machines lists all)";
   std::cerr << "note: machine '" << name << "' is not in " << db << ": predicting as for a new "
@@ -384,7 +378,9 @@ void add_query_commands(CLI::App& app) {
     cmd->add_option("--kernel,-k", args->kernel, "Kernel name")->required();
     cmd->add_option("--machine", args->machine, "Machine name (default: this host)");
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
-    cmd->add_flag("--maximize", args->maximize, "Higher objective is better");
+    cmd->add_flag("--maximize", args->maximize,
+                  "Higher objective is better (left out: as the kernel's studies, when they all "
+                  "maximize)");
     cmd->add_flag("--json", args->json, "Print JSON");
     cmd->callback([args] {
       db::Store store(args->db, {.read_only = true});
@@ -438,7 +434,16 @@ void add_query_commands(CLI::App& app) {
           }
         }
       }
-      const auto direction = args->maximize ? db::Direction::maximize : db::Direction::minimize;
+      // Without --maximize, the direction of the kernel's studies when they all take one.
+      const auto direction =
+          args->maximize
+              ? db::Direction::maximize
+              : api::studies_direction(store, args->kernel).value_or(db::Direction::minimize);
+      const bool maximize = direction == db::Direction::maximize;
+      if (maximize && !args->maximize) {
+        std::cerr << "note: the studies of " << args->kernel
+                  << " all maximize their objective: the best is the highest\n";
+      }
       // A matrix measured nowhere has no measured best, here or anywhere.
       const bool unmeasured_input = !task && !input_name.empty();
       const auto best = machine && !unmeasured_input
@@ -456,7 +461,7 @@ void add_query_commands(CLI::App& app) {
                                     machine ? std::optional(machine->id) : std::nullopt,
                                     std::nullopt, direction, "", input_features, input_version);
         if (!predicted) {
-          const auto other = args->maximize ? db::Direction::minimize : db::Direction::maximize;
+          const auto other = maximize ? db::Direction::minimize : db::Direction::maximize;
           const bool other_way =
               machine && store.best_trial(args->kernel, machine->id, task, other).has_value();
           // Trials that all failed are something measured, just nothing that worked.
@@ -477,7 +482,7 @@ void add_query_commands(CLI::App& app) {
               (unmeasured_input ? " for matrix " + input_name : std::string()) +
               (other_way ? " in studies that " + std::string(db::to_string(direction)) +
                                " (its studies here " + std::string(db::to_string(other)) + ": " +
-                               (args->maximize ? "leave out" : "add") + " --maximize)"
+                               (maximize ? "leave out" : "add") + " --maximize)"
                          : ", and too few successful measurements of it on other machines to "
                            "predict from") +
               " (" + args->db + "; tunebase studies lists what is there)");

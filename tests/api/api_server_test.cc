@@ -294,6 +294,56 @@ TEST(ApiServer, LateResultsNeverOverrunTheBudget) {
   EXPECT_EQ(server.store().trial_counts(db::StudyId{study}).ok, 2);
 }
 
+TEST(ApiServer, BestTakesTheKernelsDirectionAndSaysWhatIsWrongWithAQuestion) {
+  TestServer server;
+  auto c = server.client();
+  // A throughput kernel: every study of it maximizes.
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "box"}}, server.token).status, 201);
+  const auto created = c.post("/v1/studies",
+                              {{"kernel", "rate"},
+                               {"machine", "box"},
+                               {"space", testing::demo_space()},
+                               {"direction", "maximize"},
+                               {"objective", "GFLOP/s"},
+                               {"strategy", "random"}},
+                              server.token);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string base = "/v1/studies/" + std::to_string(created.json()["id"].get<int>());
+  // Enough measurements for a prediction elsewhere; the best, 9, at bx=4, by=2, unroll=1.
+  nlohmann::json measurements = nlohmann::json::array();
+  const auto space = SearchSpace::from_json(testing::demo_space());
+  for (const auto& config : space.valid_configurations()) {
+    const auto j = space.config_to_json(config);
+    measurements.push_back({{"config", j}, {"value", 10.0 - testing::demo_objective(j)}});
+  }
+  ASSERT_EQ(c.post(base + "/measurements", {{"measurements", measurements}}, server.token).status,
+            201);
+  // No direction given: the studies' own, so the highest.
+  auto r = c.get("/v1/best?kernel=rate&machine=box");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["objective"], 9.0);
+  // Asked the other way on a machine that measured nothing, the 404 says which way they go.
+  r = c.get("/v1/best?kernel=rate&machine=new-box&direction=minimize");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(),
+              HasSubstr("the kernel's studies all maximize: ask with direction=maximize"));
+  // An objective no study measures is named with those that are.
+  r = c.get("/v1/best?kernel=rate&machine=box&objective=time");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(),
+              HasSubstr("has no studies of objective \"time\"; its studies measure GFLOP/s"));
+  r = c.get("/v1/best?kernel=rate&machine=box&objective=" + std::string(300, 'o'));
+  EXPECT_EQ(r.status, 400) << r.body;
+  // A machine not registered but for case is answered as a new one, with a note.
+  r = c.get("/v1/best?kernel=rate&machine=BOX");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["source"], "predicted");
+  EXPECT_THAT(r.json()["note"].get<std::string>(), HasSubstr("did you mean \"box\"?"));
+  r = c.get("/v1/best?kernel=rate&machine=other");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_FALSE(r.json().contains("note")) << r.body;
+}
+
 TEST(ApiServer, AStudyIsCompletedByTheResultThatSpendsItsBudget) {
   TestServer server;
   auto c = server.client();

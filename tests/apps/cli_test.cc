@@ -458,7 +458,15 @@ TEST_F(Cli, AResumedStudyKeepsItsDirectionAndUnit) {
   EXPECT_NE(r.out.find("3 trials"), std::string::npos) << r.out;  // nothing added
   r = run(sweep + " --maximize --unit GFLOP/s --budget 5 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto best = nlohmann::json::parse(r.out)["best"];
   EXPECT_EQ(nlohmann::json::parse(r.out)["unit"], "GFLOP/s");
+  // best without --maximize takes the studies' direction: the highest.
+  r = run("best --kernel command --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["config"], best["config"]) << r.out;
+  EXPECT_NE(r.err.find("note: the studies of command all maximize their objective"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(Cli, AnotherMatrixUnderAMeasuredNameIsRefused) {
