@@ -541,8 +541,11 @@ void Service::add_routes() {
                                                     {"description",
                                                      "standard deviation on the model's log "
                                                      "scale (about the relative uncertainty "
-                                                     "for times): lower .. upper is the 68% "
-                                                     "interval in the objective's unit"}}},
+                                                     "for times) of a measurement: the "
+                                                     "model's uncertainty and its "
+                                                     "measurements' noise; lower .. upper is "
+                                                     "the 68% interval in the objective's "
+                                                     "unit"}}},
                                                   {"probability_feasible", kNumber}})}}}});
   }
   {

@@ -365,9 +365,12 @@ class BayesianOptimization final : public ModelBasedStrategy {
         if (prior_failed_.count(state.space->key(configs[i]))) log_feasible[i] += penalty;
       }
     }
+    // What a measurement would give: the latent function's uncertainty and the noise the
+    // target's measurements showed (zero-shot, the spread between machines stands for both).
+    const double noise = target_.sorted_g.empty() ? 0.0 : gp_.hyperparameters().noise_variance;
     std::vector<Forecast> out;
     for (std::size_t i = 0; i < configs.size(); ++i) {
-      const double sd = std::sqrt(std::max(prediction.variance[i], 0.0));
+      const double sd = std::sqrt(std::max(prediction.variance[i], 0.0) + noise);
       const double z = prediction.mean[i];
       const double g = to_log_units(z);
       // Zero-shot values come from the priors, on their scale (to_log_units): how far this
