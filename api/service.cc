@@ -528,25 +528,29 @@ void Service::add_routes() {
     r.request_schema = object_schema(
         {{"study_id", kInteger}, {"configs", {{"type", "array"}, {"items", kConfig}}}},
         {"study_id", "configs"});
-    r.response_schema =
-        object_schema({{"study_id", kInteger},
-                       {"predictions",
-                        {{"type", "array"},
-                         {"items", object_schema({{"config", kConfig},
-                                                  {"mean", kNumber},
-                                                  {"lower", kNumber},
-                                                  {"upper", kNumber},
-                                                  {"std",
-                                                   {{"type", "number"},
-                                                    {"description",
-                                                     "standard deviation on the model's log "
-                                                     "scale (about the relative uncertainty "
-                                                     "for times) of a measurement: the "
-                                                     "model's uncertainty and its "
-                                                     "measurements' noise; lower .. upper is "
-                                                     "the 68% interval in the objective's "
-                                                     "unit"}}},
-                                                  {"probability_feasible", kNumber}})}}}});
+    r.response_schema = object_schema(
+        {{"study_id", kInteger},
+         {"unit",
+          {{"type", "string"},
+           {"nullable", true},
+           {"description", "unit of mean, lower and upper; null for a plain number"}}},
+         {"predictions",
+          {{"type", "array"},
+           {"items", object_schema({{"config", kConfig},
+                                    {"mean", kNumber},
+                                    {"lower", kNumber},
+                                    {"upper", kNumber},
+                                    {"std",
+                                     {{"type", "number"},
+                                      {"description",
+                                       "standard deviation on the model's log "
+                                       "scale (about the relative uncertainty "
+                                       "for times) of a measurement: the "
+                                       "model's uncertainty and its "
+                                       "measurements' noise; lower .. upper is "
+                                       "the 68% interval in the objective's "
+                                       "unit"}}},
+                                    {"probability_feasible", kNumber}})}}}});
   }
   {
     auto& r = route("POST", "/v1/import", "importMeasurements",
@@ -1224,7 +1228,8 @@ Response Service::predict(Request& request) {
   for (std::size_t i = 0; i < forecasts.size(); ++i) {
     out.push_back(forecast_json(space->config_to_json(configs[i]), forecasts[i]));
   }
-  return Response::json({{"study_id", id.value}, {"predictions", out}});
+  return Response::json(
+      {{"study_id", id.value}, {"unit", unit_json(reader().get_study(id))}, {"predictions", out}});
 }
 
 // --- import / export

@@ -637,7 +637,10 @@ void add_query_commands(CLI::App& app) {
                   << "), P(runs) " << std::setprecision(2) << f.probability_feasible << "\n";
       }
       if (args->json) {
-        std::cout << nlohmann::json{{"study_id", study.id.value}, {"predictions", out}}.dump(2)
+        std::cout << nlohmann::json{{"study_id", study.id.value},
+                                    {"unit", api::unit_json(study)},
+                                    {"predictions", out}}
+                         .dump(2)
                   << "\n";
       }
     });

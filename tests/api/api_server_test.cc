@@ -123,6 +123,8 @@ TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
       c.post("/v1/predict", {{"study_id", study}, {"configs", {measured["config"]}}});
   ASSERT_EQ(predicted.status, 200) << predicted.body;
   const auto p = predicted.json()["predictions"][0];
+  EXPECT_TRUE(predicted.json().contains("unit") && predicted.json()["unit"].is_null())
+      << predicted.body;  // the demo study was created without one
   EXPECT_GT(p["upper"].get<double>(), p["lower"].get<double>());
   EXPECT_NEAR(p["mean"].get<double>(), measured["value"].get<double>(),
               0.5 * measured["value"].get<double>());
