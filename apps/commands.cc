@@ -135,8 +135,12 @@ void print_sweep_summary(const SweepSummary& s) {
       std::cout << "weights:    " << weights_text(s.weights) << "\n";
     }
   }
+  // A resumed study: this run's failures apart from the study's.
   std::cout << "trials:     " << s.total << " stored (" << s.evaluated << " in this run, "
-            << s.failed << " failed)" << (s.interrupted ? ", interrupted" : "");
+            << (s.evaluated == s.total ? std::to_string(s.failed) + " failed)"
+                                       : std::to_string(s.failed_here) + " failed in it; " +
+                                             std::to_string(s.failed) + " failed in all)")
+            << (s.interrupted ? ", interrupted" : "");
   if (s.leased_elsewhere) {
     std::cout << "; " << s.leased_elsewhere << " still leased to other clients";
     if (s.left_active) std::cout << " (the study stays active until they report)";
@@ -293,6 +297,7 @@ void add_sweep_command(CLI::App& app) {
           {"trials", summary.total},
           {"evaluated", summary.evaluated},
           {"failed", summary.failed},
+          {"failed_in_run", summary.failed_here},
           {"interrupted", summary.interrupted},
           {"leased_elsewhere", summary.leased_elsewhere},
           {"left_active", summary.left_active},

@@ -259,6 +259,13 @@ std::size_t sweep_budget(db::Store& store, const db::StudyRecord& study,
     return kDefaultSweepBudget;
   }
   const auto budget = static_cast<std::int64_t>(*options.budget);
+  if (const auto used = store.budget_used(study.id); budget < used) {
+    throw InvalidInput("--budget " + std::to_string(budget) + " is below the " +
+                       std::to_string(used) + " trials " + name +
+                       " already counts (stored or leased): give at least " + std::to_string(used) +
+                       ", or leave --budget out to keep its budget" +
+                       (study.budget ? " of " + std::to_string(*study.budget) : std::string()));
+  }
   if (study.budget != budget) {
     store.set_study_budget(study.id, budget);
     std::cerr << "note: " << name << " now has a budget of " << budget << " evaluations (was "

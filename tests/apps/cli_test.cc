@@ -511,6 +511,30 @@ TEST_F(Cli, ASweepWhoseEvaluationsAllFailSaysWhyAndFails) {
   EXPECT_EQ(trials("broken").size(), 3u);  // stored all the same: a failed evaluation is data
 }
 
+TEST_F(Cli, AResumedSweepCountsItsOwnFailuresApartFromTheStudys) {
+  // x = 0 and 1 fail, 2 and 3 run; the second run measures only these.
+  const std::string cmd = "test {x} -ge 2 && echo {x}";
+  auto r = sweep_x4("half", cmd, 2);
+  EXPECT_NE(r.exit_code, 0);
+  r = sweep_x4("half", cmd, 4, "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["evaluated"], 2);
+  EXPECT_EQ(j["failed_in_run"], 0);
+  EXPECT_EQ(j["failed"], 2);
+  r = sweep_x4("half", cmd, 4);
+  EXPECT_NE(r.out.find("4 stored (0 in this run, 0 failed in it; 2 failed in all)"),
+            std::string::npos)
+      << r.out;
+  // A budget below what the study holds is refused, not stored.
+  r = sweep_x4("half", cmd, 3);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--budget 3 is below the 4 trials study 'half' already counts (stored or "
+                       "leased): give at least 4, or leave --budget out to keep its budget of 4"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(Cli, ASweepSaysWhyMeasurementsOfAnotherSpaceAreNoPriors) {
   auto r = sweep_x4("four", "echo {x}", 4);
   ASSERT_EQ(r.exit_code, 0) << r.err;
