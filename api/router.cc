@@ -143,6 +143,8 @@ Router::Match Router::match(std::string_view method, std::string_view path) cons
       return m;
     }
     if (allow.find(r.method) == std::string::npos) allow += (allow.empty() ? "" : ", ") + r.method;
+    // The server answers HEAD wherever GET is (its headers, no body).
+    if (r.method == "GET" && allow.find("HEAD") == std::string::npos) allow += ", HEAD";
   }
   if (!allow.empty()) {
     throw MethodNotAllowed(
@@ -204,9 +206,10 @@ void check_query(const Route& route, const Request& request) {
     if (it->type == "integer") {
       std::int64_t v = 0;
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (ec != std::errc() || end != value.data() + value.size() || v < 0) {
-        throw FieldError("query." + name, "query parameter \"" + name +
-                                              "\" must be an integer >= 0, got \"" + value + "\"");
+      if (ec != std::errc() || end != value.data() + value.size() || v < it->minimum) {
+        throw FieldError("query." + name,
+                         "query parameter \"" + name + "\" must be an integer >= " +
+                             std::to_string(it->minimum) + ", got \"" + value + "\"");
       }
     }
   }
@@ -234,7 +237,7 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
     }
     for (const auto& q : r.query) {
       nlohmann::json schema{{"type", q.type}};
-      if (q.type == "integer") schema["minimum"] = 0;  // ids, and counts of them
+      if (q.type == "integer") schema["minimum"] = q.minimum;
       if (!q.allowed.empty()) schema["enum"] = q.allowed;
       parameters.push_back({{"name", q.name},
                             {"in", "query"},
@@ -274,8 +277,10 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
     }
     error(404, "an unknown study, trial, machine or kernel");
     error(408, "the request was not received in time");
+    error(405, "the path takes other methods, which the Allow header lists");
     if (r.method == "POST") error(409, "a conflict with the stored state");
-    error(413, "the body is over the route's limit (" + std::to_string(r.body_limit) + " bytes)");
+    error(413, "the body is over the route's limit (" + std::to_string(r.body_limit) +
+                   " bytes), or the request line and headers over the server's");
     error(503, "the database is unavailable (busy or read-only); nothing was written");
     op["responses"] = responses;
     std::string method = r.method;

@@ -91,6 +91,7 @@ struct QueryParam {
   bool required = false;
   std::string description;
   std::vector<std::string> allowed;  ///< enum values, when the parameter is a choice
+  std::int64_t minimum = 0;          ///< the least value of an integer (1 for an id)
 };
 
 struct Route {

@@ -475,7 +475,7 @@ void Service::add_routes() {
                     Access::read, bind(&Service::best));
     r.query = {{"kernel", "string", true, "kernel name", {}},
                {"machine", "string", true, "machine name", {}},
-               {"task", "integer", false, "task id (default: any input)", {}},
+               {"task", "integer", false, "task id (default: any input)", {}, 1},
                {"direction",
                 "string",
                 false,
@@ -514,8 +514,9 @@ void Service::add_routes() {
          {"based_on",
           {{"type", "object"},
            {"description",
-            "(predicted) what the prediction rests on: trials, machines, inputs, "
-            "failed_here, kernel_version, model, weights (per source), chosen_from "
+            "(predicted) what the prediction rests on: trials, machines, inputs (the "
+            "machine and input pairs measured, each a source), failed_here, kernel_version, "
+            "model, weights (per source), chosen_from "
             "(measurements or model) and, when chosen from measurements, sources, "
             "sources_that_ran_it and mean_quantile (0: each source's best)"}}}});
   }
@@ -1037,14 +1038,7 @@ Response Service::best(Request& request) {
   const auto kernel = *checked_query_name(request, "kernel");
   const auto machine_name = *checked_query_name(request, "machine");
   std::optional<db::TaskId> task;
-  if (request.query_value("task")) {
-    task = db::TaskId{integer_query(request, "task")};
-    if (task->value < 1) {
-      throw FieldError("query.task",
-                       "query parameter \"task\" must be a positive integer id, got " +
-                           std::to_string(task->value));
-    }
-  }
+  if (request.query_value("task")) task = db::TaskId{integer_query(request, "task")};
   // Left out, the direction is the kernel's studies' (read below, past the cache).
   std::optional<db::Direction> asked_direction;
   if (const auto d = request.query_value("direction")) {

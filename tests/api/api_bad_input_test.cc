@@ -195,7 +195,9 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
       {"best for a machine no machine can be", "GET", "/v1/best?kernel=demo&machine=a%0d%0ab", "",
        true, 400, "query.machine", "without tabs, line breaks"},
       {"best for task 0", "GET", "/v1/best?kernel=demo&machine=m&task=0", "", true, 400,
-       "query.task", "must be a positive integer id"},
+       "query.task", "must be an integer >= 1, got \"0\""},
+      {"best for task abc", "GET", "/v1/best?kernel=demo&machine=m&task=abc", "", true, 400,
+       "query.task", "must be an integer >= 1, got \"abc\""},
       {"best for a machine name not UTF-8", "GET", "/v1/best?kernel=demo&machine=%FF%FE", "", true,
        400, "query.machine", "bytes of text (UTF-8)"},
       // Values outside a parameter's domain, and constraint violations.
