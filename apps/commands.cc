@@ -220,8 +220,13 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
   if (!options.empty()) std::cout << "\noptions:   " << options;
   if (p.from_measurements) {
     std::cout << "\nchosen:    ran on " << p.sources_that_ran_it << " of " << p.sources
-              << " other machines and inputs; on average in their best " << std::setprecision(2)
-              << std::max(100.0 * p.mean_quantile, 0.01) << "%";
+              << " other machines and inputs; ";
+    if (p.mean_quantile > 0.0) {
+      std::cout << "on average in their best " << std::setprecision(2) << 100.0 * p.mean_quantile
+                << "%";
+    } else {
+      std::cout << "the best each of them measured";
+    }
   }
   std::cout << "\nobjective: " << format_objective(p.forecast.mean, p.unit) << " (68% interval "
             << format_objective(p.forecast.lower, p.unit) << " .. "
@@ -498,6 +503,9 @@ void add_query_commands(CLI::App& app) {
             unmeasured_input
                 ? "matrix " + input_name +
                       " (measured nowhere: predicted from the inputs measured, by their features)"
+            : task && machine &&
+                    store.best_trial(args->kernel, machine->id, std::nullopt, direction)
+                ? task_text(store, *task) + " (not measured here, where other inputs were)"
                 : std::string(),
             args->json);
         return;

@@ -610,6 +610,22 @@ TEST_F(Cli, EachProgramMayHaveItsOwnKernelName) {
       << r.err;
 }
 
+TEST_F(Cli, BestForAnInputThisMachineDidNotMeasureSaysSo) {
+  // Two inputs of one program (its command lines): the first measured here, the second on
+  // another machine only.
+  auto r = sweep_x4("here", "echo {x}", 4);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = sweep_x4("there", "echo $(( {x} + 1 ))", 4, "--machine other-box");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("best --kernel command --task 2 --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("source:    predicted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nothing measured for this input yet"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("input:     task 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(not measured here, where other inputs were)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("as much as GPUs differ"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, ADefaultThatBreaksAConstraintIsNamedAsTheReasonForNoBaseline) {
   const auto space = dir_.file("constrained.json");
   std::ofstream(space) << R"({"parameters": [{"name": "x", "type": "integer", "low": 0,
