@@ -227,6 +227,15 @@ void check_same_objective(const db::StudyRecord& study, bool minimize, const std
                  " (or choose another --study name for a new study)");
 }
 
+// The name a new study gives its objective: "time" for a time (or a plain number made
+// smaller), else the unit it is measured in ("GFLOP/s"), or "value" for a plain number made
+// larger. GET /v1/best?objective= filters by it.
+std::string objective_name(const std::string& unit, bool minimize) {
+  if (unit == "s" || unit == "ms" || unit == "us" || unit == "ns") return "time";
+  if (unit.empty()) return minimize ? "time" : "value";
+  return unit;
+}
+
 db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
                              const db::KernelRecord& kernel, const db::MachineRecord& machine,
                              const db::TaskRecord& task, bool minimize, const std::string& strategy,
@@ -237,6 +246,7 @@ db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
   study.machine = machine.id;
   study.task = task.id;
   study.direction = minimize ? db::Direction::minimize : db::Direction::maximize;
+  study.objective = objective_name(unit, minimize);
   study.strategy = strategy;
   study.budget = static_cast<std::int64_t>(options.budget.value_or(kDefaultSweepBudget));
   study.settings = transfer_settings(options);
@@ -435,8 +445,9 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   std::vector<Prior> priors;
   const auto direction = evaluator.minimize() ? db::Direction::minimize : db::Direction::maximize;
   if (const auto query =
-          api::target_prior_query(kernel, machine.id, task.id, db::NewStudy{}.objective, direction,
-                                  transfer_settings(options))) {
+          api::target_prior_query(kernel, machine.id, task.id,
+                                  objective_name(evaluator.objective_unit(), evaluator.minimize()),
+                                  direction, transfer_settings(options))) {
     api::load_fitted_models(store);
     priors = api::priors_from_store(store, space, *query);
   }

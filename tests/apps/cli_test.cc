@@ -460,6 +460,9 @@ TEST_F(Cli, AResumedStudyKeepsItsDirectionAndUnit) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto best = nlohmann::json::parse(r.out)["best"];
   EXPECT_EQ(nlohmann::json::parse(r.out)["unit"], "GFLOP/s");
+  // Its objective is named by its unit, not "time".
+  r = run("studies --json --db " + db());
+  EXPECT_EQ(nlohmann::json::parse(r.out)["studies"].at(0)["objective"], "GFLOP/s") << r.out;
   // best without --maximize takes the studies' direction: the highest.
   r = run("best --kernel command --json --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
