@@ -470,6 +470,25 @@ void add_query_commands(CLI::App& app) {
                 : api::predict_best(store, args->kernel,
                                     machine ? std::optional(machine->id) : std::nullopt,
                                     std::nullopt, direction, "", input_features, input_version);
+        if (!predicted && !input_version.empty()) {
+          // A matrix of another kind (PETSc's space differs for symmetric ones): no input
+          // measured in its space says anything of it.
+          bool kind_measured = false;
+          for (const auto& s : store.list_studies(args->kernel)) {
+            kind_measured = kind_measured || s.kernel_version == input_version;
+          }
+          if (!kind_measured) {
+            throw NotFound("no input of matrix " + input_name + "'s kind was measured for " +
+                           args->kernel + ": its search space differs from the measured " +
+                           "inputs'" +
+                           (args->kernel == "petsc"
+                                ? " (petsc offers CG, MINRES and ICC only for symmetric matrices)"
+                                : "") +
+                           ", and measurements transfer only within one space; tune one matrix "
+                           "of its kind first (" +
+                           args->db + ")");
+          }
+        }
         if (!predicted) {
           const auto other = maximize ? db::Direction::minimize : db::Direction::maximize;
           const bool other_way =

@@ -1311,6 +1311,17 @@ TEST_F(Cli, BestForAMatrixMeasuredNowhereIsPredictedFromTheMatricesMeasured) {
   const auto measured = nlohmann::json::parse(r.out);
   EXPECT_EQ(measured["source"], "measured");
   EXPECT_EQ(measured["task_id"], 1);
+  // A nonsymmetric matrix searches another PETSc space, where nothing was measured.
+  const auto nonsymmetric = dir_.file("upper.mtx");
+  std::ofstream(nonsymmetric) << "%%MatrixMarket matrix coordinate real general\n"
+                              << "3 3 5\n1 1 4\n1 2 1\n2 2 4\n2 3 1\n3 3 4\n";
+  r = run("best --kernel petsc --matrix " + nonsymmetric + " --db " + db());
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.err.find("no input of matrix upper's kind was measured for petsc: its search space "
+                       "differs from the measured inputs' (petsc offers CG, MINRES and ICC only "
+                       "for symmetric matrices)"),
+            std::string::npos)
+      << r.err;
   r = run("best --kernel command --matrix " + laplacian(20) + " --db " + db());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--matrix is read for the matrix kernels"), std::string::npos) << r.err;
