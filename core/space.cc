@@ -798,8 +798,11 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
       if (def) ddef = in_default([&] { return as_double(*def); });
       params.push_back(real_interval(name, number("low"), number("high"), log_scale, ddef));
     } else {
-      throw InvalidInput(here + ": unknown type \"" + type +
-                         "\"; allowed: integer, ordinal, categorical, real");
+      throw InvalidInput(here +
+                         (type.empty() ? std::string(": no \"type\" (and no \"values\")")
+                                       : ": unknown type \"" + type + "\"") +
+                         "; allowed: integer, ordinal, categorical, real (int and float are read "
+                         "as integer and real)");
     }
   }
   std::vector<std::string> constraints;

@@ -196,6 +196,16 @@ std::string from_json_error(const std::string& text) {
   return std::string("accepted");
 }
 
+TEST(SearchSpace, AParameterWithoutATypeIsToldWhatTypesThereAre) {
+  EXPECT_NE(from_json_error(R"({"parameters": [{"name": "x", "low": 0, "high": 3}]})")
+                .find("parameter 'x': no \"type\" (and no \"values\"); allowed: integer, "
+                      "ordinal, categorical, real"),
+            std::string::npos);
+  EXPECT_EQ(
+      from_json_error(R"({"parameters": [{"name": "x", "type": "int", "low": 0, "high": 3}]})"),
+      "accepted");
+}
+
 TEST(SearchSpace, ValuesThatCannotBeStoredFaithfullyAreRefused) {
   // 2^64 - 1 became -1 on the way to an int64.
   EXPECT_NE(
