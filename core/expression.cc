@@ -192,9 +192,16 @@ class Parser {
   }
   [[noreturn]] void fail(const std::string& what) const {
     const auto p = peek().pos;
-    throw ParseError("syntax error in \"" + std::string(text_) + "\" at position " +
-                         std::to_string(p) + ": " + what,
-                     p);
+    // A long expression is quoted around the error only.
+    constexpr std::size_t kContext = 40;
+    std::string quoted(text_);
+    if (text_.size() > 3 * kContext) {
+      const std::size_t from = p > kContext ? p - kContext : 0;
+      quoted = (from > 0 ? "..." : "") + std::string(text_.substr(from, 2 * kContext)) +
+               (from + 2 * kContext < text_.size() ? "..." : "");
+    }
+    throw ParseError(
+        "syntax error in \"" + quoted + "\" at position " + std::to_string(p) + ": " + what, p);
   }
 
   // Parsing and evaluation recurse; a bound keeps "((((...x...))))" or a chain of 100,000

@@ -76,6 +76,17 @@ TEST(Expression, SyntaxErrorsCarryPosition) {
   EXPECT_THROW(Expression::parse("a <"), ParseError);
   EXPECT_THROW(Expression::parse("foo(1)"), ParseError);
   EXPECT_THROW(Expression::parse("'abc"), ParseError);
+  // A long expression is quoted around the error, not whole.
+  try {
+    Expression::parse("a == '" + std::string(10000, 'x') + "' +* b");
+    FAIL() << "no error";
+  } catch (const ParseError& e) {
+    const std::string message = e.what();
+    EXPECT_LT(message.size(), 250u) << message;
+    EXPECT_EQ(message.rfind("syntax error in \"...xxx", 0), 0u) << message;
+    EXPECT_NE(message.find("xxx' +* b\" at position 10009: unexpected '*'"), std::string::npos)
+        << message;
+  }
 }
 
 TEST(Expression, RuntimeErrorsAreInvalidInput) {
