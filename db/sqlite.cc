@@ -122,8 +122,9 @@ void Database::configure() {
   exec("PRAGMA foreign_keys = ON", "enabling foreign keys");
   if (!options_.read_only && sqlite3_db_readonly(db_.get(), "main") == 1) {
     throw SqliteError("database " + path_ +
-                          " is read-only: the file is not writable by this user; open it "
-                          "read-only, or fix the permissions of the file",
+                          " is read-only: the file is not writable by this user, and this "
+                          "command writes to it; fix the permissions of the file (commands "
+                          "that only read, such as best, studies and export, work as it is)",
                       SQLITE_READONLY);
   }
   // Without its -wal and -shm files SQLite fails at the first read or write, with a message
@@ -132,8 +133,9 @@ void Database::configure() {
     const auto folder = std::filesystem::absolute(path_).parent_path().string();
     throw SqliteError("database " + path_ + " is read-only: SQLite cannot create " + path_ +
                           "-wal and -shm because the folder " + folder +
-                          " is not writable by this user; open it read-only, or fix the "
-                          "permissions of the folder",
+                          " is not writable by this user, and this command writes to the "
+                          "database; fix the permissions of the folder (commands that only "
+                          "read, such as best, studies and export, work as it is)",
                       SQLITE_READONLY);
   }
   // -wal and -shm files left behind by another user (or mode 0444) let the file open, and then

@@ -308,6 +308,9 @@ TEST(BadFiles, ReadOnlyFolder) {
   if (!result) GTEST_SKIP() << "cannot drop root privileges to test folder permissions";
   EXPECT_THAT(*result, HasSubstr("write-open: database " + path + " is read-only"));
   EXPECT_THAT(*result, HasSubstr("the folder " + folder.string() + " is not writable"));
+  // What to do: fix the folder; reading works as it is (not "open it read-only", which a
+  // command that writes cannot).
+  EXPECT_THAT(*result, HasSubstr("fix the permissions of the folder (commands that only read"));
   EXPECT_THAT(*result, HasSubstr("read 1 trials;"));
   EXPECT_THAT(*result, HasSubstr("create: cannot open database " + new_path));
   EXPECT_FALSE(fs::exists(new_path));
