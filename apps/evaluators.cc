@@ -113,6 +113,11 @@ void reject_unused_options(const EvaluatorSpec& spec) {
        "every kernel but replay (a file holds one value per configuration)"},
       {"--replay", !spec.replay_file.empty(), spec.kernel == "replay", "replay"},
   };
+  if (matrix_kernel && !spec.matrix.empty() && !spec.problem.empty()) {
+    throw InvalidInput(
+        "--matrix and --problem exclude each other: a file, or a generated "
+        "problem (with --size)");
+  }
   for (const auto& o : options) {
     if (o.given && !o.used) {
       throw InvalidInput(std::string(o.flag) + " is not used by --kernel " + spec.kernel +

@@ -403,6 +403,12 @@ SpmvEvaluator::SpmvEvaluator(CsrMatrix matrix, SpmvOptions options)
       options_(checked(options)),
       space_(spmv_search_space(options_.max_threads)) {
   check_matrix(matrix_);
+  if (matrix_.rows == 0 || matrix_.cols == 0) {
+    throw InvalidInput("spmv: matrix '" + matrix_.name + "' is " + std::to_string(matrix_.rows) +
+                       " x " + std::to_string(matrix_.cols) +
+                       ": an empty product has nothing to tune; give a matrix with rows and "
+                       "columns");
+  }
   task_ = {{"matrix", matrix_.name}, {"features", matrix_features(matrix_)}};
   Rng rng(options_.seed);
   std::uniform_real_distribution<double> uniform(-1.0, 1.0);

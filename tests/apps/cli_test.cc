@@ -1369,7 +1369,7 @@ TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
            {" --unit ms", "--unit is not used by --kernel spmv"},
            {" --timeout 5", "--timeout is not used by --kernel spmv"},
            {" --matrix " + dir_.file("m.mtx") + " --problem poisson3d",
-            "--problem is not used by --kernel spmv"},
+            "--matrix and --problem exclude each other"},
            {" --matrix " + dir_.file("m.mtx") + " --size 50", "--size is not used"},
            {" --size 0", "--size: Value 0 not in range 1"},
            {" --repeats 0", "--repeats: Value 0 not in range 1"},

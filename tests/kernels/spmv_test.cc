@@ -284,6 +284,18 @@ TEST(SpmvEvaluator, RejectsInconsistentMatricesAndOptions) {
   SpmvOptions options = fast_options();
   options.repeats = 0;
   EXPECT_THROW(SpmvEvaluator(laplacian_2d(3), options), InvalidInput);
+  CsrMatrix empty;
+  empty.name = "empty";
+  empty.row_ptr = {0};
+  try {
+    SpmvEvaluator e(empty, fast_options());
+    FAIL() << "a 0 x 0 matrix was taken";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("matrix 'empty' is 0 x 0: an empty product has nothing "
+                                         "to tune"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(SpmvEvaluator, ConversionCacheStaysWithinItsBudget) {
