@@ -314,8 +314,26 @@ class BayesianOptimization final : public ModelBasedStrategy {
         if (chosen.insert(state.space->key(c)).second) out.push_back(std::move(c));
       }
     };
-    if (!transfer && (state.observations.size() + state.pending.size() < initial ||
-                      state.ok_count() < kMinObservationsForModel)) {
+    const bool design_done = state.observations.size() + state.pending.size() >= initial;
+    if (!transfer && design_done && state.ok_count() > 0 &&
+        state.ok_count() < kMinObservationsForModel) {
+      // Something runs, but too little to model (most of the space fails: a hard matrix that
+      // only a direct solver handles). What runs is often next to what ran, as another
+      // package of the same factorisation: every other proposal changes one parameter of a
+      // configuration that ran; the others keep to the space-filling design.
+      const std::size_t want = n - out.size();
+      const std::size_t local = (want + (state.observations.size() % 2 == 0 ? 1 : 0)) / 2;
+      if (local > 0) {
+        diagnostics_["phase"] = "beside what ran";
+        take_neighbours_of_successes(state, local, chosen, out, rng);
+      }
+      if (out.size() < n) {
+        diagnostics_["phase"] = "initial design";
+        take_design(n - out.size());
+      }
+      return out;
+    }
+    if (!transfer && (!design_done || state.ok_count() < kMinObservationsForModel)) {
       diagnostics_["phase"] = "initial design";
       take_design(n - out.size());
       return out;
@@ -455,6 +473,46 @@ class BayesianOptimization final : public ModelBasedStrategy {
       }
     }
     return out;
+  }
+
+  // Up to `count` configurations one parameter away from those that ran, neither taken nor
+  // chosen, appended to `out`: the likeliest to run by the feasibility model (what failed
+  // teaches it which changes fail), in random order where it cannot tell.
+  void take_neighbours_of_successes(const TuningState& state, std::size_t count,
+                                    std::unordered_set<std::string>& chosen,
+                                    std::vector<Configuration>& out, Rng& rng) {
+    const auto& space = *state.space;
+    std::vector<Configuration> pool;
+    std::unordered_set<std::string> pooled;
+    for (const auto& o : state.observations) {
+      if (!o.result.ok()) continue;
+      for (auto& c : space.neighbours(o.config, rng)) {
+        const auto key = space.key(c);
+        if (state.taken.count(key) || chosen.count(key) || !pooled.insert(key).second) continue;
+        if (state.candidate_index && !state.candidate_index->count(key)) continue;
+        pool.push_back(std::move(c));
+      }
+    }
+    if (pool.empty()) return;
+    std::shuffle(pool.begin(), pool.end(), rng);
+    update_model(state, rng);
+    if (feasibility_) {
+      std::vector<std::vector<double>> rows;
+      for (const auto& c : pool) rows.push_back(encode(state, c));
+      const auto log_p =
+          feasibility_->log_probability(rows_to_matrix(rows, model_dimension(state)));
+      std::vector<std::size_t> order(pool.size());
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      std::stable_sort(order.begin(), order.end(),
+                       [&](auto a, auto b) { return log_p[a] > log_p[b]; });
+      std::vector<Configuration> ranked;
+      for (auto i : order) ranked.push_back(std::move(pool[i]));
+      pool = std::move(ranked);
+    }
+    for (std::size_t i = 0; i < pool.size() && i < count; ++i) {
+      chosen.insert(space.key(pool[i]));
+      out.push_back(std::move(pool[i]));
+    }
   }
 
   std::size_t initial_design(const TuningState& state) const {
