@@ -82,6 +82,9 @@ constexpr std::size_t kDefaultPriorBestCount = 10;
 // about 0.56 overall; for a normal difference that is a standard deviation of 0.56 / 0.674 =
 // 0.83 in log units: a factor of 2.3 either way at 68%.
 constexpr double kOneSourceLogSpread = 0.83;
+// Configurations a study may measure before its strategy's first proposal: a sweep's default,
+// its baseline.
+constexpr std::size_t kBaselineMeasurements = 1;
 constexpr double kNegativeInfinity = -std::numeric_limits<double>::infinity();
 
 double elapsed_ms(std::chrono::steady_clock::time_point since) {
@@ -274,17 +277,21 @@ class BayesianOptimization final : public ModelBasedStrategy {
     // priors agree ran best (consensus_best), not the model's lowest mean, which is an
     // optimistic interpolation between the sources' subsampled points (convolution_hub A4000
     // from A6000: 0.28 of the optimum, where the consensus gives 0.99).
+    // At the study's start, that is: a sweep measures the default configuration first, as its
+    // baseline, which is no reason to skip the consensus.
     if (out.size() < n && consensus_first_ > 0 && state.has_priors() &&
-        state.taken.size() < consensus_first_) {
+        state.taken.size() < consensus_first_ + kBaselineMeasurements) {
       if (consensus_list_.empty()) {
         const auto consensus = consensus_best(
             priors_of_the_input(*state.priors, state.task_features), *state.space, consensus_first_,
             [&](const Configuration& c) { return state.is_candidate(c); });
         for (const auto& e : consensus.best) consensus_list_.push_back(e.config);
       }
+      std::size_t taken = 0;  // of the consensus, proposed before
+      for (const auto& c : consensus_list_) taken += state.taken.count(state.space->key(c));
       const std::size_t before = out.size();
       for (const auto& c : consensus_list_) {
-        if (out.size() == n || state.taken.size() + out.size() - before >= consensus_first_) break;
+        if (out.size() == n || taken + out.size() - before >= consensus_first_) break;
         const auto key = state.space->key(c);
         if (!state.taken.count(key) && !chosen.count(key)) {
           chosen.insert(key);

@@ -235,6 +235,14 @@ TEST(ZeroShot, TheFirstProposalIsWhatThePriorsAgreeRanBest) {
   ASSERT_EQ(first.size(), 1u);
   EXPECT_EQ(s.key(first[0]), "4");
   EXPECT_EQ(session.diagnostics()["phase"], "priors' consensus");
+  // A sweep measures its default (a = 0) first, as its baseline: the consensus still comes next.
+  Session after_baseline(s, options);
+  after_baseline.observe(s.default_configuration(),
+                         Measurement::success(valley(s.default_configuration())));
+  const auto next = after_baseline.propose(1);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(s.key(next[0]), "4");
+  EXPECT_EQ(after_baseline.diagnostics()["phase"], "priors' consensus");
   // Without it, the model's choice.
   options.strategy_options = {{"consensus_first", 0}};
   Session model_first(s, options);
