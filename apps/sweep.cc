@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -287,6 +288,17 @@ std::size_t sweep_budget(db::Store& store, const db::StudyRecord& study,
 
 }  // namespace
 
+std::string busy_machine_note(double load_average, unsigned cores) {
+  cores = std::max(1u, cores);
+  if (!(load_average >= 0.5 * cores)) return "";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", load_average);
+  return "note: the machine is busy (load average " + std::string(text) +
+         " over the last minute, " + std::to_string(cores) +
+         " cores): measurements may be slow and noisy, most of all with several threads; a "
+         "quieter machine gives truer rankings";
+}
+
 std::optional<double> SweepSummary::speedup() const {
   if (!best || !default_result || !default_result->result.ok()) return std::nullopt;
   const double b = best->result.objective;
@@ -406,6 +418,13 @@ void complete_trial_waiting(db::Store& store, db::TrialId trial, const Measureme
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
   }
+}
+
+void note_busy_machine() {
+  double load[1] = {0.0};
+  if (getloadavg(load, 1) != 1) return;
+  const auto note = busy_machine_note(load[0], std::thread::hardware_concurrency());
+  if (!note.empty()) std::cerr << note << "\n";
 }
 
 void note_leases_taken_back(std::size_t n) {
@@ -622,6 +641,9 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     }
     store.set_study_status(study.id, db::StudyStatus::active);
   }
+  // Measurements on a busy machine mislead (a busy core slows every multi-threaded run alike,
+  // and one thread then looks best): said before they start.
+  if (!evaluator.measured_on() && session.observations().size() < budget) note_busy_machine();
   // The default configuration first: the baseline every tuned result is compared with.
   const bool default_measurable =
       space.is_valid(default_config) && (!evaluator.candidates() || session.candidate_count());

@@ -90,6 +90,11 @@ std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study);
 /// "note: took back N leases ..." on stderr, when N > 0.
 void note_leases_taken_back(std::size_t n);
 
+/// The note a sweep prints before it measures on a busy machine (a load average of at least
+/// half the cores: other processes take a core or more from the measurements); empty when the
+/// machine is not busy.
+std::string busy_machine_note(double load_average, unsigned cores);
+
 /// The JSON object of an --options argument: InvalidInput naming `option` otherwise.
 nlohmann::json parse_strategy_options(const std::string& text, const std::string& option);
 
