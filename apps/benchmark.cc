@@ -2,6 +2,7 @@
 // mode, as Kernel Tuner's), over many seeds, as JSON and SVG.
 #include <cmath>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -96,6 +97,38 @@ double optimum_in_space(const ReplayEvaluator& target, const SearchSpace& space,
 
 // A prior holding the target's own measurements (the same file, or the same run in another
 // format) would hand the search the answer.
+// An output written over an input (--json on the --target file) would replace measurements
+// with a report, and two outputs on one path would lose one: refused before the run. Devices
+// and pipes (/dev/stdout) may take several outputs.
+void refuse_overlapping_files(const std::vector<std::pair<std::string, std::string>>& inputs,
+                              const std::vector<std::pair<std::string, std::string>>& outputs) {
+  namespace fs = std::filesystem;
+  const auto same = [](const std::string& a, const std::string& b) {
+    std::error_code ec;
+    if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+    return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+  };
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const auto& [option, path] = outputs[i];
+    if (path.empty()) continue;
+    std::error_code ec;
+    if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) continue;
+    for (const auto& [input_option, input] : inputs) {
+      if (!input.empty() && same(path, input)) {
+        throw InvalidInput(option + " " + path + " is the " + input_option +
+                           " file: writing it would replace the measurements; give the output "
+                           "another name");
+      }
+    }
+    for (std::size_t k = 0; k < i; ++k) {
+      if (!outputs[k].second.empty() && same(path, outputs[k].second)) {
+        throw InvalidInput(option + " and " + outputs[k].first + " both name " + path +
+                           "; give each output its own file");
+      }
+    }
+  }
+}
+
 void refuse_prior_of_the_target(const ReplayEvaluator& target, const SearchSpace& space,
                                 bool space_differs, const Prior& prior, const std::string& file) {
   std::size_t both = 0;
@@ -267,6 +300,12 @@ void add_benchmark_command(CLI::App& app) {
                   "Strategy options as JSON, e.g. '{\"initial_design\": 10}'");
   cmd->callback([args] {
     install_interrupt_handler();
+    std::vector<std::pair<std::string, std::string>> inputs = {{"--target", args->target},
+                                                               {"--space", args->space_file}};
+    for (const auto& file : args->priors) inputs.emplace_back("--prior", file);
+    refuse_overlapping_files(
+        inputs,
+        {{"--json", args->json_out}, {"--svg", args->svg_out}, {"--trace", args->trace_out}});
     const auto target = ReplayEvaluator::from_file(args->target);
     print_notes(args->target, target.dataset().notes);
     const bool space_differs = !args->space_file.empty();
@@ -309,6 +348,16 @@ void add_benchmark_command(CLI::App& app) {
       strategies.push_back("random");
     }
     for (const auto& s : strategies) (void)make_strategy(s, strategy_options);  // fail fast
+    // A table that compares a transfer strategy without priors (or a plain one given priors)
+    // compares what it does not name.
+    for (const auto& s : args->strategies) {
+      if (priors.empty() && learns_from_priors(s)) {
+        std::cout << "note: --strategy " << s
+                  << " learns from priors, and no --prior is given: it runs as bo does\n";
+      } else if (!priors.empty() && !learns_from_priors(s)) {
+        std::cout << "note: --strategy " << s << " does not read the --prior files\n";
+      }
+    }
 
     // Every output is opened before the run, so an unwritable path costs nothing; each replaces
     // its file only when the benchmark completes.

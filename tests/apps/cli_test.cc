@@ -1140,6 +1140,18 @@ TEST_F(Cli, BenchmarkRefusesWhatWouldMisleadIt) {
   std::ofstream(other) << toy_cache("OtherGPU", 2.0, 4);
   r = run(bench + " --prior " + other + " --strategy prior-best");
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("note: --strategy"), std::string::npos) << r.out;
+  // A transfer strategy without priors is bo under another name; bo given priors ignores them.
+  r = run(bench + " --strategy prior-best");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: --strategy prior-best learns from priors, and no --prior is given: "
+                       "it runs as bo does"),
+            std::string::npos)
+      << r.out;
+  r = run(bench + " --prior " + other + " --strategy bo");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: --strategy bo does not read the --prior files"), std::string::npos)
+      << r.out;
   // A strategy twice, and a seed that every run would share.
   r = run(bench + " --strategy bo --strategy bo");
   EXPECT_EQ(r.exit_code, 2);
@@ -1147,6 +1159,19 @@ TEST_F(Cli, BenchmarkRefusesWhatWouldMisleadIt) {
   r = run(bench + R"( --options '{"seed": 3}')");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("\"seed\" is set per run"), std::string::npos) << r.err;
+  // An output over an input (the prior's file, by another spelling), or two outputs on one
+  // path: refused before the run, the files untouched.
+  const auto before = slurp(other);
+  r = run(bench + " --prior " + other + " --svg " + dir_.file(".") + "/other.json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("is the --prior file: writing it would replace the measurements"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(slurp(other), before);
+  r = run(bench + " --json " + dir_.file("same.out") + " --trace " + dir_.file("same.out"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--trace and --json both name"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir_.file("same.out")));
 
   // A space whose values the file does not hold.
   const auto disjoint = dir_.file("disjoint.json");
