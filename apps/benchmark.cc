@@ -129,26 +129,6 @@ void refuse_overlapping_files(const std::vector<std::pair<std::string, std::stri
   }
 }
 
-void refuse_prior_of_the_target(const ReplayEvaluator& target, const SearchSpace& space,
-                                bool space_differs, const Prior& prior, const std::string& file) {
-  std::size_t both = 0;
-  std::size_t identical = 0;
-  for (const auto& o : prior.observations) {
-    if (!o.result.ok()) continue;
-    const auto m = space_differs ? target.lookup_json(space.config_to_json(o.config))
-                                 : target.lookup(o.config);
-    if (!m.ok()) continue;
-    ++both;
-    identical += m.objective == o.result.objective ? 1 : 0;
-  }
-  if (both > 0 && identical * 10 >= both * 9) {
-    throw InvalidInput("--prior " + file + " holds the target's own measurements (" +
-                       std::to_string(identical) + " of the " + std::to_string(both) +
-                       " configurations both measured have the same time): a prior comes from "
-                       "another machine or input");
-  }
-}
-
 RunResult run_one(const ReplayEvaluator& target, const SearchSpace& space,
                   const std::vector<Configuration>& candidates, const std::vector<Prior>& priors,
                   const std::string& strategy, const nlohmann::json& strategy_options,
@@ -325,7 +305,7 @@ void add_benchmark_command(CLI::App& app) {
     for (const auto& file : args->priors) {
       std::vector<std::string> notes;
       priors.push_back(load_prior(file, space, &notes));
-      refuse_prior_of_the_target(target, space, space_differs, priors.back(), file);
+      refuse_prior_of_the_target(target, space, space_differs, priors.back(), file, "the target");
       print_notes(file, notes);
       std::cout << "prior " << file << ": " << priors.back().source << ", "
                 << priors.back().ok_count() << " successful measurements\n";

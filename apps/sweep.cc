@@ -24,6 +24,7 @@
 #include "core/json.h"
 #include "db/sqlite.h"
 #include "kernels/petsc_solver.h"
+#include "kernels/replay.h"
 #include "tuner/session.h"
 
 namespace tunebase::cli {
@@ -288,6 +289,27 @@ std::size_t sweep_budget(db::Store& store, const db::StudyRecord& study,
 
 }  // namespace
 
+void refuse_prior_of_the_target(const ReplayEvaluator& target, const SearchSpace& space,
+                                bool space_differs, const Prior& prior, const std::string& file,
+                                const std::string& target_name) {
+  std::size_t both = 0;
+  std::size_t identical = 0;
+  for (const auto& o : prior.observations) {
+    if (!o.result.ok()) continue;
+    const auto m = space_differs ? target.lookup_json(space.config_to_json(o.config))
+                                 : target.lookup(o.config);
+    if (!m.ok()) continue;
+    ++both;
+    identical += m.objective == o.result.objective ? 1 : 0;
+  }
+  if (both > 0 && identical * 10 >= both * 9) {
+    throw InvalidInput("--prior " + file + " holds " + target_name + "'s own measurements (" +
+                       std::to_string(identical) + " of the " + std::to_string(both) +
+                       " configurations both measured have the same time): a prior comes from "
+                       "another machine or input");
+  }
+}
+
 std::string busy_machine_note(double load_average, unsigned cores) {
   cores = std::max(1u, cores);
   if (!(load_average >= 0.5 * cores)) return "";
@@ -471,7 +493,13 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     priors = api::priors_from_store(store, space, *query);
   }
   if (options.transfer) {
-    for (const auto& file : options.prior_files) priors.push_back(load_prior(file, space));
+    for (const auto& file : options.prior_files) {
+      priors.push_back(load_prior(file, space));
+      // Replayed with its own measurements as a prior, a file would find its optimum at once.
+      if (const auto* replay = dynamic_cast<const ReplayEvaluator*>(&evaluator)) {
+        refuse_prior_of_the_target(*replay, space, false, priors.back(), file, "the replayed file");
+      }
+    }
   }
   // Measurements transfer within one space; say why others' were not used.
   if (options.transfer && priors.empty()) {

@@ -10,6 +10,8 @@
 
 #include "db/store.h"
 #include "kernels/evaluator.h"
+#include "kernels/replay.h"
+#include "tuner/prior.h"
 
 namespace tunebase::cli {
 
@@ -89,6 +91,13 @@ std::string sweep_client_id();
 std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study);
 /// "note: took back N leases ..." on stderr, when N > 0.
 void note_leases_taken_back(std::size_t n);
+
+/// Refuses (InvalidInput) a prior whose successes are, for 90% or more of the configurations
+/// both measured, the same times as `target`'s: the measurements it is to find, named
+/// `target_name` ("the target") in the message.
+void refuse_prior_of_the_target(const ReplayEvaluator& target, const SearchSpace& space,
+                                bool space_differs, const Prior& prior, const std::string& file,
+                                const std::string& target_name);
 
 /// The note a sweep prints before it measures on a busy machine (a load average of at least
 /// half the cores: other processes take a core or more from the measurements); empty when the

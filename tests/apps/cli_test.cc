@@ -1136,6 +1136,13 @@ TEST_F(Cli, BenchmarkRefusesWhatWouldMisleadIt) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("holds the target's own measurements (64 of the 64"), std::string::npos)
       << r.err;
+  // So does a replay sweep.
+  r = run("sweep --kernel replay --replay " + target + " --prior " + target +
+          " --budget 3 --no-progress --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("holds the replayed file's own measurements (64 of the 64"),
+            std::string::npos)
+      << r.err;
   const auto other = dir_.file("other.json");
   std::ofstream(other) << toy_cache("OtherGPU", 2.0, 4);
   r = run(bench + " --prior " + other + " --strategy prior-best");
