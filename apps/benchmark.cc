@@ -389,7 +389,13 @@ void add_benchmark_command(CLI::App& app) {
       for (unsigned j = 0; j < std::max(1u, args->jobs); ++j) threads.emplace_back(worker);
       for (auto& t : threads) t.join();
       if (failure) std::rethrow_exception(failure);
-      if (g_interrupted) throw Error("interrupted");
+      if (g_interrupted) {
+        // Simulation stores nothing: what ran is dropped, and no output is written (the
+        // program exits with 128 + the signal).
+        std::cerr << "interrupted: benchmark stopped during --strategy " << strategy
+                  << "; no output written\n";
+        return;
+      }
       if (trace_file) {
         for (std::size_t seed = 0; seed < results.size(); ++seed) {
           nlohmann::ordered_json objectives = nlohmann::ordered_json::array();

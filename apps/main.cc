@@ -23,8 +23,8 @@ extern "C" void on_signal(int sig) {
     g_interrupt_signal = sig;
     // write(2) is safe in a signal handler; the evaluation under way may take a while.
     constexpr char kNote[] =
-        "\ninterrupted: stopping after the evaluation under way, if any (its result is "
-        "stored); interrupt again to stop at once\n";
+        "\ninterrupted: stopping after the evaluation under way, if any (a sweep stores its "
+        "result); interrupt again to stop at once\n";
     [[maybe_unused]] const auto written = write(STDERR_FILENO, kNote, sizeof kNote - 1);
   } else {
     kill_running_commands();  // they run in their own process groups: none may outlive us
