@@ -1,11 +1,13 @@
 #include "kernels/gpu_evaluators.h"
 
 #include <cblas.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <limits>
@@ -860,6 +862,38 @@ constexpr std::int64_t kDefaultGemmSize = 1024;
 constexpr std::int64_t kDefaultImageSize = 1024;
 constexpr std::int64_t kDefaultLaplacianGrid = 64;
 
+// Bytes per element of an n x n problem, counted generously: the host's inputs, output and
+// reference result, and the device's copies (on PoCL the device's memory is the host's too).
+constexpr double kGemmBytesPerElement = 7 * sizeof(float);
+constexpr double kConvBytesPerPixel = 6 * sizeof(float);
+
+// A size whose arrays would not fit in this machine's memory is refused before they are made
+// (it ended in std::bad_alloc, or in swapping for minutes).
+void check_fits_in_memory(const std::string& which, std::int64_t size, double bytes_per_element) {
+  const double pages = static_cast<double>(::sysconf(_SC_PHYS_PAGES));
+  const double page = static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  if (!(pages > 0 && page > 0)) return;
+  const double memory = pages * page;
+  const double n = static_cast<double>(size);
+  const double needed = bytes_per_element * n * n;
+  if (needed <= 0.5 * memory) return;
+  const auto largest = static_cast<std::int64_t>(std::sqrt(0.5 * memory / bytes_per_element));
+  char text[160];
+  std::snprintf(text, sizeof text, "about %.3g GB, more than half this machine's %.3g GB",
+                needed / 1e9, memory / 1e9);
+  throw InvalidInput("the " + which + " kernel's size " + std::to_string(size) + " (" +
+                     std::to_string(size) + " x " + std::to_string(size) + ") needs " + text +
+                     "; give a size of at most " + std::to_string(largest));
+}
+
+void check_problem_fits(const std::string& which, const FactoryInput& in) {
+  if (which == "gemm") {
+    check_fits_in_memory("gemm", in.size.value_or(kDefaultGemmSize), kGemmBytesPerElement);
+  } else if (which == "conv") {
+    check_fits_in_memory("convolution", in.size.value_or(kDefaultImageSize), kConvBytesPerPixel);
+  }
+}
+
 std::unique_ptr<Evaluator> make_gpu_evaluator(std::shared_ptr<ComputeBackend> backend,
                                               const std::string& which, const FactoryInput& in) {
   if (which == "gemm") {
@@ -901,6 +935,7 @@ std::unique_ptr<Evaluator> make_opencl_evaluator(const std::string& kernel,
   const std::string which = kernel_suffix(kernel, "opencl");
   const FactoryInput in = parse_factory_options(options);
   check_kernel_options(kernel, which, in);
+  check_problem_fits(which, in);
   return make_gpu_evaluator(std::make_shared<OpenclBackend>(in.device), which, in);
 }
 
@@ -909,6 +944,7 @@ std::unique_ptr<Evaluator> make_cuda_evaluator(const std::string& kernel,
   const std::string which = kernel_suffix(kernel, "cuda");
   const FactoryInput in = parse_factory_options(options);
   check_kernel_options(kernel, which, in);
+  check_problem_fits(which, in);
 #ifdef TUNEBASE_HAVE_CUDA
   return make_gpu_evaluator(std::make_shared<CudaBackend>(static_cast<int>(in.device)), which, in);
 #else

@@ -390,10 +390,29 @@ TEST(OpenclFactory, OptionsTheKernelDoesNotReadAreRefused) {
   EXPECT_THROW(make_cuda_evaluator("cuda-gemm", {{"matrix", "a.mtx"}}), InvalidInput);
 }
 
+std::unique_ptr<Evaluator> make_opencl_or_cuda(const std::string& kernel,
+                                               const nlohmann::json& options) {
+  return kernel.starts_with("cuda") ? make_cuda_evaluator(kernel, options)
+                                    : make_opencl_evaluator(kernel, options);
+}
+
 TEST(OpenclFactory, BuildsEvaluatorsByNameAndRejectsUnknownInput) {
   EXPECT_THROW(make_opencl_evaluator("opencl-fft", {}), InvalidInput);
   EXPECT_THROW(make_opencl_evaluator("opencl-gemm", {{"sise", 64}}), InvalidInput);
   EXPECT_THROW(make_opencl_evaluator("opencl-gemm", {{"size", "big"}}), InvalidInput);
+  // A size past the machine's memory is refused before anything is allocated (it ended in
+  // std::bad_alloc), for CUDA too, whose device need not exist for that.
+  for (const char* kernel : {"opencl-gemm", "opencl-conv", "cuda-gemm"}) {
+    try {
+      make_opencl_or_cuda(kernel, {{"size", 1000000000}});
+      ADD_FAILURE() << kernel << " took a size of 10^9";
+    } catch (const InvalidInput& e) {
+      EXPECT_NE(std::string(e.what()).find("(1000000000 x 1000000000) needs about"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("give a size of at most"), std::string::npos);
+    }
+  }
   TUNEBASE_OPENCL_OR_SKIP(backend);
   auto gemm =
       make_opencl_evaluator("opencl-gemm", {{"size", 64}, {"repeats", 1}, {"time_limit", 30}});
