@@ -348,7 +348,8 @@ void add_benchmark_command(CLI::App& app) {
     const auto json_file = open_output(args->json_out);
     const auto svg_file = open_output(args->svg_out);
     std::cout << "target " << args->target << ": " << candidates.size() << " candidates, optimum "
-              << optimum << ", budget " << args->budget << ", " << args->seeds << " seeds\n";
+              << optimum << ", budget " << args->budget << ", " << args->seeds
+              << (args->seeds == 1 ? " seed\n" : " seeds\n");
     // A run ends when it has measured every candidate: the report stops there too.
     const std::size_t budget = std::min(args->budget, candidates.size());
     if (budget < args->budget) {
