@@ -692,7 +692,14 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
       is_candidate = false;
       for (const auto& c : *cands) is_candidate = is_candidate || space.key(c) == default_key;
     }
-    if (is_candidate) evaluate_and_store(default_config);
+    if (is_candidate) {
+      evaluate_and_store(default_config);
+    } else if (session.observations().empty()) {
+      // A replayed file that never measured it (Kernel Tuner's first values).
+      std::cerr << "note: the default configuration " << space.config_to_json(default_config).dump()
+                << " is not among the configurations the evaluator can measure (the replayed "
+                   "file has no entry for it), so there is no baseline to compare with\n";
+    }
   }
 
   // The budget counts what every process sharing the study stored or holds.

@@ -969,6 +969,21 @@ std::string toy_cache(const std::string& device, double scale, int best_b) {
   return cache.dump();
 }
 
+TEST_F(Cli, AReplayedFileWithoutTheDefaultSaysThereIsNoBaseline) {
+  auto cache = nlohmann::json::parse(toy_cache("GPU-A", 1.0, 5));
+  cache["cache"].erase("0,0");  // the first values, the default
+  const auto file = dir_.file("nodefault.json");
+  std::ofstream(file) << cache.dump();
+  const auto r =
+      run("sweep --kernel replay --replay " + file + " --budget 3 --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: the default configuration {\"a\":0,\"b\":0} is not among the "
+                       "configurations the evaluator can measure"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("speedup:"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, OtherMachinesMeasurementsPredictAndGuideANewMachine) {
   const auto gpu_a = dir_.file("a.json");
   const auto gpu_b = dir_.file("b.json");
