@@ -105,8 +105,8 @@ void reject_unused_options(const EvaluatorSpec& spec) {
       {"--maximize", spec.maximize, command,
        "command (the other kernels measure times, which are minimised)"},
       {"--unit", !spec.unit.empty(), command, "command (the other kernels know their unit)"},
-      {"--kernel-name", !spec.kernel_name.empty(), command,
-       "command (the other kernels have their own names)"},
+      {"--kernel-name", !spec.kernel_name.empty(), command || spec.kernel == "replay",
+       "command and replay (the other kernels have their own names)"},
       {"--timeout", spec.timeout_seconds.has_value(), command || spec.kernel == "petsc" || gpu,
        "command, petsc and the GPU kernels"},
       {"--repeats", spec.repeats != 0, spec.kernel != "replay",
@@ -204,7 +204,8 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
   cmd.add_option("--kernel-name", spec.kernel_name,
                  "Name the command's measurements are stored under (default: command). Studies "
                  "of one name learn from each other and best --kernel NAME answers for it: give "
-                 "each program its own");
+                 "each program its own. For replay, the kernel's name instead of the file's (a "
+                 "T4 file names none), as import --kernel");
   cmd.add_option("--replay", spec.replay_file,
                  "Replay evaluator: answer from a Kernel Tuner cache or T4 file");
   cmd.add_option("--repeats", spec.repeats,
@@ -259,7 +260,8 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
     if (spec.replay_file.empty()) {
       throw InvalidInput("--kernel replay needs --replay FILE (a Kernel Tuner cache or T4 file)");
     }
-    return std::make_unique<ReplayEvaluator>(ReplayEvaluator::from_file(spec.replay_file));
+    return std::make_unique<ReplayEvaluator>(
+        ReplayEvaluator::from_file(spec.replay_file, spec.kernel_name));
   }
   throw InvalidInput("unknown kernel '" + spec.kernel + "'; known kernels: " + known_kernels());
 }

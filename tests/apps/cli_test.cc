@@ -982,6 +982,11 @@ TEST_F(Cli, AReplayedFileWithoutTheDefaultSaysThereIsNoBaseline) {
             std::string::npos)
       << r.err;
   EXPECT_EQ(r.out.find("speedup:"), std::string::npos) << r.out;
+  // Under a name of the user's (a T4 file names no kernel), as import --kernel files it.
+  const auto named = run("sweep --kernel replay --replay " + file +
+                         " --kernel-name toy_kernel --budget 2 --no-progress --db " + db());
+  ASSERT_EQ(named.exit_code, 0) << named.err;
+  EXPECT_NE(run("studies --db " + db()).out.find("[toy_kernel on GPU-A"), std::string::npos);
 }
 
 TEST_F(Cli, OtherMachinesMeasurementsPredictAndGuideANewMachine) {
