@@ -173,8 +173,17 @@ CudaBackend::CudaBackend(int device) : impl_(std::make_unique<Impl>()) {
   int count = 0;
   const auto status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
-    throw BackendError("no CUDA device available (" +
-                       (status != cudaSuccess ? cuda_error(status) : "0 devices") + ")");
+    // cudaErrorInsufficientDriver also means "no NVIDIA driver at all", as on a machine
+    // without a GPU: said plainly, with what runs here instead.
+    const bool no_driver = status == cudaErrorInsufficientDriver || status == cudaErrorNoDevice;
+    throw BackendError(
+        "no CUDA device available (" +
+        (no_driver ? std::string("no NVIDIA GPU or driver on this machine, CUDA says: ") +
+                         cuda_error(status)
+         : status != cudaSuccess ? cuda_error(status)
+                                 : std::string("0 devices")) +
+        "); the opencl-gemm, opencl-spmv and opencl-conv kernels run the same kinds of kernel "
+        "through OpenCL, on this CPU with PoCL");
   }
   if (device < 0 || device >= count) {
     throw BackendError("CUDA device " + std::to_string(device) +

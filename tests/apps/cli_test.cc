@@ -989,6 +989,19 @@ TEST_F(Cli, AReplayedFileWithoutTheDefaultSaysThereIsNoBaseline) {
   EXPECT_NE(run("studies --db " + db()).out.find("[toy_kernel on GPU-A"), std::string::npos);
 }
 
+TEST_F(Cli, ACudaKernelWithoutAGpuSaysWhatRunsHereInstead) {
+  const auto r = run("sweep --kernel cuda-gemm --size 64 --budget 1 --no-progress --db " + db());
+  if (r.exit_code == 0) GTEST_SKIP() << "a CUDA device is here";
+  if (r.err.find("tunebase was built without it") != std::string::npos) {
+    GTEST_SKIP() << "built without CUDA";
+  }
+  EXPECT_NE(r.err.find("no CUDA device available"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("opencl-gemm, opencl-spmv and opencl-conv kernels run the same kinds of "
+                       "kernel through OpenCL"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(Cli, OtherMachinesMeasurementsPredictAndGuideANewMachine) {
   const auto gpu_a = dir_.file("a.json");
   const auto gpu_b = dir_.file("b.json");
