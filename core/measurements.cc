@@ -178,12 +178,14 @@ std::string read_file_bytes(const std::string& path, std::size_t max_bytes) {
 
 // ---------------------------------------------------------------- JSON helpers
 
-/// A measured time: a positive number of milliseconds (a failure is a string, not 0 or -1).
-double measured_time(double ms, const std::string& where) {
+/// A measured time: a positive number of milliseconds (a failure is marked as the format
+/// marks it, `failure_hint`, not with 0 or -1).
+double measured_time(double ms, const std::string& where,
+                     const char* failure_hint =
+                         "a failed configuration is a string such as \"RuntimeFailedConfig\"") {
   if (!(ms > 0.0) || !std::isfinite(ms)) {
     throw InvalidInput(where + ": \"time\" must be a positive number of milliseconds, got " +
-                       json(ms).dump() +
-                       " (a failed configuration is a string such as \"RuntimeFailedConfig\")");
+                       json(ms).dump() + " (" + failure_hint + ")");
   }
   return ms;
 }
@@ -948,7 +950,10 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
                            ": invalidity is \"correct\" but it has neither a measurement "
                            "named \"time\" nor times \"runtimes\"");
       }
-      obs.result = Measurement::success(measured_time(objective, where), std::move(raw), cost);
+      obs.result = Measurement::success(
+          measured_time(objective, where,
+                        "a T4 result that failed has an \"invalidity\" other than \"correct\""),
+          std::move(raw), cost);
     } else {
       // Kernel Tuner writes its failure string (e.g. "CompilationFailedConfig") as the value.
       std::string message = time_value != nullptr && time_value->is_string()

@@ -278,6 +278,14 @@ TEST(T4Results, ATimeMeasurementsOwnUnitWins) {
   EXPECT_THAT(unnamed.notes[0], HasSubstr("read as milliseconds"));
 }
 
+TEST(T4Results, ANegativeTimeIsRefusedWithT4sWayOfMarkingAFailure) {
+  const std::string text = R"({"schema_version": "1.0.0", "results": [
+      {"configuration": {"bs": 32}, "invalidity": "correct",
+       "measurements": [{"name": "time", "value": -1, "unit": "ms"}]}]})";
+  EXPECT_THAT(parse_error(text), HasSubstr("(a T4 result that failed has an \"invalidity\" other "
+                                           "than \"correct\")"));
+}
+
 TEST(T4Results, AConfigurationIsMeasuredOnce) {
   const std::string text = R"({"schema_version": "1.0.0", "results": [
       {"configuration": {"bs": 32}, "invalidity": "correct", "times": {"runtimes": [1.0]}},
