@@ -629,13 +629,21 @@ MeasuredDataset parse_kernel_tuner(const json& root, const std::string& text,
                          "\" are the same configuration; a configuration is measured once");
     }
   }
+  // Kernel Tuner may have tuned another objective (a rate, higher is better): what is read
+  // here is each entry's time all the same, lower is better.
+  std::vector<std::string> notes;
+  if (const auto objective = root.find("objective");
+      objective != root.end() && objective->is_string() && *objective != "time") {
+    notes.push_back("the cache names its objective \"" + objective->get<std::string>() +
+                    "\"; tunebase reads each entry's \"time\" (milliseconds, lower is better)");
+  }
   return MeasuredDataset{.device_name = std::move(device_name),
                          .kernel_name = std::move(kernel_name),
                          .format = "kernel_tuner",
                          .problem_size = std::move(problem_size),
                          .space = std::move(space),
                          .entries = std::move(entries),
-                         .notes = {}};
+                         .notes = std::move(notes)};
 }
 
 // ---------------------------------------------------------------- T4

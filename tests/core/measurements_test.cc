@@ -98,6 +98,15 @@ std::string parse_error(const std::string& text) {
 TEST(KernelTunerCache, ReadsSuccessesFailuresAndMetrics) {
   const MeasuredDataset d = parse_measurements(kKernelTunerCache, "cache.json");
   EXPECT_EQ(d.format, "kernel_tuner");
+  EXPECT_TRUE(d.notes.empty());
+  // Tuned by Kernel Tuner for another objective: its times are read all the same, with a note.
+  auto rate = nlohmann::json::parse(kKernelTunerCache);
+  rate["objective"] = "GFLOP/s";
+  const auto by_rate = parse_measurements(rate.dump(), "rate.json");
+  ASSERT_EQ(by_rate.notes.size(), 1u);
+  EXPECT_THAT(by_rate.notes[0], HasSubstr("the cache names its objective \"GFLOP/s\"; tunebase "
+                                          "reads each entry's \"time\""));
+  EXPECT_DOUBLE_EQ(by_rate.entries[0].result.objective, d.entries[0].result.objective);
   EXPECT_EQ(d.device_name, "Test GPU");
   EXPECT_EQ(d.kernel_name, "vector_add");
   EXPECT_EQ(d.problem_size, nlohmann::json::array({1024}));
