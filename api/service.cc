@@ -1095,9 +1095,7 @@ Response Service::best(Request& request) {
   if (!cached_prediction && !reader().find_kernel(kernel)) {
     throw NotFound("unknown kernel \"" + kernel + "\"; " + stored_kernels_text(reader()));
   }
-  const auto kernel_direction = studies_direction(reader(), kernel, objective);
-  if (!objective.empty() && !kernel_direction && studies_direction(reader(), kernel)) {
-    // Studies of the kernel that agree on a direction, none of them of this objective.
+  if (!objective.empty()) {
     bool measured = false;
     for (const auto& s : reader().list_studies(kernel))
       measured = measured || s.objective == objective;
@@ -1107,6 +1105,7 @@ Response Service::best(Request& request) {
                      " (leave out objective for any)");
     }
   }
+  const auto kernel_direction = studies_direction(reader(), kernel, objective);
   const auto direction =
       asked_direction.value_or(kernel_direction.value_or(db::Direction::minimize));
   if (task) {

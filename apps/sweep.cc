@@ -197,12 +197,11 @@ void check_same_input(const db::TaskRecord& task, const nlohmann::json& features
       task.features == features) {
     return;
   }
-  const auto shape = matrix_shape;
   const auto name = task.description.value("matrix", task.description.dump());
-  const bool same_shape = shape(task.features) == shape(features);
+  const bool same_shape = matrix_shape(task.features) == matrix_shape(features);
   throw Conflict("matrix " + name + " is not the matrix " + name +
                  " measured before in this database (task " + std::to_string(task.id.value) + ": " +
-                 shape(task.features) + "; this one: " + shape(features) +
+                 matrix_shape(task.features) + "; this one: " + matrix_shape(features) +
                  (same_shape ? ", other values of its features" : "") +
                  "): an input is known by its file's name, so rename the file to measure it as "
                  "another input");
@@ -413,6 +412,8 @@ std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study) 
   return released;
 }
 
+namespace {
+
 // A measurement already paid for (a solve may take minutes) is worth waiting for: while
 // another writer holds the database past SQLite's own wait, storing it is tried again, for up
 // to kStoreResultPatience; past that the error names the measurement, so it can be stored by
@@ -448,6 +449,8 @@ void note_busy_machine() {
   const auto note = busy_machine_note(load[0], std::thread::hardware_concurrency());
   if (!note.empty()) std::cerr << note << "\n";
 }
+
+}  // namespace
 
 void note_leases_taken_back(std::size_t n) {
   if (n == 0) return;
