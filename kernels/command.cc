@@ -590,7 +590,12 @@ Measurement CommandEvaluator::evaluate(const Configuration& config) {
   const auto env = environment_for(config);
   std::vector<double> raw;
   std::vector<double> wall;
+  // Of several runs, which one failed (the earlier ones' numbers stay in raw).
   auto fail = [&](TrialStatus status, std::string message) {
+    if (options_.repeats > 1) {
+      message = "run " + std::to_string(raw.size() + 1) + " of " +
+                std::to_string(options_.repeats) + ": " + message;
+    }
     Measurement m = Measurement::failure(status, printable_utf8(message), seconds_since(start));
     m.raw = raw;
     return m;

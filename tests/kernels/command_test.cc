@@ -277,6 +277,15 @@ TEST(CommandEvaluator, RepeatsGiveTheMedianInTheWorkingDirectory) {
   EXPECT_EQ(m.raw, (std::vector<double>{10.0, 20.0, 30.0}));
   EXPECT_EQ(m.objective, 20.0);
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "count"));
+  // A run that fails among several is named, and the runs before it are kept.
+  CommandEvaluator second_fails(make_space(),
+                                "n=$(cat count2 2>/dev/null || echo 0); n=$((n + 1)); "
+                                "echo $n > count2; test $n -ne 2 || exit 4; echo 1",
+                                o);
+  const Measurement failed = second_fails.evaluate(config(8, "fast"));
+  EXPECT_EQ(failed.status, TrialStatus::failed);
+  EXPECT_EQ(failed.message.rfind("run 2 of 3: `", 0), 0u) << failed.message;
+  EXPECT_EQ(failed.raw, (std::vector<double>{1.0}));
 }
 
 TEST(CommandEvaluator, InvalidConfigurationIsATrial) {
