@@ -66,6 +66,13 @@ class Cli : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return nlohmann::json::parse(r.out).at("trials");
   }
+  /// A space file of one integer x in 1..high; its path.
+  std::string x_space(int high) {
+    const auto path = dir_.file("space.json");
+    std::ofstream(path) << R"({"parameters": [{"name": "x", "type": "integer", "low": 1, "high": )"
+                        << high << "}]}";
+    return path;
+  }
   /// Sweeps study `study` of `cmd` over x in 0..3 (exhaustively, in order) with `budget`.
   CliRun sweep_x4(const std::string& study, const std::string& cmd, int budget,
                   const std::string& extra = "") {
@@ -408,9 +415,7 @@ TEST_F(Cli, AResumedSweepTakesBackAtOnceTheLeaseOfASweepThatDied) {
 }
 
 TEST_F(Cli, ACommandsUnitIsReadAsPeopleWriteIt) {
-  const auto space = dir_.file("space.json");
-  std::ofstream(space)
-      << R"({"parameters": [{"name": "x", "type": "integer", "low": 1, "high": 4}]})";
+  const auto space = x_space(4);
   const std::string sweep = "sweep --kernel command --space " + space +
                             " --strategy exhaustive --budget 4 --no-progress --json --db " + db();
   // A rate is better higher: minimising it would report the slowest configuration.
@@ -435,9 +440,7 @@ TEST_F(Cli, ACommandsUnitIsReadAsPeopleWriteIt) {
 }
 
 TEST_F(Cli, AResumedStudyKeepsItsDirectionAndUnit) {
-  const auto space = dir_.file("space.json");
-  std::ofstream(space)
-      << R"({"parameters": [{"name": "x", "type": "integer", "low": 1, "high": 9}]})";
+  const auto space = x_space(9);
   const std::string sweep = "sweep --kernel command --space " + space +
                             " --cmd 'echo {x}' --no-progress --study rate --db " + db();
   auto r = run(sweep + " --maximize --unit GFLOP/s --budget 3");
