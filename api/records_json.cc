@@ -14,6 +14,10 @@ std::string objective_unit(const db::StudyRecord& study) {
   return it != study.settings.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
+bool is_time_unit(const std::string& unit) {
+  return unit == "s" || unit == "ms" || unit == "us" || unit == "ns";
+}
+
 nlohmann::json unit_json(const db::StudyRecord& study) {
   const auto unit = objective_unit(study);
   return unit.empty() ? nlohmann::json(nullptr) : nlohmann::json(unit);

@@ -55,7 +55,7 @@ void check_time_not_negative(const Measurement& m, const db::StudyRecord& study,
                              const std::string& field) {
   if (!has_negative(m)) return;
   const auto unit = objective_unit(study);
-  if (unit != "s" && unit != "ms" && unit != "us" && unit != "ns") return;
+  if (!is_time_unit(unit)) return;
   const bool value = m.ok() && m.objective < 0;
   throw FieldError(field + (value ? "value" : "raw"),
                    "a time cannot be negative (study " + std::to_string(study.id.value) +

@@ -232,7 +232,7 @@ void check_same_objective(const db::StudyRecord& study, bool minimize, const std
 // smaller), else the unit it is measured in ("GFLOP/s"), or "value" for a plain number made
 // larger. GET /v1/best?objective= filters by it.
 std::string objective_name(const std::string& unit, bool minimize) {
-  if (unit == "s" || unit == "ms" || unit == "us" || unit == "ns") return "time";
+  if (api::is_time_unit(unit)) return "time";
   if (unit.empty()) return minimize ? "time" : "value";
   return unit;
 }

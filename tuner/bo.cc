@@ -423,8 +423,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     // One lengthscale per input column says little before there are about two successful
     // results per column: until then the shares would mostly be the priors' (the transfer
     // model has its sources' results from the start).
-    if (active_.empty()) active_ = active_columns(*state.space);
-    const std::size_t needed = std::max(kMinObservationsForModel, 2 * active_.size());
+    const std::size_t needed = std::max(kMinObservationsForModel, 2 * model_dimension(state));
     if (!transfer_ready() && state.ok_count() < needed) return {};
     Rng rng(seed_ ^ state.observations.size());
     update_model(state, rng);

@@ -66,6 +66,18 @@ class Cli : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return nlohmann::json::parse(r.out).at("trials");
   }
+  /// How many trials study `name` has stored, 0 while it (or the database) does not exist: a
+  /// sweep running beside the test may be creating the file when it is read.
+  std::size_t trials_so_far(const std::string& name) {
+    try {
+      if (!std::filesystem::exists(db())) return 0;
+      db::Store store(db());
+      const auto study = store.find_study(name);
+      return study ? store.trials(study->id).size() : 0;
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
   /// A space file of one integer x in 1..high; its path.
   std::string x_space(int high) {
     const auto path = dir_.file("space.json");
@@ -306,19 +318,8 @@ TEST_F(Cli, StopEndsASweepThatIsRunningTheStudy) {
                             "--study slow --no-progress --db " + db() + " >" + out + " 2>&1";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(out);
   });
-  // Once it has measured a few, stop it from another process. The sweep may be creating the
-  // file while it is read: an error there is no answer yet (and must not skip the join).
-  const auto measured_a_few = [&] {
-    try {
-      if (!std::filesystem::exists(db())) return false;
-      db::Store store(db());
-      const auto study = store.find_study("slow");
-      return study && store.trials(study->id).size() >= 3;
-    } catch (const std::exception&) {
-      return false;
-    }
-  };
-  for (int i = 0; i < 200 && !measured_a_few(); ++i) {
+  // Once it has measured a few, stop it from another process.
+  for (int i = 0; i < 200 && trials_so_far("slow") < 3; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   const auto r = run("stop --study slow --db " + db());
@@ -839,25 +840,21 @@ TEST_F(Cli, AResultWaitsForADatabaseAnotherWriterHoldsPastTheBusyTimeout) {
   sqlite3* other = nullptr;
   for (int i = 0; i < 200 && !other; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    try {
-      if (!std::filesystem::exists(db())) continue;
-      db::Store store(db());
-      const auto study = store.find_study("held");
-      if (!study || store.trials(study->id).empty()) continue;
-    } catch (const std::exception&) {
-      continue;
-    }
-    ASSERT_EQ(sqlite3_open(db().c_str(), &other), SQLITE_OK);
-    if (sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    if (trials_so_far("held") == 0) continue;
+    if (sqlite3_open(db().c_str(), &other) != SQLITE_OK ||
+        sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) != SQLITE_OK) {
       sqlite3_close(other);
       other = nullptr;
     }
   }
-  ASSERT_NE(other, nullptr);
-  std::this_thread::sleep_for(std::chrono::milliseconds(7000));
-  sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
-  sqlite3_close(other);
+  EXPECT_NE(other, nullptr) << "never held the database while the sweep measured";
+  if (other) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(7000));
+    sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
+    sqlite3_close(other);
+  }
   sweep.join();
+  ASSERT_NE(other, nullptr);
   const auto text = slurp(out);
   EXPECT_NE(text.find("trying again to store the result of trial 1"), std::string::npos) << text;
   const auto stored = trials("held");
