@@ -250,6 +250,7 @@ void add_sweep_command(CLI::App& app) {
     SweepOptions sweep;
     std::string strategy_options;
     std::size_t budget = kDefaultSweepBudget;
+    std::uint64_t seed = 0;
     std::string db = kDefaultDb;
     bool json = false;
   };
@@ -277,18 +278,22 @@ void add_sweep_command(CLI::App& app) {
                           " for a new study; a resumed study keeps its own unless given, which "
                           "changes it)")
           ->check(CLI::Range(std::size_t{1}, kMaxBudget));
-  cmd->add_option("--seed", args->sweep.seed, "Random seed (runs are reproducible)")
-      ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()))
-      ->capture_default_str();
+  auto* seed =
+      cmd->add_option("--seed", args->seed,
+                      "Random seed of a new study (runs are reproducible; a resumed study keeps "
+                      "its own)")
+          ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()))
+          ->capture_default_str();
   cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
   cmd->add_option("--study", args->sweep.study_name, "Study name; an existing study is resumed");
   cmd->add_option("--machine", args->sweep.machine_name, "Machine name (default: host name)");
   cmd->add_flag(
       "--no-progress", [args](std::int64_t) { args->sweep.progress = false; }, "No progress bar");
   cmd->add_flag("--json", args->json, "Print the summary as JSON");
-  cmd->callback([args, budget] {
+  cmd->callback([args, budget, seed] {
     install_interrupt_handler();
     if (budget->count() > 0) args->sweep.budget = args->budget;
+    if (seed->count() > 0) args->sweep.seed = args->seed;
     if (!args->strategy_options.empty()) {
       args->sweep.strategy_options = parse_strategy_options(args->strategy_options, "--options");
     }

@@ -251,10 +251,45 @@ db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
   study.strategy = strategy;
   study.budget = static_cast<std::int64_t>(options.budget.value_or(kDefaultSweepBudget));
   study.settings = transfer_settings(options);
-  study.settings["seed"] = options.seed;
+  study.settings["seed"] = options.seed.value_or(0);
   study.settings["unit"] = unit;
   study.settings["strategy_options"] = options.strategy_options.value_or(nlohmann::json::object());
   return store.create_study(study);
+}
+
+// The options a resumed study is swept with: its own seed and choice of priors. A given option
+// that differs is noted, and applies to new studies (as --strategy does).
+SweepOptions kept_by_study(const db::StudyRecord& study, SweepOptions options) {
+  const auto& stored = study.settings;
+  const std::string name = "note: study '" + study.name + "' keeps ";
+  if (const auto it = stored.find("seed"); it != stored.end() && it->is_number_unsigned()) {
+    const auto seed = it->get<std::uint64_t>();
+    if (options.seed && *options.seed != seed) {
+      std::cerr << name << "its seed " << seed << "; --seed applies to new studies\n";
+    }
+    options.seed = seed;
+  }
+  if (const auto it = stored.find("transfer"); it != stored.end() && it->is_boolean()) {
+    const bool transfer = it->get<bool>();
+    if (transfer && !options.transfer) {
+      std::cerr << name
+                << "learning from other machines' and inputs' measurements; --no-transfer "
+                   "applies to new studies\n";
+    }
+    if (!transfer && !options.prior_files.empty()) {
+      std::cerr << name << "to its own measurements (it was started with --no-transfer); --prior "
+                << "applies to new studies\n";
+    }
+    options.transfer = transfer;
+  }
+  const auto machines = stored.value("prior_machines", std::vector<std::string>{});
+  if (!options.prior_machines.empty() && options.prior_machines != machines) {
+    std::cerr << name << "its priors from "
+              << (machines.empty() ? std::string("every machine") : nlohmann::json(machines).dump())
+              << "; --prior-machine applies to new studies\n";
+  }
+  options.prior_machines = machines;
+  return options;
 }
 
 // The budget a sweep works to. The budget is the study's, shared with every process working on
@@ -485,17 +520,22 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   const auto task = store.upsert_task(kernel.name, description, features);
   check_same_input(task, features);
 
+  // A resumed study is searched as it was: with its seed and its choice of priors.
+  const auto resumed = find_study(store, options, kernel, machine, task);
+  if (resumed) check_same_objective(*resumed, evaluator.minimize(), evaluator.objective_unit());
+  const SweepOptions chosen = resumed ? kept_by_study(*resumed, options) : options;
+
   // Priors: other machines' and tasks' measurements of this kernel version, and files.
   std::vector<Prior> priors;
   const auto direction = evaluator.minimize() ? db::Direction::minimize : db::Direction::maximize;
   if (const auto query =
           api::target_prior_query(kernel, machine.id, task.id,
                                   objective_name(evaluator.objective_unit(), evaluator.minimize()),
-                                  direction, transfer_settings(options))) {
+                                  direction, transfer_settings(chosen))) {
     api::load_fitted_models(store);
     priors = api::priors_from_store(store, space, *query);
   }
-  if (options.transfer) {
+  if (chosen.transfer) {
     for (const auto& file : options.prior_files) {
       priors.push_back(load_prior(file, space));
       // Replayed with its own measurements as a prior, a file would find its optimum at once.
@@ -505,7 +545,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     }
   }
   // Measurements transfer within one space; say why others' were not used.
-  if (options.transfer && priors.empty()) {
+  if (chosen.transfer && priors.empty()) {
     // Said only when the space is the reason: with studies of this space elsewhere, the
     // reason is --prior-machine, or that none of them succeeded.
     std::size_t other_spaces = 0;
@@ -528,8 +568,6 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   // An unknown name or option fails before a study is stored.
   (void)make_strategy(strategy, options.strategy_options.value_or(nlohmann::json::object()));
   if (!evaluator.candidates()) require_searchable(strategy, space);
-  const auto resumed = find_study(store, options, kernel, machine, task);
-  if (resumed) check_same_objective(*resumed, evaluator.minimize(), evaluator.objective_unit());
   const auto study = resumed
                          ? *resumed
                          : create_study(store, options, kernel, machine, task, evaluator.minimize(),
@@ -553,7 +591,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   session_options.strategy_options = stored_options;
   session_options.priors = priors;
   session_options.task_features = api::task_features_of(task);
-  session_options.seed = options.seed;
+  session_options.seed = chosen.seed.value_or(0);
   session_options.budget = budget;
   session_options.minimize = evaluator.minimize();
   if (const auto* cands = evaluator.candidates()) session_options.candidates = *cands;

@@ -27,9 +27,11 @@ struct SweepOptions {
   /// Evaluations in the study. None: a resumed study keeps its stored budget, a new one gets
   /// kDefaultSweepBudget. Given for a resumed study, it replaces the stored budget.
   std::optional<std::size_t> budget;
-  std::uint64_t seed = 0;
+  /// The random seed of a new study (none: 0); a resumed study keeps its own.
+  std::optional<std::uint64_t> seed;
   std::string machine_name;  ///< empty: this host's name
   /// Learn from what other machines and tasks measured for this kernel (priors from the store).
+  /// A resumed study keeps its own choice, and its --prior-machine list.
   bool transfer = true;
   /// Only these machines' measurements become priors; empty: all.
   std::vector<std::string> prior_machines;

@@ -565,6 +565,40 @@ TEST_F(Cli, ASweepSaysWhyMeasurementsOfAnotherSpaceAreNoPriors) {
       << r.err;
 }
 
+TEST_F(Cli, AResumedStudyKeepsItsSeedAndItsChoiceOfPriors) {
+  // Another program on this machine: its measurements are priors of a study that transfers.
+  auto r = sweep_x4("other", "echo {x}; true", 4);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto sweep = [&](const std::string& study, const std::string& cmd, int budget,
+                         const std::string& extra) {
+    return run("sweep --kernel command --space " + dir_.file("space.json") + " --cmd '" + cmd +
+               "' --budget " + std::to_string(budget) + " --study " + study + " --no-progress " +
+               extra + " --db " + db());
+  };
+  r = sweep("own", "echo {x}", 2, "--no-transfer --seed 5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("priors:"), std::string::npos) << r.out;
+  r = sweep("own", "echo {x}", 3, "--seed 7");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("study 'own' keeps its seed 5; --seed applies to new studies"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("priors:"), std::string::npos) << r.out;
+  r = sweep("learns", "echo {x}; echo", 2, "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("priors:"), std::string::npos) << r.out;
+  r = sweep("learns", "echo {x}; echo", 3, "--no-transfer");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("study 'learns' keeps learning from other machines' and inputs' "
+                       "measurements; --no-transfer applies to new studies"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("priors:"), std::string::npos) << r.out;
+  db::Store store(db());
+  EXPECT_EQ(store.find_study("own")->settings["seed"], 5);
+  EXPECT_EQ(store.find_study("own")->settings["transfer"], false);
+}
+
 TEST_F(Cli, ASweepTakesStrategyOptionsAndAResumedStudyKeepsItsOwn) {
   auto r = sweep_x4("opts", "echo {x}", 2);
   ASSERT_EQ(r.exit_code, 0) << r.err;
