@@ -51,14 +51,25 @@ std::string similar_machine_name(const db::Store& store, const std::string& name
 }
 
 std::optional<db::Direction> studies_direction(const db::Store& store, const std::string& kernel,
-                                               const std::string& objective) {
-  std::optional<db::Direction> direction;
-  for (const auto& s : store.list_studies(kernel)) {
-    if (!objective.empty() && s.objective != objective) continue;
-    if (direction && *direction != s.direction) return std::nullopt;
-    direction = s.direction;
+                                               const std::string& objective,
+                                               std::optional<db::MachineId> machine) {
+  const auto studies = store.list_studies(kernel);
+  const auto direction_of = [&](bool machines_only) -> std::optional<db::Direction> {
+    std::optional<db::Direction> direction;
+    for (const auto& s : studies) {
+      if (!objective.empty() && s.objective != objective) continue;
+      if (machines_only && s.machine_id != *machine) continue;
+      if (direction && *direction != s.direction) return std::nullopt;
+      direction = s.direction;
+    }
+    return direction;
+  };
+  if (machine && std::any_of(studies.begin(), studies.end(), [&](const auto& s) {
+        return s.machine_id == *machine && (objective.empty() || s.objective == objective);
+      })) {
+    return direction_of(true);
   }
-  return direction;
+  return direction_of(false);
 }
 
 std::string stored_objectives_text(const db::Store& store, const std::string& kernel) {

@@ -28,9 +28,12 @@ std::string stored_kernels_text(const db::Store& store);
 /// misspelt machine, which would be answered as a new one, probably meant.
 std::string similar_machine_name(const db::Store& store, const std::string& name);
 /// The direction every study of `kernel` (of `objective`, when not empty) takes; none when it
-/// has no study or they differ: what a question that names no direction means.
+/// has no study or they differ: what a question that names no direction means. With `machine`,
+/// that machine's studies' direction when it has studies (a kernel measured as a time on one
+/// machine and as a rate on another is still asked for the rate where the rate was measured).
 std::optional<db::Direction> studies_direction(const db::Store& store, const std::string& kernel,
-                                               const std::string& objective = "");
+                                               const std::string& objective = "",
+                                               std::optional<db::MachineId> machine = std::nullopt);
 /// "time, GFLOP/s": the objectives the studies of `kernel` measure, each once, sorted.
 std::string stored_objectives_text(const db::Store& store, const std::string& kernel);
 nlohmann::json counts_json(const db::TrialCounts& counts);

@@ -1105,7 +1105,12 @@ Response Service::best(Request& request) {
                      " (leave out objective for any)");
     }
   }
-  const auto kernel_direction = studies_direction(reader(), kernel, objective);
+  // A machine the store does not know yet measured nothing: it gets a prediction, which is
+  // what a build system asks for on a new machine at configure time.
+  const auto machine = reader().find_machine(machine_name);
+  // Left out, the direction of this machine's studies of the kernel, else of all of them.
+  const auto kernel_direction = studies_direction(
+      reader(), kernel, objective, machine ? std::optional(machine->id) : std::nullopt);
   const auto direction =
       asked_direction.value_or(kernel_direction.value_or(db::Direction::minimize));
   if (task) {
@@ -1116,9 +1121,6 @@ Response Service::best(Request& request) {
                                          "\", not \"" + kernel + "\"");
     }
   }
-  // A machine the store does not know yet measured nothing: it gets a prediction, which is
-  // what a build system asks for on a new machine at configure time.
-  const auto machine = reader().find_machine(machine_name);
   const auto trial =
       machine ? reader().best_trial(kernel, machine->id, task, direction, objective) : std::nullopt;
   if (trial) {

@@ -449,11 +449,14 @@ void add_query_commands(CLI::App& app) {
           }
         }
       }
-      // Without --maximize, the direction of the kernel's studies when they all take one.
+      // Without --maximize, the direction of the kernel's studies on this machine (else on
+      // all) when they all take one.
       const auto direction =
           args->maximize
               ? db::Direction::maximize
-              : api::studies_direction(store, args->kernel).value_or(db::Direction::minimize);
+              : api::studies_direction(store, args->kernel, "",
+                                       machine ? std::optional(machine->id) : std::nullopt)
+                    .value_or(db::Direction::minimize);
       const bool maximize = direction == db::Direction::maximize;
       if (maximize && !args->maximize) {
         std::cerr << "note: the studies of " << args->kernel

@@ -10,7 +10,8 @@
 #     [TUNEBASE exe]          # the tunebase program for DB (default: found on PATH)
 #     [MACHINE name]          # default: this host's name
 #     [TASK id]               # default: any input
-#     [MAXIMIZE]              # higher objective is better (default: lower, e.g. time)
+#     [MAXIMIZE]              # higher objective is better (default: the direction of the
+#                             # kernel's studies when they all take one, else lower)
 #     [PREFIX P_]             # macro prefix (default: the kernel name upper-cased, then _)
 #     [DEFAULTS k=v ...]      # used, with a warning, when neither source answers (and for
 #                             # a parameter the answer lacks)
@@ -112,11 +113,6 @@ function(tunebase_best_config)
   if(NOT TB_MACHINE)
     cmake_host_system_information(RESULT TB_MACHINE QUERY HOSTNAME)
   endif()
-  set(direction minimize)
-  if(TB_MAXIMIZE)
-    set(direction maximize)
-  endif()
-
   set(answer "")
   set(why "")
   # No source could be reached (as against one that answered that it knows nothing): only then
@@ -125,7 +121,11 @@ function(tunebase_best_config)
   if(TB_SERVER)
     _tunebase_url_encode("${TB_KERNEL}" kernel_q)
     _tunebase_url_encode("${TB_MACHINE}" machine_q)
-    set(url "${TB_SERVER}/v1/best?kernel=${kernel_q}&machine=${machine_q}&direction=${direction}")
+    set(url "${TB_SERVER}/v1/best?kernel=${kernel_q}&machine=${machine_q}")
+    # Without MAXIMIZE the server takes the kernel's studies' direction, as `tunebase best` does.
+    if(TB_MAXIMIZE)
+      string(APPEND url "&direction=maximize")
+    endif()
     if(TB_TASK)
       string(APPEND url "&task=${TB_TASK}")
     endif()

@@ -115,6 +115,20 @@ check_build narrow measured 128 1 -DTUNEBASE_SERVER="$url" -DTUNEBASE_MACHINE=na
 # (CMake wraps a warning's lines.)
 tr -s ' \n' ' ' <"$work/narrow.log" | grep -q "has no parameter unroll; using its default 1" ||
   { cat "$work/narrow.log"; fail "narrow: no warning"; }
+# A kernel whose studies maximize (a rate): without MAXIMIZE the helper takes their direction,
+# as `tunebase best` does, and gets the highest, not a 404 that would mean the defaults.
+post /v1/machines '{"name": "rate-machine"}' >/dev/null
+rate=$(post /v1/studies '{"name": "rate", "kernel": "blocked_sum", "machine": "rate-machine",
+  "strategy": "random", "direction": "maximize", "objective": "GFLOP/s", "space": {"parameters": [
+    {"name": "block_size", "type": "ordinal", "values": [32, 128]},
+    {"name": "unroll", "type": "ordinal", "values": [1, 2]}]}}' |
+  sed -n 's/.*"id":\([0-9]*\),"kernel".*/\1/p')
+post "/v1/studies/$rate/measurements" '{"measurements": [
+  {"config": {"block_size": 32, "unroll": 1}, "value": 10.0},
+  {"config": {"block_size": 128, "unroll": 2}, "value": 20.0}]}' >/dev/null
+check_build rate measured 128 2 -DTUNEBASE_SERVER="$url" -DTUNEBASE_MACHINE=rate-machine
+check_build rate-db measured 128 2 -DTUNEBASE_DB="$db" -DTUNEBASE_EXECUTABLE="$tunebase" \
+  -DTUNEBASE_MACHINE=rate-machine
 # REQUIRED: no answer fails the configure.
 if cmake -S "$repo/examples/configure_time" -B "$work/build-required" -DTUNEBASE_SERVER="$url" \
      -DTUNEBASE_MACHINE=elsewhere -DTUNEBASE_REQUIRED=ON >"$work/required.log" 2>&1; then
