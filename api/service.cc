@@ -479,8 +479,9 @@ void Service::add_routes() {
                {"direction",
                 "string",
                 false,
-                "default: the direction of the kernel's studies (of the objective asked) when "
-                "they all take one, else minimize",
+                "default: the direction of the machine's studies of the kernel (of the "
+                "objective asked; of all machines' when it has none) when they all take one, "
+                "else minimize",
                 {"minimize", "maximize"}},
                {"objective", "string", false, "objective name (default: any)", {}}};
     r.response_schema = object_schema(
