@@ -16,32 +16,74 @@ std::string without_exception_tag(const char* what) {
   return s;
 }
 
-template <class Json>
-Json parse_json_text(std::string_view text, std::string_view what, DuplicateKeys duplicates) {
-  // The keys of each open object, innermost last (refuse only).
-  std::vector<std::unordered_set<std::string>> open_objects;
-  // The parser itself is iterative; the callback sees the depth of every array and object.
-  const auto limit_depth = [&](int depth, nlohmann::json::parse_event_t event, Json& parsed) {
-    using Event = nlohmann::json::parse_event_t;
-    if ((event == Event::object_start || event == Event::array_start) && depth >= kMaxJsonDepth) {
-      throw InvalidInput(std::string(what) + " nests arrays and objects deeper than " +
+namespace {
+
+// A first pass over JSON text that builds nothing: it refuses nesting past kMaxJsonDepth and,
+// when asked, a key named twice in one object. (A parser callback could check the same while
+// building, but nlohmann's callback parser scans an object's members each time a member object
+// closes: quadratic in a Kernel Tuner cache's entries, minutes for 100,000 of them.)
+class JsonChecker {
+ public:
+  JsonChecker(std::string_view what, DuplicateKeys duplicates)
+      : what_(what), duplicates_(duplicates) {}
+
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(nlohmann::json::number_integer_t) { return true; }
+  bool number_unsigned(nlohmann::json::number_unsigned_t) { return true; }
+  bool number_float(nlohmann::json::number_float_t, const std::string&) { return true; }
+  bool string(std::string&) { return true; }
+  bool binary(nlohmann::json::binary_t&) { return true; }
+  bool start_object(std::size_t) {
+    open();
+    if (duplicates_ == DuplicateKeys::refuse) objects_.emplace_back();
+    return true;
+  }
+  bool key(std::string& key) {
+    if (duplicates_ == DuplicateKeys::refuse && !objects_.back().insert(key).second) {
+      throw InvalidInput(std::string(what_) + " names the key \"" + key +
+                         "\" twice in one object; which value is meant is unclear: give it once");
+    }
+    return true;
+  }
+  bool end_object() {
+    --depth_;
+    if (duplicates_ == DuplicateKeys::refuse) objects_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) {
+    open();
+    return true;
+  }
+  bool end_array() {
+    --depth_;
+    return true;
+  }
+  // Syntax errors are left to the parse that builds the value, which reports them.
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) {
+    return false;
+  }
+
+ private:
+  void open() {
+    if (depth_ >= kMaxJsonDepth) {
+      throw InvalidInput(std::string(what_) + " nests arrays and objects deeper than " +
                          std::to_string(kMaxJsonDepth) + " levels; at most " +
                          std::to_string(kMaxJsonDepth) + " are allowed");
     }
-    if (duplicates == DuplicateKeys::refuse) {
-      if (event == Event::object_start) {
-        open_objects.emplace_back();
-      } else if (event == Event::object_end && !open_objects.empty()) {
-        open_objects.pop_back();
-      } else if (event == Event::key && !open_objects.empty() &&
-                 !open_objects.back().insert(parsed.template get<std::string>()).second) {
-        throw InvalidInput(std::string(what) + " names the key \"" +
-                           parsed.template get<std::string>() +
-                           "\" twice in one object; which value is meant is unclear: give it once");
-      }
-    }
-    return true;
-  };
+    ++depth_;
+  }
+
+  std::string_view what_;
+  DuplicateKeys duplicates_;
+  int depth_ = 0;
+  std::vector<std::unordered_set<std::string>> objects_;  // keys of each open object
+};
+
+}  // namespace
+
+template <class Json>
+Json parse_json_text(std::string_view text, std::string_view what, DuplicateKeys duplicates) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     throw ParseError(std::string(what) + " is empty" +
                          (text.empty() ? std::string(" (no JSON in it)")
@@ -49,7 +91,10 @@ Json parse_json_text(std::string_view text, std::string_view what, DuplicateKeys
                      0);
   }
   try {
-    return Json::parse(text, limit_depth);
+    JsonChecker checker(what, duplicates);
+    // A syntax error stops the check where it is; the parse below reports it.
+    (void)nlohmann::json::sax_parse(text, &checker);
+    return Json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     const std::size_t position = e.byte > 0 ? e.byte - 1 : 0;
     throw ParseError(std::string(what) + " is not valid JSON (at byte " + std::to_string(e.byte) +
