@@ -92,10 +92,7 @@ nlohmann::json trial_json(const db::TrialRecord& t) {
   nlohmann::json j{{"id", t.id.value},
                    {"study_id", t.study_id.value},
                    {"config", t.config},
-                   // As the study's counts and the status filter name it: a lease that ended
-                   // with no result is stored as a timeout, but no evaluation timed out.
-                   {"status", t.lease_expired() ? std::string("lease_ended")
-                                                : std::string(to_string(t.result.status))},
+                   {"status", t.status_name()},
                    {"value", t.result.ok() ? nlohmann::json(t.result.objective) : nlohmann::json()},
                    {"raw", t.result.raw},
                    {"cost_seconds", t.result.cost_seconds},

@@ -163,6 +163,11 @@ struct TrialRecord {
   bool lease_expired() const {
     return result.status == TrialStatus::timeout && !finished_at.has_value();
   }
+  /// The status as the API, exports and the study's counts name it: "lease_ended" for a lease
+  /// that ended with no result (stored as a timeout, but no evaluation timed out).
+  std::string_view status_name() const {
+    return lease_expired() ? std::string_view("lease_ended") : to_string(result.status);
+  }
 };
 
 /// A result to add: one evaluated configuration.

@@ -94,7 +94,7 @@ nlohmann::json trial_row(const TrialRecord& t) {
   return {{"id", t.id.value},
           {"config", t.config},
           {"config_key", t.config_key},
-          {"status", to_string(t.result.status)},
+          {"status", t.status_name()},
           {"objective", number_or_null(t.result.objective)},
           {"raw", raw_to_json(t.result.raw)},
           {"cost_seconds", t.result.cost_seconds},
@@ -193,7 +193,7 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
   };
   out += std::to_string(t.id.value);
   for (const auto& n : names_) field(t.config.contains(n) ? csv_value(t.config[n]) : "");
-  field(to_string(t.result.status));
+  field(t.status_name());
   field(std::isfinite(t.result.objective) ? format_number(t.result.objective) : "");
   field(format_number(t.result.cost_seconds));
   field(csv_free_text(t.client_id));

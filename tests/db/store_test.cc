@@ -629,6 +629,21 @@ TEST_F(StoreTest, ExportJsonAndCsv) {
   EXPECT_THROW(export_study(store_, StudyId{42}, ExportFormat::csv), NotFound);
 }
 
+TEST_F(StoreTest, ExportNamesALeaseThatEndedApartFromATimeout) {
+  const auto s = testing::make_study(store_, "leases");
+  store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "gone", 30.0);
+  store_.add_trial(s.id, testing::config_json(32, "col"), "32,col",
+                   Measurement::failure(TrialStatus::timeout, "ran 60 s"));
+  ASSERT_EQ(store_.expire_leases(std::chrono::system_clock::now() + 120s), 1u);
+  const auto j = nlohmann::json::parse(export_study(store_, s.id, ExportFormat::json));
+  ASSERT_EQ(j["trials"].size(), 2u);
+  EXPECT_EQ(j["trials"][0]["status"], "lease_ended");
+  EXPECT_EQ(j["trials"][1]["status"], "timeout");
+  const auto csv = export_study(store_, s.id, ExportFormat::csv);
+  EXPECT_THAT(csv, HasSubstr("\n1,16,row,lease_ended,"));
+  EXPECT_THAT(csv, HasSubstr("\n2,32,col,timeout,"));
+}
+
 TEST_F(StoreTest, CsvExportKeepsValuesAndNeutralisesFormulasInFreeText) {
   const auto s = testing::make_study(store_, "formulas");
   store_.add_trial(s.id, testing::config_json(-3, "=HYPERLINK(\"x\")"), "-3,=HYPERLINK",
