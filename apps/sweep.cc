@@ -192,16 +192,29 @@ std::optional<db::StudyRecord> find_study(db::Store& store, const SweepOptions& 
 
 // An input is known by its description (a matrix by its file's name): another matrix stored
 // under a measured name would mix two inputs' measurements in one task, and in its studies.
-void check_same_input(const db::TaskRecord& task, const nlohmann::json& features) {
-  if (features.empty() || !task.features.is_object() || task.features.empty() ||
-      task.features == features) {
-    return;
+void check_same_input(db::Store& store, const std::string& kernel,
+                      const nlohmann::json& description, const nlohmann::json& features) {
+  const auto name = description.find("matrix");
+  if (name == description.end() || !name->is_string()) return;
+  // A kernel's input may hold the matrix's features in its description (PETSc's) or apart.
+  db::TaskRecord input;
+  input.description = description;
+  input.features = features;
+  const auto input_features = api::task_features_of(input);
+  std::optional<db::TaskRecord> other;
+  for (const auto& t : store.list_tasks(kernel)) {
+    if (t.description.value("matrix", "") != *name) continue;
+    const auto stored = api::task_features_of(t);
+    if (stored.empty() || input_features.empty() || stored == input_features) return;
+    if (!other) other = t;
   }
-  const auto name = task.description.value("matrix", task.description.dump());
-  const bool same_shape = matrix_shape(task.features) == matrix_shape(features);
-  throw Conflict("matrix " + name + " is not the matrix " + name +
-                 " measured before in this database (task " + std::to_string(task.id.value) + ": " +
-                 matrix_shape(task.features) + "; this one: " + matrix_shape(features) +
+  if (!other) return;
+  const auto stored = api::task_features_of(*other);
+  const auto matrix = name->get<std::string>();
+  const bool same_shape = matrix_shape(stored) == matrix_shape(input_features);
+  throw Conflict("matrix " + matrix + " is not the matrix " + matrix +
+                 " measured before in this database (task " + std::to_string(other->id.value) +
+                 ": " + matrix_shape(stored) + "; this one: " + matrix_shape(input_features) +
                  (same_shape ? ", other values of its features" : "") +
                  "): an input is known by its file's name, so rename the file to measure it as "
                  "another input");
@@ -517,8 +530,8 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     features = description["features"];
     description.erase("features");
   }
+  check_same_input(store, kernel.name, description, features);
   const auto task = store.upsert_task(kernel.name, description, features);
-  check_same_input(task, features);
 
   // A resumed study is searched as it was: with its seed and its choice of priors.
   const auto resumed = find_study(store, options, kernel, machine, task);

@@ -503,6 +503,18 @@ TEST_F(Cli, AnotherMatrixUnderAMeasuredNameIsRefused) {
   r = run("sweep --kernel spmv --matrix " + first +
           " --budget 3 --repeats 1 --no-progress --study s --db " + db());
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  // PETSc's inputs hold the matrix's features in their description: refused all the same, and
+  // no task is stored for the second.
+  const std::string petsc = " --kernel petsc --budget 1 --repeats 1 --no-progress --db " + db();
+  r = run("sweep --matrix " + first + petsc);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("sweep --matrix " + second + petsc);
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_NE(r.err.find("matrix lap is not the matrix lap measured before in this database"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("this one: 30 x 30 with 88 nonzeros)"), std::string::npos) << r.err;
+  EXPECT_EQ(db::Store(db()).list_tasks("petsc").size(), 1u);
 }
 
 TEST_F(Cli, ASweepWhoseEvaluationsAllFailSaysWhyAndFails) {
