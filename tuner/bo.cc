@@ -126,24 +126,54 @@ double objective_value(double g, bool log, bool minimize) {
   return std::clamp(log ? std::exp(v) : v, -kMax, kMax);
 }
 
-// Inverse of the Gaussian copula of a sample: z -> the sample's quantile Phi(z), interpolated
-// between order statistics (the copula put the i-th smallest at Phi^-1(i / (n + 1))).
-double inverse_copula(const std::vector<double>& sorted, double z) {
-  const std::size_t n = sorted.size();
-  if (n == 0) return z;
-  if (n == 1) return sorted[0];
-  const double position = surrogates::normal_cdf(z) * (static_cast<double>(n) + 1.0) - 1.0;
-  if (position <= 0.0) {
-    // Below the best seen: extrapolate with the spacing of the two lowest.
-    return sorted[0] + position * (sorted[1] - sorted[0]);
+// Inverse of the Gaussian copula of a sample (surrogates::gaussian_copula): z -> the value the
+// copula put there. Its knots are the sample's distinct values, each at the mean rank of its
+// ties, as the copula placed them: between knots linear in the position Phi(z) (n + 1) - 1,
+// past the outer knots linear in z with the slope the sample shows between them (its spread
+// per standard deviation). Capped at the outer order statistics instead, a forecast could not
+// lie beyond the best value seen, and the interval of one between two tied values had no width.
+class InverseCopula {
+ public:
+  InverseCopula() = default;
+  explicit InverseCopula(const std::vector<double>& sorted) : n_(sorted.size()) {
+    for (std::size_t i = 0; i < n_;) {
+      std::size_t j = i;
+      while (j + 1 < n_ && sorted[j + 1] == sorted[i]) ++j;
+      positions_.push_back(0.5 * static_cast<double>(i + j));
+      values_.push_back(sorted[i]);
+      i = j + 1;
+    }
+    if (values_.size() < 2) return;
+    z_first_ = z_at(positions_.front());
+    z_last_ = z_at(positions_.back());
+    slope_ = (values_.back() - values_.front()) / (z_last_ - z_first_);
   }
-  if (position >= static_cast<double>(n - 1)) {
-    return sorted[n - 1] +
-           (position - static_cast<double>(n - 1)) * (sorted[n - 1] - sorted[n - 2]);
+
+  double operator()(double z) const {
+    if (values_.empty()) return z;
+    if (values_.size() == 1) return values_.front();  // one value everywhere: nothing to scale
+    const double position = surrogates::normal_cdf(z) * (static_cast<double>(n_) + 1.0) - 1.0;
+    if (position <= positions_.front()) return values_.front() + (z - z_first_) * slope_;
+    if (position >= positions_.back()) return values_.back() + (z - z_last_) * slope_;
+    const auto hi = static_cast<std::size_t>(
+        std::upper_bound(positions_.begin(), positions_.end(), position) - positions_.begin());
+    const std::size_t lo = hi - 1;
+    return values_[lo] + (position - positions_[lo]) / (positions_[hi] - positions_[lo]) *
+                             (values_[hi] - values_[lo]);
   }
-  const auto lo = static_cast<std::size_t>(position);
-  return sorted[lo] + (position - static_cast<double>(lo)) * (sorted[lo + 1] - sorted[lo]);
-}
+
+ private:
+  double z_at(double position) const {
+    return surrogates::normal_quantile((position + 1.0) / (static_cast<double>(n_) + 1.0));
+  }
+
+  std::size_t n_ = 0;
+  std::vector<double> positions_;  // of the distinct values, 0-based mean ranks
+  std::vector<double> values_;
+  double z_first_ = 0.0;
+  double z_last_ = 0.0;
+  double slope_ = 0.0;
+};
 
 // Task features: the union of numeric feature names over the priors and the study, each
 // scaled to [0,1] over the values seen (log first when all are positive and span a factor of
@@ -542,7 +572,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     prepared_size_ = total;
     sources_.clear();
     prior_failed_.clear();
-    source_sorted_.clear();
+    source_inverse_.clear();
     source_models_.clear();
     candidate_sources_.clear();
     stack_ = {};
@@ -619,7 +649,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
       data.x = rows_to_matrix(rows, dim + features_.size());
       data.y = std::move(y);
       std::sort(g.begin(), g.end());
-      source_sorted_.push_back(std::move(g));
+      source_inverse_.emplace_back(g);
       sources_.push_back(std::move(data));
     }
     if (sources_.empty()) return;
@@ -727,14 +757,14 @@ class BayesianOptimization final : public ModelBasedStrategy {
   // Model units -> log units of the objective (for forecasts).
   double to_log_units(double z) const {
     if (!target_.sorted_g.empty()) {
-      return copula_ ? inverse_copula(target_.sorted_g, z) : transform_.inverse(z);
+      return copula_ ? target_.inverse(z) : transform_.inverse(z);
     }
     // Zero-shot: the sources' own quantiles (their times), weighted as the model weighs them.
     double g = 0.0;
     double total = 0.0;
-    for (std::size_t s = 0; s < source_sorted_.size(); ++s) {
+    for (std::size_t s = 0; s < source_inverse_.size(); ++s) {
       const double w = source_weight(s);
-      g += w * inverse_copula(source_sorted_[s], z);
+      g += w * source_inverse_[s](z);
       total += w;
     }
     return total > 0.0 ? g / total : z;
@@ -747,11 +777,11 @@ class BayesianOptimization final : public ModelBasedStrategy {
   // all the weight), kOneSourceLogSpread on a log scale, else nothing to go on: 0.
   double between_sources_sd(double z) const {
     const double one_source = zero_shot_log_ ? kOneSourceLogSpread : 0.0;
-    if (source_sorted_.size() < 2) return one_source;
+    if (source_inverse_.size() < 2) return one_source;
     std::vector<double> g;
     std::vector<double> w;
-    for (std::size_t s = 0; s < source_sorted_.size(); ++s) {
-      g.push_back(inverse_copula(source_sorted_[s], z));
+    for (std::size_t s = 0; s < source_inverse_.size(); ++s) {
+      g.push_back(source_inverse_[s](z));
       w.push_back(source_weight(s));
     }
     double total = 0.0;
@@ -780,7 +810,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
     std::vector<double> g;  // their model values (log units, lower is better)
     std::vector<double> z;  // after the output transform
     std::vector<double> sorted_g;
-    Matrix x_all;  // every observation, for the feasibility model
+    InverseCopula inverse;  // of sorted_g
+    Matrix x_all;           // every observation, for the feasibility model
     std::vector<bool> feasible;
     bool any_failed = false;
   };
@@ -951,6 +982,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     t.x_all = rows_to_matrix(all_rows, dim);
     t.sorted_g = t.g;
     std::sort(t.sorted_g.begin(), t.sorted_g.end());
+    t.inverse = InverseCopula(t.sorted_g);
     const std::size_t rows = t.g.size();
     if (copula_) {
       t.z = surrogates::gaussian_copula(t.g);
@@ -1371,7 +1403,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
 
   // ---- the target model, kept between calls: refitted on a schedule, conditioned in between
   bool log_ = true;
-  /// Whether source_sorted_ holds log values (every prior value positive).
+  /// Whether source_inverse_ gives log values (every prior value positive).
   bool zero_shot_log_ = true;
   surrogates::ObjectiveTransform transform_;
   TargetData target_;
@@ -1390,8 +1422,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
   TaskFeatureScaling features_;
   std::vector<double> study_features_;
   std::vector<surrogates::SourceData> sources_;
-  // Per source: the model values of its task nearest the study's, ascending.
-  std::vector<std::vector<double>> source_sorted_;
+  // Per source: the inverse copula of the model values of its task nearest the study's.
+  std::vector<InverseCopula> source_inverse_;
   std::unordered_set<std::string> prior_failed_;  // keys that failed on most priors that ran them
   std::vector<std::shared_ptr<const surrogates::SourceModel>> source_models_;  // rgpe
   surrogates::StackedPrior stack_;                                             // stacked

@@ -269,6 +269,23 @@ TEST(Strategies, AForecastIsOfAMeasurementSoItsIntervalHoldsTheMeasurementNoise)
   EXPECT_GE(inside, 20) << "of 40";
 }
 
+TEST(Strategies, AForecastMayLieBeyondTheBestSeenEvenWhenTheBestTwoTie) {
+  // A valley measured on both sides of its bottom, equally high: what lies between may be
+  // lower than anything seen. The interval there used to end one spacing of the two best below
+  // the best, which is no room at all when they tie, so it excluded the truth (1).
+  const auto space = SearchSpace::from_json(nlohmann::json::parse(
+      R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 40}]})"));
+  SessionOptions opts;
+  opts.strategy = "bo";
+  Session session(space, opts);
+  const auto time = [](int x) { return std::exp(((x - 20) / 8.0) * ((x - 20) / 8.0)); };
+  for (const int x : {0, 4, 8, 12, 16, 18, 22, 24, 28, 32, 36, 40}) {
+    session.observe({std::int64_t{x}}, Measurement::success(time(x)));
+  }
+  const auto bottom = session.forecast({{std::int64_t{20}}}).at(0);
+  EXPECT_LE(bottom.lower, time(20)) << "mean " << bottom.mean << ", upper " << bottom.upper;
+}
+
 TEST(Strategies, WhenFewConfigurationsRunBoSearchesBesideThoseThatDid) {
   // Eight methods of which only "h" runs (a hard system that only a direct solver solves):
   // once the design found it, the search looks beside it instead of spreading over methods
