@@ -268,11 +268,23 @@ void Service::add_routes() {
   };
 
   {
-    auto& r = route("GET", "/healthz", "health", "Liveness: the server answers", Access::open,
-                    [this](Request&) {
-                      return Response::json({{"status", "ok"}, {"database", store_.path()}});
-                    });
-    r.response_schema = object_schema({{"status", kString}, {"database", kString}});
+    auto& r = route(
+        "GET", "/healthz", "health",
+        "Health: 200 while the server answers and its database was never found corrupt; 503 "
+        "with status \"corrupt\" once a request (or the check at start) found it so, which no "
+        "retry mends",
+        Access::open, [this](Request&) {
+          if (const auto corrupt = db::corruption_seen(store_.path())) {
+            return Response::json(
+                {{"status", "corrupt"}, {"database", store_.path()}, {"message", *corrupt}}, 503);
+          }
+          return Response::json({{"status", "ok"}, {"database", store_.path()}});
+        });
+    r.response_schema =
+        object_schema({{"status", {{"type", "string"}, {"enum", {"ok", "corrupt"}}}},
+                       {"database", kString},
+                       {"message", kString}},
+                      {"status", "database"});
   }
   {
     auto& r = route("GET", "/metrics", "metrics", "Prometheus metrics (text format 0.0.4)",

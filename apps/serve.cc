@@ -71,6 +71,12 @@ void add_serve_command(CLI::App& app) {
     std::optional<db::Store> store;
     try {
       store.emplace(args->db);
+      // A corrupt file would answer some requests and fail others (an export cut off midway):
+      // found now, it is refused before anyone relies on it. Reads every page once.
+      if (const auto found = store->quick_check(); !found.empty()) {
+        throw StorageError("it is corrupt (PRAGMA quick_check: " + found +
+                           "); restore it from a backup (`tunebase export` reads what it can)");
+      }
     } catch (const StorageError& e) {
       throw StorageError("cannot serve database " + args->db + ": " + e.what());
     }

@@ -5,11 +5,29 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <system_error>
 
 namespace tunebase::db {
 
 namespace {
+
+struct CorruptionSeen {
+  std::mutex mutex;
+  std::map<std::string, std::string> by_path;
+};
+
+CorruptionSeen& corruption() {
+  static CorruptionSeen seen;
+  return seen;
+}
+
+void remember_corruption(const std::string& path, const std::string& message) {
+  auto& seen = corruption();
+  std::lock_guard lock(seen.mutex);
+  seen.by_path.emplace(path, message);  // the first report stays
+}
 
 constexpr std::string_view kMemoryPath = ":memory:";
 
@@ -194,6 +212,43 @@ std::int64_t Database::changes() const { return sqlite3_changes64(db_.get()); }
 
 bool Database::in_transaction() const { return sqlite3_get_autocommit(db_.get()) == 0; }
 
+std::optional<std::string> corruption_seen(const std::string& path) {
+  auto& seen = corruption();
+  std::lock_guard lock(seen.mutex);
+  const auto it = seen.by_path.find(path);
+  if (it == seen.by_path.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Database::quick_check() {
+  // The first problems are enough to tell a file is corrupt, and where.
+  std::string found;
+  try {
+    auto st = prepare("PRAGMA quick_check(3)", "checking the file (PRAGMA quick_check)");
+    while (st.step()) {
+      std::string text = st.column_text(0);
+      if (text == "ok") continue;
+      if (text.starts_with("*** in database main ***")) text.erase(0, 24);
+      std::size_t start = 0;
+      while (start < text.size()) {
+        auto end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        if (end > start) found += (found.empty() ? "" : "; ") + text.substr(start, end - start);
+        start = end + 1;
+      }
+    }
+  } catch (const SqliteError& e) {
+    // A page so damaged that the check cannot walk past it (remembered by fail()).
+    if (e.primary_code() != SQLITE_CORRUPT && e.primary_code() != SQLITE_NOTADB) throw;
+    return sqlite3_errstr(e.primary_code());
+  }
+  if (!found.empty()) {
+    remember_corruption(path_, "database " + path_ + " is corrupt (PRAGMA quick_check: " + found +
+                                   "); restore it from a backup");
+  }
+  return found;
+}
+
 void Database::fail(int rc, std::string_view what) const {
   const std::string detail = db_ ? sqlite3_errmsg(db_.get()) : sqlite3_errstr(rc);
   const std::string doing(what);
@@ -202,6 +257,7 @@ void Database::fail(int rc, std::string_view what) const {
     case SQLITE_NOTADB:
       message = path_ + " is not a SQLite database (" + detail + ", while " + doing +
                 "); give the path of a tunebase database, or a new file name to create one";
+      remember_corruption(path_, message);
       break;
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
@@ -227,6 +283,7 @@ void Database::fail(int rc, std::string_view what) const {
     case SQLITE_CORRUPT:
       message = "database " + path_ + " is corrupt (" + detail + ", while " + doing +
                 "); restore it from a backup";
+      remember_corruption(path_, message);
       break;
     case SQLITE_FULL:
       message = "database " + path_ + ": the disk is full while " + doing;

@@ -34,6 +34,11 @@ class SqliteError : public StorageError {
   int extended_code_;
 };
 
+/// What SQLite reported the first time it found the database at `path` corrupt (or not a
+/// database) in this process, from any connection; none when it never did. Corruption does not
+/// heal: a server that met it says so in its health check until it is restarted on a good file.
+std::optional<std::string> corruption_seen(const std::string& path);
+
 struct DatabaseOptions {
   /// Open for reading only. A read-only open never creates, migrates or writes the file.
   bool read_only = false;
@@ -79,7 +84,12 @@ class Database {
 
   /// Throws the SqliteError for result code `rc`, phrased for a user: "X is not a SQLite
   /// database", "database X is read-only: ...", "database X is locked by another process".
+  /// Corruption is remembered too (corruption_seen).
   [[noreturn]] void fail(int rc, std::string_view what) const;
+  /// SQLite's quick_check (every page and index entry, not the index contents): empty when
+  /// the file is sound, else what it found, which is remembered as corruption_seen. Reads
+  /// the whole file: about a second per GB.
+  std::string quick_check();
 
  private:
   struct Closer {

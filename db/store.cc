@@ -642,6 +642,11 @@ Store::~Store() = default;
 const std::string& Store::path() const { return impl_->db.path(); }
 bool Store::read_only() const { return impl_->db.read_only(); }
 
+std::string Store::quick_check() {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->db.quick_check();
+}
+
 // --- machines
 
 MachineRecord Store::upsert_machine(const MachineInfo& info) {

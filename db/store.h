@@ -310,6 +310,9 @@ class Store {
 
   const std::string& path() const;
   bool read_only() const;
+  /// SQLite's quick_check of the file: empty when sound, else what it found (Database::
+  /// quick_check; remembered as corruption_seen(path())).
+  std::string quick_check();
 
   // --- machines
   /// Inserts the machine, or updates the fingerprint of the machine with that name.

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <thread>
 
 #include "db/study_export.h"
@@ -380,6 +381,51 @@ TEST_F(BadInput, SlowClientsGet408AndOthersAreServedMeanwhile) {
 
   EXPECT_EQ(client_->get("/healthz").status, 200);
   EXPECT_EQ(snapshot(), before);
+}
+
+TEST(Health, FailsOnceARequestFoundTheDatabaseCorrupt) {
+  // A study of 3,000 trials, its file then damaged in the middle (as a bad disk or a copy cut
+  // short leaves it): the health check, which a load balancer reads, must stop saying ok.
+  tunebase::testing::TempDir dir;
+  const auto path = dir.file("damaged.db");
+  {
+    db::Store store(path);
+    MachineInfo info;
+    info.name = "m";
+    const auto machine = store.upsert_machine(info);
+    const auto kernel = store.upsert_kernel(
+        "k", SearchSpace::from_json(nlohmann::json::parse(
+                 R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 9999}]})")));
+    db::NewStudy study;
+    study.name = "big";
+    study.kernel = kernel.id;
+    study.machine = machine.id;
+    study.task = store.upsert_task("k", {{"n", 1}}).id;
+    const auto s = store.create_study(study);
+    for (int x = 0; x < 3000; ++x) {
+      store.add_trial(s.id, {{"x", x}}, std::to_string(x), Measurement::success(1.0 + x));
+    }
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  ASSERT_GT(bytes.size(), 100u * 4096u);
+  std::fill(bytes.begin() + 60 * 4096, bytes.begin() + 62 * 4096, '\xff');
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+
+  TestServer server(testing::fast_options(), {}, path);
+  auto client = server.client();
+  EXPECT_EQ(client.get("/healthz").status, 200);
+  try {
+    const auto trials = client.get("/v1/studies/1/trials", server.token);
+    EXPECT_NE(trials.status, 200) << "read a damaged table whole";
+  } catch (const std::exception&) {
+    // A streamed reply cut off when the damage was met.
+  }
+  const auto health = client.get("/healthz");
+  EXPECT_EQ(health.status, 503) << health.body;
+  EXPECT_EQ(health.json()["status"], "corrupt");
+  EXPECT_THAT(health.json()["message"].get<std::string>(), HasSubstr("is corrupt"));
 }
 
 TEST_F(BadInput, AResultOfAStudyOfTimesIsNeverNegative) {

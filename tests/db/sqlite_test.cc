@@ -130,6 +130,60 @@ TEST(BadFiles, NotSqliteIsReportedAndLeftAlone) {
   EXPECT_FALSE(fs::exists(path + "-wal"));
 }
 
+// A table of 2,000 rows over many pages, closed (checkpointed), then a page in the middle of the
+// file overwritten: what a bad disk or a copy cut short leaves.
+std::string corrupt_database(TempDir& dir, const std::string& name) {
+  const auto path = dir.file(name);
+  {
+    Database db(path);
+    db.exec("CREATE TABLE t (i INTEGER PRIMARY KEY, s TEXT)", "creating a table");
+    db.exec("BEGIN", "starting");
+    auto insert = db.prepare("INSERT INTO t (s) VALUES (?1)", "inserting");
+    for (int i = 0; i < 2000; ++i) {
+      insert.bind(1, std::string(200, static_cast<char>('a' + i % 26))).step();
+      insert.reset();
+    }
+    db.exec("COMMIT", "committing");
+  }
+  auto bytes = testing::read_bytes(path);
+  const std::size_t page = 4096;
+  EXPECT_GT(bytes.size(), 40 * page);
+  std::fill(bytes.begin() + 20 * page, bytes.begin() + 21 * page, '\xff');
+  testing::write_bytes(path, bytes);
+  return path;
+}
+
+TEST(BadFiles, CorruptionIsFoundByQuickCheckAndRemembered) {
+  TempDir dir;
+  const auto path = corrupt_database(dir, "checked.db");
+  Database db(path);
+  EXPECT_FALSE(corruption_seen(path).has_value());
+  const auto found = db.quick_check();
+  EXPECT_FALSE(found.empty());
+  EXPECT_EQ(found.find('\n'), std::string::npos) << found;
+  ASSERT_TRUE(corruption_seen(path).has_value());
+  EXPECT_THAT(*corruption_seen(path), HasSubstr(path + " is corrupt ("));
+  // A sound file passes, and is not marked.
+  Database sound(dir.file("sound.db"));
+  sound.exec("CREATE TABLE t (i INTEGER)", "creating a table");
+  EXPECT_EQ(sound.quick_check(), "");
+  EXPECT_FALSE(corruption_seen(dir.file("sound.db")).has_value());
+}
+
+TEST(BadFiles, AQueryThatMeetsCorruptionMarksTheFile) {
+  TempDir dir;
+  const auto path = corrupt_database(dir, "read.db");
+  Database db(path);
+  const auto message = storage_error_of([&] {
+    auto st = db.prepare("SELECT sum(length(s)) FROM t", "reading every row");
+    while (st.step()) {
+    }
+  });
+  EXPECT_THAT(message, HasSubstr("is corrupt"));
+  ASSERT_TRUE(corruption_seen(path).has_value());
+  EXPECT_THAT(*corruption_seen(path), HasSubstr("while reading every row"));
+}
+
 TEST(BadFiles, GzipFileIsNotADatabase) {
   TUNEBASE_SHARED_FILE_OR_SKIP(gz, "gpu/gemm/K20.json.gz");
   TempDir dir;
