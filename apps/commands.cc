@@ -766,6 +766,31 @@ void add_query_commands(CLI::App& app) {
   // --- export
   {
     struct Args {
+      std::string db = kDefaultDb;
+      std::string output;
+    };
+    auto args = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand(
+        "backup",
+        "Copy the whole database to a new file, consistently, while servers and sweeps go on "
+        "using it (copying the .db file can miss the last results, kept in its -wal file)");
+    cmd->add_option("output", args->output, "The new file")->required();
+    cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
+    cmd->callback([args] {
+      if (!std::filesystem::exists(args->db)) {
+        throw NotFound("no database " + args->db + " to back up");
+      }
+      db::Store store(args->db, {.read_only = true});
+      const auto start = std::chrono::steady_clock::now();
+      store.backup(args->output);
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      std::cout << "backed up " << args->db << " to " << args->output << " ("
+                << std::filesystem::file_size(args->output) << " bytes, "
+                << static_cast<int>(took.count() * 1000.0) << " ms)\n";
+    });
+  }
+  {
+    struct Args {
       std::string study, db = kDefaultDb, format = "json", output;
     };
     auto args = std::make_shared<Args>();

@@ -220,6 +220,17 @@ std::optional<std::string> corruption_seen(const std::string& path) {
   return it->second;
 }
 
+void Database::backup_to(const std::string& path) const {
+  Database copy(path);
+  sqlite3_backup* backup = sqlite3_backup_init(copy.handle(), "main", db_.get(), "main");
+  if (!backup) copy.fail(sqlite3_extended_errcode(copy.handle()), "starting a backup of " + path_);
+  // Every page in one step: one read transaction, so a writer elsewhere cannot make the copy
+  // restart, and the copy is of one moment.
+  const int rc = sqlite3_backup_step(backup, -1);
+  sqlite3_backup_finish(backup);
+  if (rc != SQLITE_DONE) fail(rc, "copying " + path_ + " to " + path);
+}
+
 std::string Database::quick_check() {
   // The first problems are enough to tell a file is corrupt, and where.
   std::string found;

@@ -90,6 +90,9 @@ class Database {
   /// the file is sound, else what it found, which is remembered as corruption_seen. Reads
   /// the whole file: about a second per GB.
   std::string quick_check();
+  /// Copies the whole database, as one read transaction sees it, to a new database file at
+  /// `path` (SQLite's online backup API; works on a read-only connection).
+  void backup_to(const std::string& path) const;
 
  private:
   struct Closer {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <unordered_map>
@@ -641,6 +642,29 @@ Store::~Store() = default;
 
 const std::string& Store::path() const { return impl_->db.path(); }
 bool Store::read_only() const { return impl_->db.read_only(); }
+
+void Store::backup(const std::string& destination) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (fs::exists(destination, error)) {
+    throw InvalidInput("backup destination " + destination +
+                       " exists; give a new file name (a backup never overwrites a file)");
+  }
+  const auto partial = destination + ".partial";
+  fs::remove(partial, error);
+  try {
+    std::lock_guard lock(impl_->mutex);
+    impl_->db.backup_to(partial);
+  } catch (...) {
+    fs::remove(partial, error);
+    throw;
+  }
+  fs::rename(partial, destination, error);
+  if (error) {
+    fs::remove(partial, error);
+    throw IoError("cannot move the backup to " + destination + ": " + error.message());
+  }
+}
 
 std::string Store::quick_check() {
   std::lock_guard lock(impl_->mutex);

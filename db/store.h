@@ -313,6 +313,13 @@ class Store {
   /// SQLite's quick_check of the file: empty when sound, else what it found (Database::
   /// quick_check; remembered as corruption_seen(path())).
   std::string quick_check();
+  /// Writes a consistent copy of the whole database (what every committed transaction wrote,
+  /// also what is still in the -wal file) to `destination`, a new file, while other processes
+  /// go on reading and writing (SQLite's online backup, in one read transaction). Copying the .db
+  /// file instead can miss the last commits, which live in the -wal file until a checkpoint.
+  /// The copy is written beside `destination` and renamed onto it when complete; an existing
+  /// `destination` is refused.
+  void backup(const std::string& destination);
 
   // --- machines
   /// Inserts the machine, or updates the fingerprint of the machine with that name.

@@ -629,6 +629,31 @@ TEST_F(StoreTest, ExportJsonAndCsv) {
   EXPECT_THROW(export_study(store_, StudyId{42}, ExportFormat::csv), NotFound);
 }
 
+TEST(Backup, CopiesWhatIsStillInTheWalWhileAWriterHoldsTheFile) {
+  tunebase::testing::TempDir dir;
+  const auto path = dir.file("live.db");
+  Store writer(path);  // open throughout: its commits stay in live.db-wal, not checkpointed
+  const auto s = testing::make_study(writer, "live");
+  for (int i = 0; i < 20; ++i) {
+    writer.add_trial(s.id, testing::config_json(16 * (i + 1), "row"), std::to_string(i),
+                     Measurement::success(1.0 + i));
+  }
+  ASSERT_GT(std::filesystem::file_size(path + "-wal"), 0u);
+  Store reader(path, StoreOptions{.read_only = true});
+  reader.backup(dir.file("copy.db"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("copy.db.partial")));
+  EXPECT_EQ(testing::snapshot(dir.file("copy.db")), testing::snapshot(path));
+  Store copy(dir.file("copy.db"), StoreOptions{.read_only = true});
+  EXPECT_EQ(copy.trials(copy.find_study("live")->id).size(), 20u);
+  // Never over an existing file.
+  try {
+    reader.backup(dir.file("copy.db"));
+    FAIL() << "overwrote a file";
+  } catch (const InvalidInput& e) {
+    EXPECT_THAT(e.what(), HasSubstr("backup destination " + dir.file("copy.db") + " exists"));
+  }
+}
+
 TEST_F(StoreTest, ExportNamesALeaseThatEndedApartFromATimeout) {
   const auto s = testing::make_study(store_, "leases");
   store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "gone", 30.0);
