@@ -464,11 +464,13 @@ void Service::add_routes() {
                     "Add results measured outside the service (all or none): data the study "
                     "learns from. They count toward the budget like the study's own results "
                     "(so fewer suggestions are left), and are stored even when the budget is "
-                    "spent; a configuration the study measured or leased already is refused "
-                    "(409)",
+                    "spent; a configuration the study measured (with another result) or "
+                    "leased already is refused (409). Sending the same results again (a retry) "
+                    "stores nothing: 200 with their trials and already_stored",
                     Access::write, batch_one(&Service::add_measurements));
     r.runs = Runs::writer;
     r.changes_measurements = true;
+    r.may_update = true;  // 200: every result was stored already (a retry)
     r.body_limit = kMaxMeasurementsBodyBytes;
     r.batch_handler = [this](std::vector<Request*>& all) { return add_measurements(all); };
     auto item = result_properties();
@@ -478,7 +480,9 @@ void Service::add_routes() {
          {"measurements", {{"type", "array"}, {"items", object_schema(item, {"config"})}}}},
         {"measurements"});
     r.success_status = 201;
-    r.response_schema = object_schema({{"study_id", kInteger}, {"trial_ids", array_of(kInteger)}});
+    r.response_schema = object_schema(
+        {{"study_id", kInteger}, {"trial_ids", array_of(kInteger)}, {"already_stored", kInteger}},
+        {"study_id", "trial_ids"});
   }
   {
     auto& r = route("GET", "/v1/best", "best",
@@ -1035,11 +1039,18 @@ std::vector<Response> Service::add_measurements(std::vector<Request*>& requests)
       out[positions[k]] = error_response(outcomes[k].error);
       continue;
     }
-    for (const auto& m : batches[k].results) metrics_->record_result(m.status);
+    const auto& outcome = outcomes[k];
     nlohmann::json ids = nlohmann::json::array();
-    for (const auto& t : outcomes[k].trials) ids.push_back(t.value);
-    out[positions[k]] =
-        Response::json({{"study_id", batches[k].study.value}, {"trial_ids", ids}}, 201);
+    for (const auto& t : outcome.trials) ids.push_back(t.value);
+    nlohmann::json reply{{"study_id", batches[k].study.value}, {"trial_ids", ids}};
+    // A retry of results stored already: answered with their trials, stored once. 201 when
+    // anything new was stored.
+    if (outcome.already_stored > 0) reply["already_stored"] = outcome.already_stored;
+    const bool stored_any = outcome.already_stored < outcome.trials.size();
+    if (stored_any) {
+      for (const auto& m : batches[k].results) metrics_->record_result(m.status);
+    }
+    out[positions[k]] = Response::json(reply, stored_any ? 201 : 200);
   }
   return out;
 }

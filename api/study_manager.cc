@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <set>
@@ -17,6 +18,27 @@
 namespace tunebase::api {
 
 namespace {
+
+// The same result as one stored: a client's retry of a measurement it sent before.
+bool same_result(const Measurement& a, const Measurement& b) {
+  const auto same_number = [](double x, double y) {
+    return x == y || (std::isnan(x) && std::isnan(y));
+  };
+  if (a.status != b.status || !same_number(a.objective, b.objective) ||
+      a.raw.size() != b.raw.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < a.raw.size(); ++i) {
+    if (!same_number(a.raw[i], b.raw[i])) return false;
+  }
+  return a.ok() || a.message == b.message;
+}
+
+// "value 3.5", "failed: out of memory": a result in a conflict's message.
+std::string result_text(const Measurement& m) {
+  if (m.ok()) return "value " + db::format_number(m.objective);
+  return std::string(to_string(m.status)) + (m.message.empty() ? "" : ": " + m.message);
+}
 
 using Clock = std::chrono::system_clock;
 
@@ -562,15 +584,26 @@ std::vector<StudyManager::MeasurementOutcome> StudyManager::add_measurements_all
     std::unordered_map<std::string, std::size_t> in_this_call;
     std::vector<db::NewTrial> combined;
     std::vector<std::size_t> accepted;
+    // Per batch, per measurement: the trial that holds this very result already (a retry).
+    std::vector<std::vector<std::optional<db::TrialId>>> stored(batches.size());
     for (auto b : valid) {
       try {
+        stored[b].assign(trials[b].size(), std::nullopt);
         for (std::size_t i = 0; i < trials[b].size(); ++i) {
           const auto& t = trials[b][i];
           const std::string field = "measurements[" + std::to_string(i) + "].config";
           if (auto it = entry->finished.find(t.config_key); it != entry->finished.end()) {
+            const auto held = store_.get_trial(db::TrialId{it->second});
+            if (same_result(held.result, t.result)) {
+              stored[b][i] = held.id;
+              continue;
+            }
             throw Conflict("configuration " + t.config.dump() + " (" + field +
-                           ") already has a result in study " + std::to_string(study_id) +
-                           " (trial " + std::to_string(it->second) + ")");
+                           ") already has another result in study " + std::to_string(study_id) +
+                           " (trial " + std::to_string(it->second) + ": " +
+                           result_text(held.result) + "; this one: " + result_text(t.result) +
+                           "); a configuration is measured once per study (sending the same "
+                           "result again is answered with its trial)");
           }
           if (in_this_call.count(t.config_key)) {
             throw Conflict("configuration " + t.config.dump() + " (" + field +
@@ -590,26 +623,35 @@ std::vector<StudyManager::MeasurementOutcome> StudyManager::add_measurements_all
         out[b].error = std::current_exception();
         continue;
       }
-      for (const auto& t : trials[b]) in_this_call.emplace(t.config_key, b);
-      combined.insert(combined.end(), trials[b].begin(), trials[b].end());
+      for (std::size_t i = 0; i < trials[b].size(); ++i) {
+        if (stored[b][i]) continue;
+        in_this_call.emplace(trials[b][i].config_key, b);
+        combined.push_back(trials[b][i]);
+      }
       accepted.push_back(b);
     }
-    if (combined.empty()) continue;
     std::vector<db::TrialId> ids;
     try {
-      ids = store_.add_trials(db::StudyId{study_id}, combined);
+      if (!combined.empty()) ids = store_.add_trials(db::StudyId{study_id}, combined);
     } catch (...) {
       for (auto b : accepted) out[b].error = std::current_exception();
       continue;
     }
     std::size_t next = 0;
     for (auto b : accepted) {
-      for (std::size_t i = 0; i < trials[b].size(); ++i, ++next) {
+      for (std::size_t i = 0; i < trials[b].size(); ++i) {
+        if (stored[b][i]) {
+          out[b].trials.push_back(*stored[b][i]);
+          ++out[b].already_stored;
+          continue;
+        }
         out[b].trials.push_back(ids[next]);
         entry->finished[trials[b][i].config_key] = ids[next].value;
         entry->inbox.push_back({std::move(parsed[b][i]), trials[b][i].result});
+        ++next;
       }
     }
+    if (combined.empty()) continue;
     complete_if_spent(db::StudyId{study_id});
   }
   return out;

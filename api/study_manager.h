@@ -102,13 +102,16 @@ class StudyManager {
     std::string client_id;
   };
   struct MeasurementOutcome {
-    std::vector<db::TrialId> trials;
+    std::vector<db::TrialId> trials;  ///< one per measurement, in order
+    std::size_t already_stored = 0;   ///< of them, results the study held already
     std::exception_ptr error;
   };
   /// Adds measurement batches, those of one study in one transaction (group commit).
   /// Configurations are checked against the study's space (FieldError
-  /// "measurements[i].config"); one that already has a result or is leased in the study (or
-  /// comes earlier in this call) fails its batch with Conflict. Other batches are unaffected.
+  /// "measurements[i].config"); one that already has another result or is leased in the study
+  /// (or comes earlier in this call) fails its batch with Conflict. The very result the study
+  /// holds already (a client's retry) is not stored again: its trial is answered. Other
+  /// batches are unaffected.
   std::vector<MeasurementOutcome> add_measurements_all(
       const std::vector<MeasurementBatch>& batches);
   /// One batch; throws its error.

@@ -285,7 +285,7 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
        "accepted once"},
       {"measured configuration again", "POST", study + "/measurements",
        measurement(server_->store().get_trial(db::TrialId{done_trial_}).config), true, 409, "",
-       "already has a result"},
+       "already has another result"},
       {"leased configuration", "POST", study + "/measurements",
        measurement(server_->store().get_trial(db::TrialId{trial_}).config), true, 409, "",
        "leased to client"},

@@ -818,6 +818,29 @@ TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
   const auto added = c.post(base + "/measurements", {{"measurements", list}}, server.token);
   ASSERT_EQ(added.status, 201) << added.body;
   EXPECT_EQ(added.json()["trial_ids"].size(), 4u);
+  // A client's retry (its connection dropped before the answer): the same results are
+  // answered with their trials and stored once; a failure's retry too.
+  const auto retried = c.post(base + "/measurements", {{"measurements", list}}, server.token);
+  EXPECT_EQ(retried.status, 200) << retried.body;
+  EXPECT_EQ(retried.json()["trial_ids"], added.json()["trial_ids"]);
+  EXPECT_EQ(retried.json()["already_stored"], 4);
+  EXPECT_EQ(server.store().trials(db::StudyId{study}).size(), 4u);
+  // Another value for a measured configuration is a conflict, saying both.
+  auto other = list[0];
+  other["value"] = other["value"].get<double>() * 2.0;
+  const auto conflict = c.post(base + "/measurements", {{"measurements", {other}}}, server.token);
+  EXPECT_EQ(conflict.status, 409) << conflict.body;
+  EXPECT_THAT(conflict.json()["error"]["message"].get<std::string>(),
+              HasSubstr("already has another result"));
+  // A retry with something new: the new one is stored, 201.
+  auto mixed = list;
+  mixed.push_back({{"config", {{"bx", 8}, {"by", 4}, {"unroll", 1}}}, {"value", 5.0}});
+  const auto more = c.post(base + "/measurements", {{"measurements", mixed}}, server.token);
+  EXPECT_EQ(more.status, 201) << more.body;
+  EXPECT_EQ(more.json()["already_stored"], 4);
+  EXPECT_EQ(more.json()["trial_ids"].size(), 5u);
+  EXPECT_EQ(server.store().trials(db::StudyId{study}).size(), 5u);
+  list = mixed;
   // A study of times (its unit says so) takes no negative one.
   const auto unit_study = c.post("/v1/studies",
                                  {{"kernel", "demo"},
@@ -834,12 +857,12 @@ TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
   EXPECT_THAT(negative.json()["error"]["message"].get<std::string>(),
               HasSubstr("a time cannot be negative"));
 
-  // The session knows them: 6 more suggestions fill the budget of 10, none repeats them.
+  // The session knows them: 5 more suggestions fill the budget of 10, none repeats them.
   std::set<std::string> external;
   for (const auto& m : list) external.insert(m["config"].dump());
   const auto reply =
       c.post(base + "/suggestions", {{"n", 10}, {"client_id", "w"}}, server.token).json();
-  EXPECT_EQ(reply["suggestions"].size(), 6u) << reply.dump();
+  EXPECT_EQ(reply["suggestions"].size(), 5u) << reply.dump();
   for (const auto& s : reply["suggestions"]) EXPECT_FALSE(external.count(s["config"].dump()));
 
   const auto predicted =
