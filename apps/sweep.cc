@@ -509,6 +509,20 @@ void note_leases_taken_back(std::size_t n) {
 SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOptions& options) {
   const auto& space = evaluator.space();
 
+  // An id where a name belongs: the study it names, when there is one, says how to resume it.
+  const auto& name = options.study_name;
+  if (!name.empty() && name.size() < 19 &&
+      std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    const db::StudyId id{std::stoll(name)};
+    for (const auto& s : store.list_studies()) {
+      if (s.id == id) {
+        throw InvalidInput(
+            "sweep --study takes a study's name, and resumes the study of that "
+            "name; study " +
+            name + " is named '" + s.name + "': give --study '" + s.name + "' to resume it");
+      }
+    }
+  }
   if (!options.study_name.empty()) db::check_study_name(options.study_name);
   if (!options.transfer && (!options.prior_files.empty() || !options.prior_machines.empty())) {
     throw InvalidInput(

@@ -14,6 +14,7 @@
 
 #include "apps/cli.h"
 #include "apps/evaluators.h"
+#include "apps/sweep.h"
 #include "core/error.h"
 #include "core/machine.h"
 #include "db/json_text.h"
@@ -320,7 +321,7 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
     if (!m.ok()) ++summary.failed;
     if (!options.quiet) {
       std::cerr << "trial " << trial_id << " " << suggestion["config"].dump() << " -> "
-                << (m.ok() ? std::to_string(m.objective)
+                << (m.ok() ? format_objective(m.objective, evaluator.objective_unit())
                            : std::string(to_string(m.status)) + " (" + m.message + ")")
                 << "\n";
     }

@@ -481,7 +481,8 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
         where +
         ": \"time\" must be a number (milliseconds) or a string naming the "
         "failure (e.g. \"RuntimeFailedConfig\"), got " +
-        (time->is_null() ? std::string("null (NaN and Infinity read as null)") : describe(*time)));
+        (time->is_null() ? std::string("null (NaN and Infinity read as null)") : describe(*time)) +
+        "; nothing of the file is read: mend or remove that entry");
   }
   for (auto it = entry.begin(); it != entry.end(); ++it) {
     if (!reserved.count(it.key())) obs.result.metrics[it.key()] = it.value();

@@ -606,6 +606,12 @@ TEST_F(Cli, AResumedStudyKeepsItsSeedAndItsChoiceOfPriors) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.out.find("priors:"), std::string::npos) << r.out;
+  // A study's id where its name belongs says which name resumes it.
+  r = sweep("1", "echo {x}; true", 5, "");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("study 1 is named 'other': give --study 'other' to resume it"),
+            std::string::npos)
+      << r.err;
   db::Store store(db());
   EXPECT_EQ(store.find_study("own")->settings["seed"], 5);
   EXPECT_EQ(store.find_study("own")->settings["transfer"], false);
