@@ -8,6 +8,7 @@
 #include "api/json_reader.h"
 #include "api/priors.h"
 #include "api/records_json.h"
+#include "core/json.h"
 #include "core/measurements.h"
 #include "db/json_text.h"
 #include "db/study_export.h"
@@ -332,7 +333,10 @@ void Service::add_routes() {
            {"description",
             "tunebase space: {\"parameters\": [{\"name\", \"type\": integer|ordinal|"
             "categorical|real, \"values\" | \"low\"/\"high\"/\"step\", \"log\", \"default\"}], "
-            "\"constraints\": [\"expr\", ...]}; optional when the kernel is known"}}},
+            "\"constraints\": [\"expr\", ...]}, or Kernel Tuner's {\"tune_params\": {name: "
+            "[values]}, \"restrictions\": [...]} (its parameter order kept), or a T1 file's "
+            "{\"ConfigurationSpace\": ...} (docs/space-format.md); optional when the kernel "
+            "is known"}}},
          {"machine", kString},
          {"task", kAnyObject},
          {"task_features", kAnyObject},
@@ -797,7 +801,14 @@ Response Service::create_study(Request& request) {
   // The space: given, or the latest version of a known kernel.
   std::optional<SearchSpace> space;
   if (space_json) {
-    space = in_field("space", [&] { return SearchSpace::from_json(*space_json); });
+    space = in_field("space", [&] {
+      // Kernel Tuner's tune_params keep their order (the body parsed again, ordered).
+      if (space_json->contains("tune_params") || space_json->contains("ConfigurationSpace")) {
+        return SearchSpace::from_document(
+            parse_json_text<nlohmann::ordered_json>(request.body, "the request body")["space"]);
+      }
+      return SearchSpace::from_json(*space_json);
+    });
   } else if (auto known = store_.find_kernel(kernel_name)) {
     space = SearchSpace::from_json(known->space);
   } else {

@@ -698,7 +698,8 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
   if (!j.is_object() || !j.contains("parameters") || !j["parameters"].is_array()) {
     throw InvalidInput(
         "a space is a JSON object with \"parameters\": [...] and optional \"constraints\": "
-        "[...] (see docs/space-format.md)");
+        "[...], or Kernel Tuner's \"tune_params\": {...} with optional \"restrictions\", or a "
+        "T1 file's \"ConfigurationSpace\" (see docs/space-format.md)");
   }
   // A misspelt key ("restrictions", Kernel Tuner's word) would drop every constraint silently.
   for (const auto& [key, value] : j.items()) {
@@ -878,6 +879,25 @@ SearchSpace SearchSpace::from_kernel_tuner(const nlohmann::json& tune_params,
   return SearchSpace(std::move(params), restrictions);
 }
 
+SearchSpace SearchSpace::from_document(const nlohmann::ordered_json& ordered) {
+  const auto j = nlohmann::json::parse(ordered.dump());
+  if (j.is_object() && j.contains("ConfigurationSpace")) return from_t1(j);
+  if (j.is_object() && j.contains("tune_params")) {
+    if (!ordered["tune_params"].is_object()) {
+      throw InvalidInput("tune_params must be an object of parameter name -> list of values");
+    }
+    std::vector<std::string> order;
+    for (const auto& [name, values] : ordered["tune_params"].items()) order.push_back(name);
+    std::vector<std::string> restrictions;
+    for (const auto& r : j.value("restrictions", nlohmann::json::array())) {
+      if (!r.is_string()) throw InvalidInput("each restriction must be a string");
+      restrictions.push_back(r.get<std::string>());
+    }
+    return from_kernel_tuner(j["tune_params"], restrictions, order);
+  }
+  return from_json(j);
+}
+
 SearchSpace SearchSpace::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open space file " + path);
@@ -885,23 +905,9 @@ SearchSpace SearchSpace::load(const std::string& path) {
   buffer << in.rdbuf();
   // ordered_json keeps the parameter order of Kernel Tuner's tune_params.
   const auto ordered = parse_json_text<nlohmann::ordered_json>(buffer.str(), path);
-  const nlohmann::json j = parse_json_text(buffer.str(), path);
   SearchSpace space;
   try {
-    if (j.contains("ConfigurationSpace")) {
-      space = from_t1(j);
-    } else if (j.contains("tune_params")) {
-      std::vector<std::string> order;
-      for (const auto& [name, values] : ordered["tune_params"].items()) order.push_back(name);
-      std::vector<std::string> restrictions;
-      for (const auto& r : j.value("restrictions", nlohmann::json::array())) {
-        if (!r.is_string()) throw InvalidInput("each restriction must be a string");
-        restrictions.push_back(r.get<std::string>());
-      }
-      space = from_kernel_tuner(j["tune_params"], restrictions, order);
-    } else {
-      space = from_json(j);
-    }
+    space = from_document(ordered);
   } catch (const ParseError& e) {
     throw ParseError(path + ": " + e.what(), e.position());
   } catch (const InvalidInput& e) {

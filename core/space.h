@@ -104,6 +104,10 @@ class SearchSpace {
   static SearchSpace from_kernel_tuner(const nlohmann::json& tune_params,
                                        const std::vector<std::string>& restrictions,
                                        const std::vector<std::string>& order = {});
+  /// A space in any of the formats above, detected from its keys ("ConfigurationSpace": T1,
+  /// "tune_params": Kernel Tuner, else ours). Ordered, so that Kernel Tuner's parameters keep
+  /// the order of tune_params.
+  static SearchSpace from_document(const nlohmann::ordered_json& j);
   /// Reads a file in any of the formats above, detected from its content.
   static SearchSpace load(const std::string& path);
 

@@ -801,6 +801,38 @@ TEST(ApiServer, StudiesLearnFromOtherMachinesUnlessToldNotTo) {
   EXPECT_EQ(bad.json()["error"]["field"], "prior_machines[0]") << bad.body;
 }
 
+TEST(ApiServer, AStudyTakesKernelTunerAndT1SpacesAsTheCliDoes) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  // Sent as text: Kernel Tuner's parameter order (not alphabetical) is kept.
+  const auto kt = c.request("POST", "/v1/studies", R"({"kernel": "kt", "machine": "m", "space": {
+      "tune_params": {"tile": [1, 2, 4], "block": [32, 64], "variant": ["a", "b"]},
+      "restrictions": ["tile * block <= 128"]}})",
+                            server.token);
+  ASSERT_EQ(kt.status, 201) << kt.body;
+  const auto space = kt.json()["kernel"]["space"];
+  ASSERT_EQ(space["parameters"].size(), 3u) << space.dump();
+  EXPECT_EQ(space["parameters"][0]["name"], "tile");
+  EXPECT_EQ(space["parameters"][1]["name"], "block");
+  EXPECT_EQ(space["constraints"][0], "tile * block <= 128");
+  const auto t1 = c.request("POST", "/v1/studies", R"({"kernel": "t1", "machine": "m", "space": {
+      "ConfigurationSpace": {"TuningParameters": [
+        {"Name": "bx", "Type": "int", "Values": "[16, 32, 64]", "Default": 16},
+        {"Name": "by", "Type": "int", "Values": [1, 2], "Default": 1}],
+       "Conditions": [{"Parameters": ["bx", "by"], "Expression": "bx * by <= 64"}]}}})",
+                            server.token);
+  ASSERT_EQ(t1.status, 201) << t1.body;
+  EXPECT_EQ(t1.json()["kernel"]["space"]["parameters"].size(), 2u);
+  // Neither: the error names all three formats.
+  const auto bad = c.request("POST", "/v1/studies",
+                             R"({"kernel": "x", "machine": "m", "space": {"params": []}})",
+                             server.token);
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.json()["error"]["message"].get<std::string>(),
+              HasSubstr("or Kernel Tuner's \"tune_params\""));
+}
+
 TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
   TestServer server;
   auto c = server.client();
