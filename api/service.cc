@@ -26,6 +26,9 @@ constexpr std::size_t kMaxPredictConfigs = 100000;
 constexpr std::size_t kMaxMeasurementsPerRequest = 100000;
 constexpr double kMaxCostSeconds = 1e9;
 constexpr std::size_t kMaxUnitBytes = 32;
+// A fingerprint says what a machine is (CPU model, GPUs, memory): a few hundred bytes. Every
+// listing of machines carries them all, so one may not grow to the size of a request body.
+constexpr std::size_t kMaxFingerprintBytes = 16 * 1024;
 constexpr auto kPredictedBestTtl = std::chrono::seconds(60);
 // Entries of each /v1/best cache at most (then it starts afresh): names are the client's.
 constexpr std::size_t kMaxCachedAnswers = 4096;
@@ -745,7 +748,16 @@ Response Service::create_machine(Request& request) {
   const auto known = store_.find_machine(info.name);
   // Registering a known name again without a fingerprint keeps the one stored.
   if (known && !fingerprint) return Response::json(machine_json(*known));
-  if (fingerprint) info.fingerprint = *fingerprint;
+  if (fingerprint) {
+    if (const auto size = fingerprint->dump().size(); size > kMaxFingerprintBytes) {
+      throw FieldError("fingerprint", "\"fingerprint\" must be at most " +
+                                          std::to_string(kMaxFingerprintBytes) +
+                                          " bytes as JSON (what the machine is: CPU, GPUs, "
+                                          "memory), got " +
+                                          std::to_string(size));
+    }
+    info.fingerprint = *fingerprint;
+  }
   refresh_fingerprint_hash(info);
   return Response::json(machine_json(store_.upsert_machine(info)), known ? 200 : 201);
 }
@@ -1267,6 +1279,11 @@ Response Service::predict(Request& request) {
 Response Service::import_file(Request& request) {
   // The upload is parsed from memory: no name from the request reaches the filesystem.
   MeasuredDataset dataset;
+  if (request.content_type.starts_with("multipart/")) {
+    throw FieldError("body",
+                     "the file came as a multipart form (curl -F); send the file itself as the "
+                     "body: curl --data-binary @FILE -H 'Content-Type: application/octet-stream'");
+  }
   try {
     dataset = in_field("body", [&] {
       return parse_measurements(request.body, "the uploaded file", kMaxImportTextBytes);
@@ -1280,6 +1297,14 @@ Response Service::import_file(Request& request) {
   if (auto s = request.query_value("study_name")) options.study_name = *s;
   options.client_id = "import:" + request.token_name;
   const auto result = store_.import_dataset(dataset, options);
+  auto notes = dataset.notes;
+  if (result.other_kernel_versions > 0) {
+    // As the CLI says: those measurements and these will not learn from one another.
+    notes.push_back("kernel " + result.kernel_name + " was stored before with " +
+                    std::to_string(result.other_kernel_versions) +
+                    " other search space(s); measurements of different spaces are not priors "
+                    "for one another (give kernel= to file this one under another name)");
+  }
   return Response::json({{"machine_id", result.machine.value},
                          {"kernel_id", result.kernel.value},
                          {"kernel", result.kernel_name},
@@ -1290,7 +1315,7 @@ Response Service::import_file(Request& request) {
                          {"format", dataset.format},
                          {"other_kernel_versions", result.other_kernel_versions},
                          {"already_stored", result.already_stored},
-                         {"notes", dataset.notes}},
+                         {"notes", notes}},
                         result.imported_before() ? 200 : 201);
 }
 

@@ -254,6 +254,9 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
       // Names are one line of text.
       {"name with NUL", "POST", "/v1/machines", R"({"name": "m\u0000x"})", true, 400, "name",
        "control characters"},
+      {"oversize fingerprint", "POST", "/v1/machines",
+       R"({"name": "big", "fingerprint": {"x": ")" + std::string(20000, 'a') + R"("}})", true, 400,
+       "fingerprint", "must be at most 16384 bytes"},
       {"blank name", "POST", "/v1/machines", R"({"name": "   "})", true, 400, "name",
        "not only spaces"},
       {"digits-only study name", "POST", "/v1/studies", study_body({{"name", "123"}}), true, 400,

@@ -667,6 +667,12 @@ TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
                               kernel_tuner_cache("GPU A", 1.0), server.token);
   EXPECT_EQ(copy.status, 409) << copy.body;
   EXPECT_EQ(c.get("/v1/studies").json()["studies"].size(), 2u);
+  // A form upload (curl -F) is told how to send the file instead.
+  const auto form = c.request("POST", "/v1/import", "--boundary\r\n...", server.token,
+                              "multipart/form-data; boundary=boundary");
+  EXPECT_EQ(form.status, 400) << form.body;
+  EXPECT_THAT(form.json()["error"]["message"].get<std::string>(),
+              HasSubstr("send the file itself as the body: curl --data-binary @FILE"));
 
   const auto best = c.get("/v1/best?kernel=convolution&machine=gpu-a").json();
   EXPECT_EQ(best["source"], "measured");
