@@ -401,7 +401,8 @@ void Service::add_routes() {
     r.response_schema = object_schema(
         {{"study_id", kInteger},
          {"parameters",
-          array_of(object_schema({{"name", kString}, {"share", kNumber}}, {"name", "share"}))}},
+          array_of(object_schema({{"name", kString}, {"share", kNumber}}, {"name", "share"}))},
+         {"reason", {{"type", "string"}, {"description", "why parameters is empty"}}}},
         {"study_id", "parameters"});
   }
   {
@@ -949,7 +950,21 @@ Response Service::relevance(Request& request) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& r : studies_.relevance(id))
     list.push_back({{"name", r.name}, {"share", r.share}});
-  return Response::json({{"study_id", id.value}, {"parameters", std::move(list)}});
+  nlohmann::json reply{{"study_id", id.value}, {"parameters", list}};
+  if (list.empty()) {
+    // Why there is nothing to show: the strategy has no model, or too little to fit it to.
+    const auto study = reader().get_study(id);
+    if (study.strategy != "bo" && !learns_from_priors(study.strategy)) {
+      reply["reason"] = "strategy " + study.strategy + " carries no model of the objective";
+    } else {
+      reply["reason"] =
+          "the model's lengthscales say more than their priors once the study has about two "
+          "successful results per encoded input (one per numeric parameter, one per value of a "
+          "categorical one), or priors; it has " +
+          std::to_string(reader().trial_counts(id).ok) + " successful results";
+    }
+  }
+  return Response::json(reply);
 }
 
 Response Service::stop_study(Request& request) {

@@ -116,6 +116,7 @@ TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
   double shares = 0.0;
   for (const auto& p : parameters) shares += p["share"].get<double>();
   EXPECT_NEAR(shares, 1.0, 1e-9) << relevance.body;
+  EXPECT_FALSE(relevance.json().contains("reason")) << relevance.body;
 
   // The model of a finished study predicts; its prediction of a measured point is close.
   const auto& measured = trials[0];
@@ -879,6 +880,10 @@ TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
   EXPECT_EQ(more.json()["trial_ids"].size(), 5u);
   EXPECT_EQ(server.store().trials(db::StudyId{study}).size(), 5u);
   list = mixed;
+  // A strategy without a model has no parameter influence to show, and says why.
+  const auto relevance = c.get(base + "/relevance").json();
+  EXPECT_TRUE(relevance["parameters"].empty());
+  EXPECT_EQ(relevance["reason"], "strategy random carries no model of the objective");
   // A study of times (its unit says so) takes no negative one.
   const auto unit_study = c.post("/v1/studies",
                                  {{"kernel", "demo"},
