@@ -462,33 +462,41 @@ std::size_t release_leases_of_ended_sweeps(db::Store& store, db::StudyId study) 
 
 namespace {
 
-// A measurement already paid for (a solve may take minutes) is worth waiting for: while
-// another writer holds the database past SQLite's own wait, storing it is tried again, for up
-// to kStoreResultPatience; past that the error names the measurement, so it can be stored by
-// hand.
-void complete_trial_waiting(db::Store& store, db::TrialId trial, const Measurement& m) {
+// While another writer holds the database past SQLite's own wait (an sqlite3 shell, a long
+// import), a sweep's write is tried again, saying so once, for up to kStoreResultPatience:
+// giving up would end the sweep (and lose a measurement already paid for, which may have
+// taken minutes). Past that the error is thrown, with `on_give_up()` appended.
+template <class Write, class Text>
+auto write_waiting(const std::string& doing, Write write, Text on_give_up) {
   const auto give_up = std::chrono::steady_clock::now() + kStoreResultPatience;
   for (bool said = false;; said = true) {
     try {
-      store.complete_trial(trial, m);
-      return;
+      return write();
     } catch (const db::SqliteError& e) {
       if (!e.busy()) throw;
       if (std::chrono::steady_clock::now() >= give_up) {
-        throw StorageError(std::string(e.what()) + "; the result of trial " +
-                           std::to_string(trial.value) + " was not stored: " +
-                           (m.ok() ? "objective " + nlohmann::json(m.objective).dump()
-                                   : std::string(to_string(m.status)) + " (" + m.message + ")"));
+        throw StorageError(std::string(e.what()) + on_give_up());
       }
       if (!said) {
-        std::cerr << "\nnote: " << e.what() << "; trying again to store the result of trial "
-                  << trial.value << " for up to "
+        std::cerr << "\nnote: " << e.what() << "; trying again " << doing << " for up to "
                   << std::chrono::duration_cast<std::chrono::minutes>(kStoreResultPatience).count()
                   << " minutes\n";
       }
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
   }
+}
+
+// The error past the wait names the measurement, so that it can be stored by hand.
+void complete_trial_waiting(db::Store& store, db::TrialId trial, const Measurement& m) {
+  write_waiting(
+      "to store the result of trial " + std::to_string(trial.value),
+      [&] { store.complete_trial(trial, m); },
+      [&] {
+        return "; the result of trial " + std::to_string(trial.value) + " was not stored: " +
+               (m.ok() ? "objective " + nlohmann::json(m.objective).dump()
+                       : std::string(to_string(m.status)) + " (" + m.message + ")");
+      });
 }
 
 void note_busy_machine() {
@@ -644,7 +652,10 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   // A lease held by another client that ended meanwhile (expired, here or by a server) gives
   // its configuration back, or its result when the client reported one.
   const auto take_back_ended_leases = [&] {
-    store.expire_leases(std::chrono::system_clock::now());
+    write_waiting(
+        "to take back ended leases",
+        [&] { return store.expire_leases(std::chrono::system_clock::now()); },
+        [] { return std::string(); });
     for (auto it = held.begin(); it != held.end();) {
       const auto t = store.get_trial(db::TrialId{it->first});
       if (t.result.status == TrialStatus::pending) {
@@ -687,8 +698,13 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   auto evaluate_and_store = [&](const Configuration& config) {
     db::TrialId trial;
     try {
-      trial = store.add_pending_trial(study.id, space.config_to_json(config), space.key(config),
-                                      client_id, kSweepLeaseSeconds);
+      trial = write_waiting(
+          "to lease the next configuration",
+          [&] {
+            return store.add_pending_trial(study.id, space.config_to_json(config),
+                                           space.key(config), client_id, kSweepLeaseSeconds);
+          },
+          [] { return std::string(); });
     } catch (const Conflict& e) {
       // Taken by another process sharing the database (a server's worker): skip it.
       std::cerr << "\nnote: " << e.what() << "; skipped\n";

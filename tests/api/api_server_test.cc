@@ -832,9 +832,9 @@ TEST(ApiServer, AStudyTakesKernelTunerAndT1SpacesAsTheCliDoes) {
   ASSERT_EQ(t1.status, 201) << t1.body;
   EXPECT_EQ(t1.json()["kernel"]["space"]["parameters"].size(), 2u);
   // Neither: the error names all three formats.
-  const auto bad = c.request("POST", "/v1/studies",
-                             R"({"kernel": "x", "machine": "m", "space": {"params": []}})",
-                             server.token);
+  const auto bad =
+      c.request("POST", "/v1/studies",
+                R"({"kernel": "x", "machine": "m", "space": {"params": []}})", server.token);
   EXPECT_EQ(bad.status, 400);
   EXPECT_THAT(bad.json()["error"]["message"].get<std::string>(),
               HasSubstr("or Kernel Tuner's \"tune_params\""));
