@@ -592,7 +592,13 @@ void Service::add_routes() {
                 false,
                 "kernel name (default: the file's kernel_name; T4 files have none)",
                 {}},
-               {"study_name", "string", false, "name of the new study", {}}};
+               {"study_name", "string", false, "name of the new study", {}},
+               {"input",
+                "string",
+                false,
+                "the input the measurements are of, as JSON (e.g. {\"problem_size\": [4096, "
+                "4096]}); default: the file's problem_size (T4 files name none)",
+                {}}};
     r.request_content_type = "application/octet-stream";
     r.request_schema = {{"type", "string"}, {"format", "binary"}};
     r.success_status = 201;
@@ -613,6 +619,11 @@ void Service::add_routes() {
             "entries the study held already (the file extends an earlier import of this "
             "input: only its new entries were added, counted in trials; all of them, with "
             "trials 0 and status 200, when it was imported before)"}}},
+         {"input_added",
+          {{"type", "boolean"},
+           {"description",
+            "imported before under an unknown input (a T4 file's), the study is now of the "
+            "input this one names"}}},
          {"notes", array_of(kString)}});
   }
   {
@@ -1310,9 +1321,18 @@ Response Service::import_file(Request& request) {
   options.machine_name = checked_query_name(request, "machine").value_or("");
   options.kernel_name = checked_query_name(request, "kernel").value_or("");
   if (auto s = request.query_value("study_name")) options.study_name = *s;
+  if (auto input = request.query_value("input")) {
+    options.input = in_field("query.input", [&] { return parse_json_text(*input, "input"); });
+  }
   options.client_id = "import:" + request.token_name;
   const auto result = store_.import_dataset(dataset, options);
   auto notes = dataset.notes;
+  if (!options.input && dataset.task().empty() && !result.imported_before()) {
+    notes.push_back(
+        "the file names no input (problem size): its measurements are filed under "
+        "an unknown input; give input={\"problem_size\": [...]} to file them with "
+        "other measurements of that input");
+  }
   if (result.other_kernel_versions > 0) {
     // As the CLI says: those measurements and these will not learn from one another.
     notes.push_back("kernel " + result.kernel_name + " was stored before with " +
@@ -1330,6 +1350,7 @@ Response Service::import_file(Request& request) {
                          {"format", dataset.format},
                          {"other_kernel_versions", result.other_kernel_versions},
                          {"already_stored", result.already_stored},
+                         {"input_added", result.input_added},
                          {"notes", notes}},
                         result.imported_before() ? 200 : 201);
 }

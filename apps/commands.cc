@@ -838,7 +838,7 @@ void add_query_commands(CLI::App& app) {
   // --- import
   {
     struct Args {
-      std::string file, db = kDefaultDb, machine, kernel, study;
+      std::string file, db = kDefaultDb, machine, kernel, study, input;
     };
     auto args = std::make_shared<Args>();
     auto* cmd = app.add_subcommand(
@@ -849,6 +849,9 @@ void add_query_commands(CLI::App& app) {
     cmd->add_option("--machine", args->machine, "Machine name (default: the file's device)");
     cmd->add_option("--kernel", args->kernel,
                     "Kernel name (default: the file's kernel_name; T4 files have none)");
+    cmd->add_option("--input", args->input,
+                    "The input the measurements are of, as JSON, e.g. '{\"problem_size\": "
+                    "[4096, 4096]}' (default: the file's problem_size; T4 files name none)");
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->callback([args] {
       const auto dataset = read_measurements(args->file);
@@ -856,6 +859,7 @@ void add_query_commands(CLI::App& app) {
       db::ImportOptions options;
       options.machine_name = args->machine;
       options.kernel_name = args->kernel;
+      if (!args->input.empty()) options.input = parse_json_text(args->input, "--input");
       if (!args->study.empty()) {
         db::check_study_name(args->study);
         options.study_name = args->study;
@@ -872,8 +876,19 @@ void add_query_commands(CLI::App& app) {
       if (result.imported_before()) {
         std::cout << "nothing new: study " << result.study.value << " holds all "
                   << result.already_stored << " measurements of this file (" << result.kernel_name
-                  << " on " << result.machine_name << "), with the same results\n";
+                  << " on " << result.machine_name << "), with the same results"
+                  << (result.input_added ? "; its input, unknown before, is now task " +
+                                               std::to_string(result.task.value) + " " +
+                                               store.get_task(result.task).description.dump()
+                                         : std::string())
+                  << "\n";
         return;
+      }
+      if (!options.input && dataset.task().empty()) {
+        std::cerr << "note: " << args->file
+                  << " names no input (problem size): its measurements are filed under an "
+                     "unknown input; give --input '{\"problem_size\": [...]}' to file them with "
+                     "other measurements of that input\n";
       }
       if (result.already_stored > 0) {
         std::cout << "added " << result.trials << " new trials (" << result.failed << " failed) of "

@@ -1361,7 +1361,14 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
   }
   result.kernel = impl_->upsert_kernel(kernel_name, dataset.space).id;
   result.kernel_name = kernel_name;
-  result.task = impl_->upsert_task(kernel_name, dataset.task(), nlohmann::json::object()).id;
+  const auto input = options.input.value_or(dataset.task());
+  if (!input.is_object()) {
+    throw InvalidInput(
+        "the input of imported measurements is a JSON object (e.g. "
+        "{\"problem_size\": [4096, 4096]}), got " +
+        json_text(input));
+  }
+  result.task = impl_->upsert_task(kernel_name, input, nlohmann::json::object()).id;
 
   // What this machine's imports of the kernel hold already: the same measurements are not
   // stored twice under any study name, and a file that extends an import of this input (the
@@ -1382,8 +1389,25 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
       }
       result.study = earlier->id;
       result.already_stored = o.shared;
-      tx.commit();
-      return result;
+      // Imported first from a file that named no input (T4), now from one that does: the
+      // study learns its input. Otherwise nothing is stored (no task or kernel version that
+      // this file alone would have brought).
+      auto earlier_input = impl_->db.prepare("SELECT description FROM tasks WHERE id = ?1", what);
+      earlier_input.bind(1, earlier->task_id.value);
+      const bool input_unknown =
+          earlier_input.step() && nlohmann::json::parse(earlier_input.column_text(0)).empty();
+      if (input_unknown && !input.empty() && earlier->task_id != result.task) {
+        impl_->db.prepare("UPDATE studies SET task_id = ?1 WHERE id = ?2", what)
+            .bind(1, result.task.value)
+            .bind(2, id)
+            .run();
+        result.input_added = true;
+        tx.commit();
+        return result;
+      }
+      result.kernel = earlier->kernel_id;
+      result.task = earlier->task_id;
+      return result;  // rolled back
     }
     // Another input or another search space: a study of its own.
     if (earlier->task_id != result.task || earlier->kernel_id != result.kernel) continue;

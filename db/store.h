@@ -252,6 +252,9 @@ struct ImportOptions {
   std::string study_name;
   /// client_id recorded on every imported trial.
   std::string client_id = "import";
+  /// The input the measurements are of (a task description, e.g. {"problem_size": [4096,
+  /// 4096]}); default: the file's own (a Kernel Tuner cache's problem_size; T4 files name none).
+  std::optional<nlohmann::json> input;
 };
 
 struct ImportResult {
@@ -273,6 +276,9 @@ struct ImportResult {
   /// that study held already. `study` is that study, and `trials` counts only the new entries
   /// added to it (0 for a file imported before).
   std::size_t already_stored = 0;
+  /// The file was imported before under an input that was not known then (a T4 file's), and
+  /// this one names it: that study is now of this input.
+  bool input_added = false;
 
   /// The whole file was imported before: nothing was added.
   bool imported_before() const { return trials == 0 && already_stored > 0; }

@@ -103,6 +103,40 @@ TEST(Import, GeneratedCacheRoundTrips) {
   EXPECT_DOUBLE_EQ(top->result.objective, best);
 }
 
+TEST(Import, AFileWithoutItsInputLearnsItFromItsTwinAndLeavesNoTaskBehind) {
+  TempDir dir;
+  const auto path = dir.file("t.db");
+  Store store(path);
+  const auto twin = generated_dataset("Test GPU 1", 1);
+  ASSERT_FALSE(twin.task().empty());
+  auto t4 = twin;  // T4 files name no input
+  t4.problem_size = nullptr;
+  const auto first = store.import_dataset(t4);
+  EXPECT_TRUE(store.get_task(first.task).description.empty());
+  // The twin names the input: the same measurements, so nothing new, but the study is now of
+  // that input.
+  const auto second = store.import_dataset(twin);
+  EXPECT_EQ(second.study, first.study);
+  EXPECT_EQ(second.trials, 0u);
+  EXPECT_TRUE(second.input_added);
+  EXPECT_EQ(store.get_study(first.study).task_id, second.task);
+  EXPECT_EQ(store.get_task(second.task).description, twin.task());
+  // The T4 file again: nothing new, and nothing stored (no task of its own).
+  const auto before = testing::snapshot(path);
+  const auto tasks = store.list_tasks().size();
+  const auto third = store.import_dataset(t4);
+  EXPECT_EQ(third.study, first.study);
+  EXPECT_FALSE(third.input_added);
+  EXPECT_EQ(third.task, second.task);
+  EXPECT_EQ(store.list_tasks().size(), tasks);
+  EXPECT_EQ(testing::snapshot(path), before);
+  // A T4 file given its input is filed with it from the start.
+  ImportOptions with_input;
+  with_input.input = nlohmann::json{{"problem_size", {1, 2}}};
+  const auto given = store.import_dataset(generated_dataset("Test GPU 2", 2), with_input);
+  EXPECT_EQ(store.get_task(given.task).description, *with_input.input);
+}
+
 TEST(Import, TheSameMeasurementsAreStoredOnceAndAReRunNeedsAName) {
   TempDir dir;
   const auto path = dir.file("t.db");
