@@ -414,6 +414,18 @@ void Service::add_routes() {
     r.response_schema = study_schema();
   }
   {
+    auto& r = route("DELETE", "/v1/studies/{id}", "deleteStudy",
+                    "Delete a study and its trials (a mistaken import, a test run): they leave "
+                    "best answers and other studies' priors. An active study is refused (409): "
+                    "stop it first. Irreversible: back the database up first (tunebase backup)",
+                    Access::write, bind(&Service::delete_study));
+    r.runs = Runs::writer;
+    r.changes_measurements = true;  // best answers and predictions change
+    r.response_schema =
+        object_schema({{"deleted", kInteger}, {"name", kString}, {"trials", kInteger}},
+                      {"deleted", "name", "trials"});
+  }
+  {
     auto& r = route("POST", "/v1/studies/{id}/suggestions", "suggest",
                     "Lease n configurations to a client as pending trials", Access::write,
                     bind(&Service::suggest));
@@ -986,6 +998,12 @@ Response Service::stop_study(Request& request) {
   }
   const auto stopped = studies_.stop(id);
   return Response::json(study_json(reader(), stopped, false));
+}
+
+Response Service::delete_study(Request& request) {
+  const db::StudyId id{request.id_param("id")};
+  const auto [record, trials] = studies_.remove(id);
+  return Response::json({{"deleted", id.value}, {"name", record.name}, {"trials", trials}});
 }
 
 Response Service::suggest(Request& request) {

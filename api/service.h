@@ -78,6 +78,7 @@ class Service {
   Response suggest(Request& request);
   Response release_trial(Request& request);
   Response stop_study(Request& request);
+  Response delete_study(Request& request);
   Response relevance(Request& request);
   std::vector<Response> report_results(std::vector<Request*>& requests);
   std::vector<Response> add_measurements(std::vector<Request*>& requests);

@@ -666,6 +666,14 @@ std::vector<db::TrialId> StudyManager::add_measurements(db::StudyId study,
   return outcome.trials;
 }
 
+std::pair<db::StudyRecord, std::size_t> StudyManager::remove(db::StudyId study) {
+  const auto record = store_.get_study(study);
+  const auto trials = store_.delete_study(study);
+  std::lock_guard lock(mutex_);
+  studies_.erase(study.value);
+  return {record, trials};
+}
+
 db::StudyRecord StudyManager::stop(db::StudyId study) {
   auto entry = load(study);
   std::lock_guard session_lock(entry->session_mutex);

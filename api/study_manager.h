@@ -93,6 +93,9 @@ class StudyManager {
   /// its live leases are still taken. A stopped study stays stopped; Conflict for a completed
   /// one.
   db::StudyRecord stop(db::StudyId study);
+  /// Deletes a study that is not active, with its trials (Store::delete_study), and forgets its
+  /// session. Returns the deleted record and the number of trials.
+  std::pair<db::StudyRecord, std::size_t> remove(db::StudyId study);
 
   /// Results measured outside the service for one study: all of a batch or none.
   struct MeasurementBatch {

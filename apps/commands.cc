@@ -739,6 +739,33 @@ void add_query_commands(CLI::App& app) {
                 << (was_active ? "stopped" : "was already stopped") << "\n";
     });
   }
+  // --- delete
+  {
+    struct Args {
+      std::string study, db = kDefaultDb;
+    };
+    auto args = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand(
+        "delete",
+        "Delete a study and its trials (a mistaken import, a test run), as DELETE "
+        "/v1/studies/{id}; an active study must be stopped first. Irreversible: tunebase "
+        "backup first");
+    cmd->add_option("--study", args->study, "Study name or id")->required();
+    cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
+    cmd->callback([args] {
+      if (!std::filesystem::exists(args->db)) {
+        throw NotFound("database " + args->db + " does not exist, so it holds no study '" +
+                       args->study + "' to delete (check --db)");
+      }
+      (void)db::Store(args->db, {.read_only = true});
+      db::Store store(args->db);
+      const auto study = resolve_study(store, args->study);
+      const auto trials = store.delete_study(study.id);
+      std::cout << "deleted study " << study.name << " (id " << study.id.value << ", "
+                << study.kernel_name << " on " << study.machine_name << ") and its " << trials
+                << " trials\n";
+    });
+  }
   // --- machines
   {
     auto db_path = std::make_shared<std::string>(kDefaultDb);

@@ -824,6 +824,27 @@ void Store::set_study_status(StudyId id, StudyStatus status) {
   }
 }
 
+std::size_t Store::delete_study(StudyId id) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "deleting study " + std::to_string(id.value);
+  impl_->require_writable(what);
+  Transaction tx(impl_->db, what);
+  impl_->require_study(id);
+  const auto study = impl_->get_study(id);
+  if (study.status == StudyStatus::active) {
+    throw Conflict("study " + std::to_string(id.value) + " \"" + study.name +
+                   "\" is active (a sweep or workers may be tuning it): stop it first "
+                   "(tunebase stop --study " +
+                   std::to_string(id.value) + ", or POST /v1/studies/" + std::to_string(id.value) +
+                   "/stop), then delete it");
+  }
+  impl_->db.prepare("DELETE FROM trials WHERE study_id = ?1", what).bind(1, id.value).run();
+  const auto trials = static_cast<std::size_t>(impl_->db.changes());
+  impl_->db.prepare("DELETE FROM studies WHERE id = ?1", what).bind(1, id.value).run();
+  tx.commit();
+  return trials;
+}
+
 void Store::set_study_budget(StudyId id, std::optional<std::int64_t> budget) {
   std::lock_guard lock(impl_->mutex);
   const std::string what = "setting the budget of study " + std::to_string(id.value);

@@ -362,6 +362,10 @@ class Store {
   /// Every study, or those of one kernel name; in id order.
   std::vector<StudyRecord> list_studies(std::string_view kernel_name = {}) const;
   void set_study_status(StudyId id, StudyStatus status);
+  /// Deletes a study and every trial of it (a mistaken import, a test run): gone from best
+  /// answers and from other studies' priors. An active study is refused (a sweep or workers
+  /// may be tuning it): stop it first. Returns the number of trials deleted.
+  std::size_t delete_study(StudyId id);
   /// Sets the number of evaluations the study allows (none: unlimited). InvalidInput when
   /// negative or above kMaxStudyBudget; NotFound for an unknown study.
   void set_study_budget(StudyId id, std::optional<std::int64_t> budget);

@@ -880,6 +880,19 @@ TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
   EXPECT_EQ(more.json()["trial_ids"].size(), 5u);
   EXPECT_EQ(server.store().trials(db::StudyId{study}).size(), 5u);
   list = mixed;
+  // Deleted (a mistaken import): refused while active, then gone with its trials.
+  {
+    const auto doomed =
+        "/v1/studies/" + std::to_string(create_demo_study(c, server.token, "random", 10));
+    const auto active = c.request("DELETE", doomed, "", server.token);
+    EXPECT_EQ(active.status, 409) << active.body;
+    ASSERT_EQ(c.post(doomed + "/stop", nlohmann::json::object(), server.token).status, 200);
+    const auto deleted = c.request("DELETE", doomed, "", server.token);
+    ASSERT_EQ(deleted.status, 200) << deleted.body;
+    EXPECT_EQ(c.get(doomed).status, 404);
+    EXPECT_EQ(c.request("DELETE", doomed, "", server.token).status, 404);
+    EXPECT_EQ(c.get(base).status, 200);
+  }
   // A strategy without a model has no parameter influence to show, and says why.
   const auto relevance = c.get(base + "/relevance").json();
   EXPECT_TRUE(relevance["parameters"].empty());

@@ -629,6 +629,27 @@ TEST_F(StoreTest, ExportJsonAndCsv) {
   EXPECT_THROW(export_study(store_, StudyId{42}, ExportFormat::csv), NotFound);
 }
 
+TEST_F(StoreTest, DeletingAStudyTakesItsTrialsAndRefusesAnActiveOne) {
+  const auto keep = testing::make_study(store_, "keep");
+  const auto gone = testing::make_study(store_, "gone", "m2");
+  for (const auto& s : {keep, gone}) {
+    store_.add_trial(s.id, testing::config_json(16, "row"), "16,row", Measurement::success(1.0));
+  }
+  try {
+    store_.delete_study(gone.id);
+    FAIL() << "deleted an active study";
+  } catch (const Conflict& e) {
+    EXPECT_THAT(e.what(), HasSubstr("is active (a sweep or workers may be tuning it): stop it"));
+  }
+  EXPECT_EQ(store_.trials(gone.id).size(), 1u);
+  store_.set_study_status(gone.id, StudyStatus::stopped);
+  EXPECT_EQ(store_.delete_study(gone.id), 1u);
+  EXPECT_FALSE(store_.find_study("gone").has_value());
+  EXPECT_THROW(store_.delete_study(gone.id), NotFound);
+  EXPECT_EQ(store_.trials(keep.id).size(), 1u);
+  EXPECT_EQ(store_.list_studies().size(), 1u);
+}
+
 TEST(Backup, CopiesWhatIsStillInTheWalWhileAWriterHoldsTheFile) {
   tunebase::testing::TempDir dir;
   const auto path = dir.file("live.db");
