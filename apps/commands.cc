@@ -120,6 +120,19 @@ std::optional<double> relative_spread(std::vector<double> raw) {
 // time depends on more than its configuration.
 constexpr double kNoisySpread = 0.10;
 
+// The database holding a study that a command changes (stop, delete): it must exist (such a
+// command never creates one), and is opened read-only first, so that a file that is not a
+// tunebase database is refused before anything would write to it.
+db::Store database_of_study(const std::string& path, const std::string& study,
+                            const std::string& verb) {
+  if (!std::filesystem::exists(path)) {
+    throw NotFound("database " + path + " does not exist, so it holds no study '" + study +
+                   "' to " + verb + " (check --db)");
+  }
+  (void)db::Store(path, {.read_only = true});
+  return db::Store(path);
+}
+
 void print_sweep_summary(const SweepSummary& s) {
   std::cout << "study:      " << s.study_name << " (id " << s.study.value << ", strategy "
             << s.strategy << ")\n";
@@ -722,13 +735,7 @@ void add_query_commands(CLI::App& app) {
     cmd->add_option("--study", args->study, "Study name or id")->required();
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->callback([args] {
-      // A study to stop is in a database that exists: never create one.
-      if (!std::filesystem::exists(args->db)) {
-        throw NotFound("database " + args->db + " does not exist, so it holds no study '" +
-                       args->study + "' to stop (check --db)");
-      }
-      (void)db::Store(args->db, {.read_only = true});
-      db::Store store(args->db);
+      auto store = database_of_study(args->db, args->study, "stop");
       const auto study = resolve_study(store, args->study);
       // Through the manager, as the server does: a server on the same file reads the new
       // status before its next suggestion.
@@ -753,12 +760,7 @@ void add_query_commands(CLI::App& app) {
     cmd->add_option("--study", args->study, "Study name or id")->required();
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->callback([args] {
-      if (!std::filesystem::exists(args->db)) {
-        throw NotFound("database " + args->db + " does not exist, so it holds no study '" +
-                       args->study + "' to delete (check --db)");
-      }
-      (void)db::Store(args->db, {.read_only = true});
-      db::Store store(args->db);
+      auto store = database_of_study(args->db, args->study, "delete");
       const auto study = resolve_study(store, args->study);
       const auto trials = store.delete_study(study.id);
       std::cout << "deleted study " << study.name << " (id " << study.id.value << ", "
