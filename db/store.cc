@@ -1422,6 +1422,17 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
             .bind(1, result.task.value)
             .bind(2, id)
             .run();
+        // A kernel version (space) of this file alone is not kept: the study keeps its own.
+        if (result.kernel != earlier->kernel_id) {
+          impl_->db
+              .prepare(
+                  "DELETE FROM kernels WHERE id = ?1 AND NOT EXISTS "
+                  "(SELECT 1 FROM studies WHERE kernel_id = ?1)",
+                  what)
+              .bind(1, result.kernel.value)
+              .run();
+          result.kernel = earlier->kernel_id;
+        }
         result.input_added = true;
         tx.commit();
         return result;
