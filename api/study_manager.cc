@@ -669,8 +669,10 @@ std::vector<db::TrialId> StudyManager::add_measurements(db::StudyId study,
 std::pair<db::StudyRecord, std::size_t> StudyManager::remove(db::StudyId study) {
   const auto record = store_.get_study(study);
   const auto trials = store_.delete_study(study);
+  // Every loaded study is read again from the Store when next used: its sessions' priors may
+  // hold the deleted trials (as a restart would).
   std::lock_guard lock(mutex_);
-  studies_.erase(study.value);
+  studies_.clear();
   return {record, trials};
 }
 

@@ -1,5 +1,6 @@
 #include "db/schema.h"
 
+#include <algorithm>
 #include <string>
 
 namespace tunebase::db {
@@ -121,6 +122,71 @@ constexpr std::string_view kSchemaV3 = R"sql(
 CREATE INDEX trials_by_study_key ON trials (study_id, config_key);
 )sql";
 
+// Version 4: study and trial ids are never used again once their study is deleted
+// (AUTOINCREMENT): a client holding an old id (a worker's lease, a build script's study) must
+// not reach another study's data. SQLite cannot add AUTOINCREMENT to a table, so both are
+// built anew and filled from the old ones. Trials are built referencing the new studies
+// table, so that no foreign key points to a dropped table at any moment; renaming studies_new
+// rewrites that reference.
+constexpr std::string_view kSchemaV4 = R"sql(
+CREATE TABLE studies_new (
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  name       TEXT NOT NULL UNIQUE,
+  kernel_id  INTEGER NOT NULL REFERENCES kernels (id),
+  machine_id INTEGER NOT NULL REFERENCES machines (id),
+  task_id    INTEGER NOT NULL REFERENCES tasks (id),
+  objective  TEXT NOT NULL,
+  direction  TEXT NOT NULL CHECK (direction IN ('minimize', 'maximize')),
+  strategy   TEXT NOT NULL,
+  budget     INTEGER,
+  settings   TEXT NOT NULL,
+  status     TEXT NOT NULL CHECK (status IN ('active', 'completed', 'stopped')),
+  created_at TEXT NOT NULL
+);
+INSERT INTO studies_new (id, name, kernel_id, machine_id, task_id, objective, direction,
+                         strategy, budget, settings, status, created_at)
+  SELECT id, name, kernel_id, machine_id, task_id, objective, direction, strategy, budget,
+         settings, status, created_at FROM studies;
+
+CREATE TABLE trials_new (
+  id               INTEGER PRIMARY KEY AUTOINCREMENT,
+  study_id         INTEGER NOT NULL REFERENCES studies_new (id),
+  config           TEXT NOT NULL,
+  config_key       TEXT NOT NULL,
+  status           TEXT NOT NULL
+                   CHECK (status IN ('pending', 'ok', 'failed', 'timeout', 'invalid')),
+  objective        REAL CHECK (status <> 'ok' OR objective IS NOT NULL),
+  raw              TEXT NOT NULL DEFAULT '[]',
+  cost_seconds     REAL NOT NULL DEFAULT 0,
+  message          TEXT NOT NULL DEFAULT '',
+  metrics          TEXT NOT NULL DEFAULT '{}',
+  client_id        TEXT NOT NULL DEFAULT '',
+  lease_expires_at TEXT,
+  created_at       TEXT NOT NULL,
+  started_at       TEXT,
+  finished_at      TEXT
+);
+INSERT INTO trials_new (id, study_id, config, config_key, status, objective, raw, cost_seconds,
+                        message, metrics, client_id, lease_expires_at, created_at, started_at,
+                        finished_at)
+  SELECT id, study_id, config, config_key, status, objective, raw, cost_seconds, message,
+         metrics, client_id, lease_expires_at, created_at, started_at, finished_at FROM trials;
+
+DROP TABLE trials;
+DROP TABLE studies;
+ALTER TABLE studies_new RENAME TO studies;
+ALTER TABLE trials_new RENAME TO trials;
+
+CREATE INDEX studies_by_kernel_machine_task ON studies (kernel_id, machine_id, task_id);
+CREATE INDEX studies_by_machine ON studies (machine_id);
+CREATE INDEX studies_by_task ON studies (task_id);
+CREATE INDEX trials_by_study_status_objective ON trials (study_id, status, objective);
+CREATE INDEX trials_pending_by_lease ON trials (lease_expires_at) WHERE status = 'pending';
+CREATE UNIQUE INDEX trials_one_pending_per_key ON trials (study_id, config_key)
+  WHERE status = 'pending';
+CREATE INDEX trials_by_study_key ON trials (study_id, config_key);
+)sql";
+
 constexpr std::string_view kCreateVersionTable = R"sql(
 CREATE TABLE IF NOT EXISTS schema_version (
   version     INTEGER PRIMARY KEY,
@@ -163,6 +229,7 @@ const std::vector<Migration>& migrations() {
       {1, "machines, kernels, tasks, studies, trials, tokens", kSchemaV1},
       {2, "fitted models of priors", kSchemaV2},
       {3, "trials by study and configuration", kSchemaV3},
+      {4, "study and trial ids never reused (AUTOINCREMENT)", kSchemaV4, false},
   };
   return all;
 }
@@ -181,6 +248,12 @@ void migrate(Database& db) {
                       SQLITE_ERROR);
   }
   if (current == latest) return;
+  // A reader can use a database whose missing migrations change only how it is written.
+  const bool readable =
+      current > 0 && std::all_of(migrations().begin(), migrations().end(), [&](const Migration& m) {
+        return m.version <= current || !m.needed_for_reads;
+      });
+  if (db.read_only() && readable) return;
   if (db.read_only()) {
     throw SqliteError(
         "database " + db.path() + " has schema version " + std::to_string(current) +

@@ -14,6 +14,10 @@ struct Migration {
   int version;
   std::string_view description;
   std::string_view sql;
+  /// Whether reading needs it. One that changes only how the database is written (how new
+  /// ids are chosen) leaves a database readable by a read-only connection before it is
+  /// applied, which the next writer does.
+  bool needed_for_reads = true;
 };
 
 /// Every migration, in the order applied. Append new ones; never edit a released one.

@@ -838,6 +838,16 @@ std::size_t Store::delete_study(StudyId id) {
                    std::to_string(id.value) + ", or POST /v1/studies/" + std::to_string(id.value) +
                    "/stop), then delete it");
   }
+  // A stopped study's live leases may still report (a sweep mid-trial, a worker): their
+  // results would find no trial.
+  auto pending = impl_->db.prepare(
+      "SELECT count(*) FROM trials WHERE study_id = ?1 AND status = 'pending'", what);
+  pending.bind(1, id.value).step();
+  if (const auto live = pending.column_int64(0); live > 0) {
+    throw Conflict("study " + std::to_string(id.value) + " \"" + study.name + "\" has " +
+                   std::to_string(live) + (live == 1 ? " live lease" : " live leases") +
+                   " (a sweep or worker is measuring): delete it once they reported or ended");
+  }
   impl_->db.prepare("DELETE FROM trials WHERE study_id = ?1", what).bind(1, id.value).run();
   const auto trials = static_cast<std::size_t>(impl_->db.changes());
   impl_->db.prepare("DELETE FROM studies WHERE id = ?1", what).bind(1, id.value).run();

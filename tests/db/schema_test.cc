@@ -130,5 +130,86 @@ TEST(Schema, ReadOnlyOpenOfAnOldDatabaseAsksForAWritableOpen) {
   EXPECT_EQ(schema_version(db), latest_schema_version());
 }
 
+// A database of version 3 (ids chosen as max + 1), as the builds before version 4 wrote it.
+std::string version_3_database(TempDir& dir) {
+  const auto path = dir.file("v3.db");
+  Database db(path);
+  db.exec(
+      "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, description TEXT NOT NULL, "
+      "applied_at TEXT NOT NULL)",
+      "making a version-3 database");
+  for (const auto& m : migrations()) {
+    if (m.version > 3) break;
+    db.exec(m.sql, "making a version-3 database");
+    db.exec("INSERT INTO schema_version VALUES (" + std::to_string(m.version) + ", 'old', 'x')",
+            "making a version-3 database");
+  }
+  return path;
+}
+
+TEST(Schema, Version4KeepsEveryRowAndNeverReusesADeletedStudysIds) {
+  TempDir dir;
+  const auto path = version_3_database(dir);
+  {
+    // Readable as it is, and left at version 3 by a reader.
+    Store reader(path, StoreOptions{.read_only = true});
+    EXPECT_TRUE(reader.list_studies().empty());
+  }
+  {
+    Database db(path);
+    EXPECT_EQ(schema_version(db), 3);
+  }
+  Store store(path);
+  const auto kept = testing::make_study(store, "kept");
+  const auto gone = testing::make_study(store, "gone", "m2");
+  store.add_trial(kept.id, testing::config_json(16, "row"), "16,row", Measurement::success(1.0));
+  const auto last_trial = store.add_trial(gone.id, testing::config_json(16, "row"), "16,row",
+                                          Measurement::success(2.0));
+  store.set_study_status(gone.id, StudyStatus::stopped);
+  store.delete_study(gone.id);
+  const auto next = testing::make_study(store, "next", "m3");
+  EXPECT_GT(next.id.value, gone.id.value);
+  const auto next_trial = store.add_trial(next.id, testing::config_json(16, "row"), "16,row",
+                                          Measurement::success(3.0));
+  EXPECT_GT(next_trial.value, last_trial.value);
+  EXPECT_EQ(store.trials(kept.id).size(), 1u);
+  Database db(path);
+  EXPECT_EQ(schema_version(db), latest_schema_version());
+  EXPECT_EQ(count(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+}
+
+TEST(Schema, Version4MigratesTheRowsOfAVersion3Database) {
+  TempDir dir;
+  const auto path = version_3_database(dir);
+  {
+    Database db(path);
+    for (const char* sql :
+         {"INSERT INTO machines VALUES (1, 'm', '{}', 'h', 't')",
+          "INSERT INTO kernels VALUES (1, 'k', 'v', '{\"parameters\": []}', 't')",
+          "INSERT INTO tasks VALUES (1, 'k', '{}', '{}', 'h', 't')",
+          "INSERT INTO studies VALUES (7, 's', 1, 1, 1, 'time', 'minimize', 'bo', 10, '{}', "
+          "'completed', 't')",
+          "INSERT INTO trials (id, study_id, config, config_key, status, objective, created_at, "
+          "finished_at) VALUES (41, 7, '{}', '', 'ok', 2.5, 't', 't')"}) {
+      db.exec(sql, "filling a version-3 database");
+    }
+  }
+  { Store store(path); }
+  Database db(path);
+  EXPECT_EQ(count(db, "SELECT id FROM studies WHERE name = 's'"), 7);
+  EXPECT_EQ(count(db,
+                  "SELECT count(*) FROM trials WHERE id = 41 AND study_id = 7 AND "
+                  "objective = 2.5"),
+            1);
+  EXPECT_EQ(count(db, "SELECT seq FROM sqlite_sequence WHERE name = 'trials'"), 41);
+  EXPECT_EQ(count(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+  // The indexes are there again.
+  EXPECT_EQ(count(db,
+                  "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name IN "
+                  "('trials_one_pending_per_key', 'trials_by_study_key', "
+                  "'studies_by_kernel_machine_task')"),
+            3);
+}
+
 }  // namespace
 }  // namespace tunebase::db
