@@ -1340,11 +1340,18 @@ Response Service::import_file(Request& request) {
   options.kernel_name = checked_query_name(request, "kernel").value_or("");
   if (auto s = request.query_value("study_name")) options.study_name = *s;
   if (auto input = request.query_value("input")) {
-    options.input = in_field("query.input", [&] { return parse_json_text(*input, "input"); });
+    options.input = in_field(
+        "query.input", [&] { return parse_json_text(*input, "input", DuplicateKeys::refuse); });
   }
   options.client_id = "import:" + request.token_name;
   const auto result = store_.import_dataset(dataset, options);
   auto notes = dataset.notes;
+  if (!result.input_kept.empty()) {
+    notes.push_back("study " + std::to_string(result.study.value) +
+                    " holds these measurements as of input " + result.input_kept +
+                    "; it keeps that input (delete the study and import again to file them "
+                    "under another)");
+  }
   if (!options.input && dataset.task().empty() && !result.imported_before()) {
     notes.push_back(
         "the file names no input (problem size): its measurements are filed under "

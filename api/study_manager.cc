@@ -36,7 +36,17 @@ bool same_result(const Measurement& a, const Measurement& b) {
 
 // "value 3.5", "failed: out of memory": a result in a conflict's message.
 std::string result_text(const Measurement& m) {
-  if (m.ok()) return "value " + db::format_number(m.objective);
+  if (m.ok()) {
+    std::string text = "value " + db::format_number(m.objective);
+    if (!m.raw.empty()) {
+      text += ", raw [";
+      for (std::size_t i = 0; i < m.raw.size(); ++i) {
+        text += (i ? ", " : "") + db::format_number(m.raw[i]);
+      }
+      text += "]";
+    }
+    return text;
+  }
   return std::string(to_string(m.status)) + (m.message.empty() ? "" : ": " + m.message);
 }
 

@@ -888,7 +888,9 @@ void add_query_commands(CLI::App& app) {
       db::ImportOptions options;
       options.machine_name = args->machine;
       options.kernel_name = args->kernel;
-      if (!args->input.empty()) options.input = parse_json_text(args->input, "--input");
+      if (!args->input.empty()) {
+        options.input = parse_json_text(args->input, "--input", DuplicateKeys::refuse);
+      }
       if (!args->study.empty()) {
         db::check_study_name(args->study);
         options.study_name = args->study;
@@ -901,6 +903,11 @@ void add_query_commands(CLI::App& app) {
                   << result.other_kernel_versions
                   << " other search space(s); measurements of different spaces are not priors "
                      "for one another (give --kernel to file this one under another name)\n";
+      }
+      if (!result.input_kept.empty()) {
+        std::cerr << "note: study " << result.study.value << " holds these measurements as of "
+                  << "input " << result.input_kept << "; it keeps that input (delete the study "
+                  << "and import again to file them under another)\n";
       }
       if (result.imported_before()) {
         std::cout << "nothing new: study " << result.study.value << " holds all "

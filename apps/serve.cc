@@ -75,7 +75,7 @@ void add_serve_command(CLI::App& app) {
       // found now, it is refused before anyone relies on it. Reads every page once.
       if (const auto found = store->quick_check(); !found.empty()) {
         throw StorageError("it is corrupt (PRAGMA quick_check: " + found +
-                           "); restore it from a backup (`tunebase export` reads what it can)");
+                           "); restore it from a backup (tunebase backup writes one)");
       }
     } catch (const StorageError& e) {
       throw StorageError("cannot serve database " + args->db + ": " + e.what());

@@ -297,8 +297,11 @@ SweepOptions kept_by_study(const db::StudyRecord& study, SweepOptions options) {
   }
   const auto machines = stored.value("prior_machines", std::vector<std::string>{});
   if (!options.prior_machines.empty() && options.prior_machines != machines) {
-    std::cerr << name << "its priors from "
-              << (machines.empty() ? std::string("every machine") : nlohmann::json(machines).dump())
+    std::cerr << name
+              << (!options.transfer  ? std::string("to its own measurements (it was started with "
+                                                    "--no-transfer)")
+                  : machines.empty() ? std::string("its priors from every machine")
+                                     : "its priors from " + nlohmann::json(machines).dump())
               << "; --prior-machine applies to new studies\n";
   }
   options.prior_machines = machines;

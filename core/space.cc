@@ -881,6 +881,23 @@ SearchSpace SearchSpace::from_kernel_tuner(const nlohmann::json& tune_params,
 
 SearchSpace SearchSpace::from_document(const nlohmann::ordered_json& ordered) {
   const auto j = nlohmann::json::parse(ordered.dump());
+  // One format per space: keys of two would leave one's parameters or constraints unread.
+  if (j.is_object()) {
+    const std::vector<std::pair<const char*, std::vector<const char*>>> formats = {
+        {"ConfigurationSpace", {"tune_params", "restrictions", "parameters", "constraints"}},
+        {"tune_params", {"parameters", "constraints"}}};
+    for (const auto& [key, others] : formats) {
+      if (!j.contains(key)) continue;
+      for (const char* other : others) {
+        if (j.contains(other)) {
+          throw InvalidInput(std::string("a space has \"") + key + "\" and \"" + other +
+                             "\": give one format (tunebase's parameters and constraints, "
+                             "Kernel Tuner's tune_params and restrictions, or a T1 file's "
+                             "ConfigurationSpace; see docs/space-format.md)");
+        }
+      }
+    }
+  }
   if (j.is_object() && j.contains("ConfigurationSpace")) return from_t1(j);
   if (j.is_object() && j.contains("tune_params")) {
     if (!ordered["tune_params"].is_object()) {

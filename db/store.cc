@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -645,15 +646,35 @@ bool Store::read_only() const { return impl_->db.read_only(); }
 
 void Store::backup(const std::string& destination) {
   namespace fs = std::filesystem;
-  std::error_code error;
-  if (fs::exists(destination, error)) {
-    throw InvalidInput("backup destination " + destination +
-                       " exists; give a new file name (a backup never overwrites a file)");
+  if (destination.empty()) throw InvalidInput("give the backup's file name (a new file)");
+  // Never over a file, nor beside journal files that SQLite would replay over the copy.
+  for (const auto& file :
+       {destination, destination + "-wal", destination + "-shm", destination + "-journal"}) {
+    std::error_code error;
+    if (fs::symlink_status(file, error).type() != fs::file_type::not_found) {
+      throw InvalidInput("backup destination " + destination + ": " + file +
+                         " exists; give a new file name (a backup never overwrites a file, and "
+                         "SQLite would read a journal left beside it)");
+    }
   }
-  const auto partial = destination + ".partial";
-  fs::remove(partial, error);
+  if (const auto folder = fs::path(destination).parent_path();
+      !folder.empty() && !fs::is_directory(folder)) {
+    throw InvalidInput("backup destination " + destination + ": no folder " + folder.string());
+  }
+  std::lock_guard lock(impl_->mutex);
+  // A damaged file copied would look like a backup: said now, not when it is restored.
+  if (const auto found = impl_->db.quick_check(); !found.empty()) {
+    throw StorageError("database " + path() + " is corrupt (" + found +
+                       "): a backup of it would hold the damage; restore an earlier backup");
+  }
+  // Written under a name of its own in the same folder, then renamed: a copy cut short never
+  // has the destination's name.
+  const auto folder = fs::path(destination).parent_path();
+  const auto partial =
+      (folder / (".tunebase-backup-" + std::to_string(::getpid()) + ".partial")).string();
+  std::error_code error;
+  for (const auto& f : {partial, partial + "-wal", partial + "-shm"}) fs::remove(f, error);
   try {
-    std::lock_guard lock(impl_->mutex);
     impl_->db.backup_to(partial);
   } catch (...) {
     fs::remove(partial, error);
@@ -661,8 +682,9 @@ void Store::backup(const std::string& destination) {
   }
   fs::rename(partial, destination, error);
   if (error) {
+    const auto why = error.message();
     fs::remove(partial, error);
-    throw IoError("cannot move the backup to " + destination + ": " + error.message());
+    throw IoError("cannot move the backup to " + destination + ": " + why);
   }
 }
 
@@ -1446,6 +1468,11 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
         result.input_added = true;
         tx.commit();
         return result;
+      }
+      if (!input_unknown && earlier->task_id != result.task) {
+        auto kept = impl_->db.prepare("SELECT description FROM tasks WHERE id = ?1", what);
+        kept.bind(1, earlier->task_id.value).step();
+        result.input_kept = kept.column_text(0);
       }
       result.kernel = earlier->kernel_id;
       result.task = earlier->task_id;

@@ -279,6 +279,9 @@ struct ImportResult {
   /// The file was imported before under an input that was not known then (a T4 file's), and
   /// this one names it: that study is now of this input.
   bool input_added = false;
+  /// The file was imported before under another input than the one given or named now: which
+  /// (the study keeps its own). Empty otherwise.
+  std::string input_kept;
 
   /// The whole file was imported before: nothing was added.
   bool imported_before() const { return trials == 0 && already_stored > 0; }

@@ -831,6 +831,14 @@ TEST(ApiServer, AStudyTakesKernelTunerAndT1SpacesAsTheCliDoes) {
                             server.token);
   ASSERT_EQ(t1.status, 201) << t1.body;
   EXPECT_EQ(t1.json()["kernel"]["space"]["parameters"].size(), 2u);
+  // Two formats at once: one would be left unread.
+  const auto mixed =
+      c.request("POST", "/v1/studies",
+                R"({"kernel": "mx", "machine": "m", "space": {"tune_params": {"z": [1, 2]},
+          "constraints": ["z > 1"]}})",
+                server.token);
+  EXPECT_EQ(mixed.status, 400) << mixed.body;
+  EXPECT_THAT(mixed.body, HasSubstr("give one format"));
   // Neither: the error names all three formats.
   const auto bad =
       c.request("POST", "/v1/studies",

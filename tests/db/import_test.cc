@@ -130,6 +130,12 @@ TEST(Import, AFileWithoutItsInputLearnsItFromItsTwinAndLeavesNoTaskBehind) {
   EXPECT_EQ(third.task, second.task);
   EXPECT_EQ(store.list_tasks().size(), tasks);
   EXPECT_EQ(testing::snapshot(path), before);
+  // Given another input now, it is said which one the study keeps.
+  ImportOptions elsewhere;
+  elsewhere.input = nlohmann::json{{"problem_size", {9, 9}}};
+  const auto fourth = store.import_dataset(t4, elsewhere);
+  EXPECT_EQ(fourth.input_kept, twin.task().dump());
+  EXPECT_EQ(testing::snapshot(path), before);
   // A T4 file given its input is filed with it from the start.
   ImportOptions with_input;
   with_input.input = nlohmann::json{{"problem_size", {1, 2}}};

@@ -662,7 +662,9 @@ TEST(Backup, CopiesWhatIsStillInTheWalWhileAWriterHoldsTheFile) {
   ASSERT_GT(std::filesystem::file_size(path + "-wal"), 0u);
   Store reader(path, StoreOptions{.read_only = true});
   reader.backup(dir.file("copy.db"));
-  EXPECT_FALSE(std::filesystem::exists(dir.file("copy.db.partial")));
+  for (const auto& f : std::filesystem::directory_iterator(dir.file(""))) {
+    EXPECT_EQ(f.path().string().find(".partial"), std::string::npos) << f.path();
+  }
   EXPECT_EQ(testing::snapshot(dir.file("copy.db")), testing::snapshot(path));
   Store copy(dir.file("copy.db"), StoreOptions{.read_only = true});
   EXPECT_EQ(copy.trials(copy.find_study("live")->id).size(), 20u);
@@ -671,8 +673,15 @@ TEST(Backup, CopiesWhatIsStillInTheWalWhileAWriterHoldsTheFile) {
     reader.backup(dir.file("copy.db"));
     FAIL() << "overwrote a file";
   } catch (const InvalidInput& e) {
-    EXPECT_THAT(e.what(), HasSubstr("backup destination " + dir.file("copy.db") + " exists"));
+    EXPECT_THAT(e.what(), HasSubstr("backup destination " + dir.file("copy.db") + ": " +
+                                    dir.file("copy.db") + " exists"));
   }
+  // Nor beside a journal SQLite would replay over the copy.
+  testing::write_bytes(dir.file("other.db-wal"), "stale");
+  EXPECT_THROW(reader.backup(dir.file("other.db")), InvalidInput);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("other.db")));
+  EXPECT_THROW(reader.backup(""), InvalidInput);
+  EXPECT_THROW(reader.backup(dir.file("no/such/folder/b.db")), InvalidInput);
 }
 
 TEST_F(StoreTest, ExportNamesALeaseThatEndedApartFromATimeout) {
