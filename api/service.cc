@@ -416,8 +416,9 @@ void Service::add_routes() {
   {
     auto& r = route("DELETE", "/v1/studies/{id}", "deleteStudy",
                     "Delete a study and its trials (a mistaken import, a test run): they leave "
-                    "best answers and other studies' priors. An active study is refused (409): "
-                    "stop it first. Irreversible: back the database up first (tunebase backup)",
+                    "best answers and other studies' priors; its ids are never used again. An "
+                    "active study, or one with live leases, is refused (409): stop it, let its "
+                    "leases end. Irreversible: back the database up first (tunebase backup)",
                     Access::write, bind(&Service::delete_study));
     r.runs = Runs::writer;
     r.changes_measurements = true;  // best answers and predictions change
