@@ -145,8 +145,25 @@ std::shared_ptr<StudyManager::Entry> StudyManager::find_loaded(db::StudyId study
 // Loading under mutex_ orders it with report(): a result stored before the trials are read is
 // among them, one stored after finds the entry and is queued (both at once is harmless:
 // sessions ignore a result they already have).
+void StudyManager::forget_all_if_a_study_went() {
+  const auto version = store_.data_version();
+  if (ids_seen_at_ == version) return;
+  auto ids = store_.study_ids();
+  const bool went = std::any_of(study_ids_.begin(), study_ids_.end(), [&](db::StudyId id) {
+    return !std::binary_search(ids.begin(), ids.end(), id,
+                               [](db::StudyId a, db::StudyId b) { return a.value < b.value; });
+  });
+  if (went && !studies_.empty()) {
+    spdlog::info("a study was deleted by another process: loaded studies are read again");
+    studies_.clear();
+  }
+  study_ids_ = std::move(ids);
+  ids_seen_at_ = version;
+}
+
 std::shared_ptr<StudyManager::Entry> StudyManager::load(db::StudyId study) {
   std::lock_guard lock(mutex_);
+  forget_all_if_a_study_went();
   if (auto it = studies_.find(study.value); it != studies_.end()) return it->second;
   auto entry = std::make_shared<Entry>();
   entry->record = store_.get_study(study);
@@ -683,6 +700,7 @@ std::pair<db::StudyRecord, std::size_t> StudyManager::remove(db::StudyId study) 
   // hold the deleted trials (as a restart would).
   std::lock_guard lock(mutex_);
   studies_.clear();
+  std::erase(study_ids_, study);
   return {record, trials};
 }
 

@@ -164,9 +164,15 @@ class StudyManager {
   std::exception_ptr negative_time(const Report& r) const;
   std::size_t release_expired(Entry& entry, std::chrono::system_clock::time_point now);
 
+  /// Forgets every loaded study when another process deleted one (tunebase delete beside a
+  /// server): their sessions' priors may hold its trials. Called with mutex_ held.
+  void forget_all_if_a_study_went();
+
   db::Store& store_;
   mutable std::mutex mutex_;
   std::unordered_map<std::int64_t, std::shared_ptr<Entry>> studies_;
+  std::optional<std::int64_t> ids_seen_at_;  // data_version when study_ids_ was read
+  std::vector<db::StudyId> study_ids_;
 };
 
 }  // namespace tunebase::api

@@ -15,9 +15,8 @@
 namespace {
 
 std::string generated_cache(int n) {
-  std::string text =
-      R"({"device_name": "Generated", "kernel_name": "k", "problem_size": [1],)"
-      R"( "tune_params_keys": ["a", "b", "c"], "tune_params": {"a": [)";
+  std::string text = R"({"device_name": "Generated", "kernel_name": "k", "problem_size": [1],)"
+                     R"( "tune_params_keys": ["a", "b", "c"], "tune_params": {"a": [)";
   const int side = 64;
   for (int i = 0; i < side; ++i) text += (i ? "," : "") + std::to_string(i);
   text += R"(], "b": [)";
@@ -32,8 +31,8 @@ std::string generated_cache(int n) {
     const int c = k / (side * side);
     const auto key = std::to_string(a) + "," + std::to_string(b) + "," + std::to_string(c);
     text += (k ? "," : "") + std::string("\"") + key + R"(": {"a": )" + std::to_string(a) +
-            R"(, "b": )" + std::to_string(b) + R"(, "c": )" + std::to_string(c) +
-            R"(, "time": )" + std::to_string(1.0 + 0.001 * k) + "}";
+            R"(, "b": )" + std::to_string(b) + R"(, "c": )" + std::to_string(c) + R"(, "time": )" +
+            std::to_string(1.0 + 0.001 * k) + "}";
   }
   return text + "}}";
 }
@@ -47,8 +46,12 @@ void BM_ParseCache(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
   state.counters["bytes"] = static_cast<double>(text.size());
 }
-BENCHMARK(BM_ParseCache)->Arg(18000)->Arg(36000)->Arg(72000)->Arg(144000)->Unit(
-    benchmark::kMillisecond);
+BENCHMARK(BM_ParseCache)
+    ->Arg(18000)
+    ->Arg(36000)
+    ->Arg(72000)
+    ->Arg(144000)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -1224,6 +1224,14 @@ std::int64_t Store::budget_used(StudyId study) const {
   return impl_->budget_used(study);
 }
 
+std::vector<StudyId> Store::study_ids() const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare("SELECT id FROM studies ORDER BY id", "listing study ids");
+  std::vector<StudyId> ids;
+  while (st.step()) ids.push_back(StudyId{st.column_int64(0)});
+  return ids;
+}
+
 std::int64_t Store::data_version() const {
   std::lock_guard lock(impl_->mutex);
   auto st = impl_->db.prepare("PRAGMA data_version", "reading the data version");

@@ -364,6 +364,8 @@ class Store {
   std::optional<StudyRecord> find_study(std::string_view name) const;
   /// Every study, or those of one kernel name; in id order.
   std::vector<StudyRecord> list_studies(std::string_view kernel_name = {}) const;
+  /// The ids of every study, ascending: cheaper than list_studies when only which exist matters.
+  std::vector<StudyId> study_ids() const;
   void set_study_status(StudyId id, StudyStatus status);
   /// Deletes a study and every trial of it (a mistaken import, a test run): gone from best
   /// answers and from other studies' priors. An active study is refused (a sweep or workers

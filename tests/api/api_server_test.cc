@@ -848,6 +848,50 @@ TEST(ApiServer, AStudyTakesKernelTunerAndT1SpacesAsTheCliDoes) {
               HasSubstr("or Kernel Tuner's \"tune_params\""));
 }
 
+TEST(ApiServer, AStudyDeletedByAnotherProcessLeavesTheServersPriors) {
+  TestServer server;
+  auto c = server.client();
+  for (const char* m : {"mp", "mq"}) {
+    ASSERT_EQ(c.post("/v1/machines", {{"name", m}}, server.token).status, 201);
+  }
+  const auto study = [&](const char* name, const char* machine) {
+    const auto r = c.post("/v1/studies",
+                          {{"name", name},
+                           {"kernel", "demo"},
+                           {"space", testing::demo_space()},
+                           {"machine", machine},
+                           {"strategy", "bo-transfer"},
+                           {"budget", 20}},
+                          server.token);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return "/v1/studies/" + r.json()["id"].dump();
+  };
+  const auto prior = study("prior", "mp");
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& config : {nlohmann::json{{"bx", 4}, {"by", 2}, {"unroll", 1}},
+                             nlohmann::json{{"bx", 1}, {"by", 1}, {"unroll", 0}},
+                             nlohmann::json{{"bx", 16}, {"by", 2}, {"unroll", 1}},
+                             nlohmann::json{{"bx", 2}, {"by", 4}, {"unroll", 0}}}) {
+    list.push_back({{"config", config}, {"value", demo_objective(config)}});
+  }
+  ASSERT_EQ(c.post(prior + "/measurements", {{"measurements", list}}, server.token).status, 201);
+  ASSERT_EQ(c.post(prior + "/stop", nlohmann::json::object(), server.token).status, 200);
+  const auto target = study("target", "mq");
+  const auto suggest = [&] {
+    const auto r = c.post(target + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json()["model"]["priors"].get<int>();
+  };
+  EXPECT_EQ(suggest(), 1);
+  // tunebase delete beside the server: another connection to the file.
+  {
+    db::Store other(server.db_path());
+    const auto id = other.find_study("prior")->id;
+    EXPECT_EQ(other.delete_study(id), 4u);
+  }
+  EXPECT_EQ(suggest(), 0);
+}
+
 TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
   TestServer server;
   auto c = server.client();
