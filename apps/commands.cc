@@ -755,8 +755,8 @@ void add_query_commands(CLI::App& app) {
     auto* cmd = app.add_subcommand(
         "delete",
         "Delete a study and its trials (a mistaken import, a test run), as DELETE "
-        "/v1/studies/{id}; an active study must be stopped first. Irreversible: tunebase "
-        "backup first");
+        "/v1/studies/{id}; refused while the study is active or holds live leases. "
+        "Irreversible: tunebase backup first");
     cmd->add_option("--study", args->study, "Study name or id")->required();
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->callback([args] {
@@ -793,6 +793,7 @@ void add_query_commands(CLI::App& app) {
     });
   }
   // --- export
+  // --- backup
   {
     struct Args {
       std::string db = kDefaultDb;
