@@ -830,7 +830,28 @@ SearchSpace SearchSpace::from_t1(const nlohmann::json& j) {
     }
     const std::string name = tp["Name"].get<std::string>();
     const std::string here = "T1 parameter '" + name + "'";
-    auto values = values_from_json(python_list(tp.value("Values", nlohmann::json()), here), here);
+    auto listed = python_list(tp.value("Values", nlohmann::json()), here);
+    // A numeric Type with values written as strings ("1"): the numbers they spell.
+    const auto type = tp.contains("Type") && tp["Type"].is_string() ? tp["Type"].get<std::string>()
+                                                                    : std::string();
+    if (type == "int" || type == "float") {
+      for (auto& v : listed) {
+        if (!v.is_string()) continue;
+        const auto text = v.get<std::string>();
+        std::size_t used = 0;
+        try {
+          v = type == "int" ? nlohmann::json(std::stoll(text, &used))
+                            : nlohmann::json(std::stod(text, &used));
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size()) {
+          throw InvalidInput(here + ": its Type is " + type + " but it lists \"" + text +
+                             "\", which is not a number");
+        }
+      }
+    }
+    auto values = values_from_json(listed, here);
     std::optional<Value> def;
     if (tp.contains("Default")) {
       auto d = tp["Default"];

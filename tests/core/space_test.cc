@@ -49,6 +49,29 @@ std::size_t brute_force_count(const SearchSpace& s) {
   return count;
 }
 
+TEST(SearchSpace, T1NumbersWrittenAsStringsAreNumbersAndTwoFormatsAtOnceAreRefused) {
+  const auto t1 = [](const char* values) {
+    return nlohmann::ordered_json::parse(
+        std::string(R"({"ConfigurationSpace": {"TuningParameters": [{"Name": "bx", "Type": "int",
+            "Values": )") +
+        values + R"(, "Default": 1}], "Conditions": [{"Expression": "bx > 1"}]}})");
+  };
+  const auto space = SearchSpace::from_document(t1(R"(["1", "2", "4"])"));
+  ASSERT_EQ(space.parameter(0).values.size(), 3u);
+  EXPECT_EQ(space.config_to_json(space.valid_configurations().front())["bx"], 2);
+  try {
+    (void)SearchSpace::from_document(t1(R"(["1", "x"])"));
+    FAIL() << "a non-number under Type int";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("its Type is int but it lists \"x\""), std::string::npos)
+        << e.what();
+  }
+  // Kernel Tuner's tune_params with tunebase's constraints: one would be left unread.
+  EXPECT_THROW((void)SearchSpace::from_document(nlohmann::ordered_json::parse(
+                   R"({"tune_params": {"z": [1, 2]}, "constraints": ["z > 1"]})")),
+               InvalidInput);
+}
+
 TEST(SearchSpace, EnumeratesExactlyTheValidConfigurations) {
   auto s = discrete_space();
   EXPECT_DOUBLE_EQ(s.cartesian_size(), 64.0);
