@@ -72,6 +72,33 @@ std::optional<db::Direction> studies_direction(const db::Store& store, const std
   return direction_of(false);
 }
 
+std::vector<std::string> import_notes(const db::ImportResult& result, bool input_given,
+                                      bool file_names_input, std::string_view kernel_option,
+                                      std::string_view input_example) {
+  std::vector<std::string> notes;
+  if (!result.input_kept.empty()) {
+    notes.push_back("study " + std::to_string(result.study.value) +
+                    " holds these measurements as of input " + result.input_kept +
+                    "; it keeps that input (delete the study and import again to file them "
+                    "under another)");
+  }
+  if (!input_given && !file_names_input && !result.imported_before()) {
+    notes.push_back(
+        "the file names no input (problem size): its measurements are filed under "
+        "an unknown input; give " +
+        std::string(input_example) + " to file them with other measurements of that input");
+  }
+  // Those measurements and these will not learn from one another.
+  if (result.other_kernel_versions > 0) {
+    notes.push_back("kernel " + result.kernel_name + " was stored before with " +
+                    std::to_string(result.other_kernel_versions) +
+                    " other search space(s); measurements of different spaces are not priors "
+                    "for one another (give " +
+                    std::string(kernel_option) + " to file this one under another name)");
+  }
+  return notes;
+}
+
 std::string stored_objectives_text(const db::Store& store, const std::string& kernel) {
   std::set<std::string> names;
   for (const auto& s : store.list_studies(kernel)) names.insert(s.objective);

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "db/store.h"
 #include "tuner/bo.h"
@@ -34,6 +36,13 @@ std::string similar_machine_name(const db::Store& store, const std::string& name
 std::optional<db::Direction> studies_direction(const db::Store& store, const std::string& kernel,
                                                const std::string& objective = "",
                                                std::optional<db::MachineId> machine = std::nullopt);
+/// What an import tells its user beyond its counts (the file's own notes apart): which input
+/// a study keeps, a file that names no input, measurements of another space of the kernel.
+/// `kernel_option` and `input_example` spell the options the caller takes ("--kernel",
+/// "kernel="; an input given with one).
+std::vector<std::string> import_notes(const db::ImportResult& result, bool input_given,
+                                      bool file_names_input, std::string_view kernel_option,
+                                      std::string_view input_example);
 /// "time, GFLOP/s": the objectives the studies of `kernel` measure, each once, sorted.
 std::string stored_objectives_text(const db::Store& store, const std::string& kernel);
 nlohmann::json counts_json(const db::TrialCounts& counts);

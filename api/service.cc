@@ -975,18 +975,14 @@ Response Service::relevance(Request& request) {
   for (const auto& r : studies_.relevance(id))
     list.push_back({{"name", r.name}, {"share", r.share}});
   nlohmann::json reply{{"study_id", id.value}, {"parameters", list}};
+  // Why there is nothing to show: too few results to fit a model to (every study has one:
+  // a study whose strategy carries none is modelled as bo would).
   if (list.empty()) {
-    // Why there is nothing to show: the strategy has no model, or too little to fit it to.
-    const auto study = reader().get_study(id);
-    if (study.strategy != "bo" && !learns_from_priors(study.strategy)) {
-      reply["reason"] = "strategy " + study.strategy + " carries no model of the objective";
-    } else {
-      reply["reason"] =
-          "the model's lengthscales say more than their priors once the study has about two "
-          "successful results per encoded input (one per numeric parameter, one per value of a "
-          "categorical one), or priors; it has " +
-          std::to_string(reader().trial_counts(id).ok) + " successful results";
-    }
+    reply["reason"] =
+        "the model's lengthscales say more than their priors once the study has about two "
+        "successful results per encoded input (one per numeric parameter, one per value of a "
+        "categorical one), or priors; it has " +
+        std::to_string(reader().trial_counts(id).ok) + " successful results";
   }
   return Response::json(reply);
 }
@@ -1347,24 +1343,9 @@ Response Service::import_file(Request& request) {
   options.client_id = "import:" + request.token_name;
   const auto result = store_.import_dataset(dataset, options);
   auto notes = dataset.notes;
-  if (!result.input_kept.empty()) {
-    notes.push_back("study " + std::to_string(result.study.value) +
-                    " holds these measurements as of input " + result.input_kept +
-                    "; it keeps that input (delete the study and import again to file them "
-                    "under another)");
-  }
-  if (!options.input && dataset.task().empty() && !result.imported_before()) {
-    notes.push_back(
-        "the file names no input (problem size): its measurements are filed under "
-        "an unknown input; give input={\"problem_size\": [...]} to file them with "
-        "other measurements of that input");
-  }
-  if (result.other_kernel_versions > 0) {
-    // As the CLI says: those measurements and these will not learn from one another.
-    notes.push_back("kernel " + result.kernel_name + " was stored before with " +
-                    std::to_string(result.other_kernel_versions) +
-                    " other search space(s); measurements of different spaces are not priors "
-                    "for one another (give kernel= to file this one under another name)");
+  for (auto& n : import_notes(result, options.input.has_value(), !dataset.task().empty(),
+                              "kernel=", "input={\"problem_size\": [...]}")) {
+    notes.push_back(std::move(n));
   }
   return Response::json({{"machine_id", result.machine.value},
                          {"kernel_id", result.kernel.value},

@@ -899,16 +899,10 @@ void add_query_commands(CLI::App& app) {
       const auto result = store.import_dataset(dataset, options);
       for (const auto& note : dataset.notes)
         std::cerr << "note: " << args->file << ": " << note << "\n";
-      if (result.other_kernel_versions > 0) {
-        std::cerr << "note: kernel " << result.kernel_name << " was stored before with "
-                  << result.other_kernel_versions
-                  << " other search space(s); measurements of different spaces are not priors "
-                     "for one another (give --kernel to file this one under another name)\n";
-      }
-      if (!result.input_kept.empty()) {
-        std::cerr << "note: study " << result.study.value << " holds these measurements as of "
-                  << "input " << result.input_kept << "; it keeps that input (delete the study "
-                  << "and import again to file them under another)\n";
+      for (const auto& note :
+           api::import_notes(result, options.input.has_value(), !dataset.task().empty(), "--kernel",
+                             "--input '{\"problem_size\": [...]}'")) {
+        std::cerr << "note: " << note << "\n";
       }
       if (result.imported_before()) {
         std::cout << "nothing new: study " << result.study.value << " holds all "
@@ -920,12 +914,6 @@ void add_query_commands(CLI::App& app) {
                                          : std::string())
                   << "\n";
         return;
-      }
-      if (!options.input && dataset.task().empty()) {
-        std::cerr << "note: " << args->file
-                  << " names no input (problem size): its measurements are filed under an "
-                     "unknown input; give --input '{\"problem_size\": [...]}' to file them with "
-                     "other measurements of that input\n";
       }
       if (result.already_stored > 0) {
         std::cout << "added " << result.trials << " new trials (" << result.failed << " failed) of "

@@ -490,6 +490,11 @@ auto write_waiting(const std::string& doing, Write write, Text on_give_up) {
   }
 }
 
+template <class Write>
+auto write_waiting(const std::string& doing, Write write) {
+  return write_waiting(doing, write, [] { return std::string(); });
+}
+
 // The error past the wait names the measurement, so that it can be stored by hand.
 void complete_trial_waiting(db::Store& store, db::TrialId trial, const Measurement& m) {
   write_waiting(
@@ -655,10 +660,8 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   // A lease held by another client that ended meanwhile (expired, here or by a server) gives
   // its configuration back, or its result when the client reported one.
   const auto take_back_ended_leases = [&] {
-    write_waiting(
-        "to take back ended leases",
-        [&] { return store.expire_leases(std::chrono::system_clock::now()); },
-        [] { return std::string(); });
+    write_waiting("to take back ended leases",
+                  [&] { return store.expire_leases(std::chrono::system_clock::now()); });
     for (auto it = held.begin(); it != held.end();) {
       const auto t = store.get_trial(db::TrialId{it->first});
       if (t.result.status == TrialStatus::pending) {
@@ -701,13 +704,10 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   auto evaluate_and_store = [&](const Configuration& config) {
     db::TrialId trial;
     try {
-      trial = write_waiting(
-          "to lease the next configuration",
-          [&] {
-            return store.add_pending_trial(study.id, space.config_to_json(config),
-                                           space.key(config), client_id, kSweepLeaseSeconds);
-          },
-          [] { return std::string(); });
+      trial = write_waiting("to lease the next configuration", [&] {
+        return store.add_pending_trial(study.id, space.config_to_json(config), space.key(config),
+                                       client_id, kSweepLeaseSeconds);
+      });
     } catch (const Conflict& e) {
       // Taken by another process sharing the database (a server's worker): skip it.
       std::cerr << "\nnote: " << e.what() << "; skipped\n";

@@ -1453,10 +1453,10 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
       // Imported first from a file that named no input (T4), now from one that does: the
       // study learns its input. Otherwise nothing is stored (no task or kernel version that
       // this file alone would have brought).
-      auto earlier_input = impl_->db.prepare("SELECT description FROM tasks WHERE id = ?1", what);
-      earlier_input.bind(1, earlier->task_id.value);
-      const bool input_unknown =
-          earlier_input.step() && nlohmann::json::parse(earlier_input.column_text(0)).empty();
+      auto read_input = impl_->db.prepare("SELECT description FROM tasks WHERE id = ?1", what);
+      read_input.bind(1, earlier->task_id.value).step();
+      const auto earlier_input = read_input.column_text(0);
+      const bool input_unknown = nlohmann::json::parse(earlier_input).empty();
       if (input_unknown && !input.empty() && earlier->task_id != result.task) {
         impl_->db.prepare("UPDATE studies SET task_id = ?1 WHERE id = ?2", what)
             .bind(1, result.task.value)
@@ -1477,11 +1477,7 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
         tx.commit();
         return result;
       }
-      if (!input_unknown && earlier->task_id != result.task) {
-        auto kept = impl_->db.prepare("SELECT description FROM tasks WHERE id = ?1", what);
-        kept.bind(1, earlier->task_id.value).step();
-        result.input_kept = kept.column_text(0);
-      }
+      if (!input_unknown && earlier->task_id != result.task) result.input_kept = earlier_input;
       result.kernel = earlier->kernel_id;
       result.task = earlier->task_id;
       return result;  // rolled back
