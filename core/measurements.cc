@@ -832,10 +832,15 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
   std::vector<SeenValues> seen(order.size());
   std::vector<Observation> entries;
   entries.reserve(results.size());
+  std::string other_objectives;  // the first result's "objectives" when not ["time"]
   for (std::size_t i = 0; i < results.size(); ++i) {
     const std::string where = origin + ": results[" + std::to_string(i) + "]";
     const json& r = results[i];
     if (!r.is_object()) throw InvalidInput(where + " must be an object, got " + describe(r));
+    if (auto objectives = r.find("objectives");
+        objectives != r.end() && other_objectives.empty() && *objectives != json::array({"time"})) {
+      other_objectives = objectives->dump();
+    }
     const json& config = required(r, "configuration", where, "every T4 result");
     if (!config.is_object()) {
       throw InvalidInput(where + ": \"configuration\" must be an object {\"name\": value}, got " +
@@ -1004,18 +1009,25 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
                          "; a configuration is measured once");
     }
   }
+  std::vector<std::string> notes;
+  if (unit_assumed) {
+    notes.push_back(
+        "times name no unit (no metadata \"timeunit\", none on the measurements): read as "
+        "milliseconds");
+  }
+  // As for a Kernel Tuner cache's "objective": another metric may have been tuned.
+  if (!other_objectives.empty()) {
+    notes.push_back("the results name their objectives " + other_objectives +
+                    "; tunebase reads each result's \"time\" (milliseconds, lower is better) and "
+                    "keeps the other measurements as metrics");
+  }
   return MeasuredDataset{.device_name = std::move(device_name),
                          .kernel_name = std::move(kernel_name),
                          .format = "t4",
                          .problem_size = std::move(problem_size),
                          .space = std::move(space),
                          .entries = std::move(entries),
-                         .notes = unit_assumed
-                                      ? std::vector<std::string>{"times name no unit (no metadata "
-                                                                 "\"timeunit\", none on the "
-                                                                 "measurements): read as "
-                                                                 "milliseconds"}
-                                      : std::vector<std::string>{}};
+                         .notes = std::move(notes)};
 }
 
 }  // namespace

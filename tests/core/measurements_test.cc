@@ -295,6 +295,19 @@ TEST(T4Results, ANegativeTimeIsRefusedWithT4sWayOfMarkingAFailure) {
                                            "than \"correct\")"));
 }
 
+TEST(T4Results, ResultsThatNameAnotherObjectiveAreReadByTheirTimeWithANote) {
+  EXPECT_TRUE(parse_measurements(kT4Results, "results_T4.json").notes.empty());
+  auto t4 = nlohmann::json::parse(kT4Results);
+  for (auto& r : t4["results"]) r["objectives"] = {"time"};
+  EXPECT_TRUE(parse_measurements(t4.dump(), "results_T4.json").notes.empty());
+  for (auto& r : t4["results"]) r["objectives"] = {"GB/s"};
+  const auto by_rate = parse_measurements(t4.dump(), "rate_T4.json");
+  ASSERT_EQ(by_rate.notes.size(), 1u);
+  EXPECT_THAT(by_rate.notes[0], HasSubstr("the results name their objectives [\"GB/s\"]; tunebase "
+                                          "reads each result's \"time\""));
+  EXPECT_DOUBLE_EQ(by_rate.entries[0].result.objective, 3.0);
+}
+
 TEST(T4Results, AConfigurationIsMeasuredOnce) {
   const std::string text = R"({"schema_version": "1.0.0", "results": [
       {"configuration": {"bs": 32}, "invalidity": "correct", "times": {"runtimes": [1.0]}},
