@@ -458,7 +458,8 @@ void Service::add_routes() {
   {
     auto& r =
         route("POST", "/v1/trials/{id}/result", "reportResult",
-              "Report the result (or failure) of a leased trial; accepted once, also after the "
+              "Report the result (or failure) of a leased trial; accepted once (the same result "
+              "sent again answers 200 with the trial and already_stored: true), also after the "
               "lease expired while the configuration has no other result and the budget has "
               "room (else 409): a newer lease of the configuration is then withdrawn, and its "
               "holder's result refused with 409",
@@ -470,6 +471,9 @@ void Service::add_routes() {
     props["client_id"] = kString;
     r.request_schema = object_schema(props, {"client_id"});
     r.response_schema = trial_schema();
+    r.response_schema["properties"]["already_stored"] = {
+        {"type", "boolean"},
+        {"description", "present (true) when this result was stored before: nothing changed"}};
   }
   {
     auto& r = route("POST", "/v1/trials/{id}/release", "releaseTrial",
@@ -1061,8 +1065,13 @@ std::vector<Response> Service::report_results(std::vector<Request*>& requests) {
       out[positions[k]] = error_response(outcomes[k].error);
       continue;
     }
-    metrics_->record_result(reports[k].result.status);
-    out[positions[k]] = Response::json(trial_json(*outcomes[k].record));
+    auto reply = trial_json(*outcomes[k].record);
+    if (outcomes[k].already_stored) {
+      reply["already_stored"] = true;
+    } else {
+      metrics_->record_result(reports[k].result.status);
+    }
+    out[positions[k]] = Response::json(reply);
   }
   return out;
 }

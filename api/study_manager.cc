@@ -484,7 +484,8 @@ std::vector<StudyManager::ReportOutcome> StudyManager::report_all(
     const auto& r = reports[i];
     out[i].record = std::move(stored_all[k].record);
     out[i].error = stored_all[k].error;
-    if (out[i].error) continue;
+    out[i].already_stored = stored_all[k].already_stored;
+    if (out[i].error || out[i].already_stored) continue;
     const auto& stored = *out[i].record;
     auto entry = find_loaded(stored.study_id);
     if (!entry) continue;

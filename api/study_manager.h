@@ -72,6 +72,7 @@ class StudyManager {
   struct ReportOutcome {
     std::optional<db::TrialRecord> record;
     std::exception_ptr error;
+    bool already_stored = false;  ///< a retry of the result the trial has: nothing changed
   };
   /// Stores results of leased trials and queues them for their studies' sessions. A result is
   /// accepted once, also late (after the lease expired) while no other trial of its

@@ -1062,9 +1062,20 @@ std::vector<Store::CompletionOutcome> Store::complete_trials(const std::vector<C
                         "\"; report results with the client_id the suggestion was made for");
       }
       if (current.finished_at) {
+        // A client that lost the answer sends its result again: the same result is no conflict.
+        const auto& had = current.result;
+        if (had.status == c.result.status && (!had.ok() || had.objective == c.result.objective)) {
+          out[i].record = current;
+          out[i].already_stored = true;
+          impl_->db.exec("RELEASE one_result", item);
+          continue;
+        }
         throw Conflict("trial " + std::to_string(c.trial.value) + " already has a result (status " +
-                       std::string(to_string(current.result.status)) + ", stored " +
-                       *current.finished_at + "); a result is accepted once");
+                       std::string(to_string(had.status)) +
+                       (had.ok() ? ", value " + format_number(had.objective) : std::string()) +
+                       ", stored " + *current.finished_at +
+                       "); a result is accepted once (sending the same result again is answered "
+                       "with the stored trial)");
       }
       if (current.result.status != TrialStatus::pending) {
         // A late result (the lease ended). A configuration is measured once: the result is

@@ -434,11 +434,14 @@ class Store {
   struct CompletionOutcome {
     std::optional<TrialRecord> record;
     std::exception_ptr error;
+    /// The trial already held this very result (a client's retry): nothing was stored.
+    bool already_stored = false;
   };
   /// Results of several trials in ONE transaction (one commit for the batch: group commit),
   /// each accepted or refused alone, as complete_trial would, plus Forbidden when the client
-  /// is not the one the trial was leased to. When the commit itself fails every outcome
-  /// carries that error and nothing is stored.
+  /// is not the one the trial was leased to. The result a trial already has (same status and,
+  /// for a success, same value) is a retry: its record, already_stored, and no Conflict. When the
+  /// commit itself fails every outcome carries that error and nothing is stored.
   std::vector<CompletionOutcome> complete_trials(const std::vector<Completion>& batch);
   /// Pending trials whose lease ended before `now` become timeout (no finished_at). Returns
   /// how many.

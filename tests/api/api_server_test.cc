@@ -226,8 +226,16 @@ TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedWhileUntaken)
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   tell(c, server.token, second["trial_id"], "vanishing", 3.0);
   const auto twice =
-      c.post(result_path(second), {{"client_id", "vanishing"}, {"value", 3.0}}, server.token);
+      c.post(result_path(second), {{"client_id", "vanishing"}, {"value", 3.5}}, server.token);
   EXPECT_EQ(twice.status, 409);
+  EXPECT_THAT(twice.json()["error"]["message"].get<std::string>(),
+              HasSubstr("(status ok, value 3, stored "));
+  // The same result again is a retry (the client lost the answer): 200, nothing changed.
+  const auto retried =
+      c.post(result_path(second), {{"client_id", "vanishing"}, {"value", 3.0}}, server.token);
+  ASSERT_EQ(retried.status, 200) << retried.body;
+  EXPECT_TRUE(retried.json()["already_stored"].get<bool>());
+  EXPECT_EQ(retried.json()["value"], 3.0);
 
   // The study goes on with the configuration nobody measured, and then it is done.
   const auto next = lease("steady", 3600);

@@ -388,8 +388,15 @@ TEST_F(StoreTest, LeaseClaimCompleteOnce) {
   EXPECT_DOUBLE_EQ(done.result.objective, 2.5);
   EXPECT_TRUE(done.finished_at.has_value());
   EXPECT_TRUE(store_.pending_keys(s.id).empty());
-  EXPECT_THROW(store_.complete_trial(id, Measurement::success(1.0)), Conflict);
+  EXPECT_THAT([&] { store_.complete_trial(id, Measurement::success(1.0)); },
+              ThrowsMessage<Conflict>(HasSubstr("(status ok, value 2.5, stored ")));
   EXPECT_DOUBLE_EQ(store_.get_trial(id).result.objective, 2.5);
+  // The same result again is a client's retry: the stored trial, nothing changed.
+  const auto retry = store_.complete_trials({{id, "", Measurement::success(2.5)}});
+  ASSERT_FALSE(retry[0].error);
+  EXPECT_TRUE(retry[0].already_stored);
+  EXPECT_EQ(retry[0].record->finished_at, done.finished_at);
+  EXPECT_THROW(store_.complete_trial(id, Measurement::failure(TrialStatus::failed, "x")), Conflict);
 
   // A configuration is measured once per study: with a result it is not leased again.
   EXPECT_THAT([&] { store_.add_pending_trial(s.id, cfg, "16,row", "worker-2", 60.0); },
