@@ -210,6 +210,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     target_ = std::string(header.target());
     const std::string method(header.method_string());
     const auto path = target_.substr(0, target_.find('?'));
+    version_ = header.version();
+    try {
+      // Before the body: a client without a valid token does not get to send one.
+      token_name_ = server_.service.authorize_headers(
+          method, target_, std::string(header[http::field::authorization]));
+    } catch (...) {
+      return fail(std::current_exception());
+    }
     const std::size_t limit = server_.service.router().body_limit(method, path);
     if (header_parser_->content_length() && *header_parser_->content_length() > limit) {
       return fail(std::make_exception_ptr(
@@ -273,6 +281,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     head_ = message.method() == http::verb::head;
     request->method = head_ ? "GET" : std::string(message.method_string());
     request->authorization = std::string(message[http::field::authorization]);
+    request->token_name = std::move(token_name_);
     request->content_type = std::string(message[http::field::content_type]);
     request->body = std::move(message.body());
     started_ = std::chrono::steady_clock::now();
@@ -478,6 +487,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<http::request_parser<http::empty_body>> header_parser_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::string target_;
+  std::string token_name_;  ///< the token authorize_headers accepted for this request
   std::size_t body_limit_ = 0;
   unsigned version_ = 11;
   bool keep_alive_ = true;

@@ -678,6 +678,26 @@ void Service::authorize(const Route& route, Request& request) const {
   request.token_name = record->name;
 }
 
+std::string Service::authorize_headers(const std::string& method, const std::string& target,
+                                       const std::string& authorization) const {
+  Request request;
+  request.method = method == "HEAD" ? "GET" : method;
+  request.authorization = authorization;
+  try {
+    split_target(target, request.path, request.query);
+  } catch (const std::exception&) {
+    return {};  // handle() says what is wrong with the target
+  }
+  Router::Match match;
+  try {
+    match = router_.match(request.method, request.path);
+  } catch (const std::exception&) {
+    return {};  // an unknown route or method: handle() says so
+  }
+  authorize(*match.route, request);
+  return request.token_name;
+}
+
 Outcome Service::handle(Request& request, const std::string& target, Runs here) {
   Outcome out;
   out.route = router_.routes().size();

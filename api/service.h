@@ -59,6 +59,12 @@ class Service {
   StudyManager& studies() { return studies_; }
   db::Store& store() { return store_; }
   const ServiceOptions& options() const { return options_; }
+  /// Checks a request's token from its headers alone, before its body is read, so that a
+  /// client without a valid token cannot make the server take in a large body. Returns the
+  /// token's name ("" when the route needs none or is unknown: handle() answers those);
+  /// throws Unauthorized as handle() would.
+  std::string authorize_headers(const std::string& method, const std::string& target,
+                                const std::string& authorization) const;
   /// The reply to the exception being handled (error_reply's status, body and headers).
   static Response error_response(std::exception_ptr error);
 

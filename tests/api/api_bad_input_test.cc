@@ -324,17 +324,30 @@ TEST_F(BadInput, OversizeBodiesGet413) {
   EXPECT_EQ(reply.json()["error"]["code"], "payload_too_large");
 
   // A declared length over the limit is refused before the body is read.
-  const auto raw = testing::raw_exchange(
-      server_->port(),
-      "POST /v1/studies HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n\r\n{");
+  const std::string auth = "Authorization: Bearer " + server_->token + "\r\n";
+  const auto raw =
+      testing::raw_exchange(server_->port(), "POST /v1/studies HTTP/1.1\r\nHost: x\r\n" + auth +
+                                                 "Content-Length: 999999999\r\n\r\n{");
   EXPECT_THAT(raw, HasSubstr("HTTP/1.1 413"));
   EXPECT_THAT(raw, HasSubstr("payload_too_large"));
 
   // Imports have a larger limit, but one too.
   const auto import_raw = testing::raw_exchange(
-      server_->port(), "POST /v1/import HTTP/1.1\r\nHost: x\r\nContent-Length: " +
-                           std::to_string(kMaxImportBytes + 1) + "\r\n\r\n");
+      server_->port(), "POST /v1/import HTTP/1.1\r\nHost: x\r\n" + auth +
+                           "Content-Length: " + std::to_string(kMaxImportBytes + 1) + "\r\n\r\n");
   EXPECT_THAT(import_raw, HasSubstr("HTTP/1.1 413"));
+
+  // A client without a valid token is answered from the headers: its body (within the limit)
+  // is neither invited (no 100 Continue) nor read.
+  for (const std::string& token_header : {std::string(), std::string("Authorization: Bearer "
+                                                                     "no-such-token\r\n")}) {
+    const auto unauthorized = testing::raw_exchange(
+        server_->port(), "POST /v1/import HTTP/1.1\r\nHost: x\r\n" + token_header +
+                             "Expect: 100-continue\r\nContent-Length: " +
+                             std::to_string(kMaxImportBytes - 1) + "\r\n\r\n");
+    EXPECT_THAT(unauthorized, ::testing::StartsWith("HTTP/1.1 401"));
+    EXPECT_THAT(unauthorized, Not(HasSubstr("100 Continue")));
+  }
 
   // Headers over the header limit.
   const auto headers = testing::raw_exchange(
