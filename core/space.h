@@ -78,7 +78,8 @@ struct Constraint {
 /// rejection, without enumerating.
 class SearchSpace {
  public:
-  static constexpr double kMaxEnumerate = 2.0e7;
+  /// (2e7 held 2e7 configurations, gigabytes, in memory: bad_alloc on ordinary machines.)
+  static constexpr double kMaxEnumerate = 1.0e6;
   static constexpr double kMaxPrunedProduct = 1.0e10;
   /// Partial configurations the pruned enumeration of a product above kMaxEnumerate may visit
   /// (about a second at worst) before the space counts as too large.

@@ -394,6 +394,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     const auto acq_start = std::chrono::steady_clock::now();
     auto picked = state.candidates ? maximise_over_candidates(state, n - out.size(), chosen)
                                    : maximise_by_sampling(state, n - out.size(), chosen, rng);
+    diagnostics_["scored"] = state.candidates ? "every candidate" : "sampled candidates";
     diagnostics_["acquisition_ms"] = elapsed_ms(acq_start);
     if (!diagnostics_.contains("phase"))
       diagnostics_["phase"] = target_.n_ok == 0 ? "zero-shot" : "model";

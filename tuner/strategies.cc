@@ -51,9 +51,12 @@ class ExhaustiveSearch final : public SearchStrategy {
  public:
   std::string name() const override { return "exhaustive"; }
   std::vector<Configuration> propose(const TuningState& state, std::size_t n, Rng&) override {
-    if (!state.candidates) throw not_enumerable();
+    // Without explicit candidates (a space too large to score in full), its valid set.
+    const auto* all = state.candidates;
+    if (!all && state.space->enumerable()) all = &state.space->valid_configurations();
+    if (!all) throw not_enumerable();
     std::vector<Configuration> out;
-    for (const auto& c : *state.candidates) {
+    for (const auto& c : *all) {
       if (out.size() == n) break;
       if (!state.is_taken(c)) out.push_back(c);
     }

@@ -21,9 +21,9 @@ namespace tunebase {
 /// finished observation and the keys of everything taken (observed or pending).
 struct TuningState {
   const SearchSpace* space = nullptr;
-  /// The configurations that may be proposed: the enumerated valid set, or the entries of a
-  /// measured file in simulation mode. Null when the space is too large or has reals: then
-  /// strategies sample from the space.
+  /// The configurations that may be proposed: the enumerated valid set (at most 100,000
+  /// configurations), or the entries of a measured file in simulation mode. Null when the
+  /// space is larger or has reals: then strategies sample from the space.
   const std::vector<Configuration>* candidates = nullptr;
   /// Encoded candidates (SearchSpace::encode), row-major, candidates->size() x encoded dim.
   const std::vector<double>* encoded_candidates = nullptr;

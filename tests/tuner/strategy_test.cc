@@ -157,6 +157,49 @@ TEST(Strategies, LargeEnumeratedSpacesStartAtOnce) {
   for (const auto& c : batch) EXPECT_TRUE(space.is_valid(c));
 }
 
+// More valid configurations than bo scores in full (100,000): it samples candidates, as in a
+// space it cannot enumerate, rather than hold a posterior over all of them (observations x
+// candidates doubles: gigabytes, and minutes per batch, for millions). The space's size is
+// still known: exhaustive search walks it, and a study knows when it is exhausted.
+TEST(Strategies, SpacesTooLargeToScoreInFullAreSearchedFromSamples) {
+  const auto space = SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
+      {"name": "n", "type": "integer", "low": 1, "high": 100000},
+      {"name": "c", "type": "categorical", "values": ["a", "b", "c"]}]})"));
+  SessionOptions opts;
+  opts.budget = 30;
+  Session session(space, opts);
+  EXPECT_EQ(session.candidate_count(), 300000u);
+  std::set<std::string> seen;
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& c : session.propose(8)) {
+      ASSERT_TRUE(space.is_valid(c));
+      ASSERT_TRUE(seen.insert(space.key(c)).second);
+      const double n = static_cast<double>(std::get<std::int64_t>(c[0]));
+      session.observe(c, Measurement::success(1.0 + std::abs(n - 30000.0) / 1000.0));
+    }
+  }
+  EXPECT_EQ(session.diagnostics()["phase"], "model");
+  EXPECT_EQ(session.diagnostics()["scored"], "sampled candidates");
+  EXPECT_FALSE(session.exhausted());
+
+  opts.strategy = "exhaustive";
+  Session walk(space, opts);
+  const auto first = walk.propose(2);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(space.key(first[0]), space.key(space.valid_configurations()[0]));
+
+  // GEMM-sized spaces are scored in full.
+  SessionOptions small;
+  small.budget = 30;
+  Session scored(test_space(), small);
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& c : scored.propose(8)) {
+      scored.observe(c, Measurement::success(objective(test_space(), c)));
+    }
+  }
+  EXPECT_EQ(scored.diagnostics()["scored"], "every candidate");
+}
+
 // The transfer strategies search as bo does.
 INSTANTIATE_TEST_SUITE_P(Strategies, EverySearch,
                          ::testing::Values("random", "lhs", "exhaustive", "ga", "bo"));
