@@ -297,6 +297,10 @@ void Service::add_routes() {
                           metrics_->render(studies_.active_studies(), studies_.pending_leases()),
                           "text/plain; version=0.0.4");
                     });
+    // Its counts take the study manager's locks, which a load or a large batch of
+    // measurements holds across database work (seconds under a large import): never on an I/O
+    // thread, where two scrapes stalled every other request.
+    r.runs = Runs::compute;
     r.response_content_type = "text/plain";
     r.response_schema = kString;
   }

@@ -119,11 +119,14 @@ struct StudyManager::Entry {
   std::mutex session_mutex;
   std::unique_ptr<Session> session;
   std::unique_ptr<SearchStrategy> predictor;
-  /// The trials read at load time, until the session is built from them.
-  std::vector<db::TrialRecord> initial_trials;
 
   // Held for bookkeeping only, never while a model is fitted.
   mutable std::mutex state_mutex;
+  /// Set when the session's build starts reading the study's trials: from then on what
+  /// happens to the study is queued in `inbox` for it. Before, nothing is queued (the build
+  /// reads it from the Store), so that a study nobody asks for suggestions does not collect
+  /// every result it is sent.
+  bool session_starting = false;
   std::unordered_map<std::int64_t, PendingLease> pending;
   /// config_key -> trial id of every configuration with a stored result.
   std::unordered_map<std::string, std::int64_t> finished;
@@ -189,7 +192,7 @@ void StudyManager::sync_with_store(Entry& entry) {
   entry.synced_version = version;
   entry.record.status = record.status;
   entry.record.budget = record.budget;
-  const bool running = entry.session != nullptr;
+  const bool running = entry.session_starting;
   for (const auto& t : trials) {
     const auto lease = entry.pending.find(t.id.value);
     if (t.finished_at) {
@@ -221,13 +224,27 @@ void StudyManager::sync_with_store(Entry& entry) {
     entry.pending[t.id.value] = {t.config_key, std::move(config), t.client_id,
                                  db::parse_timestamp(*t.lease_expires_at) + kLeaseSlack};
   }
-  if (!running && entry.record.status == db::StudyStatus::active) {
-    entry.initial_trials = std::move(trials);
-  }
 }
 
 void StudyManager::ensure_session(Entry& entry) {
   if (entry.session) return;
+  {
+    std::lock_guard lock(entry.state_mutex);
+    entry.session_starting = true;
+  }
+  try {
+    build_session(entry);
+  } catch (...) {
+    std::lock_guard lock(entry.state_mutex);
+    entry.session_starting = false;
+    entry.inbox.clear();
+    throw;
+  }
+}
+
+// The trials are read after session_starting is set: a result stored before the read is among
+// them, one stored after is queued as well (a session ignores what it already has).
+void StudyManager::build_session(Entry& entry) {
   const auto& record = entry.record;
   SessionOptions options;
   options.strategy = record.strategy;
@@ -249,7 +266,7 @@ void StudyManager::ensure_session(Entry& entry) {
 
   std::vector<Observation> finished;
   std::vector<Configuration> pending;
-  for (const auto& t : entry.initial_trials) {
+  for (const auto& t : store_.trials(record.id)) {
     if (!t.finished_at && t.result.status != TrialStatus::pending) continue;  // expired lease
     try {
       auto config = entry.space->config_from_json(t.config);
@@ -265,8 +282,6 @@ void StudyManager::ensure_session(Entry& entry) {
   }
   session->restore(finished, pending);
   entry.session = std::move(session);
-  entry.initial_trials.clear();
-  entry.initial_trials.shrink_to_fit();
 }
 
 void StudyManager::take_in_events(Entry& entry) {
@@ -306,7 +321,8 @@ std::size_t StudyManager::release_expired(Entry& entry, Clock::time_point now) {
   std::lock_guard lock(entry.state_mutex);
   for (auto it = entry.pending.begin(); it != entry.pending.end();) {
     if (it->second.expires < now) {
-      entry.inbox.push_back({std::move(it->second.config), std::nullopt});
+      if (entry.session_starting)
+        entry.inbox.push_back({std::move(it->second.config), std::nullopt});
       it = entry.pending.erase(it);
       ++released;
     } else {
@@ -507,7 +523,7 @@ std::vector<StudyManager::ReportOutcome> StudyManager::report_all(
     std::erase_if(entry->pending,
                   [&](const auto& lease) { return lease.second.key == stored.config_key; });
     entry->finished[stored.config_key] = r.trial.value;
-    entry->inbox.push_back({std::move(config), r.result});
+    if (entry->session_starting) entry->inbox.push_back({std::move(config), r.result});
   }
   std::set<std::int64_t> studies;
   for (const auto& o : out) {
@@ -550,7 +566,9 @@ db::TrialRecord StudyManager::release(db::TrialId trial, const std::string& clie
   if (auto entry = find_loaded(t.study_id)) {
     std::lock_guard lock(entry->state_mutex);
     if (auto it = entry->pending.find(trial.value); it != entry->pending.end()) {
-      entry->inbox.push_back({std::move(it->second.config), std::nullopt});
+      if (entry->session_starting) {
+        entry->inbox.push_back({std::move(it->second.config), std::nullopt});
+      }
       entry->pending.erase(it);
     }
   }
@@ -675,7 +693,9 @@ std::vector<StudyManager::MeasurementOutcome> StudyManager::add_measurements_all
         }
         out[b].trials.push_back(ids[next]);
         entry->finished[trials[b][i].config_key] = ids[next].value;
-        entry->inbox.push_back({std::move(parsed[b][i]), trials[b][i].result});
+        if (entry->session_starting) {
+          entry->inbox.push_back({std::move(parsed[b][i]), trials[b][i].result});
+        }
         ++next;
       }
     }
@@ -810,7 +830,7 @@ std::size_t StudyManager::expire_leases() {
     std::lock_guard lock(e->state_mutex);
     for (auto it = e->pending.begin(); it != e->pending.end();) {
       if (it->second.expires < now) {
-        e->inbox.push_back({std::move(it->second.config), std::nullopt});
+        if (e->session_starting) e->inbox.push_back({std::move(it->second.config), std::nullopt});
         it = e->pending.erase(it);
       } else {
         ++it;
@@ -818,6 +838,13 @@ std::size_t StudyManager::expire_leases() {
     }
   }
   return expired;
+}
+
+std::size_t StudyManager::queued_events(db::StudyId study) const {
+  const auto entry = find_loaded(study);
+  if (!entry) return 0;
+  std::lock_guard lock(entry->state_mutex);
+  return entry->inbox.size();
 }
 
 std::size_t StudyManager::active_studies() const {

@@ -149,6 +149,8 @@ class StudyManager {
 
   std::size_t active_studies() const;
   std::size_t pending_leases() const;
+  /// Events (results, ends of leases) queued for a loaded study's session (tests).
+  std::size_t queued_events(db::StudyId study) const;
 
  private:
   struct Entry;
@@ -160,6 +162,7 @@ class StudyManager {
   void sync_with_store(Entry& entry);
   void complete_if_spent(db::StudyId study);
   void ensure_session(Entry& entry);
+  void build_session(Entry& entry);
   void take_in_events(Entry& entry);
   /// FieldError for a negative time reported to a study whose unit is a time; null otherwise.
   std::exception_ptr negative_time(const Report& r) const;

@@ -1123,6 +1123,34 @@ TEST(ApiServer, ConfigurationsAnotherServerLeasedFirstAreReplacedNotDropped) {
   EXPECT_NE(reply["suggestions"][0]["config"], first["suggestions"][0]["config"]);
 }
 
+// A study that is only sent results (imports, measurements from elsewhere) keeps none of them
+// in memory for a session that does not exist; the session, once asked for, reads them all.
+TEST(ApiServer, ResultsAreQueuedOnlyForAStudysSession) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = db::StudyId{create_demo_study(c, server.token, "exhaustive", 10)};
+  StudyManager manager(server.store());
+  const auto config = [](int bx, int by, int unroll) {
+    return nlohmann::json{{"bx", bx}, {"by", by}, {"unroll", unroll}};
+  };
+  manager.add_measurements(study, {config(1, 1, 0), config(1, 1, 1)},
+                           {Measurement::success(2.0), Measurement::success(3.0)}, "elsewhere");
+  manager.add_measurements(study, {config(1, 2, 0)}, {Measurement::success(4.0)}, "elsewhere");
+  EXPECT_EQ(manager.queued_events(study), 0u);
+
+  // Exhaustive search takes the first configuration nobody measured.
+  const auto first = manager.suggest(study, 1, "w", 3600);
+  ASSERT_EQ(first.leases.size(), 1u);
+  EXPECT_EQ(first.leases[0].config, config(1, 2, 1));
+  // From now on results are queued for the session, which takes them in when next asked.
+  manager.add_measurements(study, {config(1, 4, 0)}, {Measurement::success(5.0)}, "elsewhere");
+  EXPECT_EQ(manager.queued_events(study), 1u);
+  const auto second = manager.suggest(study, 1, "w", 3600);
+  ASSERT_EQ(second.leases.size(), 1u);
+  EXPECT_EQ(second.leases[0].config, config(1, 4, 1));
+  EXPECT_EQ(manager.queued_events(study), 0u);
+}
+
 TEST(ApiServer, AStudyShowsItsOwnBestAndAMachineKeepsItsFingerprint) {
   TestServer server;
   auto c = server.client();
