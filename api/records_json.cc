@@ -136,8 +136,13 @@ nlohmann::json trial_json(const db::TrialRecord& t) {
 }
 
 nlohmann::json forecast_json(const nlohmann::json& config, const Forecast& f) {
-  return {{"config", config}, {"mean", f.mean}, {"lower", f.lower},
-          {"upper", f.upper}, {"std", f.std},   {"probability_feasible", f.probability_feasible}};
+  return {{"config", config},
+          {"mean", f.mean},
+          {"lower", f.lower},
+          {"upper", f.upper},
+          {"std", f.std},
+          {"std_scale", f.log_scale ? "log" : "objective"},
+          {"probability_feasible", f.probability_feasible}};
 }
 
 nlohmann::json counts_json(const db::TrialCounts& c) {

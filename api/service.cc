@@ -583,21 +583,24 @@ void Service::add_routes() {
            {"description", "unit of mean, lower and upper; null for a plain number"}}},
          {"predictions",
           {{"type", "array"},
-           {"items", object_schema({{"config", kConfig},
-                                    {"mean", kNumber},
-                                    {"lower", kNumber},
-                                    {"upper", kNumber},
-                                    {"std",
-                                     {{"type", "number"},
-                                      {"description",
-                                       "standard deviation on the model's log "
-                                       "scale (about the relative uncertainty "
-                                       "for times) of a measurement: the "
-                                       "model's uncertainty and its "
-                                       "measurements' noise; lower .. upper is "
-                                       "the 68% interval in the objective's "
-                                       "unit"}}},
-                                    {"probability_feasible", kNumber}})}}}});
+           {"items",
+            object_schema({{"config", kConfig},
+                           {"mean", kNumber},
+                           {"lower", kNumber},
+                           {"upper", kNumber},
+                           {"std",
+                            {{"type", "number"},
+                             {"description",
+                              "standard deviation of a measurement (the "
+                              "model's uncertainty and its measurements' "
+                              "noise) on the model's scale, std_scale: "
+                              "log when every value seen is positive "
+                              "(about the relative uncertainty), else "
+                              "the objective's unit; lower .. upper is "
+                              "the 68% interval in the objective's "
+                              "unit"}}},
+                           {"std_scale", {{"type", "string"}, {"enum", {"log", "objective"}}}},
+                           {"probability_feasible", kNumber}})}}}});
   }
   {
     auto& r = route("POST", "/v1/import", "importMeasurements",

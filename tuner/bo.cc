@@ -146,15 +146,16 @@ class InverseCopula {
     if (values_.size() < 2) return;
     z_first_ = z_at(positions_.front());
     z_last_ = z_at(positions_.back());
-    slope_ = (values_.back() - values_.front()) / (z_last_ - z_first_);
+    // In long double: values near the largest double would overflow to infinity here.
+    slope_ = (static_cast<long double>(values_.back()) - values_.front()) / (z_last_ - z_first_);
   }
 
   double operator()(double z) const {
     if (values_.empty()) return z;
     if (values_.size() == 1) return values_.front();  // one value everywhere: nothing to scale
     const double position = surrogates::normal_cdf(z) * (static_cast<double>(n_) + 1.0) - 1.0;
-    if (position <= positions_.front()) return values_.front() + (z - z_first_) * slope_;
-    if (position >= positions_.back()) return values_.back() + (z - z_last_) * slope_;
+    if (position <= positions_.front()) return extrapolate(values_.front(), z - z_first_);
+    if (position >= positions_.back()) return extrapolate(values_.back(), z - z_last_);
     const auto hi = static_cast<std::size_t>(
         std::upper_bound(positions_.begin(), positions_.end(), position) - positions_.begin());
     const std::size_t lo = hi - 1;
@@ -166,13 +167,18 @@ class InverseCopula {
   double z_at(double position) const {
     return surrogates::normal_quantile((position + 1.0) / (static_cast<double>(n_) + 1.0));
   }
+  // Past an outer knot, clamped to the finite doubles.
+  double extrapolate(double knot, double dz) const {
+    constexpr long double kMax = std::numeric_limits<double>::max();
+    return static_cast<double>(std::clamp(knot + dz * slope_, -kMax, kMax));
+  }
 
   std::size_t n_ = 0;
   std::vector<double> positions_;  // of the distinct values, 0-based mean ranks
   std::vector<double> values_;
   double z_first_ = 0.0;
   double z_last_ = 0.0;
-  double slope_ = 0.0;
+  long double slope_ = 0.0;
 };
 
 // Task features: the union of numeric feature names over the priors and the study, each
@@ -441,7 +447,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
       const double b = objective_value(g_hi, log, state.minimize);
       f.lower = std::min(a, b);
       f.upper = std::max(a, b);
-      f.std = 0.5 * (g_hi - g_lo);
+      f.std = 0.5 * g_hi - 0.5 * g_lo;  // halves first: g near the largest double
+      f.log_scale = log;
       f.probability_feasible = std::exp(log_feasible[i]);
       f.from_priors = target_.n_ok == 0;
       out.push_back(f);

@@ -19,6 +19,9 @@ struct Forecast {
   double lower = 0.0;  ///< 16th percentile (one standard deviation below, in model space)
   double upper = 0.0;  ///< 84th percentile (bounds are clamped to the finite doubles)
   double std = 0.0;    ///< standard deviation in model space (log units for log-transformed)
+  /// Whether the model works on the log of the objective (all values seen are positive): then
+  /// std is in log units (about the relative uncertainty), else in the objective's unit.
+  bool log_scale = false;
   double probability_feasible = 1.0;
   /// Predicted from priors alone: the study has no successful observation yet (zero-shot).
   bool from_priors = false;

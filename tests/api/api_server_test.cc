@@ -127,6 +127,7 @@ TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
   EXPECT_TRUE(predicted.json().contains("unit") && predicted.json()["unit"].is_null())
       << predicted.body;  // the demo study was created without one
   EXPECT_GT(p["upper"].get<double>(), p["lower"].get<double>());
+  EXPECT_EQ(p["std_scale"], "log") << predicted.body;  // positive values: the model takes logs
   EXPECT_NEAR(p["mean"].get<double>(), measured["value"].get<double>(),
               0.5 * measured["value"].get<double>());
 }

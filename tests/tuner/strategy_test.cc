@@ -386,8 +386,25 @@ TEST(Strategies, ForecastsStayFiniteForObjectivesNearTheLargestDouble) {
   for (const auto& f : forecasts) {
     ASSERT_TRUE(std::isfinite(f.lower) && std::isfinite(f.mean) && std::isfinite(f.upper))
         << f.lower << " " << f.mean << " " << f.upper;
+    EXPECT_TRUE(std::isfinite(f.std)) << f.std;
+    EXPECT_TRUE(f.log_scale);
     EXPECT_LE(f.lower, f.mean);
     EXPECT_LE(f.mean, f.upper);
+  }
+
+  // Values of both signs (no log) spanning the whole range of doubles: the copula's slope
+  // between its outer values overflowed, and std was infinite (null in JSON).
+  Session both_signs(space, opts);
+  const double max = std::numeric_limits<double>::max();
+  for (std::size_t i = 0; i < 12; ++i) {
+    const double v = i == 0 ? -max : i == 1 ? max : static_cast<double>(i);
+    both_signs.observe(configs[i], Measurement::success(v));
+  }
+  for (const auto& f : both_signs.forecast(configs)) {
+    ASSERT_TRUE(std::isfinite(f.lower) && std::isfinite(f.mean) && std::isfinite(f.upper) &&
+                std::isfinite(f.std))
+        << f.lower << " " << f.mean << " " << f.upper << " " << f.std;
+    EXPECT_FALSE(f.log_scale);
   }
 }
 
