@@ -58,11 +58,12 @@ struct Server::Impl {
   Impl(Service& s, ServerOptions o)
       : service(s),
         options(std::move(o)),
-        acceptor(net::make_strand(ioc)),
-        accept_timer(ioc),
+        control(net::make_strand(ioc)),
+        acceptor(control),
+        accept_timer(control),
         compute_work(net::make_work_guard(compute)),
-        lease_timer(ioc),
-        signals(ioc) {}
+        lease_timer(control),
+        signals(control) {}
 
   void listen();
   void accept();
@@ -89,6 +90,9 @@ struct Server::Impl {
   std::mutex connections_mutex;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections;
   net::io_context ioc;
+  // The acceptor, its timer, the lease timer and the signals are used from this strand only
+  // (their handlers, and begin_stop's closing of them): Asio objects are not thread-safe.
+  net::strand<net::io_context::executor_type> control;
   tcp::acceptor acceptor;
   // Accepting pauses after an error (out of file descriptors: accepting again at once would
   // spin), and its warnings are rate-limited.
@@ -613,7 +617,7 @@ void Server::Impl::schedule_lease_check() {
       } catch (const std::exception& e) {
         spdlog::warn("expiring leases failed (retried later): {}", e.what());
       }
-      net::post(ioc, [this] {
+      net::post(control, [this] {
         if (!stopping) schedule_lease_check();
       });
     });
@@ -623,7 +627,7 @@ void Server::Impl::schedule_lease_check() {
 void Server::Impl::begin_stop() {
   std::call_once(stop_once, [this] {
     stopping = true;
-    net::post(ioc, [this] {
+    net::post(control, [this] {
       error_code ignored;
       acceptor.close(ignored);
       accept_timer.cancel();
@@ -643,6 +647,7 @@ void Server::Impl::begin_stop() {
       if (!done_cv.wait_for(lock, options.shutdown_grace, [this] { return done; })) {
         spdlog::warn("requests still running after the shutdown grace period; closing them");
         ioc.stop();
+        compute.stop();  // queued model fits are dropped, not run after the grace period
       }
     });
   });
