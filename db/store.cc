@@ -1115,6 +1115,13 @@ std::vector<Store::CompletionOutcome> Store::complete_trials(const std::vector<C
     } catch (...) {
       out[i].error = std::current_exception();
       out[i].record.reset();
+      if (!impl_->db.in_transaction()) {
+        // SQLite rolled the whole transaction back (SQLITE_FULL, IOERR, NOMEM): the results
+        // stored before went with it, and what follows would run outside any transaction.
+        const auto error = out[i].error;
+        for (auto& o : out) o = CompletionOutcome{.record = std::nullopt, .error = error};
+        return out;
+      }
       impl_->db.exec("ROLLBACK TO one_result", item);
       impl_->db.exec("RELEASE one_result", item);
     }

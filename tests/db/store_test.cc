@@ -324,6 +324,39 @@ TEST_F(StoreTest, LeasesStayWithinTheBudgetWhateverTheCallerCounted) {
   EXPECT_EQ(store_.trials(s.id).size(), 3u);
 }
 
+// An error after which SQLite has rolled back the whole transaction (SQLITE_FULL, IOERR,
+// NOMEM; here a trigger's RAISE(ROLLBACK)) takes the results before it too: every result of the
+// batch is refused with it, nothing is stored, and the Store goes on working.
+TEST_F(StoreTest, ABatchWhoseTransactionSQLiteRolledBackStoresNothing) {
+  const auto s = testing::make_study(store_, "s");
+  const auto a =
+      store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "w1", 60);
+  const auto b =
+      store_.add_pending_trial(s.id, testing::config_json(32, "row"), "32,row", "w1", 60);
+  const auto c =
+      store_.add_pending_trial(s.id, testing::config_json(64, "row"), "64,row", "w1", 60);
+  {
+    Database db(path());
+    db.exec("CREATE TRIGGER roll_back BEFORE UPDATE ON trials WHEN NEW.objective = 2.0 "
+            "BEGIN SELECT RAISE(ROLLBACK, 'injected rollback'); END",
+            "adding a rollback trigger");
+  }
+  const auto outcomes = store_.complete_trials({{a, "w1", Measurement::success(1.0)},
+                                                {b, "w1", Measurement::success(2.0)},
+                                                {c, "w1", Measurement::success(3.0)}});
+  ASSERT_EQ(outcomes.size(), 3u);
+  for (const auto& o : outcomes) {
+    EXPECT_FALSE(o.record.has_value());
+    ASSERT_TRUE(o.error);
+    EXPECT_THAT([&] { std::rethrow_exception(o.error); },
+                ThrowsMessage<StorageError>(HasSubstr("injected rollback")));
+  }
+  for (const auto id : {a, b, c}) {
+    EXPECT_EQ(store_.get_trial(id).result.status, TrialStatus::pending);
+  }
+  EXPECT_DOUBLE_EQ(store_.complete_trial(a, Measurement::success(1.0)).result.objective, 1.0);
+}
+
 TEST_F(StoreTest, ABatchOfResultsCommitsOnceAndEachIsJudgedAlone) {
   const auto s = testing::make_study(store_, "s");
   const auto a =
