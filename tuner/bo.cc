@@ -1130,8 +1130,26 @@ class BayesianOptimization final : public ModelBasedStrategy {
 
   // ---- acquisition over an explicit candidate set
 
+  // Drops a batch's fantasies from the GP when the batch ends, also by an exception: with
+  // copula off and no refit, the next proposal appends to the GP it finds.
+  struct DropFantasies {
+    GaussianProcess& gp;
+    std::size_t rows;
+    DropFantasies(GaussianProcess& g, std::size_t r) : gp(g), rows(r) {}
+    DropFantasies(const DropFantasies&) = delete;
+    DropFantasies& operator=(const DropFantasies&) = delete;
+    ~DropFantasies() {
+      try {
+        if (gp.size() > rows) gp.truncate(rows);
+      } catch (...) {
+        // Only an allocation, smaller than the one it replaces, can fail here.
+      }
+    }
+  };
+
   std::vector<Configuration> maximise_over_candidates(const TuningState& state, std::size_t n,
                                                       std::unordered_set<std::string>& chosen) {
+    const DropFantasies drop{gp_, gp_rows_};
     const auto& cands = *state.candidates;
     const std::size_t dim = model_dimension(state);
     if (candidates_seen_ != state.candidates ||
@@ -1255,7 +1273,6 @@ class BayesianOptimization final : public ModelBasedStrategy {
       }
       if (k + 1 < n) fantasise(best);
     }
-    gp_.truncate(gp_rows_);
     return out;
   }
 
@@ -1264,6 +1281,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
   std::vector<Configuration> maximise_by_sampling(const TuningState& state, std::size_t n,
                                                   std::unordered_set<std::string>& chosen,
                                                   Rng& rng) {
+    const DropFantasies drop{gp_, gp_rows_};
     const auto& space = *state.space;
     const std::size_t dim = model_dimension(state);
     auto free = [&](const Configuration& c) {
@@ -1380,7 +1398,6 @@ class BayesianOptimization final : public ModelBasedStrategy {
       if (k + 1 < n) fantasise(best);
       out.push_back(std::move(best));
     }
-    gp_.truncate(gp_rows_);
     return out;
   }
 
