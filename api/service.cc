@@ -1063,8 +1063,11 @@ Response Service::suggest(Request& request) {
                    {"propose_seconds", result.propose_seconds},
                    {"model", result.model}};
   if (!result.reason.empty()) j["reason"] = result.reason;
-  // Leases held by other clients may expire and be proposed again: ask again later.
-  if (result.leases.empty() && !result.done) j["retry_after_seconds"] = 1.0;
+  // Live leases that end without a result free their places: ask again when the first ends
+  // (at least 1 s, at most an hour; a release may free one sooner).
+  if (result.leases.empty() && !result.done) {
+    j["retry_after_seconds"] = std::clamp(result.retry_after_seconds.value_or(1.0), 1.0, 3600.0);
+  }
   return Response::json(j);
 }
 

@@ -372,8 +372,10 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
     }
     if (const auto left = *room(); left < n) {
       allowed = left;
-      out.reason = "the rest of the budget (" + std::to_string(left) +
-                   " evaluations) is what is not leased to other clients";
+      out.reason = "the budget of " + std::to_string(limit) + " evaluations has room for " +
+                   std::to_string(left) + " more beside " +
+                   std::to_string(session.observations().size()) + " results and " +
+                   std::to_string(session.pending_count()) + " live leases";
     }
   }
 
@@ -462,6 +464,15 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
                    " configuration(s) proposed were leased or measured meanwhile by another "
                    "process sharing the database" +
                    (out.reason.empty() ? std::string() : "; " + out.reason) + "; ask again";
+    }
+  }
+  if (out.leases.empty() && !out.done) {
+    // Only a lease that ends without a result frees a place: the first to end is the time to
+    // ask again (results and releases may come sooner).
+    std::lock_guard lock(entry->state_mutex);
+    for (const auto& [id, lease] : entry->pending) {
+      const double seconds = std::chrono::duration<double>(lease.expires - Clock::now()).count();
+      out.retry_after_seconds = std::min(out.retry_after_seconds.value_or(seconds), seconds);
     }
   }
   return out;

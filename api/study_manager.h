@@ -52,6 +52,8 @@ class StudyManager {
     /// Why fewer than asked for were given (empty when all were).
     std::string reason;
     double propose_seconds = 0.0;
+    /// None given and not done: seconds until the first live lease ends (nullopt: none known).
+    std::optional<double> retry_after_seconds;
     /// What proposed them: {"strategy", "phase", "priors" (sources used), "weights" (the
     /// transfer ensemble's, when it has them)}.
     nlohmann::json model = nlohmann::json::object();

@@ -34,6 +34,8 @@ constexpr auto kPollStep = std::chrono::milliseconds(100);
 // proposed) is asked again at least this often, even with --patience 0: such a race is over
 // by the next request.
 constexpr int kMinRetriesWhenNotDone = 3;
+// Longest wait between two requests for suggestions when none was given.
+constexpr double kMaxPollSeconds = 5.0;
 
 std::string default_client_id() {
   char host[256] = {};
@@ -239,7 +241,9 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
         summary.stop_reason = reason;
         break;
       }
-      interruptible_sleep(answer.value("retry_after_seconds", 1.0));
+      // The server's hint is when the first live lease ends (up to an hour); a release or the
+      // patience limit may come sooner.
+      interruptible_sleep(std::min(answer.value("retry_after_seconds", 1.0), kMaxPollSeconds));
       continue;
     }
     waited_since = {};

@@ -1124,6 +1124,32 @@ TEST(ApiServer, ConfigurationsAnotherServerLeasedFirstAreReplacedNotDropped) {
   EXPECT_NE(reply["suggestions"][0]["config"], first["suggestions"][0]["config"]);
 }
 
+// A budget taken by live leases: the reply says what holds it and when to ask again (when the
+// first lease ends), not every second.
+TEST(ApiServer, ABudgetHeldByLeasesSaysWhenToAskAgain) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 3);
+  const std::string path = "/v1/studies/" + std::to_string(study) + "/suggestions";
+  const auto ask = [&](int n, double lease_seconds) {
+    return c
+        .post(path, {{"n", n}, {"client_id", "w"}, {"lease_seconds", lease_seconds}}, server.token)
+        .json();
+  };
+  const auto first = ask(5, 600);
+  ASSERT_EQ(first["suggestions"].size(), 3u) << first.dump();
+  EXPECT_EQ(first["reason"],
+            "the budget of 3 evaluations has room for 3 more beside 0 results and 0 live leases");
+  const auto none = ask(1, 600);
+  EXPECT_TRUE(none["suggestions"].empty()) << none.dump();
+  EXPECT_FALSE(none["done"].get<bool>());
+  EXPECT_EQ(none["reason"],
+            "the budget of 3 evaluations has room for 0 more beside 0 results and 3 live leases");
+  const double retry = none["retry_after_seconds"].get<double>();
+  EXPECT_GT(retry, 590.0);
+  EXPECT_LT(retry, 700.0);
+}
+
 // A study that is only sent results (imports, measurements from elsewhere) keeps none of them
 // in memory for a session that does not exist; the session, once asked for, reads them all.
 TEST(ApiServer, ResultsAreQueuedOnlyForAStudysSession) {

@@ -337,9 +337,10 @@ TEST_F(StoreTest, ABatchWhoseTransactionSQLiteRolledBackStoresNothing) {
       store_.add_pending_trial(s.id, testing::config_json(64, "row"), "64,row", "w1", 60);
   {
     Database db(path());
-    db.exec("CREATE TRIGGER roll_back BEFORE UPDATE ON trials WHEN NEW.objective = 2.0 "
-            "BEGIN SELECT RAISE(ROLLBACK, 'injected rollback'); END",
-            "adding a rollback trigger");
+    db.exec(
+        "CREATE TRIGGER roll_back BEFORE UPDATE ON trials WHEN NEW.objective = 2.0 "
+        "BEGIN SELECT RAISE(ROLLBACK, 'injected rollback'); END",
+        "adding a rollback trigger");
   }
   const auto outcomes = store_.complete_trials({{a, "w1", Measurement::success(1.0)},
                                                 {b, "w1", Measurement::success(2.0)},
