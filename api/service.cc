@@ -111,6 +111,7 @@ Measurement read_result(JsonReader& r) {
   Measurement m;
   if (status == TrialStatus::ok) {
     if (!value && raw.empty()) {
+      r.finish();  // a misspelt "value" ("objective", "values") is named as what it is
       throw FieldError(r.field("value"), "a result with status ok needs \"" + r.field("value") +
                                              "\" (the objective) or \"" + r.field("raw") +
                                              "\" (repeated measurements; the median is used)");

@@ -97,8 +97,17 @@ Json parse_json_text(std::string_view text, std::string_view what, DuplicateKeys
     return Json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     const std::size_t position = e.byte > 0 ? e.byte - 1 : 0;
+    // Python's json.dumps writes NaN and Infinity unless told not to (allow_nan=False).
+    const auto near = text.substr(position > 8 ? position - 8 : 0, 20);
+    const bool python_float = near.find("NaN") != std::string_view::npos ||
+                              near.find("Infinity") != std::string_view::npos;
     throw ParseError(std::string(what) + " is not valid JSON (at byte " + std::to_string(e.byte) +
-                         "): " + without_exception_tag(e.what()),
+                         "): " + without_exception_tag(e.what()) +
+                         (python_float ? "; NaN and Infinity are not JSON numbers (Python's "
+                                         "json.dumps writes them unless allow_nan=False): send a "
+                                         "finite number, or report an evaluation that gave none "
+                                         "as \"status\": \"failed\""
+                                       : ""),
                      position);
   } catch (const nlohmann::json::out_of_range& e) {
     // 406: a number literal such as 1e999 that no double holds.

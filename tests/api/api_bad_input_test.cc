@@ -262,6 +262,11 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
       {"digits-only study name", "POST", "/v1/studies", study_body({{"name", "123"}}), true, 400,
        "name", "would read as a study id"},
       {"ok without value", "POST", trial, R"({"client_id": "owner"})", true, 400, "value", "raw"},
+      {"misspelt value", "POST", trial, R"({"client_id": "owner", "objective": 0.3})", true, 400,
+       "objective", "unknown field \"objective\"; allowed: client_id, status, value"},
+      {"Python's NaN", "POST", trial, R"({"client_id": "owner", "value": NaN})", true, 400, "",
+       "allow_nan=False): send a finite number, or report an evaluation that gave none as "
+       "\"status\": \"failed\""},
       {"failure with value", "POST", trial,
        R"({"client_id": "owner", "status": "failed", "value": 2})", true, 400, "value", ""},
       {"missing client id", "POST", trial, R"({"value": 1})", true, 400, "client_id", "required"},
