@@ -52,7 +52,8 @@ std::string similar_machine_name(const db::Store& store, const std::string& name
 
 std::optional<db::Direction> studies_direction(const db::Store& store, const std::string& kernel,
                                                const std::string& objective,
-                                               std::optional<db::MachineId> machine) {
+                                               std::optional<db::MachineId> machine,
+                                               std::optional<db::TaskId> task) {
   const auto studies = store.list_studies(kernel);
   const auto direction_of = [&](bool machines_only) -> std::optional<db::Direction> {
     std::optional<db::Direction> direction;
@@ -67,7 +68,14 @@ std::optional<db::Direction> studies_direction(const db::Store& store, const std
   if (machine && std::any_of(studies.begin(), studies.end(), [&](const auto& s) {
         return s.machine_id == *machine && (objective.empty() || s.objective == objective);
       })) {
-    return direction_of(true);
+    if (const auto all = direction_of(true)) return all;
+    // Studies of both directions (one of them perhaps empty): the one kind that measured.
+    const auto measured = [&](db::Direction d) {
+      return store.best_trial(kernel, *machine, task, d, objective).has_value();
+    };
+    const bool min = measured(db::Direction::minimize);
+    if (min == measured(db::Direction::maximize)) return std::nullopt;
+    return min ? db::Direction::minimize : db::Direction::maximize;
   }
   return direction_of(false);
 }

@@ -33,9 +33,12 @@ std::string similar_machine_name(const db::Store& store, const std::string& name
 /// has no study or they differ: what a question that names no direction means. With `machine`,
 /// that machine's studies' direction when it has studies (a kernel measured as a time on one
 /// machine and as a rate on another is still asked for the rate where the rate was measured).
+/// When that machine's studies differ, the one direction of those that measured something
+/// there (of `task`, when given).
 std::optional<db::Direction> studies_direction(const db::Store& store, const std::string& kernel,
                                                const std::string& objective = "",
-                                               std::optional<db::MachineId> machine = std::nullopt);
+                                               std::optional<db::MachineId> machine = std::nullopt,
+                                               std::optional<db::TaskId> task = std::nullopt);
 /// What an import tells its user beyond its counts (the file's own notes apart): which input
 /// a study keeps, a file that names no input, measurements of another space of the kernel.
 /// `kernel_option` and `input_example` spell the options the caller takes ("--kernel",

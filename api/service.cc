@@ -1238,7 +1238,7 @@ Response Service::best(Request& request) {
   const auto machine = reader().find_machine(machine_name);
   // Left out, the direction of this machine's studies of the kernel, else of all of them.
   const auto kernel_direction = studies_direction(
-      reader(), kernel, objective, machine ? std::optional(machine->id) : std::nullopt);
+      reader(), kernel, objective, machine ? std::optional(machine->id) : std::nullopt, task);
   const auto direction =
       asked_direction.value_or(kernel_direction.value_or(db::Direction::minimize));
   if (task) {
@@ -1315,8 +1315,8 @@ Response Service::best(Request& request) {
         machine && reader().best_trial(kernel, machine->id, task, other, objective).has_value();
     throw NotFound("nothing measured for kernel \"" + kernel + "\" on machine \"" + machine_name +
                    "\" (" + filters + ")" +
-                   (other_way
-                        ? "; its studies there " + other_name + ": ask with direction=" + other_name
+                   (other_way ? "; what was measured there is in studies that " + other_name +
+                                    ": ask with direction=" + other_name
                     : kernel_direction == other
                         ? "; the kernel's studies all " + other_name +
                               ": ask with direction=" + other_name + " (or leave it out)"

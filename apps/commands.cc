@@ -463,17 +463,17 @@ void add_query_commands(CLI::App& app) {
         }
       }
       // Without --maximize, the direction of the kernel's studies on this machine (else on
-      // all) when they all take one.
+      // all) when they all take one, else of what was measured here.
       const auto direction =
           args->maximize
               ? db::Direction::maximize
               : api::studies_direction(store, args->kernel, "",
-                                       machine ? std::optional(machine->id) : std::nullopt)
+                                       machine ? std::optional(machine->id) : std::nullopt, task)
                     .value_or(db::Direction::minimize);
       const bool maximize = direction == db::Direction::maximize;
       if (maximize && !args->maximize) {
         std::cerr << "note: the studies of " << args->kernel
-                  << " all maximize their objective: the best is the highest\n";
+                  << " maximize their objective: the best is the highest\n";
       }
       // A matrix measured nowhere has no measured best, here or anywhere.
       const bool unmeasured_input = !task && !input_name.empty();

@@ -96,7 +96,31 @@ TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
   const auto other_way = c.get("/v1/best?kernel=demo&machine=test-machine&direction=maximize");
   EXPECT_EQ(other_way.status, 404) << other_way.body;
   EXPECT_THAT(other_way.json()["error"]["message"].get<std::string>(),
-              HasSubstr("its studies there minimize: ask with direction=minimize"));
+              HasSubstr("what was measured there is in studies that minimize: ask with "
+                        "direction=minimize"));
+  // Studies of both directions there, only the maximized one measured: the default direction
+  // is the one of what was measured.
+  const auto study_of = [&](const std::string& direction) {
+    auto created = c.post("/v1/studies",
+                          {{"kernel", "rates"},
+                           {"space", testing::demo_space()},
+                           {"machine", "test-machine"},
+                           {"direction", direction}},
+                          server.token);
+    EXPECT_EQ(created.status, 201) << created.body;
+    return created.json()["id"].get<std::int64_t>();
+  };
+  study_of("minimize");
+  const auto rates = study_of("maximize");
+  ASSERT_EQ(c.post("/v1/studies/" + std::to_string(rates) + "/measurements",
+                   {{"measurements",
+                     {{{"config", {{"bx", 4}, {"by", 2}, {"unroll", 1}}}, {"value", 7.0}}}}},
+                   server.token)
+                .status,
+            201);
+  const auto measured_way = c.get("/v1/best?kernel=rates&machine=test-machine");
+  ASSERT_EQ(measured_way.status, 200) << measured_way.body;
+  EXPECT_DOUBLE_EQ(measured_way.json()["objective"].get<double>(), 7.0);
 
   const auto trials = c.get(base + "/trials?status=ok").json()["trials"];
   EXPECT_EQ(trials.size(), static_cast<std::size_t>(kBudget));
