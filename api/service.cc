@@ -1010,11 +1010,22 @@ Response Service::relevance(Request& request) {
   // Why there is nothing to show: too few results to fit a model to (every study has one:
   // a study whose strategy carries none is modelled as bo would).
   if (list.empty()) {
+    std::optional<double> first;
+    bool one_value = true;
+    std::int64_t ok = 0;
+    for (const auto& t : reader().trials(id)) {
+      if (!t.result.ok()) continue;
+      ++ok;
+      if (!first) first = t.result.objective;
+      one_value = one_value && t.result.objective == *first;
+    }
     reply["reason"] =
-        "the model's lengthscales say more than their priors once the study has about two "
-        "successful results per encoded input (one per numeric parameter, one per value of a "
-        "categorical one), or priors; it has " +
-        std::to_string(reader().trial_counts(id).ok) + " successful results";
+        one_value && ok > 1
+            ? "every successful result has the same value: nothing tells the parameters apart"
+            : "the model's lengthscales say more than their priors once the study has about two "
+              "successful results per encoded input (one per numeric parameter, one per value "
+              "of a categorical one), or priors; it has " +
+                  std::to_string(ok) + " successful results";
   }
   return Response::json(reply);
 }

@@ -456,6 +456,19 @@ class BayesianOptimization final : public ModelBasedStrategy {
     return out;
   }
 
+  static bool all_successes_equal(const TuningState& state) {
+    const Observation* first = nullptr;
+    for (const auto& o : state.observations) {
+      if (!o.result.ok()) continue;
+      if (!first) {
+        first = &o;
+      } else if (o.result.objective != first->result.objective) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   std::vector<ParameterRelevance> relevance(const TuningState& state) override {
     prepare_transfer(state);
     // One lengthscale per input column says little before there are about two successful
@@ -463,6 +476,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
     // model has its sources' results from the start).
     const std::size_t needed = std::max(kMinObservationsForModel, 2 * model_dimension(state));
     if (!transfer_ready() && state.ok_count() < needed) return {};
+    // Results that all have one value tell the parameters apart no more than none do.
+    if (!transfer_ready() && all_successes_equal(state)) return {};
     Rng rng(seed_ ^ state.observations.size());
     update_model(state, rng);
     if (fitted_at_ == 0 || !hyperparameters_) return {};

@@ -985,6 +985,27 @@ TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
               HasSubstr("two successful results per encoded input"));
   EXPECT_THAT(relevance["reason"].get<std::string>(),
               HasSubstr("it has 4 successful results"));  // one failed
+  // Plenty of results, all of one value: nothing to rank the parameters by (the GP's
+  // lengthscales, fitted to nothing, gave shares all the same).
+  {
+    const auto flat = create_demo_study(c, server.token, "random", 20);
+    const std::string flat_base = "/v1/studies/" + std::to_string(flat);
+    nlohmann::json same = nlohmann::json::array();
+    for (int bx : {1, 2, 4, 8}) {
+      for (int by : {1, 2, 4}) {
+        for (int unroll : {0, 1}) {
+          same.push_back(
+              {{"config", {{"bx", bx}, {"by", by}, {"unroll", unroll}}}, {"value", 5.0}});
+        }
+      }
+    }
+    ASSERT_EQ(c.post(flat_base + "/measurements", {{"measurements", same}}, server.token).status,
+              201);
+    const auto flat_relevance = c.get(flat_base + "/relevance").json();
+    EXPECT_TRUE(flat_relevance["parameters"].empty()) << flat_relevance.dump();
+    EXPECT_EQ(flat_relevance["reason"],
+              "every successful result has the same value: nothing tells the parameters apart");
+  }
   // A study of times (its unit says so) takes no negative one.
   const auto unit_study = c.post("/v1/studies",
                                  {{"kernel", "demo"},

@@ -471,8 +471,7 @@ TEST_F(Cli, AResumedStudyKeepsItsDirectionAndUnit) {
   r = run("best --kernel command --json --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["config"], best["config"]) << r.out;
-  EXPECT_NE(r.err.find("note: the studies of command maximize their objective"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("note: the studies of command maximize their objective"), std::string::npos)
       << r.err;
 }
 
