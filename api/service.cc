@@ -437,23 +437,51 @@ void Service::add_routes() {
                     bind(&Service::suggest));
     r.runs = Runs::compute;
     r.request_schema = object_schema(
-        {{"n", {{"type", "integer"}, {"minimum", 1}, {"maximum", kMaxSuggestionsPerRequest}}},
-         {"client_id", kString},
+        {{"n",
+          {{"type", "integer"},
+           {"minimum", 1},
+           {"maximum", kMaxSuggestionsPerRequest},
+           {"default", 1},
+           {"description",
+            "configurations wanted; fewer come back when the budget or the "
+            "space has fewer left (see reason)"}}},
+         {"client_id",
+          {{"type", "string"},
+           {"description", "who evaluates them: its results are reported with the same id"}}},
          {"lease_seconds",
-          {{"type", "number"}, {"exclusiveMinimum", 0}, {"maximum", kMaxLeaseSeconds}}}},
+          {{"type", "number"},
+           {"exclusiveMinimum", 0},
+           {"maximum", kMaxLeaseSeconds},
+           {"default", kDefaultLeaseSeconds},
+           {"description",
+            "how long the client holds them; a lease that ends without a "
+            "result gives its configuration back (a late result is still "
+            "taken while nobody else measured it)"}}}},
         {"client_id"});
-    r.response_schema =
-        object_schema({{"study_id", kInteger},
-                       {"suggestions",
-                        {{"type", "array"},
-                         {"items", object_schema({{"trial_id", kInteger},
-                                                  {"config", kConfig},
-                                                  {"lease_expires_at", kString}})}}},
-                       {"done", kBoolean},
-                       {"reason", kString},
-                       {"retry_after_seconds", kNumber},
-                       {"propose_seconds", kNumber},
-                       {"model", kAnyObject}});
+    r.response_schema = object_schema(
+        {{"study_id", kInteger},
+         {"suggestions",
+          {{"type", "array"},
+           {"items",
+            object_schema(
+                {{"trial_id", kInteger}, {"config", kConfig}, {"lease_expires_at", kString}})}}},
+         {"done",
+          {{"type", "boolean"},
+           {"description",
+            "no suggestion will come any more: the budget is spent, "
+            "every configuration is measured, or the study is not "
+            "active"}}},
+         {"reason",
+          {{"type", "string"},
+           {"description", "why fewer than n came back (absent when all did)"}}},
+         {"retry_after_seconds",
+          {{"type", "number"},
+           {"description",
+            "none came back but more may come: ask again after "
+            "this long (when the first live lease ends)"}}},
+         {"propose_seconds", kNumber},
+         {"model",
+          {{"type", "object"}, {"description", "what proposed them: strategy, phase, priors"}}}});
   }
   {
     auto& r = route("GET", "/v1/trials/{id}", "getTrial", "One trial", Access::read,
