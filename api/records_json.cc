@@ -80,6 +80,13 @@ std::optional<db::Direction> studies_direction(const db::Store& store, const std
   return direction_of(false);
 }
 
+Conflict too_few_for_a_model(const db::Store& store, db::StudyId study) {
+  return Conflict("study " + std::to_string(study.value) + " has " +
+                  std::to_string(store.trial_counts(study).ok) +
+                  " successful results, too few for a model (it needs 3, or measurements of the "
+                  "kernel on other machines or inputs to start from); measure more first");
+}
+
 std::vector<std::string> import_notes(const db::ImportResult& result, bool input_given,
                                       bool file_names_input, std::string_view kernel_option,
                                       std::string_view input_example) {

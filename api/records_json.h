@@ -39,6 +39,8 @@ std::optional<db::Direction> studies_direction(const db::Store& store, const std
                                                const std::string& objective = "",
                                                std::optional<db::MachineId> machine = std::nullopt,
                                                std::optional<db::TaskId> task = std::nullopt);
+/// The refusal of a forecast for a study with too few successful results for a model.
+Conflict too_few_for_a_model(const db::Store& store, db::StudyId study);
 /// What an import tells its user beyond its counts (the file's own notes apart): which input
 /// a study keeps, a file that names no input, measurements of another space of the kernel.
 /// `kernel_option` and `input_example` spell the options the caller takes ("--kernel",

@@ -1383,8 +1383,7 @@ Response Service::predict(Request& request) {
   }
   const auto forecasts = studies_.predict(id, configs);
   if (forecasts.empty()) {
-    throw Conflict("study " + std::to_string(id.value) +
-                   " has too few successful results for a model; report more results first");
+    throw too_few_for_a_model(reader(), id);
   }
   nlohmann::json out = nlohmann::json::array();
   for (std::size_t i = 0; i < forecasts.size(); ++i) {

@@ -674,8 +674,7 @@ void add_query_commands(CLI::App& app) {
       }
       const auto forecasts = studies.predict(study.id, configs);
       if (forecasts.empty()) {
-        throw Conflict("study '" + study.name +
-                       "' has too few successful results for a model; measure more first");
+        throw api::too_few_for_a_model(store, study.id);
       }
       nlohmann::json out = nlohmann::json::array();
       for (std::size_t i = 0; i < forecasts.size(); ++i) {

@@ -1193,6 +1193,13 @@ TEST(ApiServer, ABudgetHeldByLeasesSaysWhenToAskAgain) {
   const double retry = none["retry_after_seconds"].get<double>();
   EXPECT_GT(retry, 590.0);
   EXPECT_LT(retry, 700.0);
+  // Nothing measured yet: no forecast, saying how many results it would take.
+  const auto forecast =
+      c.post("/v1/predict", {{"study_id", study}, {"configs", {first["suggestions"][0]["config"]}}},
+             server.token);
+  EXPECT_EQ(forecast.status, 409) << forecast.body;
+  EXPECT_THAT(forecast.json()["error"]["message"].get<std::string>(),
+              HasSubstr("has 0 successful results, too few for a model (it needs 3"));
 }
 
 // A study that is only sent results (imports, measurements from elsewhere) keeps none of them
