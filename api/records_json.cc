@@ -184,6 +184,9 @@ nlohmann::json study_json(const db::Store& store, const db::StudyRecord& s, bool
       {"strategy", s.strategy},
       {"budget", s.budget ? nlohmann::json(*s.budget) : nlohmann::json()},
       {"settings", s.settings},
+      // Also in settings when given; here always, as the study uses them.
+      {"unit", s.settings.contains("unit") ? s.settings["unit"] : nlohmann::json()},
+      {"seed", s.settings.value("seed", s.id.value)},
       {"status", std::string(db::to_string(s.status))},
       {"created_at", s.created_at}};
   j["trials"] = counts_json(store.trial_counts(s.id));

@@ -1193,6 +1193,10 @@ TEST(ApiServer, ABudgetHeldByLeasesSaysWhenToAskAgain) {
   const double retry = none["retry_after_seconds"].get<double>();
   EXPECT_GT(retry, 590.0);
   EXPECT_LT(retry, 700.0);
+  // The study shows its seed and unit at the top, as it uses them.
+  const auto shown = c.get("/v1/studies/" + std::to_string(study)).json();
+  EXPECT_EQ(shown["seed"], 7) << shown.dump();
+  EXPECT_TRUE(shown.contains("unit") && shown["unit"].is_null()) << shown.dump();
   // Nothing measured yet: no forecast, saying how many results it would take.
   const auto forecast =
       c.post("/v1/predict", {{"study_id", study}, {"configs", {first["suggestions"][0]["config"]}}},
