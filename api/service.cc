@@ -100,6 +100,19 @@ std::int64_t integer_query(const Request& request, const std::string& name) {
 
 /// A result as the API writes it: {"status", "value", "raw", "cost_seconds", "message",
 /// "metrics"}; reports for ok results need a value or raw measurements.
+double read_lease_seconds(JsonReader& r) {
+  // One message for every value out of (0, max]: any number is read, then checked.
+  const double lease = r.optional_number("lease_seconds", std::numeric_limits<double>::lowest(),
+                                         std::numeric_limits<double>::max())
+                           .value_or(kDefaultLeaseSeconds);
+  if (!(lease > 0.0 && lease <= kMaxLeaseSeconds)) {
+    throw FieldError("lease_seconds", "\"lease_seconds\" must be > 0 and at most " +
+                                          nlohmann::json(kMaxLeaseSeconds).dump() + ", got " +
+                                          nlohmann::json(lease).dump());
+  }
+  return lease;
+}
+
 Measurement read_result(JsonReader& r) {
   const auto status_text = r.optional_choice("status", kResultStatuses).value_or("ok");
   const auto status = trial_status_from_string(status_text);
@@ -199,6 +212,17 @@ nlohmann::json machine_schema() {
                         {"created_at", kString}},
                        {"id", "name", "fingerprint", "created_at"});
 }
+nlohmann::json lease_seconds_schema() {
+  return {{"type", "number"},
+          {"exclusiveMinimum", 0},
+          {"maximum", kMaxLeaseSeconds},
+          {"default", kDefaultLeaseSeconds},
+          {"description",
+           "how long the client holds them; a lease that ends without a result "
+           "gives its configuration back (a late result is still taken while "
+           "nobody else measured it); POST /v1/trials/{id}/lease extends it"}};
+}
+
 nlohmann::json study_schema() {
   nlohmann::json counts = nlohmann::json::object();
   for (const char* k : {"total", "pending", "ok", "failed", "timeout", "invalid", "lease_ended"})
@@ -452,15 +476,7 @@ void Service::add_routes() {
          {"client_id",
           {{"type", "string"},
            {"description", "who evaluates them: its results are reported with the same id"}}},
-         {"lease_seconds",
-          {{"type", "number"},
-           {"exclusiveMinimum", 0},
-           {"maximum", kMaxLeaseSeconds},
-           {"default", kDefaultLeaseSeconds},
-           {"description",
-            "how long the client holds them; a lease that ends without a "
-            "result gives its configuration back (a late result is still "
-            "taken while nobody else measured it)"}}}},
+         {"lease_seconds", lease_seconds_schema()}},
         {"client_id"});
     r.response_schema = object_schema(
         {{"study_id", kInteger},
@@ -519,6 +535,18 @@ void Service::add_routes() {
                     Access::write, bind(&Service::release_trial));
     r.runs = Runs::writer;  // a write: it may wait on the file's lock, not on an I/O thread
     r.request_schema = object_schema({{"client_id", kString}}, {"client_id"});
+    r.response_schema = trial_schema();
+  }
+  {
+    auto& r = route("POST", "/v1/trials/{id}/lease", "extendLease",
+                    "Extend a leased trial's lease to lease_seconds from now (default: as "
+                    "suggestions): the client is still evaluating it. Short leases renewed "
+                    "while the work goes on let a client that dies give its configurations "
+                    "back soon",
+                    Access::write, bind(&Service::extend_lease));
+    r.runs = Runs::writer;
+    r.request_schema = object_schema(
+        {{"client_id", kString}, {"lease_seconds", lease_seconds_schema()}}, {"client_id"});
     r.response_schema = trial_schema();
   }
   {
@@ -1033,6 +1061,16 @@ Response Service::release_trial(Request& request) {
   return Response::json(trial_json(studies_.release(id, client_id)));
 }
 
+Response Service::extend_lease(Request& request) {
+  const db::TrialId id{request.id_param("id")};
+  const auto body = parse_json_body(request.body);
+  JsonReader r(body);
+  const auto client_id = checked_name(r, "client_id", true);
+  const double lease = read_lease_seconds(r);
+  r.finish();
+  return Response::json(trial_json(studies_.extend(id, client_id, lease)));
+}
+
 Response Service::relevance(Request& request) {
   const db::StudyId id{request.id_param("id")};
   nlohmann::json list = nlohmann::json::array();
@@ -1084,15 +1122,7 @@ Response Service::suggest(Request& request) {
   JsonReader r(body);
   const auto n = r.optional_integer("n", 1, kMaxSuggestionsPerRequest).value_or(1);
   const auto client_id = checked_name(r, "client_id", true);
-  // One message for every value out of (0, max]: any number is read, then checked.
-  const double lease = r.optional_number("lease_seconds", std::numeric_limits<double>::lowest(),
-                                         std::numeric_limits<double>::max())
-                           .value_or(kDefaultLeaseSeconds);
-  if (!(lease > 0.0 && lease <= kMaxLeaseSeconds)) {
-    throw FieldError("lease_seconds", "\"lease_seconds\" must be > 0 and at most " +
-                                          nlohmann::json(kMaxLeaseSeconds).dump() + ", got " +
-                                          nlohmann::json(lease).dump());
-  }
+  const double lease = read_lease_seconds(r);
   r.finish();
   const auto result = studies_.suggest(id, static_cast<std::size_t>(n), client_id, lease);
   metrics_->record_suggestions(result.propose_seconds, result.leases.size());

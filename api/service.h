@@ -83,6 +83,7 @@ class Service {
   Response get_trial(Request& request);
   Response suggest(Request& request);
   Response release_trial(Request& request);
+  Response extend_lease(Request& request);
   Response stop_study(Request& request);
   Response delete_study(Request& request);
   Response relevance(Request& request);

@@ -560,18 +560,51 @@ void StudyManager::complete_if_spent(db::StudyId study) {
   }
 }
 
-db::TrialRecord StudyManager::release(db::TrialId trial, const std::string& client_id) {
-  const auto t = store_.get_trial(trial);
-  const std::string name = "trial " + std::to_string(trial.value);
+namespace {
+
+Conflict not_leased(const db::TrialRecord& now) {
+  return Conflict("trial " + std::to_string(now.id.value) + " is not leased: " +
+                  (now.finished_at ? std::string("it has a result")
+                                   : "its lease ended (" + now.result.message +
+                                         "); its result is still taken while no other trial "
+                                         "of its configuration has one and the budget has "
+                                         "room"));
+}
+
+// The trial `client_id` holds a live lease of: Forbidden for another client's, Conflict when
+// it is not leased (any more).
+db::TrialRecord leased_trial(const db::Store& store, db::TrialId trial,
+                             const std::string& client_id) {
+  auto t = store.get_trial(trial);
   if (t.client_id != client_id) {
-    throw Forbidden(name + " belongs to client \"" + t.client_id + "\", not \"" + client_id + "\"");
+    throw Forbidden("trial " + std::to_string(trial.value) + " belongs to client \"" + t.client_id +
+                    "\", not \"" + client_id + "\"");
   }
-  const auto not_leased = [&](const db::TrialRecord& now) {
-    return Conflict(name + " is not leased: " +
-                    (now.finished_at ? std::string("it has a result")
-                                     : "its lease ended (" + now.result.message + ")"));
-  };
   if (t.result.status != TrialStatus::pending) throw not_leased(t);
+  return t;
+}
+
+}  // namespace
+
+db::TrialRecord StudyManager::extend(db::TrialId trial, const std::string& client_id,
+                                     double lease_seconds) {
+  const auto t = leased_trial(store_, trial, client_id);
+  const auto expires =
+      std::chrono::system_clock::now() +
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(lease_seconds));
+  // Its result, or the end of its lease, may have come in meanwhile.
+  if (!store_.extend_lease(trial, expires)) throw not_leased(store_.get_trial(trial));
+  if (auto entry = find_loaded(t.study_id)) {
+    std::lock_guard lock(entry->state_mutex);
+    if (auto it = entry->pending.find(trial.value); it != entry->pending.end()) {
+      it->second.expires = expires + kLeaseSlack;
+    }
+  }
+  return store_.get_trial(trial);
+}
+
+db::TrialRecord StudyManager::release(db::TrialId trial, const std::string& client_id) {
+  const auto t = leased_trial(store_, trial, client_id);
   // Its result, or the end of its lease, may have come in meanwhile.
   if (!store_.release_lease(trial)) throw not_leased(store_.get_trial(trial));
   if (auto entry = find_loaded(t.study_id)) {

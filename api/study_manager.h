@@ -92,6 +92,9 @@ class StudyManager {
   /// when its result or the end of its lease came in meanwhile). A result its client reports
   /// after all is a late result like any other (report_all).
   db::TrialRecord release(db::TrialId trial, const std::string& client_id);
+  /// Extends a leased trial's lease to `lease_seconds` from now (its client is still at
+  /// work). NotFound, Forbidden and Conflict as release.
+  db::TrialRecord extend(db::TrialId trial, const std::string& client_id, double lease_seconds);
   /// Stops an active study: no more suggestions (they answer done, saying why); results of
   /// its live leases are still taken. A stopped study stays stopped; Conflict for a completed
   /// one.

@@ -1168,6 +1168,18 @@ bool Store::release_lease(TrialId trial, std::string_view reason) {
   return impl_->db.changes() > 0;
 }
 
+bool Store::extend_lease(TrialId trial, std::chrono::system_clock::time_point expires) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "extending the lease of trial " + std::to_string(trial.value);
+  impl_->require_writable(what);
+  auto st = impl_->db.prepare(
+      "UPDATE trials SET lease_expires_at = ?2 WHERE id = ?1 AND status = 'pending' AND "
+      "finished_at IS NULL",
+      what);
+  st.bind(1, trial.value).bind(2, format_timestamp(expires)).run();
+  return impl_->db.changes() > 0;
+}
+
 TrialRecord Store::get_trial(TrialId id) const {
   std::lock_guard lock(impl_->mutex);
   return impl_->get_trial(id);

@@ -645,6 +645,8 @@ TEST(ApiServer, RepliesMatchTheSchemasTheServerPublishes) {
         c.post(trial(0, "/result"), {{"client_id", "w"}, {"value", 1.5}}, server.token));
   check("post", "/v1/trials/{id}/result",
         c.post(trial(1, "/result"), {{"client_id", "w"}, {"status", "failed"}}, server.token));
+  check("post", "/v1/trials/{id}/lease",
+        c.post(trial(2, "/lease"), {{"client_id", "w"}, {"lease_seconds", 60}}, server.token));
   check("post", "/v1/trials/{id}/release",
         c.post(trial(2, "/release"), {{"client_id", "w"}}, server.token));
   check("post", "/v1/trials/{id}/release",  // 409: released already
@@ -1204,6 +1206,37 @@ TEST(ApiServer, ABudgetHeldByLeasesSaysWhenToAskAgain) {
   EXPECT_EQ(forecast.status, 409) << forecast.body;
   EXPECT_THAT(forecast.json()["error"]["message"].get<std::string>(),
               HasSubstr("has 0 successful results, too few for a model (it needs 3"));
+}
+
+// A client whose evaluation outlasts its lease extends it, and keeps the configuration.
+TEST(ApiServer, ALeaseIsExtendedByItsClient) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 5);
+  const auto leased =
+      c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
+             {{"n", 1}, {"client_id", "slow"}, {"lease_seconds", 0.3}}, server.token)
+          .json()["suggestions"][0];
+  const std::string trial = "/v1/trials/" + leased["trial_id"].dump();
+  const auto extended =
+      c.post(trial + "/lease", {{"client_id", "slow"}, {"lease_seconds", 600}}, server.token);
+  ASSERT_EQ(extended.status, 200) << extended.body;
+  EXPECT_GT(extended.json()["lease_expires_at"].get<std::string>(),
+            leased["lease_expires_at"].get<std::string>());
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const auto still = c.get(trial).json();
+  EXPECT_EQ(still["status"], "pending") << still.dump();
+  EXPECT_FALSE(still["lease_expired"].get<bool>());
+
+  EXPECT_EQ(c.post(trial + "/lease", {{"client_id", "other"}}, server.token).status, 403);
+  const auto zero =
+      c.post(trial + "/lease", {{"client_id", "slow"}, {"lease_seconds", 0}}, server.token);
+  EXPECT_EQ(zero.status, 400) << zero.body;
+  tell(c, server.token, leased["trial_id"], "slow", 2.0);
+  const auto done = c.post(trial + "/lease", {{"client_id", "slow"}}, server.token);
+  EXPECT_EQ(done.status, 409) << done.body;
+  EXPECT_THAT(done.json()["error"]["message"].get<std::string>(),
+              HasSubstr("is not leased: it has a result"));
 }
 
 // A study that is only sent results (imports, measurements from elsewhere) keeps none of them
