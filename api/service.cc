@@ -447,6 +447,21 @@ void Service::add_routes() {
     r.response_schema = study_schema();
   }
   {
+    auto& r = route("POST", "/v1/studies/{id}/resume", "resumeStudy",
+                    "Make a stopped or completed study active again, with a larger budget "
+                    "when given (409 when its budget is spent and none larger is given), as "
+                    "tunebase sweep resumes one",
+                    Access::write, bind(&Service::resume_study));
+    r.runs = Runs::writer;
+    r.request_schema =
+        object_schema({{"budget",
+                        {{"type", "integer"},
+                         {"minimum", 1},
+                         {"description", "the study's new budget: at least the results it has"}}}},
+                      {});
+    r.response_schema = study_schema();
+  }
+  {
     auto& r = route("DELETE", "/v1/studies/{id}", "deleteStudy",
                     "Delete a study and its trials (a mistaken import, a test run): they leave "
                     "best answers and other studies' priors; its ids are never used again. An "
@@ -1108,6 +1123,19 @@ Response Service::stop_study(Request& request) {
   }
   const auto stopped = studies_.stop(id);
   return Response::json(study_json(reader(), stopped, false));
+}
+
+Response Service::resume_study(Request& request) {
+  const db::StudyId id{request.id_param("id")};
+  std::optional<std::int64_t> budget;
+  if (!request.body.empty()) {
+    const auto body = parse_json_body(request.body);
+    JsonReader r(body);
+    budget = r.optional_integer("budget", 1, db::kMaxStudyBudget);
+    r.finish();
+  }
+  const auto resumed = studies_.resume(id, budget);
+  return Response::json(study_json(reader(), resumed, false));
 }
 
 Response Service::delete_study(Request& request) {

@@ -84,6 +84,7 @@ class Service {
   Response suggest(Request& request);
   Response release_trial(Request& request);
   Response extend_lease(Request& request);
+  Response resume_study(Request& request);
   Response stop_study(Request& request);
   Response delete_study(Request& request);
   Response relevance(Request& request);

@@ -786,6 +786,37 @@ db::StudyRecord StudyManager::stop(db::StudyId study) {
   return record;
 }
 
+db::StudyRecord StudyManager::resume(db::StudyId study, std::optional<std::int64_t> budget) {
+  auto entry = load(study);
+  std::lock_guard session_lock(entry->session_mutex);
+  auto record = store_.get_study(study);
+  const auto counts = store_.trial_counts(study);
+  const std::int64_t results = counts.ok + counts.failed + counts.timeout + counts.invalid;
+  const std::string name = "study " + std::to_string(study.value);
+  if (budget) {
+    if (*budget < results) {
+      throw FieldError("budget", "\"budget\" " + std::to_string(*budget) + " is below the " +
+                                     std::to_string(results) + " results " + name +
+                                     " has; give at least " + std::to_string(results + 1));
+    }
+    store_.set_study_budget(study, *budget);
+    record.budget = budget;
+  }
+  if (record.status != db::StudyStatus::active) {
+    if (record.budget && results >= *record.budget) {
+      throw Conflict(name + " has spent its budget of " + std::to_string(*record.budget) +
+                     " evaluations; resume it with a larger one: {\"budget\": " +
+                     std::to_string(results + 10) + "}");
+    }
+    store_.set_study_status(study, db::StudyStatus::active);
+    record.status = db::StudyStatus::active;
+  }
+  std::lock_guard lock(entry->state_mutex);
+  entry->record.status = record.status;
+  entry->record.budget = record.budget;
+  return record;
+}
+
 std::shared_ptr<const SearchSpace> StudyManager::space(db::StudyId study) {
   return load(study)->space;
 }

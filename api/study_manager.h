@@ -99,6 +99,10 @@ class StudyManager {
   /// its live leases are still taken. A stopped study stays stopped; Conflict for a completed
   /// one.
   db::StudyRecord stop(db::StudyId study);
+  /// Makes a stopped or completed study active again, with `budget` when given (at least its
+  /// results so far): what `tunebase sweep` does when it resumes one. FieldError for a budget
+  /// below its results; Conflict when its budget is spent and none larger is given.
+  db::StudyRecord resume(db::StudyId study, std::optional<std::int64_t> budget);
   /// Deletes a study that is not active, with its trials (Store::delete_study), and forgets its
   /// session. Returns the deleted record and the number of trials.
   std::pair<db::StudyRecord, std::size_t> remove(db::StudyId study);

@@ -401,7 +401,7 @@ TEST(ApiServer, AStudyIsCompletedByTheResultThatSpendsItsBudget) {
               201);
     break;
   }
-  EXPECT_EQ(c.get(base).json()["status"], "completed");
+  EXPECT_EQ(c.get(base).json()["status"], "completed") << c.get(base).body;
 
   // The same when a reported result spends it.
   const auto one = create_demo_study(c, server.token, "random", 1, "test-machine", "one");
@@ -671,6 +671,7 @@ TEST(ApiServer, RepliesMatchTheSchemasTheServerPublishes) {
   check("get", "/v1/studies/{id}/export", c.get(base + "/export"));
   check("get", "/v1/studies/{id}/relevance", c.get(base + "/relevance"));
   check("post", "/v1/studies/{id}/stop", c.post(base + "/stop", {}, server.token));
+  check("post", "/v1/studies/{id}/resume", c.post(base + "/resume", {}, server.token));
   // Errors too.
   check("post", "/v1/studies", c.post("/v1/studies", {{"kernel", 3}}, server.token));
   check("get", "/v1/trials/{id}", c.get("/v1/trials/999999"));
@@ -1237,6 +1238,41 @@ TEST(ApiServer, ALeaseIsExtendedByItsClient) {
   EXPECT_EQ(done.status, 409) << done.body;
   EXPECT_THAT(done.json()["error"]["message"].get<std::string>(),
               HasSubstr("is not leased: it has a result"));
+}
+
+// A study whose budget is spent, or that was stopped, is taken up again over the API as a
+// resumed sweep takes it up.
+TEST(ApiServer, AStudyIsResumedWithALargerBudget) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 2);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto ask = [&] {
+    return c.post(base + "/suggestions", {{"n", 5}, {"client_id", "w"}}, server.token).json();
+  };
+  const auto first = ask();
+  ASSERT_EQ(first["suggestions"].size(), 2u) << first.dump();
+  for (const auto& s : first["suggestions"]) tell(c, server.token, s["trial_id"], "w", 1.0);
+  EXPECT_EQ(c.get(base).json()["status"], "completed") << c.get(base).body;
+  const auto spent = c.post(base + "/resume", nlohmann::json::object(), server.token);
+  EXPECT_EQ(spent.status, 409) << spent.body;
+  EXPECT_THAT(spent.json()["error"]["message"].get<std::string>(),
+              HasSubstr("has spent its budget of 2 evaluations; resume it with a larger one"));
+  const auto below = c.post(base + "/resume", {{"budget", 1}}, server.token);
+  EXPECT_EQ(below.status, 400) << below.body;
+  EXPECT_EQ(below.json()["error"]["field"], "budget");
+
+  const auto resumed = c.post(base + "/resume", {{"budget", 4}}, server.token);
+  ASSERT_EQ(resumed.status, 200) << resumed.body;
+  EXPECT_EQ(resumed.json()["status"], "active");
+  EXPECT_EQ(resumed.json()["budget"], 4);
+  EXPECT_EQ(ask()["suggestions"].size(), 2u);
+
+  ASSERT_EQ(c.post(base + "/stop", nlohmann::json::object(), server.token).status, 200);
+  EXPECT_TRUE(ask()["done"].get<bool>());
+  ASSERT_EQ(c.post(base + "/resume", nlohmann::json::object(), server.token).status, 200);
+  const auto after = ask();
+  EXPECT_FALSE(after["done"].get<bool>()) << after.dump();
 }
 
 // A study that is only sent results (imports, measurements from elsewhere) keeps none of them
