@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -22,6 +24,73 @@
 namespace tunebase::cli {
 
 namespace {
+
+// While a trial is evaluated, its lease is renewed every third of its length (POST
+// /v1/trials/{id}/lease) on a connection of its own: an evaluation may take longer than the
+// lease, and a worker that dies still gives its configuration back when the lease ends.
+class LeaseKeeper {
+ public:
+  LeaseKeeper(const api::HttpClient& client, std::int64_t trial, const WorkerOptions& options)
+      : thread_([this, url = base_url(client), trial, &options] {
+          const auto every = std::chrono::duration<double>(
+              std::max(options.lease_seconds / 3.0, kMinRenewalSeconds));
+          std::unique_lock lock(mutex_);
+          while (!cv_.wait_for(lock, every, [this] { return stop_; })) {
+            lock.unlock();
+            const bool kept = renew(url, trial, options);
+            lock.lock();
+            if (!kept) {
+              lost_ = true;
+              return;
+            }
+          }
+        }) {}
+  ~LeaseKeeper() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+
+  /// A renewal was refused: the lease ended, or was never this worker's.
+  bool lost() const {
+    std::lock_guard lock(mutex_);
+    return lost_;
+  }
+
+ private:
+  static constexpr double kMinRenewalSeconds = 0.05;
+
+  static std::string base_url(const api::HttpClient& client) {
+    const auto& host = client.host();
+    return "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+           std::to_string(client.port());
+  }
+  // False when the server refused (409, 403, 404); a server that cannot be reached is asked
+  // again at the next renewal (the lease may still hold).
+  static bool renew(const std::string& url, std::int64_t trial, const WorkerOptions& options) {
+    try {
+      api::HttpClient client(url, std::chrono::seconds(10));
+      const auto reply =
+          client.post("/v1/trials/" + std::to_string(trial) + "/lease",
+                      {{"client_id", options.client_id}, {"lease_seconds", options.lease_seconds}},
+                      options.token);
+      return reply.status < 400 || reply.status >= 500;
+    } catch (const std::exception&) {
+      return true;
+    }
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool lost_ = false;
+  std::thread thread_;
+};
 
 // A result that cannot be delivered is retried this often, waiting kRetryDelay longer each time
 // (the server may be restarting: about half a minute in all); the measurement is never dropped
@@ -253,8 +322,11 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
     const auto config = space.config_from_json(suggestion["config"]);
     Measurement m;
     const auto evaluation_start = std::chrono::steady_clock::now();
+    bool lease_lost = false;
     try {
+      const LeaseKeeper keeper(client, trial_id, options);
       m = evaluator.evaluate(config);
+      lease_lost = keeper.lost();
     } catch (const BackendError& e) {
       m = Measurement::failure(TrialStatus::failed, e.what());
     } catch (const EvaluatorUnavailable&) {
@@ -272,14 +344,14 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
     }
     const double evaluation_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - evaluation_start).count();
-    if (evaluation_seconds > options.lease_seconds && !warned_about_lease) {
+    if (lease_lost && !warned_about_lease) {
       // Its configuration may have gone to another worker meanwhile: one of the two measured
       // it for nothing. Said once, not for every trial.
       warned_about_lease = true;
-      std::cerr << "warning: evaluating trial " << trial_id << " took " << evaluation_seconds
-                << " s, longer than its lease of " << options.lease_seconds
-                << " s; its configuration may be given to another worker meanwhile: give a "
-                   "--lease longer than an evaluation\n";
+      std::cerr << "warning: the lease of trial " << trial_id << " ended while it was evaluated ("
+                << evaluation_seconds << " s; renewed every " << options.lease_seconds / 3.0
+                << " s for " << options.lease_seconds
+                << " s more): its configuration may have been given to another worker\n";
     }
     const std::string trial_path = "/v1/trials/" + std::to_string(trial_id);
     const auto body = result_body(m, client_id);
@@ -356,7 +428,8 @@ void add_worker_command(CLI::App& app) {
                   "Name of this worker, unique per worker (default host:pid); a worker takes up "
                   "leases of its name left from before it started");
   cmd->add_option("--lease", args->worker.lease_seconds,
-                  "Seconds a suggestion is reserved for this worker")
+                  "Seconds a suggestion is reserved for this worker, renewed every third of "
+                  "that while it is evaluated (a worker that dies gives it back when it ends)")
       ->check(CLI::Range(0.001, 604800.0))
       ->capture_default_str();
   cmd->add_option("--max-trials", args->worker.max_trials, "Stop after this many trials")

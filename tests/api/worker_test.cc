@@ -200,8 +200,10 @@ TEST(Worker, AnEvaluatorThatCannotRunGivesItsLeaseBack) {
   EXPECT_THAT(twice.body, HasSubstr("is not leased"));
 }
 
-// Its first evaluation outlasts the lease, and meanwhile another client is given the same
-// configuration (exhaustive search proposes the lowest free one again) and reports it.
+// Its first lease ends while it is evaluated (taken back, as by another server on the
+// database: the worker's renewals are refused from then on), and meanwhile another client is
+// given the same configuration (exhaustive search proposes the lowest free one again) and
+// reports it.
 class SlowFirstEvaluator : public ReplayEvaluator {
  public:
   SlowFirstEvaluator(testing::TestServer& server, std::int64_t study)
@@ -211,6 +213,7 @@ class SlowFirstEvaluator : public ReplayEvaluator {
   Measurement evaluate(const Configuration& config) override {
     if (!first_done_) {
       first_done_ = true;
+      server_.store().expire_leases(std::chrono::system_clock::now() + std::chrono::hours(1));
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       auto c = server_.client();
       retaken_ = c.post("/v1/studies/" + std::to_string(study_) + "/suggestions",
@@ -233,6 +236,65 @@ class SlowFirstEvaluator : public ReplayEvaluator {
   std::int64_t study_;
   bool first_done_ = false;
 };
+
+// Evaluations four times as long as the lease: the worker renews it, and keeps its
+// configuration, which another client asking meanwhile is not given.
+class SlowEvaluator : public ReplayEvaluator {
+ public:
+  explicit SlowEvaluator(testing::TestServer& server)
+      : ReplayEvaluator(measured_dataset("conv"), "generated.json"), server_(server) {}
+  Measurement evaluate(const Configuration& config) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    if (evaluating_.is_null()) {
+      evaluating_ = space().config_to_json(config);
+      auto c = server_.client();
+      other_got_ = c.post("/v1/studies/" + std::to_string(study_) + "/suggestions",
+                          {{"n", 1}, {"client_id", "other"}, {"lease_seconds", 60}}, server_.token)
+                       .json()["suggestions"];
+    }
+    return ReplayEvaluator::evaluate(config);
+  }
+  std::int64_t study_ = 0;
+  nlohmann::json evaluating_;
+  nlohmann::json other_got_;
+
+ private:
+  testing::TestServer& server_;
+};
+
+TEST(Worker, ALeaseIsRenewedWhileItsEvaluationGoesOn) {
+  testing::TestServer server;
+  auto c = server.client();
+  SlowEvaluator evaluator(server);
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "replay-host"}}, server.token).status, 201);
+  const auto created = c.post("/v1/studies",
+                              {{"kernel", "conv"},
+                               {"space", evaluator.space().to_json()},
+                               {"machine", "replay-host"},
+                               {"strategy", "exhaustive"},
+                               {"budget", 3}},
+                              server.token);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const auto study = created.json()["id"].get<std::int64_t>();
+  evaluator.study_ = study;
+  cli::WorkerOptions options;
+  options.study = study;
+  options.token = server.token;
+  options.client_id = "slow";
+  options.lease_seconds = 0.1;
+  options.max_trials = 2;  // the third configuration is the other client's
+  options.quiet = true;
+  ::testing::internal::CaptureStderr();
+  const auto summary = cli::run_worker(evaluator, c, options);
+  const auto warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(warnings.find("ended while it was evaluated"), std::string::npos) << warnings;
+  // Exhaustive search gives the lowest free configuration: the one under evaluation, had its
+  // lease of 0.1 s ended.
+  ASSERT_EQ(evaluator.other_got_.size(), 1u) << evaluator.other_got_.dump();
+  EXPECT_NE(evaluator.other_got_[0]["config"], evaluator.evaluating_);
+  EXPECT_EQ(summary.evaluated, 2u);
+  EXPECT_EQ(summary.refused, 0u);
+}
 
 TEST(Worker, AResultRefusedAfterItsLeaseExpiredIsReportedAndTheWorkerGoesOn) {
   testing::TestServer server;
@@ -260,7 +322,7 @@ TEST(Worker, AResultRefusedAfterItsLeaseExpiredIsReportedAndTheWorkerGoesOn) {
   ::testing::internal::CaptureStderr();
   const auto summary = cli::run_worker(evaluator, c, options);
   const auto warnings = ::testing::internal::GetCapturedStderr();
-  EXPECT_THAT(warnings, HasSubstr("longer than its lease of 0.1 s"));
+  EXPECT_THAT(warnings, HasSubstr("ended while it was evaluated"));
   ASSERT_EQ(evaluator.retaken_.size(), 1u) << "the other client was not given the configuration";
   EXPECT_EQ(summary.refused, 1u);
   EXPECT_EQ(summary.evaluated, 3u);
