@@ -215,6 +215,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const std::string method(header.method_string());
     const auto path = target_.substr(0, target_.find('?'));
     version_ = header.version();
+    head_ = header.method() == http::verb::head;  // an early refusal has no body either
     try {
       // Before the body: a client without a valid token does not get to send one.
       token_name_ = server_.service.authorize_headers(

@@ -563,9 +563,13 @@ void StudyManager::complete_if_spent(db::StudyId study) {
 namespace {
 
 Conflict not_leased(const db::TrialRecord& now) {
+  // Still pending in the Store: its lease is past its end, not yet marked so.
+  const std::string ended = now.result.status == TrialStatus::pending && now.lease_expires_at
+                                ? "lease expired at " + *now.lease_expires_at
+                                : now.result.message;
   return Conflict("trial " + std::to_string(now.id.value) + " is not leased: " +
                   (now.finished_at ? std::string("it has a result")
-                                   : "its lease ended (" + now.result.message +
+                                   : "its lease ended (" + ended +
                                          "); its result is still taken while no other trial "
                                          "of its configuration has one and the budget has "
                                          "room"));

@@ -279,24 +279,32 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
       summary.stop_reason = "evaluated --max-trials " + std::to_string(options.max_trials);
       break;
     }
-    const auto reply = post_with_retry(
-        client, study_path + "/suggestions",
-        {{"n", 1}, {"client_id", client_id}, {"lease_seconds", options.lease_seconds}},
-        options.token, &resent_suggestion_request);
-    if (reply.status != 200) fail_reply("asking for a suggestion", reply);
-    auto answer = reply.json();
-    if (answer["suggestions"].empty() && !answer.value("done", false) &&
-        (resent_suggestion_request || !inherited.empty())) {
-      // A lease of ours whose reply never arrived holds a configuration nobody evaluates until
-      // it expires: take it up.
+    nlohmann::json answer;
+    if (!inherited.empty()) {
+      // Leases inherited from a worker of this name that died go first: they hold places in
+      // the budget, and nobody else evaluates them until they end.
       for (const auto& mine : own_pending_trials(client, study_path, client_id, options.token)) {
-        const auto id = mine["trial_id"].get<std::int64_t>();
-        if (resent_suggestion_request || inherited.count(id)) {
-          inherited.erase(id);
-          answer["suggestions"] = nlohmann::json::array({mine});
+        if (inherited.erase(mine["trial_id"].get<std::int64_t>())) {
+          answer = {{"suggestions", nlohmann::json::array({mine})}};
           break;
         }
       }
+      if (answer.is_null()) inherited.clear();  // they ended, or were reported, meanwhile
+    }
+    if (answer.is_null()) {
+      const auto reply = post_with_retry(
+          client, study_path + "/suggestions",
+          {{"n", 1}, {"client_id", client_id}, {"lease_seconds", options.lease_seconds}},
+          options.token, &resent_suggestion_request);
+      if (reply.status != 200) fail_reply("asking for a suggestion", reply);
+      answer = reply.json();
+    }
+    if (answer["suggestions"].empty() && !answer.value("done", false) &&
+        resent_suggestion_request) {
+      // A lease of ours whose reply never arrived holds a configuration nobody evaluates until
+      // it expires: take it up.
+      const auto mine = own_pending_trials(client, study_path, client_id, options.token);
+      if (!mine.empty()) answer["suggestions"] = nlohmann::json::array({mine.front()});
     }
     const auto& suggestions = answer["suggestions"];
     if (suggestions.empty()) {

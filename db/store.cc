@@ -1174,9 +1174,14 @@ bool Store::extend_lease(TrialId trial, std::chrono::system_clock::time_point ex
   impl_->require_writable(what);
   auto st = impl_->db.prepare(
       "UPDATE trials SET lease_expires_at = ?2 WHERE id = ?1 AND status = 'pending' AND "
-      "finished_at IS NULL",
+      "finished_at IS NULL AND lease_expires_at >= ?3",
       what);
-  st.bind(1, trial.value).bind(2, format_timestamp(expires)).run();
+  // A lease past its end is ended, also before expire_leases has marked it (a server that
+  // just started on leases that ended while it was down).
+  st.bind(1, trial.value)
+      .bind(2, format_timestamp(expires))
+      .bind(3, format_timestamp(std::chrono::system_clock::now()))
+      .run();
   return impl_->db.changes() > 0;
 }
 

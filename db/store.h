@@ -451,7 +451,8 @@ class Store {
   /// back from the client. Returns whether it was pending (and is released now).
   bool release_lease(TrialId trial, std::string_view reason = {});
   /// Moves a live lease's end to `expires` (a client whose evaluation takes longer says it is
-  /// still at work). Returns whether it was pending (nothing changes otherwise).
+  /// still at work). Returns whether it was pending and not past its end (nothing changes
+  /// otherwise).
   bool extend_lease(TrialId trial, std::chrono::system_clock::time_point expires);
   TrialRecord get_trial(TrialId id) const;
   /// Every trial of the study, in id (creation) order.

@@ -365,6 +365,20 @@ TEST_F(BadInput, OversizeBodiesGet413) {
   EXPECT_EQ(snapshot(), before);
 }
 
+// A HEAD refused from its headers (no token where reads need one) is answered without a body,
+// as every HEAD is.
+TEST(Unauthorized, AHeadIsRefusedWithoutABody) {
+  ServiceOptions service;
+  service.auth_reads = true;
+  testing::TestServer server(testing::fast_options(), service);
+  const auto reply = testing::raw_exchange(
+      server.port(), "HEAD /v1/studies HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(reply, ::testing::StartsWith("HTTP/1.1 401"));
+  const auto end_of_headers = reply.find("\r\n\r\n");
+  ASSERT_NE(end_of_headers, std::string::npos) << reply;
+  EXPECT_EQ(reply.substr(end_of_headers + 4), "") << reply;
+}
+
 TEST_F(BadInput, SlowClientsGet408AndOthersAreServedMeanwhile) {
   namespace net = boost::asio;
   const auto before = snapshot();

@@ -371,9 +371,20 @@ TEST(Worker, AResultRefusedForARevokedTokenIsPrintedToBeSentAgain) {
   }
 }
 
+// Remembers the configurations it evaluated, in order.
+class RecordingEvaluator : public ReplayEvaluator {
+ public:
+  RecordingEvaluator() : ReplayEvaluator(measured_dataset("conv"), "generated.json") {}
+  Measurement evaluate(const Configuration& config) override {
+    evaluated.push_back(space().config_to_json(config));
+    return ReplayEvaluator::evaluate(config);
+  }
+  std::vector<nlohmann::json> evaluated;
+};
+
 TEST(Worker, TakesUpItsOwnLeaseWhoseReplyWasLost) {
   testing::TestServer server;
-  ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");
+  RecordingEvaluator evaluator;
   auto c = server.client();
   const auto study = create_study(c, server.token, evaluator, 3);
   // A suggestion made for this worker whose reply never reached it.
@@ -385,11 +396,16 @@ TEST(Worker, TakesUpItsOwnLeaseWhoseReplyWasLost) {
   options.token = server.token;
   options.client_id = "w1";
   options.quiet = true;
+  ::testing::internal::CaptureStderr();
   const auto summary = cli::run_worker(evaluator, c, options);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), HasSubstr("takes them up as its own"));
   EXPECT_EQ(summary.evaluated, 3u) << summary.stop_reason;
   const auto counts = server.store().trial_counts(db::StudyId{study});
   EXPECT_EQ(counts.pending, 0);
   EXPECT_EQ(counts.total, 3);
+  // First: it holds a place in the budget, and nobody else evaluates it until it ends.
+  ASSERT_FALSE(evaluator.evaluated.empty());
+  EXPECT_EQ(evaluator.evaluated.front(), lost.json()["suggestions"][0]["config"]);
 }
 
 // While it evaluates its first configuration, another worker started with the same client id

@@ -324,6 +324,22 @@ TEST_F(StoreTest, LeasesStayWithinTheBudgetWhateverTheCallerCounted) {
   EXPECT_EQ(store_.trials(s.id).size(), 3u);
 }
 
+// A lease is extended while it runs; past its end it is over, also before expire_leases has
+// marked it (a server that starts on leases that ended while it was down).
+TEST_F(StoreTest, ALeaseIsExtendedOnlyBeforeItsEnd) {
+  const auto s = testing::make_study(store_, "s");
+  const auto live =
+      store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "w1", 60);
+  const auto later = std::chrono::system_clock::now() + std::chrono::hours(2);
+  EXPECT_TRUE(store_.extend_lease(live, later));
+  EXPECT_EQ(*store_.get_trial(live).lease_expires_at, format_timestamp(later));
+  const auto brief =
+      store_.add_pending_trial(s.id, testing::config_json(32, "row"), "32,row", "w1", 0.05);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(store_.extend_lease(brief, later));
+  EXPECT_NE(*store_.get_trial(brief).lease_expires_at, format_timestamp(later));
+}
+
 // An error after which SQLite has rolled back the whole transaction (SQLITE_FULL, IOERR,
 // NOMEM; here a trigger's RAISE(ROLLBACK)) takes the results before it too: every result of the
 // batch is refused with it, nothing is stored, and the Store goes on working.
