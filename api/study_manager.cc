@@ -797,21 +797,31 @@ db::StudyRecord StudyManager::resume(db::StudyId study, std::optional<std::int64
   const auto counts = store_.trial_counts(study);
   const std::int64_t results = counts.ok + counts.failed + counts.timeout + counts.invalid;
   const std::string name = "study " + std::to_string(study.value);
+  const bool active = record.status == db::StudyStatus::active;
+  // Everything is checked before anything is written: a refused resume changes nothing.
   if (budget) {
-    if (*budget < results) {
-      throw FieldError("budget", "\"budget\" " + std::to_string(*budget) + " is below the " +
-                                     std::to_string(results) + " results " + name +
-                                     " has; give at least " + std::to_string(results + 1));
+    // Results and live leases hold places in the budget; a study taken up needs one more.
+    const std::int64_t held = store_.budget_used(study);
+    const std::int64_t least = std::max(held, active ? results : results + 1);
+    if (*budget < least) {
+      throw FieldError(
+          "budget", "\"budget\" " + std::to_string(*budget) + " is below what " + name +
+                        " needs: " + std::to_string(results) + " results" +
+                        (held > results ? " and " + std::to_string(held - results) + " live leases"
+                                        : std::string()) +
+                        (active ? "" : " and one more to resume") + "; give at least " +
+                        std::to_string(least));
     }
+  } else if (!active && record.budget && results >= *record.budget) {
+    throw Conflict(name + " has spent its budget of " + std::to_string(*record.budget) +
+                   " evaluations; resume it with a larger one, e.g. {\"budget\": " +
+                   std::to_string(results + 10) + "}");
+  }
+  if (budget) {
     store_.set_study_budget(study, *budget);
     record.budget = budget;
   }
-  if (record.status != db::StudyStatus::active) {
-    if (record.budget && results >= *record.budget) {
-      throw Conflict(name + " has spent its budget of " + std::to_string(*record.budget) +
-                     " evaluations; resume it with a larger one: {\"budget\": " +
-                     std::to_string(results + 10) + "}");
-    }
+  if (!active) {
     store_.set_study_status(study, db::StudyStatus::active);
     record.status = db::StudyStatus::active;
   }

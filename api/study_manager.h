@@ -99,9 +99,11 @@ class StudyManager {
   /// its live leases are still taken. A stopped study stays stopped; Conflict for a completed
   /// one.
   db::StudyRecord stop(db::StudyId study);
-  /// Makes a stopped or completed study active again, with `budget` when given (at least its
-  /// results so far): what `tunebase sweep` does when it resumes one. FieldError for a budget
-  /// below its results; Conflict when its budget is spent and none larger is given.
+  /// Makes a stopped or completed study active again, with `budget` when given: what
+  /// `tunebase sweep` does when it resumes one; an active study's budget may change too.
+  /// FieldError for a budget below its results and live leases (and one more for a study
+  /// that is not active); Conflict when its budget is spent and none is given. A refused
+  /// resume changes nothing.
   db::StudyRecord resume(db::StudyId study, std::optional<std::int64_t> budget);
   /// Deletes a study that is not active, with its trials (Store::delete_study), and forgets its
   /// session. Returns the deleted record and the number of trials.

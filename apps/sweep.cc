@@ -790,15 +790,21 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   }
 
   // The budget counts what every process sharing the study stored or holds.
+  // The study's budget is the one stored: raised or lowered meanwhile (POST
+  // /v1/studies/{id}/resume), the sweep goes on to it.
+  std::size_t budget_now = budget;
   const auto budget_left = [&] {
     take_back_ended_leases();
-    return static_cast<std::size_t>(store.budget_used(study.id)) < budget;
+    if (const auto stored = store.get_study(study.id).budget; stored && *stored > 0) {
+      budget_now = static_cast<std::size_t>(*stored);
+    }
+    return static_cast<std::size_t>(store.budget_used(study.id)) < budget_now;
   };
   // Stopped by another process (tunebase stop, POST /v1/studies/{id}/stop): no more trials.
   const auto stopped_elsewhere = [&] {
     return store.get_study(study.id).status == db::StudyStatus::stopped;
   };
-  while (session.observations().size() < budget && budget_left() && !g_interrupted) {
+  while (budget_left() && session.observations().size() < budget_now && !g_interrupted) {
     if (stopped_elsewhere()) {
       summary.stopped = "the study was stopped (tunebase stop or POST /v1/studies/{id}/stop)";
       break;

@@ -1258,15 +1258,25 @@ TEST(ApiServer, AStudyIsResumedWithALargerBudget) {
   EXPECT_EQ(spent.status, 409) << spent.body;
   EXPECT_THAT(spent.json()["error"]["message"].get<std::string>(),
               HasSubstr("has spent its budget of 2 evaluations; resume it with a larger one"));
-  const auto below = c.post(base + "/resume", {{"budget", 1}}, server.token);
-  EXPECT_EQ(below.status, 400) << below.body;
-  EXPECT_EQ(below.json()["error"]["field"], "budget");
+  const auto same = c.post(base + "/resume", {{"budget", 2}}, server.token);
+  EXPECT_EQ(same.status, 400) << same.body;
+  EXPECT_EQ(same.json()["error"]["field"], "budget");
+  EXPECT_THAT(same.json()["error"]["message"].get<std::string>(),
+              HasSubstr("2 results and one more to resume; give at least 3"));
+  // Refused: nothing changed.
+  EXPECT_EQ(c.get(base).json()["budget"], 2);
+  EXPECT_EQ(c.get(base).json()["status"], "completed");
 
   const auto resumed = c.post(base + "/resume", {{"budget", 4}}, server.token);
   ASSERT_EQ(resumed.status, 200) << resumed.body;
   EXPECT_EQ(resumed.json()["status"], "active");
   EXPECT_EQ(resumed.json()["budget"], 4);
   EXPECT_EQ(ask()["suggestions"].size(), 2u);
+  // Active, with 2 results and 2 live leases: its budget holds them all.
+  const auto lowered = c.post(base + "/resume", {{"budget", 3}}, server.token);
+  EXPECT_EQ(lowered.status, 400) << lowered.body;
+  EXPECT_THAT(lowered.json()["error"]["message"].get<std::string>(),
+              HasSubstr("2 results and 2 live leases; give at least 4"));
 
   ASSERT_EQ(c.post(base + "/stop", nlohmann::json::object(), server.token).status, 200);
   EXPECT_TRUE(ask()["done"].get<bool>());

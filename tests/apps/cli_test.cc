@@ -355,6 +355,28 @@ TEST_F(Cli, AResumedSweepTakesBackLeasesThatEnded) {
   for (const auto& key : leased_keys) EXPECT_TRUE(measured.count(key)) << key << " never measured";
 }
 
+// The study's budget raised while its sweep runs (POST /v1/studies/{id}/resume with a budget):
+// the sweep goes on to it, rather than end at its own and complete a study with room left.
+TEST_F(Cli, ASweepGoesOnToABudgetRaisedWhileItRuns) {
+  CliRun r;
+  std::thread sweep([&] { r = sweep_x4("raised", "sleep 0.3; echo {x}", 2); });
+  std::optional<db::StudyRecord> study;
+  {
+    db::Store store(db());
+    for (int i = 0; i < 200 && !study; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      study = store.find_study("raised");
+    }
+    if (study) store.set_study_budget(study->id, 4);
+  }
+  sweep.join();
+  ASSERT_TRUE(study.has_value()) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  db::Store store(db());
+  EXPECT_EQ(store.trial_counts(study->id).ok, 4) << r.out;
+  EXPECT_EQ(store.get_study(study->id).status, db::StudyStatus::completed);
+}
+
 TEST_F(Cli, AResumedSweepTakesBackAtOnceTheLeaseOfASweepThatDied) {
   const auto sweep = [&](int budget) { return sweep_x4("died", "echo {x}", budget); };
   auto r = sweep(1);
