@@ -393,7 +393,8 @@ void SearchSpace::enumerate_once() const {
   std::call_once(cache_->enumerated, [this] {
     if (!all_discrete() || cartesian_size() > kMaxPrunedProduct) return;
     // A small product is enumerated whatever it costs; a larger one only while the pruned
-    // tree stays within kMaxEnumerationVisits visited nodes.
+    // tree stays within kMaxEnumerationVisits visited nodes. Either gives up past
+    // kMaxEnumeratedValid valid configurations.
     const bool capped = cartesian_size() > kMaxEnumerate;
     const auto max_visits = static_cast<std::uint64_t>(kMaxEnumerationVisits);
     // Depth-first over the Cartesian product; each constraint is checked as soon as the last
@@ -419,7 +420,10 @@ void SearchSpace::enumerate_once() const {
           break;
         }
       }
-      if (ok && depth + 1 == d) found.insert(found.end(), index.begin(), index.end());
+      if (ok && depth + 1 == d) {
+        found.insert(found.end(), index.begin(), index.end());
+        if (found.size() > kMaxEnumeratedValid * d) return;  // plenty: sampling finds them
+      }
       if (ok && depth + 1 < d) {
         ++depth;
         index[depth] = 0;
@@ -447,7 +451,6 @@ void SearchSpace::enumerate_once() const {
 
 bool SearchSpace::enumerable() const {
   if (!all_discrete() || !cache_) return false;
-  if (cartesian_size() <= kMaxEnumerate) return true;
   if (cartesian_size() > kMaxPrunedProduct) return false;
   enumerate_once();
   return cache_->complete;
@@ -456,10 +459,12 @@ bool SearchSpace::enumerable() const {
 const std::vector<Configuration>& SearchSpace::valid_configurations() const {
   if (!cache_) throw InvalidInput("an empty search space has no configurations");
   if (!enumerable()) {
-    throw InvalidInput("the space is too large to enumerate (" + std::to_string(cartesian_size()) +
-                       " points whose constraints leave " + "more than " +
-                       std::to_string(kMaxEnumerationVisits) +
-                       " partial configurations to visit) or has real parameters");
+    throw InvalidInput("the space is too large to enumerate (a product of " +
+                       nlohmann::json(cartesian_size()).dump() +
+                       " points whose constraints leave more than " +
+                       std::to_string(static_cast<long long>(kMaxEnumerationVisits)) +
+                       " partial configurations to visit, or more than " +
+                       std::to_string(kMaxEnumeratedValid) + " valid ones) or has real parameters");
   }
   enumerate_once();
   return cache_->valid;

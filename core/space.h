@@ -70,16 +70,20 @@ struct Constraint {
 /// A search space: named parameters plus constraints over them. Immutable once built.
 ///
 /// The valid configurations of a discrete space are enumerated lazily (once, thread-safe, and
-/// shared by copies) when that is feasible: the Cartesian product is at most kMaxEnumerate, or
-/// it is at most kMaxPrunedProduct and the depth-first enumeration, which prunes a subtree as
-/// soon as a constraint fails, visits at most kMaxEnumerationVisits partial configurations
-/// (conditional spaces, where a method pins the parameters only other methods read, have far
-/// fewer than their product). Other spaces are sampled uniformly from the valid set by
-/// rejection, without enumerating.
+/// shared by copies) when that is feasible: at most kMaxEnumeratedValid of them, and the
+/// Cartesian product is at most kMaxEnumerate, or it is at most kMaxPrunedProduct and the
+/// depth-first enumeration, which prunes a subtree as soon as a constraint fails, visits at
+/// most kMaxEnumerationVisits partial configurations (conditional spaces, where a method pins
+/// the parameters only other methods read, have far fewer than their product). Other spaces
+/// are sampled uniformly from the valid set by rejection, without enumerating.
 class SearchSpace {
  public:
-  /// (2e7 held 2e7 configurations, gigabytes, in memory: bad_alloc on ordinary machines.)
-  static constexpr double kMaxEnumerate = 1.0e6;
+  static constexpr double kMaxEnumerate = 2.0e7;
+  /// Valid configurations an enumeration keeps at most (about 250 bytes each); a space with
+  /// more is sampled, which finds its configurations easily (kept, 2e7 of them took gigabytes:
+  /// bad_alloc on ordinary machines). It is where valid configurations are rare that
+  /// rejection sampling fails, and enumeration is needed.
+  static constexpr std::size_t kMaxEnumeratedValid = 500'000;
   static constexpr double kMaxPrunedProduct = 1.0e10;
   /// Partial configurations the pruned enumeration of a product above kMaxEnumerate may visit
   /// (about a second at worst) before the space counts as too large.
@@ -126,8 +130,8 @@ class SearchSpace {
 
   /// Product of the domain sizes (infinity when a parameter is real).
   double cartesian_size() const;
-  /// Whether valid_configurations() is available (see the class comment). For a product
-  /// above kMaxEnumerate the first call runs the enumeration.
+  /// Whether valid_configurations() is available (see the class comment). The first call
+  /// runs the enumeration (seconds at worst: a product of kMaxEnumerate with few valid).
   bool enumerable() const;
   /// Every valid configuration, in lexicographic order of value positions. Throws
   /// InvalidInput when the space is not enumerable.

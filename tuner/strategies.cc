@@ -38,13 +38,20 @@ class RandomSearch final : public SearchStrategy {
   }
 };
 
-InvalidInput not_enumerable() {
+InvalidInput not_enumerable(const SearchSpace& space) {
   return InvalidInput(
       "exhaustive search needs an enumerable space (all parameters discrete, at most " +
+      std::to_string(SearchSpace::kMaxEnumeratedValid) +
+      " valid configurations, and a product "
+      "of at most " +
       std::to_string(static_cast<long long>(SearchSpace::kMaxEnumerate)) +
-      " points, or a pruned product whose walk stays within " +
+      " points or one whose pruned walk stays within " +
       std::to_string(static_cast<long long>(SearchSpace::kMaxEnumerationVisits)) +
-      " steps); choose another --strategy (bo, random, ga, lhs)");
+      " steps); this one " +
+      (space.all_discrete()
+           ? "has a product of " + nlohmann::json(space.cartesian_size()).dump() + " points"
+           : std::string("has real parameters")) +
+      "; choose another strategy (bo, random, ga, lhs)");
 }
 
 class ExhaustiveSearch final : public SearchStrategy {
@@ -54,7 +61,7 @@ class ExhaustiveSearch final : public SearchStrategy {
     // Without explicit candidates (a space too large to score in full), its valid set.
     const auto* all = state.candidates;
     if (!all && state.space->enumerable()) all = &state.space->valid_configurations();
-    if (!all) throw not_enumerable();
+    if (!all) throw not_enumerable(*state.space);
     std::vector<Configuration> out;
     for (const auto& c : *all) {
       if (out.size() == n) break;
@@ -306,7 +313,7 @@ bool learns_from_priors(const std::string& strategy) {
 }
 
 void require_searchable(const std::string& strategy, const SearchSpace& space) {
-  if (strategy == "exhaustive" && !space.enumerable()) throw not_enumerable();
+  if (strategy == "exhaustive" && !space.enumerable()) throw not_enumerable(space);
 }
 
 std::vector<std::string> strategy_names() {

@@ -139,6 +139,23 @@ TEST(SearchSpace, ConditionalSpacesBeyondTheProductLimitAreEnumeratedWhenThePrun
   EXPECT_TRUE(loose.is_valid(loose.sample(rng)));
 }
 
+// Valid configurations that are rare are enumerated (rejection sampling would hardly find
+// them: here 40 of 2.56 million points, one constraint that prunes nothing); plentiful ones are
+// sampled rather than kept (millions of configurations took gigabytes).
+TEST(SearchSpace, RareValidConfigurationsAreEnumeratedAndPlentifulOnesSampled) {
+  std::vector<Parameter> params;
+  for (const char* name : {"a", "b", "c", "d"}) params.push_back(integer_range(name, 1, 40));
+  const SearchSpace rare(params, {"a == b and b == c and c == d"});
+  ASSERT_TRUE(rare.enumerable());
+  EXPECT_EQ(rare.valid_configurations().size(), 40u);
+
+  const SearchSpace plentiful(params, {"a + b + c + d <= 100"});
+  EXPECT_FALSE(plentiful.enumerable());
+  EXPECT_FALSE(plentiful.valid_count().has_value());
+  Rng rng(4);
+  EXPECT_TRUE(plentiful.is_valid(plentiful.sample(rng)));
+}
+
 TEST(SearchSpace, MixedSpaceWithRealsSamplesAndChecks) {
   auto s = small_space();
   EXPECT_FALSE(s.enumerable());
