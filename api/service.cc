@@ -326,10 +326,8 @@ void Service::add_routes() {
                           metrics_->render(studies_.active_studies(), studies_.pending_leases()),
                           "text/plain; version=0.0.4");
                     });
-    // Its counts take the study manager's locks, which a load or a large batch of
-    // measurements holds across database work (seconds under a large import): never on an I/O
-    // thread, where two scrapes stalled every other request.
-    r.runs = Runs::compute;
+    // On an I/O thread: its counts never wait for the study manager's locks (held across
+    // database work), and on the compute pool a scrape waited behind model fits.
     r.response_content_type = "text/plain";
     r.response_schema = kString;
   }

@@ -128,6 +128,8 @@ struct StudyManager::Entry {
   /// every result it is sent.
   bool session_starting = false;
   std::unordered_map<std::int64_t, PendingLease> pending;
+  /// pending.size() when /metrics last could look (it does not wait for state_mutex).
+  std::atomic<std::size_t> pending_seen{0};
   /// config_key -> trial id of every configuration with a stored result.
   std::unordered_map<std::string, std::int64_t> finished;
   std::vector<Event> inbox;
@@ -937,21 +939,25 @@ std::size_t StudyManager::queued_events(db::StudyId study) const {
 }
 
 std::size_t StudyManager::active_studies() const {
-  std::lock_guard lock(mutex_);
-  return studies_.size();
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (lock) studies_seen_ = studies_.size();
+  return studies_seen_;
 }
 
 std::size_t StudyManager::pending_leases() const {
   std::vector<std::shared_ptr<Entry>> entries;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock) return leases_seen_;
     for (const auto& [id, e] : studies_) entries.push_back(e);
   }
   std::size_t n = 0;
   for (const auto& e : entries) {
-    std::lock_guard lock(e->state_mutex);
-    n += e->pending.size();
+    std::unique_lock lock(e->state_mutex, std::try_to_lock);
+    if (lock) e->pending_seen = e->pending.size();
+    n += e->pending_seen;
   }
+  leases_seen_ = n;
   return n;
 }
 

@@ -2,6 +2,7 @@
 // restored from the Store on first use, with the leases its clients hold.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <exception>
@@ -158,6 +159,8 @@ class StudyManager {
   /// configurations are proposed again). Returns how many the Store expired.
   std::size_t expire_leases();
 
+  /// For /metrics, never waiting: a lock held across database work (a load, a large batch of
+  /// measurements) gives the count last seen instead.
   std::size_t active_studies() const;
   std::size_t pending_leases() const;
   /// Events (results, ends of leases) queued for a loaded study's session (tests).
@@ -186,6 +189,8 @@ class StudyManager {
   db::Store& store_;
   mutable std::mutex mutex_;
   std::unordered_map<std::int64_t, std::shared_ptr<Entry>> studies_;
+  mutable std::atomic<std::size_t> studies_seen_{0};  // the last counts /metrics read
+  mutable std::atomic<std::size_t> leases_seen_{0};
   std::optional<std::int64_t> ids_seen_at_;  // data_version when study_ids_ was read
   std::vector<db::StudyId> study_ids_;
 };
