@@ -170,6 +170,19 @@ nlohmann::json counts_json(const db::TrialCounts& c) {
           {"lease_ended", c.lease_ended}};
 }
 
+namespace {
+
+// A study's unit as its settings hold it; none (null), also when stored as "" (sweeps of a
+// plain number).
+nlohmann::json unit_of(const nlohmann::json& settings) {
+  const auto unit = settings.find("unit");
+  if (unit == settings.end() || !unit->is_string() || unit->get_ref<const std::string&>().empty())
+    return nullptr;
+  return *unit;
+}
+
+}  // namespace
+
 nlohmann::json study_json(const db::Store& store, const db::StudyRecord& s, bool with_space) {
   nlohmann::json j{
       {"id", s.id.value},
@@ -185,7 +198,7 @@ nlohmann::json study_json(const db::Store& store, const db::StudyRecord& s, bool
       {"budget", s.budget ? nlohmann::json(*s.budget) : nlohmann::json()},
       {"settings", s.settings},
       // Also in settings when given; here always, as the study uses them.
-      {"unit", s.settings.contains("unit") ? s.settings["unit"] : nlohmann::json()},
+      {"unit", unit_of(s.settings)},
       {"seed", s.settings.value("seed", s.id.value)},
       {"status", std::string(db::to_string(s.status))},
       {"created_at", s.created_at}};

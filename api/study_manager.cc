@@ -401,8 +401,17 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
           entry->record.status = db::StudyStatus::completed;
           out.reason = "every candidate configuration is measured";
         }
-      } else if (configs.empty()) {
-        out.reason = "the strategy found no new configuration";
+      } else {
+        // A space too large to enumerate is sampled: where its constraints allow few points,
+        // the draws of one request may find fewer than asked for.
+        out.reason = (configs.empty() ? std::string("the strategy found no new configuration")
+                                      : "the strategy found " + std::to_string(configs.size()) +
+                                            " new configurations of the " +
+                                            std::to_string(allowed) + " asked for") +
+                     (session.candidate_count()
+                          ? std::string()
+                          : " in the draws of this request (this space is sampled, and its "
+                            "constraints allow few of its points); ask again");
       }
     }
 

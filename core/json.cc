@@ -97,10 +97,10 @@ Json parse_json_text(std::string_view text, std::string_view what, DuplicateKeys
     return Json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     const std::size_t position = e.byte > 0 ? e.byte - 1 : 0;
-    // Python's json.dumps writes NaN and Infinity unless told not to (allow_nan=False).
-    const auto near = text.substr(position > 8 ? position - 8 : 0, 20);
-    const bool python_float = near.find("NaN") != std::string_view::npos ||
-                              near.find("Infinity") != std::string_view::npos;
+    // Python's json.dumps writes NaN and Infinity unless told not to (allow_nan=False); the
+    // parser stops at their first letter.
+    const auto at = text.substr(std::min(position, text.size()));
+    const bool python_float = at.starts_with("NaN") || at.starts_with("Infinity");
     throw ParseError(std::string(what) + " is not valid JSON (at byte " + std::to_string(e.byte) +
                          "): " + without_exception_tag(e.what()) +
                          (python_float ? "; NaN and Infinity are not JSON numbers (Python's "

@@ -11,6 +11,8 @@
 #include "api/priors.h"
 #include "api/router.h"
 #include "api/service.h"
+#include "core/error.h"
+#include "core/json.h"
 #include "core/machine.h"
 #include "core/measurements.h"
 #include "db/store.h"
@@ -20,6 +22,7 @@ namespace tunebase::api {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 Route make_route(std::string method, std::string pattern) {
   Route r;
@@ -28,6 +31,24 @@ Route make_route(std::string method, std::string pattern) {
   r.operation_id = r.method + r.pattern;
   r.handler = [](Request&) { return Response::json({{"ok", true}}); };
   return r;
+}
+
+// Python's json.dumps writes NaN and Infinity: a body with them is told so; one whose error
+// merely lies near such a word is not.
+TEST(RequestBodies, PythonsNanAndInfinityAreNamedAsSuch) {
+  const auto error_of = [](std::string_view text) -> std::string {
+    try {
+      (void)parse_json_text(text, "the request body");
+    } catch (const ParseError& e) {
+      return e.what();
+    }
+    return "parsed";
+  };
+  for (const char* text :
+       {R"({"value": NaN})", R"({"value": Infinity})", R"({"value": -Infinity})", "[1, NaN]"}) {
+    EXPECT_THAT(error_of(text), HasSubstr("NaN and Infinity are not JSON numbers")) << text;
+  }
+  EXPECT_THAT(error_of(R"({"message": "NaN",})"), Not(HasSubstr("NaN and Infinity")));
 }
 
 TEST(Router, MatchesLiteralAndParameterSegments) {
