@@ -316,11 +316,23 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
           answer.contains("retry_after_seconds") && ++empty_answers <= kMinRetriesWhenNotDone;
       if (answer.value("done", false) || (waited >= options.patience_seconds && !retry_soon)) {
         summary.stop_reason = reason;
+        if (!answer.value("done", false) && answer.contains("retry_after_seconds")) {
+          // Leases of other workers (perhaps dead ones) hold the rest of the budget.
+          const auto wait = std::ceil(answer["retry_after_seconds"].get<double>());
+          summary.stop_reason += "; more may come when the first live lease ends, in " +
+                                 db::format_number(wait) + " s: --patience " +
+                                 db::format_number(wait) + " waits for it";
+        }
         break;
       }
       // The server's hint is when the first live lease ends (up to an hour); a release or the
-      // patience limit may come sooner.
-      interruptible_sleep(std::min(answer.value("retry_after_seconds", 1.0), kMaxPollSeconds));
+      // patience limit may come sooner. Past the patience, the few answers asked again (a race
+      // with another server) come a second apart.
+      const double hint = answer.value("retry_after_seconds", 1.0);
+      const double patience_left = options.patience_seconds - waited;
+      interruptible_sleep(patience_left > 0.0
+                              ? std::min({hint, kMaxPollSeconds, std::max(patience_left, 1.0)})
+                              : std::min(hint, 1.0));
       continue;
     }
     waited_since = {};

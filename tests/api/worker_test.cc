@@ -448,6 +448,9 @@ TEST(Worker, LeavesALeaseOfItsNameMadeForAnotherWorkerAlone) {
   EXPECT_EQ(summary.evaluated, 2u) << summary.stop_reason;
   const auto twin = server.store().get_trial(db::TrialId{evaluator.twin_[0]["trial_id"]});
   EXPECT_EQ(twin.result.status, TrialStatus::pending) << "the twin's lease was evaluated here";
+  // The twin's lease (an hour) holds the rest of the budget: the worker says when it ends.
+  EXPECT_THAT(summary.stop_reason, HasSubstr("more may come when the first live lease ends, in"));
+  EXPECT_THAT(summary.stop_reason, HasSubstr(" s: --patience "));
 }
 
 TEST(Worker, RefusesToReplayAnotherDevicesMeasurements) {
