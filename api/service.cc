@@ -1352,18 +1352,27 @@ Response Service::best(Request& request) {
       machine ? reader().best_trial(kernel, machine->id, task, direction, objective) : std::nullopt;
   if (trial) {
     const auto study = reader().get_study(trial->study_id);
-    return remember(Response::json({{"source", "measured"},
-                                    {"kernel", kernel},
-                                    {"machine", machine_name},
-                                    {"config", trial->config},
-                                    {"objective", trial->result.objective},
-                                    {"unit", unit_json(study)},
-                                    {"objective_name", study.objective},
-                                    {"trial_id", trial->id.value},
-                                    {"study_id", study.id.value},
-                                    {"study", study.name},
-                                    {"task_id", study.task_id.value}}),
-                    options_.best_cache_ttl, false);
+    nlohmann::json j{{"source", "measured"},
+                     {"kernel", kernel},
+                     {"machine", machine_name},
+                     {"config", trial->config},
+                     {"objective", trial->result.objective},
+                     {"unit", unit_json(study)},
+                     {"objective_name", study.objective},
+                     {"trial_id", trial->id.value},
+                     {"study_id", study.id.value},
+                     {"study", study.name},
+                     {"task_id", study.task_id.value}};
+    // Measured both ways here (a time and a rate, say), the direction left out picked one.
+    const auto other =
+        direction == db::Direction::minimize ? db::Direction::maximize : db::Direction::minimize;
+    if (!asked_direction && reader().best_trial(kernel, machine->id, task, other, objective)) {
+      const std::string name(db::to_string(other));
+      j["note"] = "studies of both directions measured kernel \"" + kernel + "\" on \"" +
+                  machine_name + "\": this is the " + std::string(db::to_string(direction)) +
+                  " one; direction=" + name + " gives the other";
+    }
+    return remember(Response::json(j), options_.best_cache_ttl, false);
   }
   // A prediction stays cached longer (it needs a model fit), but never past a measurement on
   // the machine, which another process (a sweep, an import) may have stored since: the query

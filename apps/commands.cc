@@ -628,8 +628,11 @@ void add_query_commands(CLI::App& app) {
                   << std::setw(12)
                   << (t.result.ok() ? objective_text(study, t.result.objective) : "-") << "  "
                   << t.config.dump();
-        if (!t.result.ok() && !t.result.message.empty())
+        if (t.result.status == TrialStatus::pending && t.lease_expires_at) {
+          std::cout << "  (leased to " << t.client_id << " until " << *t.lease_expires_at << ")";
+        } else if (!t.result.ok() && !t.result.message.empty()) {
           std::cout << "  (" << one_line(t.result.message) << ")";
+        }
         std::cout << "\n";
       }
       std::cout << trials.size() << " trials; * marks a new best\n";

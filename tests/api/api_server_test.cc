@@ -110,7 +110,7 @@ TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
     EXPECT_EQ(created.status, 201) << created.body;
     return created.json()["id"].get<std::int64_t>();
   };
-  study_of("minimize");
+  const auto times = study_of("minimize");
   const auto rates = study_of("maximize");
   ASSERT_EQ(c.post("/v1/studies/" + std::to_string(rates) + "/measurements",
                    {{"measurements",
@@ -121,6 +121,20 @@ TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
   const auto measured_way = c.get("/v1/best?kernel=rates&machine=test-machine");
   ASSERT_EQ(measured_way.status, 200) << measured_way.body;
   EXPECT_DOUBLE_EQ(measured_way.json()["objective"].get<double>(), 7.0);
+  EXPECT_FALSE(measured_way.json().contains("note")) << measured_way.body;
+  // Both measured: minimize (the default), saying that the other way has an answer too.
+  ASSERT_EQ(c.post("/v1/studies/" + std::to_string(times) + "/measurements",
+                   {{"measurements",
+                     {{{"config", {{"bx", 4}, {"by", 2}, {"unroll", 1}}}, {"value", 3.0}}}}},
+                   server.token)
+                .status,
+            201);
+  const auto both = c.get("/v1/best?kernel=rates&machine=test-machine&task=" +
+                          measured_way.json()["task_id"].dump());
+  ASSERT_EQ(both.status, 200) << both.body;
+  EXPECT_DOUBLE_EQ(both.json()["objective"].get<double>(), 3.0);
+  EXPECT_THAT(both.json()["note"].get<std::string>(),
+              HasSubstr("this is the minimize one; direction=maximize gives the other"));
 
   const auto trials = c.get(base + "/trials?status=ok").json()["trials"];
   EXPECT_EQ(trials.size(), static_cast<std::size_t>(kBudget));

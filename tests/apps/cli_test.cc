@@ -435,6 +435,9 @@ TEST_F(Cli, AResumedSweepTakesBackAtOnceTheLeaseOfASweepThatDied) {
   EXPECT_EQ(counts.pending, 2);
   r = run("trials --study died --db " + db());
   EXPECT_NE(r.out.find("   ended             -  {\"x\":"), std::string::npos) << r.out;
+  // A live lease says whose it is and until when.
+  EXPECT_NE(r.out.find("  (leased to " + sweep_of(getpid(), ns) + " until 20"), std::string::npos)
+      << r.out;
 }
 
 TEST_F(Cli, ACommandsUnitIsReadAsPeopleWriteIt) {
