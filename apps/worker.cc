@@ -30,14 +30,15 @@ namespace {
 // lease, and a worker that dies still gives its configuration back when the lease ends.
 class LeaseKeeper {
  public:
-  LeaseKeeper(const api::HttpClient& client, std::int64_t trial, const WorkerOptions& options)
-      : thread_([this, url = base_url(client), trial, &options] {
+  LeaseKeeper(const api::HttpClient& client, std::int64_t trial, const std::string& client_id,
+              const WorkerOptions& options)
+      : thread_([this, url = base_url(client), trial, client_id, &options] {
           const auto every = std::chrono::duration<double>(
               std::max(options.lease_seconds / 3.0, kMinRenewalSeconds));
           std::unique_lock lock(mutex_);
           while (!cv_.wait_for(lock, every, [this] { return stop_; })) {
             lock.unlock();
-            const bool kept = renew(url, trial, options);
+            const bool kept = renew(url, trial, client_id, options);
             lock.lock();
             if (!kept) {
               lost_ = true;
@@ -72,13 +73,13 @@ class LeaseKeeper {
   }
   // False when the server refused (409, 403, 404); a server that cannot be reached is asked
   // again at the next renewal (the lease may still hold).
-  static bool renew(const std::string& url, std::int64_t trial, const WorkerOptions& options) {
+  static bool renew(const std::string& url, std::int64_t trial, const std::string& client_id,
+                    const WorkerOptions& options) {
     try {
       api::HttpClient client(url, std::chrono::seconds(10));
-      const auto reply =
-          client.post("/v1/trials/" + std::to_string(trial) + "/lease",
-                      {{"client_id", options.client_id}, {"lease_seconds", options.lease_seconds}},
-                      options.token);
+      const auto reply = client.post(
+          "/v1/trials/" + std::to_string(trial) + "/lease",
+          {{"client_id", client_id}, {"lease_seconds", options.lease_seconds}}, options.token);
       return reply.status < 400 || reply.status >= 500;
     } catch (const std::exception&) {
       return true;
@@ -344,7 +345,7 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
     const auto evaluation_start = std::chrono::steady_clock::now();
     bool lease_lost = false;
     try {
-      const LeaseKeeper keeper(client, trial_id, options);
+      const LeaseKeeper keeper(client, trial_id, client_id, options);
       m = evaluator.evaluate(config);
       lease_lost = keeper.lost();
     } catch (const BackendError& e) {

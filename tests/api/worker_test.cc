@@ -280,7 +280,7 @@ TEST(Worker, ALeaseIsRenewedWhileItsEvaluationGoesOn) {
   cli::WorkerOptions options;
   options.study = study;
   options.token = server.token;
-  options.client_id = "slow";
+  // No --client-id: the renewals name the default one (host:pid), as the leases do.
   options.lease_seconds = 0.1;
   options.max_trials = 2;  // the third configuration is the other client's
   options.quiet = true;
