@@ -446,16 +446,19 @@ void Service::add_routes() {
   }
   {
     auto& r = route("POST", "/v1/studies/{id}/resume", "resumeStudy",
-                    "Make a stopped or completed study active again, with a larger budget "
-                    "when given (409 when its budget is spent and none larger is given), as "
-                    "tunebase sweep resumes one",
+                    "Make a stopped or completed study active again, with a new budget when "
+                    "given (also an active study's; 400 for one below its results and live "
+                    "leases, 409 when its budget is spent and none is given), as tunebase "
+                    "sweep resumes one; a sweep running the study goes on to the new budget",
                     Access::write, bind(&Service::resume_study));
     r.runs = Runs::writer;
     r.request_schema =
         object_schema({{"budget",
                         {{"type", "integer"},
                          {"minimum", 1},
-                         {"description", "the study's new budget: at least the results it has"}}}},
+                         {"description",
+                          "the study's new budget: at least its results and live leases, and one "
+                          "more to take up a study that is not active"}}}},
                       {});
     r.response_schema = study_schema();
   }
