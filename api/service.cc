@@ -1217,6 +1217,7 @@ std::vector<Response> Service::add_measurements(std::vector<Request*>& requests)
     try {
       StudyManager::MeasurementBatch batch;
       batch.study = db::StudyId{requests[i]->id_param("id")};
+      (void)studies_.space(batch.study);  // an unknown study is a 404 whatever the body holds
       const auto body = parse_json_body(requests[i]->body);
       JsonReader r(body);
       batch.client_id = r.optional_string("client_id").value_or("external");

@@ -286,6 +286,8 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
       {"predict unknown study", "POST", "/v1/predict", R"({"study_id": 999, "configs": [{}]})",
        true, 404, "", ""},
       {"export unknown study", "GET", "/v1/studies/999/export", "", true, 404, "", ""},
+      {"measurements for an unknown study, badly", "POST", "/v1/studies/999/measurements",
+       R"({"measurements": 3})", true, 404, "", "study 999"},
       // Someone else's trial, and a second result.
       {"foreign trial", "POST", trial, R"({"client_id": "intruder", "value": 1})", true, 403, "",
        "owner"},
