@@ -362,6 +362,7 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
     return taken >= limit ? 0 : limit - taken;
   };
   std::size_t allowed = n;
+  std::size_t allowed_by_budget = n;  // 0: live leases hold the rest of the budget
   if (const auto budget = entry->record.budget) {
     const auto limit = static_cast<std::size_t>(*budget);
     if (session.observations().size() >= limit) {
@@ -374,6 +375,7 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
     }
     if (const auto left = *room(); left < n) {
       allowed = left;
+      allowed_by_budget = left;
       out.reason = "the budget of " + std::to_string(limit) + " evaluations has room for " +
                    std::to_string(left) + " more beside " +
                    std::to_string(session.observations().size()) + " results and " +
@@ -477,9 +479,11 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
                    (out.reason.empty() ? std::string() : "; " + out.reason) + "; ask again";
     }
   }
-  if (out.leases.empty() && !out.done) {
+  if (out.leases.empty() && !out.done &&
+      (allowed_by_budget == 0 || over_budget || session.exhausted())) {
     // Only a lease that ends without a result frees a place: the first to end is the time to
-    // ask again (results and releases may come sooner).
+    // ask again (results and releases may come sooner). Otherwise (a sampled space whose draws
+    // found nothing this time) at once.
     std::lock_guard lock(entry->state_mutex);
     for (const auto& [id, lease] : entry->pending) {
       const double seconds = std::chrono::duration<double>(lease.expires - Clock::now()).count();

@@ -1,5 +1,6 @@
 #include "core/json.h"
 
+#include <cctype>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -100,7 +101,11 @@ Json parse_json_text(std::string_view text, std::string_view what, DuplicateKeys
     // Python's json.dumps writes NaN and Infinity unless told not to (allow_nan=False); the
     // parser stops at their first letter.
     const auto at = text.substr(std::min(position, text.size()));
-    const bool python_float = at.starts_with("NaN") || at.starts_with("Infinity");
+    const auto is_word = [&](std::string_view word) {
+      return at.starts_with(word) && (at.size() == word.size() ||
+                                      !std::isalnum(static_cast<unsigned char>(at[word.size()])));
+    };
+    const bool python_float = is_word("NaN") || is_word("Infinity");
     throw ParseError(std::string(what) + " is not valid JSON (at byte " + std::to_string(e.byte) +
                          "): " + without_exception_tag(e.what()) +
                          (python_float ? "; NaN and Infinity are not JSON numbers (Python's "

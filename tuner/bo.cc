@@ -1413,6 +1413,15 @@ class BayesianOptimization final : public ModelBasedStrategy {
       if (k + 1 < n) fantasise(best);
       out.push_back(std::move(best));
     }
+    if (out.size() < n) {
+      // Valid configurations so rare that the pool's draws found none free, and no neighbour
+      // of a result is valid (constraints that tie parameters together): draw harder, as
+      // random search does, rather than propose nothing while some are left.
+      for (auto& c : random_untaken(state, n - out.size(), rng, chosen)) {
+        chosen.insert(space.key(c));
+        out.push_back(std::move(c));
+      }
+    }
     return out;
   }
 

@@ -48,9 +48,13 @@ InvalidInput not_enumerable(const SearchSpace& space) {
       " points or one whose pruned walk stays within " +
       std::to_string(static_cast<long long>(SearchSpace::kMaxEnumerationVisits)) +
       " steps); this one " +
-      (space.all_discrete()
-           ? "has a product of " + nlohmann::json(space.cartesian_size()).dump() + " points"
-           : std::string("has real parameters")) +
+      (!space.all_discrete() ? std::string("has real parameters")
+       : space.cartesian_size() <= SearchSpace::kMaxEnumerate
+           ? "has more than " + std::to_string(SearchSpace::kMaxEnumeratedValid) +
+                 " valid configurations"
+           : "has a product of " +
+                 std::to_string(static_cast<long long>(std::min(space.cartesian_size(), 9e18))) +
+                 " points, too many to visit") +
       "; choose another strategy (bo, random, ga, lhs)");
 }
 

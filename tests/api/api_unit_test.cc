@@ -49,6 +49,7 @@ TEST(RequestBodies, PythonsNanAndInfinityAreNamedAsSuch) {
     EXPECT_THAT(error_of(text), HasSubstr("NaN and Infinity are not JSON numbers")) << text;
   }
   EXPECT_THAT(error_of(R"({"message": "NaN",})"), Not(HasSubstr("NaN and Infinity")));
+  EXPECT_THAT(error_of(R"({"value": NaNa})"), Not(HasSubstr("NaN and Infinity")));
 }
 
 TEST(Router, MatchesLiteralAndParameterSegments) {

@@ -200,6 +200,28 @@ TEST(Strategies, SpacesTooLargeToScoreInFullAreSearchedFromSamples) {
   EXPECT_EQ(scored.diagnostics()["scored"], "every candidate");
 }
 
+// Valid configurations too rare for the pool's draws (67 of 20 million points, one constraint
+// tying every parameter, so no neighbour of a result is valid either): bo draws harder, as
+// random search does, rather than propose nothing while some are left (a sweep stopped at 6).
+TEST(Strategies, BoGoesOnWhereValidConfigurationsAreTooRareForItsPool) {
+  const auto space = SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
+      {"name": "a", "type": "integer", "low": 1, "high": 67},
+      {"name": "b", "type": "integer", "low": 1, "high": 67},
+      {"name": "c", "type": "integer", "low": 1, "high": 67},
+      {"name": "d", "type": "integer", "low": 1, "high": 67}],
+      "constraints": ["a == b and b == c and c == d"]})"));
+  ASSERT_FALSE(space.enumerable());
+  SessionOptions opts;
+  opts.budget = 67;
+  Session session(space, opts);
+  for (int i = 0; i < 20; ++i) {
+    const auto batch = session.propose(1);
+    ASSERT_EQ(batch.size(), 1u) << "after " << i << " proposals";
+    const double a = static_cast<double>(std::get<std::int64_t>(batch[0][0]));
+    session.observe(batch[0], Measurement::success(1.0 + std::abs(a - 30.0)));
+  }
+}
+
 // The transfer strategies search as bo does.
 INSTANTIATE_TEST_SUITE_P(Strategies, EverySearch,
                          ::testing::Values("random", "lhs", "exhaustive", "ga", "bo"));
