@@ -56,6 +56,10 @@ using Clock = std::chrono::system_clock;
 // milliseconds; counting a lease as ended this much later than the Store does guarantees that
 // the Store has expired it before a session proposes its configuration again.
 constexpr auto kLeaseSlack = std::chrono::milliseconds(10);
+// Leases that ended before this manager started (its server was down, or restarting) stay
+// this long after it: their workers' results and renewals, retried meanwhile (a worker retries
+// for about half a minute), come in before their configurations are handed out again.
+constexpr auto kRestartGrace = std::chrono::seconds(30);
 
 // A GP fit costs O(n^3); predictions for studies with more results than this (imported
 // datasets) use a random subset, seeded by the study id.
@@ -223,8 +227,11 @@ void StudyManager::sync_with_store(Entry& entry) {
       continue;
     }
     if (running) entry.inbox.push_back({config, std::nullopt, /*hold=*/true});
+    const auto ends = db::parse_timestamp(*t.lease_expires_at);
     entry.pending[t.id.value] = {t.config_key, std::move(config), t.client_id,
-                                 db::parse_timestamp(*t.lease_expires_at) + kLeaseSlack};
+                                 ends < started_
+                                     ? std::max(ends + kLeaseSlack, started_ + kRestartGrace)
+                                     : ends + kLeaseSlack};
   }
 }
 
@@ -318,7 +325,7 @@ std::size_t StudyManager::release_expired(Entry& entry, Clock::time_point now) {
   }
   // The Store first: a released configuration may be leased again at once, and the Store
   // allows one pending lease per configuration.
-  const auto expired = store_.expire_leases(now);
+  const auto expired = store_.expire_leases(now, spared_before(now));
   std::size_t released = 0;
   std::lock_guard lock(entry.state_mutex);
   for (auto it = entry.pending.begin(); it != entry.pending.end();) {
@@ -612,7 +619,9 @@ db::TrialRecord StudyManager::extend(db::TrialId trial, const std::string& clien
       std::chrono::system_clock::now() +
       std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(lease_seconds));
   // Its result, or the end of its lease, may have come in meanwhile.
-  if (!store_.extend_lease(trial, expires)) throw not_leased(store_.get_trial(trial));
+  if (!store_.extend_lease(trial, expires, spared_before(Clock::now()))) {
+    throw not_leased(store_.get_trial(trial));
+  }
   if (auto entry = find_loaded(t.study_id)) {
     std::lock_guard lock(entry->state_mutex);
     if (auto it = entry->pending.find(trial.value); it != entry->pending.end()) {
@@ -922,9 +931,14 @@ std::optional<PredictedBest> StudyManager::predict_best(const std::string& kerne
   return predicted;
 }
 
+std::optional<Clock::time_point> StudyManager::spared_before(Clock::time_point now) const {
+  if (now < started_ + kRestartGrace) return started_;
+  return std::nullopt;
+}
+
 std::size_t StudyManager::expire_leases() {
   const auto now = Clock::now();
-  const auto expired = store_.expire_leases(now);
+  const auto expired = store_.expire_leases(now, spared_before(now));
   std::vector<std::shared_ptr<Entry>> entries;
   {
     std::lock_guard lock(mutex_);

@@ -181,6 +181,10 @@ class StudyManager {
   /// FieldError for a negative time reported to a study whose unit is a time; null otherwise.
   std::exception_ptr negative_time(const Report& r) const;
   std::size_t release_expired(Entry& entry, std::chrono::system_clock::time_point now);
+  /// Store::expire_leases's spare_ended_before: this manager's start during the grace period
+  /// after it (leases that ended while no server ran), else none.
+  std::optional<std::chrono::system_clock::time_point> spared_before(
+      std::chrono::system_clock::time_point now) const;
 
   /// Forgets every loaded study when another process deleted one (tunebase delete beside a
   /// server): their sessions' priors may hold its trials. Called with mutex_ held.
@@ -190,6 +194,8 @@ class StudyManager {
   mutable std::mutex mutex_;
   std::unordered_map<std::int64_t, std::shared_ptr<Entry>> studies_;
   mutable std::atomic<std::size_t> studies_seen_{0};  // the last counts /metrics read
+  /// When this manager started: leases that ended before are spared for a grace period.
+  const std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
   mutable std::atomic<std::size_t> leases_seen_{0};
   std::optional<std::int64_t> ids_seen_at_;  // data_version when study_ids_ was read
   std::vector<db::StudyId> study_ids_;

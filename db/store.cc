@@ -1137,16 +1137,29 @@ std::vector<Store::CompletionOutcome> Store::complete_trials(const std::vector<C
   return out;
 }
 
-std::size_t Store::expire_leases(std::chrono::system_clock::time_point now) {
+namespace {
+
+std::optional<std::string> optional_timestamp(
+    std::optional<std::chrono::system_clock::time_point> t) {
+  if (!t) return std::nullopt;
+  return format_timestamp(*t);
+}
+
+}  // namespace
+
+std::size_t Store::expire_leases(
+    std::chrono::system_clock::time_point now,
+    std::optional<std::chrono::system_clock::time_point> spare_ended_before) {
   std::lock_guard lock(impl_->mutex);
   const std::string what = "expiring leases";
   impl_->require_writable(what);
   auto st = impl_->db.prepare(
       "UPDATE trials SET status = 'timeout', message = 'lease expired at ' || lease_expires_at "
       "|| ' before client ' || quote(client_id) || ' reported a result' "
-      "WHERE status = 'pending' AND lease_expires_at < ?1",
+      "WHERE status = 'pending' AND lease_expires_at < ?1 AND (?2 IS NULL OR lease_expires_at "
+      ">= ?2)",
       what);
-  st.bind(1, format_timestamp(now)).run();
+  st.bind(1, format_timestamp(now)).bind(2, optional_timestamp(spare_ended_before)).run();
   return static_cast<std::size_t>(impl_->db.changes());
 }
 
@@ -1168,19 +1181,21 @@ bool Store::release_lease(TrialId trial, std::string_view reason) {
   return impl_->db.changes() > 0;
 }
 
-bool Store::extend_lease(TrialId trial, std::chrono::system_clock::time_point expires) {
+bool Store::extend_lease(TrialId trial, std::chrono::system_clock::time_point expires,
+                         std::optional<std::chrono::system_clock::time_point> spare_ended_before) {
   std::lock_guard lock(impl_->mutex);
   const std::string what = "extending the lease of trial " + std::to_string(trial.value);
   impl_->require_writable(what);
   auto st = impl_->db.prepare(
       "UPDATE trials SET lease_expires_at = ?2 WHERE id = ?1 AND status = 'pending' AND "
-      "finished_at IS NULL AND lease_expires_at >= ?3",
+      "finished_at IS NULL AND (lease_expires_at >= ?3 OR lease_expires_at < ?4)",
       what);
-  // A lease past its end is ended, also before expire_leases has marked it (a server that
-  // just started on leases that ended while it was down).
+  // A lease past its end is ended, also before expire_leases has marked it, unless spared as
+  // expire_leases spares it.
   st.bind(1, trial.value)
       .bind(2, format_timestamp(expires))
       .bind(3, format_timestamp(std::chrono::system_clock::now()))
+      .bind(4, optional_timestamp(spare_ended_before))
       .run();
   return impl_->db.changes() > 0;
 }

@@ -445,15 +445,21 @@ class Store {
   std::vector<CompletionOutcome> complete_trials(const std::vector<Completion>& batch);
   /// Pending trials whose lease ended before `now` become timeout (no finished_at). Returns
   /// how many.
-  std::size_t expire_leases(std::chrono::system_clock::time_point now);
+  /// Leases that ended before `spare_ended_before` are left alone (a server that just
+  /// started gives the workers of leases that ended while it was down time to report).
+  std::size_t expire_leases(
+      std::chrono::system_clock::time_point now,
+      std::optional<std::chrono::system_clock::time_point> spare_ended_before = std::nullopt);
   /// Ends a live lease without a result, as if it expired now (nothing when not pending).
   /// The trial's message says the client released it, or, given `reason`, why it was taken
   /// back from the client. Returns whether it was pending (and is released now).
   bool release_lease(TrialId trial, std::string_view reason = {});
   /// Moves a live lease's end to `expires` (a client whose evaluation takes longer says it is
-  /// still at work). Returns whether it was pending and not past its end (nothing changes
-  /// otherwise).
-  bool extend_lease(TrialId trial, std::chrono::system_clock::time_point expires);
+  /// still at work). Returns whether it was pending and not past its end, or spared as
+  /// expire_leases spares it (nothing changes otherwise).
+  bool extend_lease(
+      TrialId trial, std::chrono::system_clock::time_point expires,
+      std::optional<std::chrono::system_clock::time_point> spare_ended_before = std::nullopt);
   TrialRecord get_trial(TrialId id) const;
   /// Every trial of the study, in id (creation) order.
   std::vector<TrialRecord> trials(StudyId study) const;

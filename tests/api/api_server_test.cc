@@ -1299,6 +1299,30 @@ TEST(ApiServer, AStudyIsResumedWithALargerBudget) {
   EXPECT_FALSE(after["done"].get<bool>()) << after.dump();
 }
 
+// A server that starts on leases that ended while no server ran spares them for a while: their
+// workers, retrying, renew them or report before their configurations are handed out again.
+TEST(ApiServer, LeasesThatEndedWhileNoServerRanAreSparedAfterAStart) {
+  auto options = testing::fast_options();
+  options.lease_check_interval = std::chrono::hours(1);  // expiry only as called below
+  TestServer server(options);
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 10);
+  StudyManager running_before(server.store());
+  const auto leased = c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
+                             {{"n", 2}, {"client_id", "w"}, {"lease_seconds", 0.05}}, server.token)
+                          .json()["suggestions"];
+  ASSERT_EQ(leased.size(), 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  StudyManager restarted(server.store());  // both leases ended before it started
+  EXPECT_EQ(restarted.expire_leases(), 0u);
+  const db::TrialId first{leased[0]["trial_id"].get<std::int64_t>()};
+  const auto renewed = restarted.extend(first, "w", 60);
+  EXPECT_EQ(renewed.result.status, TrialStatus::pending);
+  // A manager that ran all along expires the other one.
+  EXPECT_EQ(running_before.expire_leases(), 1u);
+  EXPECT_EQ(server.store().get_trial(first).result.status, TrialStatus::pending);
+}
+
 // A study that is only sent results (imports, measurements from elsewhere) keeps none of them
 // in memory for a session that does not exist; the session, once asked for, reads them all.
 TEST(ApiServer, ResultsAreQueuedOnlyForAStudysSession) {
