@@ -19,21 +19,6 @@ namespace tunebase::api {
 
 namespace {
 
-// The same result as one stored: a client's retry of a measurement it sent before.
-bool same_result(const Measurement& a, const Measurement& b) {
-  const auto same_number = [](double x, double y) {
-    return x == y || (std::isnan(x) && std::isnan(y));
-  };
-  if (a.status != b.status || !same_number(a.objective, b.objective) ||
-      a.raw.size() != b.raw.size()) {
-    return false;
-  }
-  for (std::size_t i = 0; i < a.raw.size(); ++i) {
-    if (!same_number(a.raw[i], b.raw[i])) return false;
-  }
-  return a.ok() || a.message == b.message;
-}
-
 // "value 3.5", "failed: out of memory": a result in a conflict's message.
 std::string result_text(const Measurement& m) {
   if (m.ok()) {
@@ -818,8 +803,7 @@ db::StudyRecord StudyManager::resume(db::StudyId study, std::optional<std::int64
   auto entry = load(study);
   std::lock_guard session_lock(entry->session_mutex);
   auto record = store_.get_study(study);
-  const auto counts = store_.trial_counts(study);
-  const std::int64_t results = counts.ok + counts.failed + counts.timeout + counts.invalid;
+  const std::int64_t results = store_.trial_counts(study).results();
   const std::string name = "study " + std::to_string(study.value);
   const bool active = record.status == db::StudyStatus::active;
   // Everything is checked before anything is written: a refused resume changes nothing.

@@ -6,6 +6,20 @@
 
 namespace tunebase {
 
+bool same_result(const Measurement& a, const Measurement& b) {
+  const auto same_number = [](double x, double y) {
+    return x == y || (std::isnan(x) && std::isnan(y));
+  };
+  if (a.status != b.status || !same_number(a.objective, b.objective) ||
+      a.raw.size() != b.raw.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < a.raw.size(); ++i) {
+    if (!same_number(a.raw[i], b.raw[i])) return false;
+  }
+  return a.ok() || a.message == b.message;
+}
+
 std::string_view to_string(TrialStatus s) {
   switch (s) {
     case TrialStatus::pending:

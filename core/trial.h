@@ -46,6 +46,10 @@ struct Observation {
   Measurement result;
 };
 
+/// Whether `b` is the result `a` holds (status, value, raw measurements, and a failure's
+/// message): what a client sends again when it retries after a lost answer.
+bool same_result(const Measurement& a, const Measurement& b);
+
 /// Median of a non-empty list (average of the two middle values for an even count).
 double median(std::vector<double> values);
 

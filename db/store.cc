@@ -1064,7 +1064,7 @@ std::vector<Store::CompletionOutcome> Store::complete_trials(const std::vector<C
       if (current.finished_at) {
         // A client that lost the answer sends its result again: the same result is no conflict.
         const auto& had = current.result;
-        if (had.status == c.result.status && (!had.ok() || had.objective == c.result.objective)) {
+        if (same_result(had, c.result)) {
           out[i].record = current;
           out[i].already_stored = true;
           impl_->db.exec("RELEASE one_result", item);

@@ -228,6 +228,9 @@ struct TrialCounts {
   /// Leases that ended (expired or released) with no result: not evaluations, and not in the
   /// budget; status "timeout" with no finished_at.
   std::int64_t lease_ended = 0;
+
+  /// Evaluations with a result (of any status).
+  std::int64_t results() const { return ok + failed + timeout + invalid; }
 };
 
 /// Which trials Store::trials(study, range) reads: ids in (after, up_to], with `status` when
@@ -439,8 +442,8 @@ class Store {
   };
   /// Results of several trials in ONE transaction (one commit for the batch: group commit),
   /// each accepted or refused alone, as complete_trial would, plus Forbidden when the client
-  /// is not the one the trial was leased to. The result a trial already has (same status and,
-  /// for a success, same value) is a retry: its record, already_stored, and no Conflict. When the
+  /// is not the one the trial was leased to. The result a trial already has
+  /// (same_result) is a retry: its record, already_stored, and no Conflict. When the
   /// commit itself fails every outcome carries that error and nothing is stored.
   std::vector<CompletionOutcome> complete_trials(const std::vector<Completion>& batch);
   /// Pending trials whose lease ended before `now` become timeout (no finished_at). Returns

@@ -270,8 +270,12 @@ TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedWhileUntaken)
   EXPECT_THAT(twice.json()["error"]["message"].get<std::string>(),
               HasSubstr("(status ok, value 3, stored "));
   // The same result again is a retry (the client lost the answer): 200, nothing changed.
-  const auto retried =
-      c.post(result_path(second), {{"client_id", "vanishing"}, {"value", 3.0}}, server.token);
+  const auto retried = c.post(result_path(second),
+                              {{"client_id", "vanishing"},
+                               {"value", 3.0},
+                               {"raw", {3.0, 3.0 * 1.01}},
+                               {"cost_seconds", 0.01}},
+                              server.token);
   ASSERT_EQ(retried.status, 200) << retried.body;
   EXPECT_TRUE(retried.json()["already_stored"].get<bool>());
   EXPECT_EQ(retried.json()["value"], 3.0);

@@ -26,6 +26,11 @@ using namespace std::chrono_literals;
 class StoreTest : public ::testing::Test {
  protected:
   std::string path() const { return dir_.file("tunebase.db"); }
+  /// A lease of an hour, for `client`, of the configuration {size, "row"}.
+  TrialId lease_row(StudyId study, int size, const std::string& client) {
+    return store_.add_pending_trial(study, testing::config_json(size, "row"),
+                                    std::to_string(size) + ",row", client, 60);
+  }
   TempDir dir_;
   Store store_{dir_.file("tunebase.db")};
 };
@@ -345,12 +350,9 @@ TEST_F(StoreTest, ALeaseIsExtendedOnlyBeforeItsEnd) {
 // batch is refused with it, nothing is stored, and the Store goes on working.
 TEST_F(StoreTest, ABatchWhoseTransactionSQLiteRolledBackStoresNothing) {
   const auto s = testing::make_study(store_, "s");
-  const auto a =
-      store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "w1", 60);
-  const auto b =
-      store_.add_pending_trial(s.id, testing::config_json(32, "row"), "32,row", "w1", 60);
-  const auto c =
-      store_.add_pending_trial(s.id, testing::config_json(64, "row"), "64,row", "w1", 60);
+  const auto a = lease_row(s.id, 16, "w1");
+  const auto b = lease_row(s.id, 32, "w1");
+  const auto c = lease_row(s.id, 64, "w1");
   {
     Database db(path());
     db.exec(
@@ -376,12 +378,9 @@ TEST_F(StoreTest, ABatchWhoseTransactionSQLiteRolledBackStoresNothing) {
 
 TEST_F(StoreTest, ABatchOfResultsCommitsOnceAndEachIsJudgedAlone) {
   const auto s = testing::make_study(store_, "s");
-  const auto a =
-      store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "w1", 60);
-  const auto b =
-      store_.add_pending_trial(s.id, testing::config_json(32, "row"), "32,row", "w1", 60);
-  const auto c =
-      store_.add_pending_trial(s.id, testing::config_json(64, "row"), "64,row", "w2", 60);
+  const auto a = lease_row(s.id, 16, "w1");
+  const auto b = lease_row(s.id, 32, "w1");
+  const auto c = lease_row(s.id, 64, "w2");
   store_.complete_trial(b, Measurement::success(9.0));
   const auto outcomes = store_.complete_trials({{a, "w1", Measurement::success(1.0)},
                                                 {b, "w1", Measurement::success(2.0)},
@@ -442,7 +441,7 @@ TEST_F(StoreTest, LeaseClaimCompleteOnce) {
               ThrowsMessage<Conflict>(HasSubstr("(status ok, value 2.5, stored ")));
   EXPECT_DOUBLE_EQ(store_.get_trial(id).result.objective, 2.5);
   // The same result again is a client's retry: the stored trial, nothing changed.
-  const auto retry = store_.complete_trials({{id, "", Measurement::success(2.5)}});
+  const auto retry = store_.complete_trials({{id, "", Measurement::success(2.5, {2.4, 2.6})}});
   ASSERT_FALSE(retry[0].error);
   EXPECT_TRUE(retry[0].already_stored);
   EXPECT_EQ(retry[0].record->finished_at, done.finished_at);
