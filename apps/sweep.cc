@@ -117,6 +117,8 @@ class ProgressBar {
   void finish() {
     if (enabled_ && tty_) std::cerr << "\n";
   }
+  /// The budget changed meanwhile (POST /v1/studies/{id}/resume): the bar counts to it.
+  void set_total(std::size_t total) { total_ = total; }
 
  private:
   std::size_t total_;
@@ -797,6 +799,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     take_back_ended_leases();
     if (const auto stored = store.get_study(study.id).budget; stored && *stored > 0) {
       budget_now = static_cast<std::size_t>(*stored);
+      progress.set_total(budget_now);
     }
     return static_cast<std::size_t>(store.budget_used(study.id)) < budget_now;
   };

@@ -85,13 +85,17 @@ class Cli : public ::testing::Test {
                         << high << "}]}";
     return path;
   }
-  /// Sweeps study `study` of `cmd` over x in 0..3 (exhaustively, in order) with `budget`.
-  CliRun sweep_x4(const std::string& study, const std::string& cmd, int budget,
-                  const std::string& extra = "") {
+  /// A space file of one integer x in 0..3.
+  std::string x4_space() {
     const auto space_file = dir_.file("space.json");
     std::ofstream(space_file)
         << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 3}]})";
-    return run("sweep --kernel command --space " + space_file + " --cmd '" + cmd +
+    return space_file;
+  }
+  /// Sweeps study `study` of `cmd` over x in 0..3 (exhaustively, in order) with `budget`.
+  CliRun sweep_x4(const std::string& study, const std::string& cmd, int budget,
+                  const std::string& extra = "") {
+    return run("sweep --kernel command --space " + x4_space() + " --cmd '" + cmd +
                "' --strategy exhaustive --budget " + std::to_string(budget) + " --study " + study +
                " --no-progress " + extra + " --db " + db());
   }
@@ -359,7 +363,12 @@ TEST_F(Cli, AResumedSweepTakesBackLeasesThatEnded) {
 // the sweep goes on to it, rather than end at its own and complete a study with room left.
 TEST_F(Cli, ASweepGoesOnToABudgetRaisedWhileItRuns) {
   CliRun r;
-  std::thread sweep([&] { r = sweep_x4("raised", "sleep 0.3; echo {x}", 2); });
+  // With its progress bar, which counts to the raised budget (lines, stderr being no terminal).
+  std::thread sweep([&] {
+    r = run("sweep --kernel command --space " + x4_space() +
+            " --cmd 'sleep 0.3; echo {x}' --strategy exhaustive --budget 2 --study raised --db " +
+            db());
+  });
   std::optional<db::StudyRecord> study;
   {
     db::Store store(db());
@@ -375,6 +384,8 @@ TEST_F(Cli, ASweepGoesOnToABudgetRaisedWhileItRuns) {
   db::Store store(db());
   EXPECT_EQ(store.trial_counts(study->id).ok, 4) << r.out;
   EXPECT_EQ(store.get_study(study->id).status, db::StudyStatus::completed);
+  EXPECT_NE(r.err.find(" 4/4 "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(" 4/2 "), std::string::npos) << "the bar kept the first budget: " << r.err;
 }
 
 TEST_F(Cli, AResumedSweepTakesBackAtOnceTheLeaseOfASweepThatDied) {
