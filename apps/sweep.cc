@@ -726,12 +726,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
       store.release_lease(trial);
       throw;
     }
-    if (m.ok() && !std::isfinite(m.objective)) {
-      m = Measurement::failure(
-          TrialStatus::failed,
-          "the evaluation gave a non-finite objective (" + std::to_string(m.objective) + ")",
-          m.cost_seconds);
-    }
+    m = storable(std::move(m));
     try {
       complete_trial_waiting(store, trial, m);
     } catch (const Conflict& e) {

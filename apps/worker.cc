@@ -175,25 +175,12 @@ std::vector<nlohmann::json> own_pending_trials(api::HttpClient& client,
   return out;
 }
 
-nlohmann::json result_body(const Measurement& m, const std::string& client_id) {
-  nlohmann::json body{
-      {"client_id", client_id},
-      {"cost_seconds",
-       std::isfinite(m.cost_seconds) && m.cost_seconds >= 0 ? m.cost_seconds : 0.0}};
-  nlohmann::json raw = nlohmann::json::array();
-  for (double r : m.raw) {
-    if (std::isfinite(r)) raw.push_back(r);
-  }
-  body["raw"] = raw;
-  if (m.ok()) {
-    body["status"] = "ok";
-    body["value"] = m.objective;
-  } else {
-    const bool ok_without_value = m.status == TrialStatus::ok;
-    body["status"] = ok_without_value ? "failed" : std::string(to_string(m.status));
-    body["message"] = ok_without_value ? "the evaluator returned no finite objective" : m.message;
-  }
-  if (m.ok() && !m.message.empty()) body["message"] = m.message;
+nlohmann::json result_body(const Measurement& measured, const std::string& client_id) {
+  const auto m = storable(measured);
+  nlohmann::json body{{"client_id", client_id}, {"cost_seconds", m.cost_seconds}, {"raw", m.raw}};
+  body["status"] = std::string(to_string(m.status));
+  if (m.ok()) body["value"] = m.objective;
+  if (!m.message.empty()) body["message"] = m.message;
   if (m.metrics.is_object()) body["metrics"] = m.metrics;
   return body;
 }

@@ -1,6 +1,8 @@
 #include "core/trial.h"
 
 #include <algorithm>
+#include <limits>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -18,6 +20,20 @@ bool same_result(const Measurement& a, const Measurement& b) {
     if (!same_number(a.raw[i], b.raw[i])) return false;
   }
   return a.ok() || a.message == b.message;
+}
+
+Measurement storable(Measurement m) {
+  if (m.status == TrialStatus::ok && !std::isfinite(m.objective)) {
+    std::ostringstream value;
+    value << m.objective;
+    m.status = TrialStatus::failed;
+    m.message = "the evaluation gave no finite objective (" + value.str() + ")" +
+                (m.message.empty() ? "" : ": " + m.message);
+    m.objective = std::numeric_limits<double>::quiet_NaN();
+  }
+  if (!std::isfinite(m.cost_seconds) || m.cost_seconds < 0) m.cost_seconds = 0.0;
+  std::erase_if(m.raw, [](double r) { return !std::isfinite(r); });
+  return m;
 }
 
 std::string_view to_string(TrialStatus s) {

@@ -40,6 +40,12 @@ struct Measurement {
   static Measurement failure(TrialStatus status, std::string message, double cost_seconds = 0.0);
 };
 
+/// An evaluator's result as it can be stored and sent: an ok status without a finite
+/// objective becomes a failure that says so, a cost that is not a finite number >= 0
+/// becomes 0, and raw values that are not finite are left out (what the store and the API
+/// refuse or cannot write, which would lose the evaluation).
+Measurement storable(Measurement m);
+
 /// A configuration together with its result.
 struct Observation {
   Configuration config;
