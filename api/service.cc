@@ -729,10 +729,15 @@ void Service::add_routes() {
   }
   {
     auto& r = route("GET", "/v1/studies/{id}/export", "exportStudy",
-                    "A study and its trials as JSON or CSV, streamed a page of trials at a time",
+                    "A study and its trials as JSON, CSV or a Kernel Tuner cache file, streamed a "
+                    "page of trials at a time",
                     Access::read, bind(&Service::export_study));
     r.runs = Runs::compute;  // as listTrials
-    r.query = {{"format", "string", false, "json (default) or csv", {"json", "csv"}}};
+    r.query = {{"format",
+                "string",
+                false,
+                "json (default), csv, or kernel_tuner (a Kernel Tuner cache file)",
+                {"json", "csv", "kernel_tuner"}}};
     r.response_schema = kAnyObject;
     r.other_responses = {{"text/csv",
                           {{"type", "string"},
@@ -1515,15 +1520,20 @@ Response Service::import_file(Request& request) {
 
 Response Service::export_study(Request& request) {
   const db::StudyId id{request.id_param("id")};
-  const auto format = request.query_value("format").value_or("json");
-  const std::string filename = "study-" + std::to_string(id.value) + "." + format;
-  // NotFound before any byte is sent; the trials follow a page at a time.
-  auto source = std::make_shared<db::StudyExport>(
-      reader(), id, format == "csv" ? db::ExportFormat::csv : db::ExportFormat::json);
+  const auto format = db::export_format_from_string(request.query_value("format").value_or("json"));
+  const bool csv = format == db::ExportFormat::csv;
+  // A Kernel Tuner cache is named as Kernel Tuner names its own.
+  const std::string filename = "study-" + std::to_string(id.value) +
+                               (csv                                ? ".csv"
+                                : format == db::ExportFormat::json ? ".json"
+                                                                   : "-cache.json");
+  // NotFound (and a study Kernel Tuner's format cannot hold) before any byte is sent; the
+  // trials follow a page at a time.
+  auto source = std::make_shared<db::StudyExport>(reader(), id, format);
   std::string first;
   source->next(first);
-  auto response = Response::text(std::move(first),
-                                 format == "csv" ? "text/csv; charset=utf-8" : "application/json");
+  auto response =
+      Response::text(std::move(first), csv ? "text/csv; charset=utf-8" : "application/json");
   response.more = [source](std::string& out) { return source->next(out); };
   response.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + filename + "\"");
   return response;

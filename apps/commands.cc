@@ -794,7 +794,6 @@ void add_query_commands(CLI::App& app) {
       }
     });
   }
-  // --- export
   // --- backup
   {
     struct Args {
@@ -821,15 +820,21 @@ void add_query_commands(CLI::App& app) {
                 << static_cast<int>(took.count() * 1000.0) << " ms)\n";
     });
   }
+  // --- export
   {
     struct Args {
       std::string study, db = kDefaultDb, format = "json", output;
     };
     auto args = std::make_shared<Args>();
-    auto* cmd = app.add_subcommand("export", "Export a study as JSON or CSV");
+    auto* cmd = app.add_subcommand(
+        "export",
+        "Export a study as JSON, CSV, or a Kernel Tuner cache file (which Kernel Tuner and "
+        "tunebase import read)");
     cmd->add_option("--study", args->study, "Study name or id")->required();
-    cmd->add_option("--format", args->format, "json or csv")
-        ->transform(CLI::IsMember({"json", "csv"}, CLI::ignore_case))
+    cmd->add_option("--format", args->format,
+                    "json, csv, or kernel_tuner (a cache file: times in milliseconds, failures "
+                    "as RuntimeFailedConfig..., pending trials left out)")
+        ->transform(CLI::IsMember({"json", "csv", "kernel_tuner"}, CLI::ignore_case))
         ->capture_default_str();
     cmd->add_option("--output,-o", args->output, "Output file (default: standard output)");
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
@@ -837,8 +842,7 @@ void add_query_commands(CLI::App& app) {
       db::Store store(args->db, {.read_only = true});
       const auto study = resolve_study(store, args->study);
       // A page of trials at a time: a study of any size is written without holding it whole.
-      db::StudyExport source(
-          store, study.id, args->format == "csv" ? db::ExportFormat::csv : db::ExportFormat::json);
+      db::StudyExport source(store, study.id, db::export_format_from_string(args->format));
       auto write_all = [&source](std::ostream& out) {
         std::string piece;
         while (out && source.next(piece)) {

@@ -703,27 +703,6 @@ class FirstConfigurationKeys : public KeyScanner {
   bool recording_ = false;
 };
 
-/// Milliseconds per time unit, in the spellings T4 files use (Kernel Tuner writes the misspelt
-/// "miliseconds"); results are converted to milliseconds like Kernel Tuner's caches.
-double milliseconds_per(const std::string& unit, const std::string& where) {
-  static const std::map<std::string, double, std::less<>> kScales = {{"milliseconds", 1.0},
-                                                                     {"miliseconds", 1.0},
-                                                                     {"ms", 1.0},
-                                                                     {"seconds", 1e3},
-                                                                     {"s", 1e3},
-                                                                     {"microseconds", 1e-3},
-                                                                     {"us", 1e-3},
-                                                                     {"nanoseconds", 1e-6},
-                                                                     {"ns", 1e-6}};
-  auto it = kScales.find(unit);
-  if (it == kScales.end()) {
-    throw InvalidInput(where + " \"" + unit +
-                       "\" is not a time unit; allowed: seconds, milliseconds, microseconds, "
-                       "nanoseconds (or s, ms, us, ns)");
-  }
-  return it->second;
-}
-
 /// Milliseconds per unit of the T4 metadata's "timeunit", which the runtimes (and a time
 /// measurement that names no unit of its own) are in; milliseconds when there is none.
 double t4_time_scale(const json& root, const std::string& origin) {
@@ -1031,6 +1010,25 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
 }
 
 }  // namespace
+
+double milliseconds_per(const std::string& unit, const std::string& where) {
+  static const std::map<std::string, double, std::less<>> kScales = {{"milliseconds", 1.0},
+                                                                     {"miliseconds", 1.0},
+                                                                     {"ms", 1.0},
+                                                                     {"seconds", 1e3},
+                                                                     {"s", 1e3},
+                                                                     {"microseconds", 1e-3},
+                                                                     {"us", 1e-3},
+                                                                     {"nanoseconds", 1e-6},
+                                                                     {"ns", 1e-6}};
+  auto it = kScales.find(unit);
+  if (it == kScales.end()) {
+    throw InvalidInput(where + " \"" + unit +
+                       "\" is not a time unit; allowed: seconds, milliseconds, microseconds, "
+                       "nanoseconds (or s, ms, us, ns)");
+  }
+  return it->second;
+}
 
 std::string gunzip_if_needed(const std::string& bytes, const std::string& origin,
                              std::size_t max_text_bytes) {

@@ -51,6 +51,11 @@ MeasuredDataset parse_measurements(const std::string& bytes, const std::string& 
 /// user gives is read whatever its size).
 std::string read_maybe_gzipped(const std::string& path,
                                std::size_t max_text_bytes = kMaxMeasurementTextBytes);
+/// Milliseconds per time unit (s, ms, us, ns, or spelt out as T4 files do: seconds, ...,
+/// and Kernel Tuner's misspelt "miliseconds"); results are converted to milliseconds like
+/// Kernel Tuner's caches. InvalidInput, starting with `where`, for anything else.
+double milliseconds_per(const std::string& unit, const std::string& where);
+
 /// Gunzips bytes that start with the gzip magic; returns other bytes unchanged.
 std::string gunzip_if_needed(const std::string& bytes, const std::string& origin,
                              std::size_t max_text_bytes = kMaxMeasurementTextBytes);

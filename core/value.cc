@@ -3,7 +3,10 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "core/error.h"
 
@@ -28,6 +31,38 @@ std::string to_string(const Value& v) {
     return s;
   }
   return std::get<std::string>(v);
+}
+
+std::string python_text(const Value& v) {
+  const auto* d = std::get_if<double>(&v);
+  if (!d) return to_string(v);
+  if (std::isnan(*d)) return "nan";
+  if (std::isinf(*d)) return *d > 0 ? "inf" : "-inf";
+  // Python's repr: the shortest digits that read back, in positional notation when the
+  // decimal exponent is in -4 .. 15, else as d.ddde+XX (two exponent digits at least).
+  char buf[40];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, *d, std::chars_format::scientific);
+  const std::string sci(buf, end);  // [-]d[.ddd]e(+|-)XX
+  const auto e = sci.find('e');
+  const bool negative = sci.front() == '-';
+  std::string digits;
+  for (char c : sci.substr(0, e)) {
+    if (c >= '0' && c <= '9') digits += c;
+  }
+  const int exponent = std::stoi(sci.substr(e + 1));
+  std::string out = negative ? "-" : "";
+  if (exponent < -4 || exponent >= 16) {
+    out += digits.substr(0, 1);
+    if (digits.size() > 1) out += "." + digits.substr(1);
+    char exp[16];
+    std::snprintf(exp, sizeof exp, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
+    return out + exp;
+  }
+  if (exponent < 0)
+    return out + "0." + std::string(static_cast<std::size_t>(-exponent - 1), '0') + digits;
+  const auto whole = static_cast<std::size_t>(exponent) + 1;
+  if (digits.size() <= whole) return out + digits + std::string(whole - digits.size(), '0') + ".0";
+  return out + digits.substr(0, whole) + "." + digits.substr(whole);
 }
 
 nlohmann::json to_json(const Value& v) {

@@ -18,8 +18,12 @@ using Configuration = std::vector<Value>;
 bool is_number(const Value& v);
 /// The numeric value of an integer or real; throws InvalidInput for a string.
 double as_double(const Value& v);
-/// Text of a value as Kernel Tuner writes it in cache keys: `16`, `0.5`, `abc`.
+/// Text of a value in configuration keys: `16`, `0.5`, `abc` (the shortest text that reads
+/// back to the same number, so 1e-04 where Python writes 0.0001).
 std::string to_string(const Value& v);
+/// Python's str() of a value, which Kernel Tuner's cache keys are made of: `16`, `0.0001`,
+/// `100000.0`, `1e-05`, `1e+16`, `abc`.
+std::string python_text(const Value& v);
 nlohmann::json to_json(const Value& v);
 /// Integer for a JSON integer (or a real with an integral value), real, or string; throws
 /// InvalidInput for anything else (null, bool, array, object).

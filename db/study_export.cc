@@ -4,6 +4,9 @@
 #include <cmath>
 #include <string_view>
 
+#include "core/error.h"
+#include "core/measurements.h"
+#include "core/space.h"
 #include "db/json_text.h"
 
 namespace tunebase::db {
@@ -107,6 +110,67 @@ nlohmann::json trial_row(const TrialRecord& t) {
           {"finished_at", optional_text(t.finished_at)}};
 }
 
+// Kernel Tuner's names of failures; anything else failed at run time, as far as it knows.
+std::string kernel_tuner_failure(const TrialRecord& t) {
+  if (t.result.status == TrialStatus::invalid) return "InvalidConfig";
+  for (std::string_view name :
+       {"CompilationFailedConfig", "RuntimeFailedConfig", "InvalidConfig"}) {
+    if (t.result.message == name) return t.result.message;
+  }
+  return "RuntimeFailedConfig";
+}
+
+// Checks that `study` can be a Kernel Tuner cache, and gives its header (everything but the
+// cache) and the milliseconds per unit of its objective.
+std::pair<nlohmann::json, double> kernel_tuner_header(const Store& store, StudyId id) {
+  const auto study = store.get_study(id);
+  const auto kernel = store.get_kernel(study.kernel_id);
+  const std::string what = "study " + std::to_string(id.value) + " \"" + study.name + "\"";
+  const std::string instead = ": export it as json or csv";
+  std::string unit;
+  if (const auto u = study.settings.find("unit"); u != study.settings.end() && u->is_string()) {
+    unit = u->get<std::string>();
+  }
+  if (study.direction == Direction::maximize) {
+    throw InvalidInput("a Kernel Tuner cache holds times (lower is better), but " + what +
+                       " maximizes its objective \"" + study.objective + "\"" + instead);
+  }
+  double to_ms = 1.0;  // a study without a unit: its values are written as they are
+  if (!unit.empty()) {
+    try {
+      to_ms = milliseconds_per(unit, "unit");
+    } catch (const InvalidInput&) {
+      throw InvalidInput("a Kernel Tuner cache holds times, but " + what + " measures \"" +
+                         study.objective + "\" in " + unit + " (time units: s, ms, us, ns)" +
+                         instead);
+    }
+  }
+  const auto space = SearchSpace::from_json(kernel.space);
+  nlohmann::json keys = nlohmann::json::array();
+  nlohmann::json tune_params = nlohmann::json::object();
+  for (const auto& p : space.parameters()) {
+    if (!p.is_discrete()) {
+      throw InvalidInput("a Kernel Tuner cache lists every value of each parameter, but " + what +
+                         " has the real interval '" + p.name + "' (" + format_number(p.low) +
+                         " .. " + format_number(p.high) + ")" + instead);
+    }
+    keys.push_back(p.name);
+    nlohmann::json values = nlohmann::json::array();
+    for (const auto& v : p.values) values.push_back(to_json(v));
+    tune_params[p.name] = std::move(values);
+  }
+  nlohmann::json header{{"device_name", store.get_machine(study.machine_id).name},
+                        {"kernel_name", kernel.name},
+                        {"tune_params_keys", std::move(keys)},
+                        {"tune_params", std::move(tune_params)},
+                        {"objective", "time"}};
+  const auto task = store.get_task(study.task_id);
+  if (const auto size = task.description.find("problem_size"); size != task.description.end()) {
+    header["problem_size"] = *size;
+  }
+  return {std::move(header), to_ms};
+}
+
 std::string text_of(const nlohmann::json& j, int indent) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -128,7 +192,20 @@ std::vector<TrialRecord> TrialPages::next() {
 
 StudyExport::StudyExport(const Store& store, StudyId study, ExportFormat format,
                          std::size_t page_trials)
-    : store_(store), study_(study), format_(format), pages_(store, study, {}, page_trials) {}
+    : store_(store), study_(study), format_(format), pages_(store, study, {}, page_trials) {
+  if (format_ == ExportFormat::kernel_tuner) {
+    std::tie(kt_header_, to_milliseconds_) = kernel_tuner_header(store, study);
+    for (const auto& name : kt_header_["tune_params_keys"]) names_.push_back(name);
+  }
+}
+
+ExportFormat export_format_from_string(std::string_view name) {
+  if (name == "json") return ExportFormat::json;
+  if (name == "csv") return ExportFormat::csv;
+  if (name == "kernel_tuner") return ExportFormat::kernel_tuner;
+  throw InvalidInput("unknown export format \"" + std::string(name) +
+                     "\"; allowed: json, csv, kernel_tuner (a Kernel Tuner cache file)");
+}
 
 bool StudyExport::next(std::string& out) {
   if (ended_) return false;
@@ -154,6 +231,13 @@ void StudyExport::begin(std::string& out) {
     header.resize(header.size() - 2);  // "\n}"
     out += header;
     out += ",\n \"trials\": [";
+    return;
+  }
+  if (format_ == ExportFormat::kernel_tuner) {
+    auto header = text_of(kt_header_, 1);
+    header.resize(header.size() - 2);  // "\n}"
+    out += header;
+    out += ",\n \"cache\": {";
     return;
   }
   // Parameter columns in the space's order; names found only in configs follow.
@@ -186,6 +270,48 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
     out += text_of(trial_row(t), -1);
     return;
   }
+  if (format_ == ExportFormat::kernel_tuner) {
+    if (t.result.status == TrialStatus::pending) return;
+    // The key as Kernel Tuner makes it: Python's str() of each value, joined by commas.
+    std::string key;
+    nlohmann::json entry = nlohmann::json::object();
+    for (const auto& name : names_) {
+      if (!t.config.contains(name)) return;  // not of this space (an old version's trial)
+      const auto value = value_from_json(t.config[name]);
+      key += (key.empty() ? "" : ",") + python_text(value);
+      entry[name] = to_json(value);
+    }
+    if (!kt_keys_written_.insert(key).second) return;
+    // Metrics as they came (an imported cache's compile_time, GFLOP/s...); the time and the
+    // parameters are the trial's own.
+    for (const auto& [name, value] : t.result.metrics.items()) {
+      if (!entry.contains(name) && name != "time" && name != "times") entry[name] = value;
+    }
+    if (t.result.ok()) {
+      entry["time"] = t.result.objective * to_milliseconds_;
+    } else {
+      entry["time"] = kernel_tuner_failure(t);
+    }
+    nlohmann::json times = nlohmann::json::array();
+    double times_ms = 0.0;
+    for (double r : t.result.raw) {
+      times.push_back(r * to_milliseconds_);
+      times_ms += r * to_milliseconds_;
+    }
+    if (!times.empty()) entry["times"] = std::move(times);
+    // What the evaluation cost, where nothing of the cache's own says it and its times are
+    // not all of it (what a reader of the cache takes then).
+    const bool cost_known = entry.contains("compile_time") || entry.contains("benchmark_time") ||
+                            entry.contains("verification_time");
+    const double cost_ms = t.result.cost_seconds * 1000.0;
+    if (!cost_known && std::abs(cost_ms - times_ms) > 1e-9 * std::max(cost_ms, 1.0)) {
+      entry["benchmark_time"] = cost_ms;
+    }
+    out += any_trial_ ? ",\n  " : "\n  ";
+    any_trial_ = true;
+    out += text_of(key, -1) + ": " + text_of(entry, -1);
+    return;
+  }
   // Fields are appended one by one: a row is `trial_id,<parameters...>,status,...`.
   auto field = [&out](std::string_view text) {
     out += ',';
@@ -208,6 +334,7 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
 
 void StudyExport::end(std::string& out) const {
   if (format_ == ExportFormat::json) out += any_trial_ ? "\n ]\n}\n" : "]\n}\n";
+  if (format_ == ExportFormat::kernel_tuner) out += any_trial_ ? "\n }\n}\n" : "}\n}\n";
 }
 
 std::string export_study(const Store& store, StudyId study, ExportFormat format) {

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "db/store.h"
@@ -33,19 +35,29 @@ class TrialPages {
   TrialRange range_;
 };
 
-enum class ExportFormat { json, csv };
+enum class ExportFormat { json, csv, kernel_tuner };
+
+/// The format named `name` ("json", "csv", "kernel_tuner"); InvalidInput naming the allowed.
+ExportFormat export_format_from_string(std::string_view name);
 
 /// JSON: {"format": "tunebase-study", "format_version": 1, "kernel", "machine", "study",
 /// "task", "trials": [...]}, one trial per line. CSV: a header `trial_id`, one column per
 /// parameter, `status,objective,cost_seconds,client_id,created_at,finished_at,message`, then
 /// one row per trial (RFC 4180 quoting). Text cells that start with = + - @, a tab or a
-/// carriage return get a leading ' so spreadsheets show them and run nothing.
+/// carriage return get a leading ' so spreadsheets show them and run nothing. Kernel Tuner:
+/// a cache file as Kernel Tuner writes it ({"device_name": machine, "kernel_name",
+/// "problem_size", "tune_params_keys", "tune_params", "objective": "time", "cache": {"v1,v2":
+/// {params..., "time": ms or "RuntimeFailedConfig"..., "times": [ms...], metrics...}}}), which
+/// Kernel Tuner and `tunebase import` read: pending trials are left out, and a configuration
+/// measured twice is written once (its first result).
 class StudyExport {
  public:
   static constexpr std::size_t kDefaultPageTrials = TrialPages::kDefaultPageTrials;
 
   /// Reads the study (NotFound when there is none). The export holds the trials the study had
-  /// at this moment, in id order, each as it is when its page is read.
+  /// at this moment, in id order, each as it is when its page is read. Kernel Tuner: refused
+  /// (InvalidInput, saying why) for a study whose objective is no time (a rate, a score it
+  /// maximizes, a unit that is not s, ms, us or ns) or whose space has a real interval.
   StudyExport(const Store& store, StudyId study, ExportFormat format,
               std::size_t page_trials = kDefaultPageTrials);
 
@@ -67,6 +79,9 @@ class StudyExport {
   bool any_trial_ = false;
   std::vector<std::string> names_;  ///< CSV parameter columns
   std::string unit_;                ///< CSV: the objective's unit, on every row
+  double to_milliseconds_ = 1.0;    ///< Kernel Tuner: milliseconds per unit of the objective
+  nlohmann::json kt_header_;        ///< Kernel Tuner: everything but the cache
+  std::unordered_set<std::string> kt_keys_written_;  ///< Kernel Tuner: cache keys so far
 };
 
 /// The whole export as one string (small studies, tests).

@@ -183,7 +183,7 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
       {"a field for a route that takes none", "POST", study + "/stop", R"({"x": 1})", true, 400,
        "x", "this body takes no fields"},
       {"export format", "GET", study + "/export?format=xml", "", true, 400, "query.format",
-       "json, csv"},
+       "json, csv, kernel_tuner"},
       {"best without kernel", "GET", "/v1/best?machine=test-machine", "", true, 400, "query.kernel",
        ""},
       // An empty kernel was looked up, and "nothing measured for kernel \"\"" came back as 404.

@@ -145,6 +145,10 @@ TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
   const auto exported = c.get(base + "/export");
   ASSERT_EQ(exported.status, 200);
   EXPECT_EQ(exported.json()["trials"].size(), static_cast<std::size_t>(kBudget));
+  const auto cache = c.get(base + "/export?format=kernel_tuner");
+  ASSERT_EQ(cache.status, 200) << cache.body;
+  EXPECT_EQ(cache.json()["cache"].size(), static_cast<std::size_t>(kBudget));
+  EXPECT_EQ(cache.json()["device_name"], "test-machine");
 
   // What it learnt of the parameters: every tuned one, shares summing to 1.
   const auto relevance = c.get(base + "/relevance");

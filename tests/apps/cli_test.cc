@@ -158,6 +158,18 @@ TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
   r = run("best --kernel spmv --json --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["source"], "measured");
+  const double best_seconds = nlohmann::json::parse(r.out)["objective"];
+  // As a Kernel Tuner cache (in milliseconds), which an import reads back.
+  const auto cache = dir_.file("s1-cache.json");
+  r = run("export --study s1 --format kernel_tuner -o " + cache + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto other_db = dir_.file("other.db");
+  r = run("import " + cache + " --db " + other_db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("imported 9 trials"), std::string::npos) << r.out;
+  r = run("best --kernel spmv --json --db " + other_db);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(r.out)["objective"].get<double>(), best_seconds * 1e3);
   r = run("export --study s1 --format csv --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 10);

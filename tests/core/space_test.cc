@@ -493,3 +493,33 @@ TEST(SearchSpace, ParametersWithManyValuesAreLookedUpByTable) {
 
 }  // namespace
 }  // namespace tunebase
+
+namespace tunebase {
+namespace {
+
+// Kernel Tuner looks up its cache by Python's str() of each value: what repr(x) printed.
+TEST(PythonText, RealsAreWrittenAsPythonWritesThem) {
+  const std::pair<double, const char*> cases[] = {{0.0001, "0.0001"},
+                                                  {1e-05, "1e-05"},
+                                                  {100000.0, "100000.0"},
+                                                  {1e16, "1e+16"},
+                                                  {1e15, "1000000000000000.0"},
+                                                  {123456789012345680.0, "1.2345678901234568e+17"},
+                                                  {0.5, "0.5"},
+                                                  {1.0, "1.0"},
+                                                  {-0.0, "-0.0"},
+                                                  {-2.5e-7, "-2.5e-07"},
+                                                  {3.14159, "3.14159"},
+                                                  {1e22, "1e+22"},
+                                                  {1.5e300, "1.5e+300"},
+                                                  {5e-324, "5e-324"},
+                                                  {0.1 + 0.2, "0.30000000000000004"},
+                                                  {12345678901234567.0, "1.2345678901234568e+16"},
+                                                  {999999999999999.9, "999999999999999.9"}};
+  for (const auto& [value, python] : cases) EXPECT_EQ(python_text(Value{value}), python);
+  EXPECT_EQ(python_text(Value{std::int64_t{-16}}), "-16");
+  EXPECT_EQ(python_text(Value{std::string("a,b")}), "a,b");
+}
+
+}  // namespace
+}  // namespace tunebase

@@ -10,6 +10,7 @@
 #include "core/measurements.h"
 #include "db/sqlite.h"
 #include "db/store.h"
+#include "db/study_export.h"
 #include "tests/db/db_test_util.h"
 #include "tests/support/shared_data.h"
 
@@ -101,6 +102,47 @@ TEST(Import, GeneratedCacheRoundTrips) {
       store.best_trial("convolution", result.machine, result.task, Direction::minimize);
   ASSERT_TRUE(top.has_value());
   EXPECT_DOUBLE_EQ(top->result.objective, best);
+}
+
+// Imported, exported as a Kernel Tuner cache, and read again: the same measurements.
+TEST(Import, AnImportExportedAsAKernelTunerCacheReadsBackTheSame) {
+  TempDir dir;
+  Store store(dir.file("t.db"));
+  const auto data = generated_dataset("Test GPU 1", 1);
+  const auto result = store.import_dataset(data);
+  const auto text = export_study(store, result.study, ExportFormat::kernel_tuner);
+  const auto back = parse_measurements(text, "export");
+  EXPECT_EQ(back.device_name, "Test GPU 1");
+  EXPECT_EQ(back.kernel_name, "convolution");
+  EXPECT_EQ(back.problem_size, data.problem_size);
+  EXPECT_EQ(back.space.fingerprint(), data.space.fingerprint());
+  ASSERT_EQ(back.entries.size(), data.entries.size());
+  for (std::size_t i = 0; i < data.entries.size(); ++i) {
+    EXPECT_EQ(back.entries[i].config, data.entries[i].config);
+    EXPECT_TRUE(same_result(back.entries[i].result, data.entries[i].result)) << i;
+  }
+}
+
+// Cache keys are Python's str() of the values, as Kernel Tuner looks them up.
+TEST(Import, AKernelTunerExportKeysRealsAsPythonWritesThem) {
+  MeasuredDataset d;
+  d.device_name = "gpu";
+  d.kernel_name = "k";
+  d.format = "kernel_tuner";
+  d.space = SearchSpace({ordinal("eps", {Value{0.0001}, Value{1e-05}, Value{100000.0}}),
+                         categorical("flags", {Value{std::string("-O2")}})},
+                        {});
+  for (const auto& config : d.space.valid_configurations()) {
+    d.entries.push_back({config, Measurement::success(1.0, {1.0})});
+  }
+  TempDir dir;
+  Store store(dir.file("t.db"));
+  const auto result = store.import_dataset(d);
+  const auto j =
+      nlohmann::json::parse(export_study(store, result.study, ExportFormat::kernel_tuner));
+  EXPECT_TRUE(j["cache"].contains("0.0001,-O2")) << j["cache"].dump();
+  EXPECT_TRUE(j["cache"].contains("1e-05,-O2")) << j["cache"].dump();
+  EXPECT_TRUE(j["cache"].contains("100000.0,-O2")) << j["cache"].dump();
 }
 
 TEST(Import, AFileWithoutItsInputLearnsItFromItsTwinAndLeavesNoTaskBehind) {
@@ -327,6 +369,41 @@ TEST(Import, GemmSizedDatasetInOneTransaction) {
   std::cout << "imported " << result.trials << " rows in " << took.count() << " s\n";
   EXPECT_EQ(result.trials, kGemmValid);
   EXPECT_EQ(store.trial_counts(result.study).total, static_cast<std::int64_t>(kGemmValid));
+}
+
+// A real cache (161 failures, compile and benchmark times) imported and exported again: every
+// entry as the file holds it, and the same header.
+TEST(Import, ARealCacheExportedAgainHoldsItsEntries) {
+  TUNEBASE_SHARED_FILE_OR_SKIP(file, "gpu/convolution_hub/A4000.json.gz");
+  const auto original = nlohmann::json::parse(read_maybe_gzipped(file));
+  TempDir dir;
+  Store store(dir.file("t.db"));
+  const auto result = store.import_dataset(read_measurements(file));
+  const auto exported =
+      nlohmann::json::parse(export_study(store, result.study, ExportFormat::kernel_tuner));
+  for (const auto* key :
+       {"device_name", "kernel_name", "problem_size", "tune_params_keys", "tune_params"}) {
+    EXPECT_EQ(exported[key], original[key]) << key;
+  }
+  ASSERT_EQ(exported["cache"].size(), original["cache"].size());
+  std::size_t differ = 0;
+  for (const auto& [key, entry] : original["cache"].items()) {
+    ASSERT_TRUE(exported["cache"].contains(key)) << key;
+    const auto& mine = exported["cache"][key];
+    bool same = mine.size() == entry.size();
+    for (const auto& [field, value] : entry.items()) {
+      if (!mine.contains(field)) {
+        same = false;
+      } else if (value.is_number_float() && mine[field].is_number()) {
+        same = same && std::abs(mine[field].get<double>() - value.get<double>()) <=
+                           1e-12 * std::abs(value.get<double>());
+      } else {
+        same = same && mine[field] == value;
+      }
+    }
+    if (!same && ++differ <= 3) ADD_FAILURE() << key << ": " << entry << " became " << mine;
+  }
+  EXPECT_EQ(differ, 0u);
 }
 
 TEST(Import, RealA100GemmCache) {

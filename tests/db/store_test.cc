@@ -685,6 +685,76 @@ TEST_F(StoreTest, ExportJsonAndCsv) {
   EXPECT_THROW(export_study(store_, StudyId{42}, ExportFormat::csv), NotFound);
 }
 
+// A Kernel Tuner cache: times in milliseconds, failures by Kernel Tuner's names, the keys
+// Kernel Tuner makes, no pending trial; refused, saying why, for what a cache cannot hold.
+TEST_F(StoreTest, ExportAsAKernelTunerCache) {
+  const auto first = testing::make_study(store_, "other");
+  NewStudy n;
+  n.name = "in seconds";
+  n.kernel = first.kernel_id;
+  n.machine = first.machine_id;
+  n.task = first.task_id;
+  n.settings = {{"unit", "s"}};
+  const auto s = store_.create_study(n);
+  store_.add_trial(s.id, testing::config_json(16, "row"), "16,row",
+                   Measurement::success(0.0015, {0.0014, 0.0015, 0.0016}, 2.0));
+  store_.add_trial(s.id, testing::config_json(32, "row"), "32,row",
+                   Measurement::failure(TrialStatus::failed, "CompilationFailedConfig"));
+  store_.add_trial(s.id, testing::config_json(64, "row"), "64,row",
+                   Measurement::failure(TrialStatus::invalid, "too many threads"));
+  store_.add_trial(s.id, testing::config_json(16, "col"), "16,col",
+                   Measurement::failure(TrialStatus::timeout, "ran past 10 s"));
+  store_.add_pending_trial(s.id, testing::config_json(32, "col"), "32,col", "w", 60.0);
+
+  const auto j = nlohmann::json::parse(export_study(store_, s.id, ExportFormat::kernel_tuner));
+  EXPECT_EQ(j["device_name"], "m1");
+  EXPECT_EQ(j["kernel_name"], "demo");
+  EXPECT_EQ(j["tune_params_keys"], nlohmann::json({"block", "layout"}));
+  EXPECT_EQ(j["tune_params"]["block"], nlohmann::json({16, 32, 64}));
+  EXPECT_EQ(j["objective"], "time");
+  const auto& cache = j["cache"];
+  ASSERT_EQ(cache.size(), 4u) << cache.dump() << " (the pending trial is no entry)";
+  EXPECT_DOUBLE_EQ(cache["16,row"]["time"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(cache["16,row"]["times"][2].get<double>(), 1.6);
+  EXPECT_DOUBLE_EQ(cache["16,row"]["benchmark_time"].get<double>(), 2000.0);
+  EXPECT_EQ(cache["16,row"]["block"], 16);
+  EXPECT_EQ(cache["16,row"]["layout"], "row");
+  EXPECT_EQ(cache["32,row"]["time"], "CompilationFailedConfig");
+  EXPECT_EQ(cache["64,row"]["time"], "InvalidConfig");
+  EXPECT_EQ(cache["16,col"]["time"], "RuntimeFailedConfig");
+
+  // What Kernel Tuner's own reader (and tunebase import) takes back.
+  const auto back =
+      parse_measurements(export_study(store_, s.id, ExportFormat::kernel_tuner), "export");
+  ASSERT_EQ(back.entries.size(), 4u);
+  EXPECT_DOUBLE_EQ(back.entries[0].result.objective, 1.5);
+  EXPECT_DOUBLE_EQ(back.entries[0].result.cost_seconds, 2.0);
+  EXPECT_EQ(back.entries[1].result.status, TrialStatus::failed);
+
+  // A rate, and a score it maximizes, are no times.
+  n.name = "rate";
+  n.settings = {{"unit", "GFLOP/s"}};
+  const auto rate = store_.create_study(n);
+  n.name = "score";
+  n.settings = nlohmann::json::object();
+  n.direction = Direction::maximize;
+  const auto score = store_.create_study(n);
+  for (const auto& [id, says] :
+       {std::pair{rate.id,
+                  "measures \"time\" in GFLOP/s (time units: s, ms, us, ns): export "
+                  "it as json or csv"},
+        std::pair{score.id, "maximizes its objective \"time\": export it as json or csv"}}) {
+    try {
+      export_study(store_, id, ExportFormat::kernel_tuner);
+      FAIL() << "exported " << id.value;
+    } catch (const InvalidInput& e) {
+      EXPECT_THAT(e.what(), HasSubstr(says));
+    }
+  }
+  EXPECT_THROW(export_format_from_string("kt"), InvalidInput);
+  EXPECT_EQ(export_format_from_string("kernel_tuner"), ExportFormat::kernel_tuner);
+}
+
 TEST_F(StoreTest, DeletingAStudyTakesItsTrialsAndRefusesAnActiveOne) {
   const auto keep = testing::make_study(store_, "keep");
   const auto gone = testing::make_study(store_, "gone", "m2");
