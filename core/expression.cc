@@ -609,10 +609,17 @@ struct Evaluator {
         }
         return std::int64_t{1};
       }
-      case Node::Kind::logical_and:
-        return std::int64_t{truthy(eval(*n.children[0])) && truthy(eval(*n.children[1]))};
-      case Node::Kind::logical_or:
-        return std::int64_t{truthy(eval(*n.children[0])) || truthy(eval(*n.children[1]))};
+      // Python: `x and y` is x when x is false, else y; `x or y` is x when x is true, else y.
+      // The operand itself, not True/False (`(c > 0 and a // c or 0) > 4`); the right one is
+      // evaluated only when needed.
+      case Node::Kind::logical_and: {
+        Value left = eval(*n.children[0]);
+        return truthy(left) ? eval(*n.children[1]) : left;
+      }
+      case Node::Kind::logical_or: {
+        Value left = eval(*n.children[0]);
+        return truthy(left) ? left : eval(*n.children[1]);
+      }
       case Node::Kind::logical_not:
         return std::int64_t{!truthy(eval(*n.children[0]))};
       case Node::Kind::call:

@@ -45,6 +45,30 @@ TEST(Expression, ChainedComparisonAndLogic) {
   EXPECT_TRUE(holds("x not in (1, 2)", {std::int64_t{4}}));
 }
 
+// As in Python, `and` / `or` give one of their operands, evaluating the right one only when the
+// left one does not decide; `not` gives True or False.
+TEST(Expression, AndOrReturnAnOperandAndShortCircuit) {
+  const Value three(std::int64_t{3});
+  const Value zero(std::int64_t{0});
+  EXPECT_TRUE(same_value(eval("a and b", {three, Value(std::int64_t{5})}), Value(std::int64_t{5})));
+  EXPECT_TRUE(same_value(eval("a and b", {zero, three}), zero));
+  EXPECT_TRUE(same_value(eval("a or b", {zero, three}), three));
+  EXPECT_TRUE(same_value(eval("a or b", {three, Value(std::int64_t{5})}), three));
+  EXPECT_TRUE(same_value(eval("a || 2.5", {zero}), Value(2.5)));
+  EXPECT_TRUE(same_value(eval("s or 'none'", {Value(std::string())}), Value(std::string("none"))));
+  // The conditional idiom of old Python code: `c > 0 and a // c or 0`.
+  const std::string idiom = "(c > 0 and a // c or 0) > 4";
+  EXPECT_TRUE(holds(idiom, {Value(std::int64_t{1}), Value(std::int64_t{8})}));
+  EXPECT_FALSE(holds(idiom, {Value(std::int64_t{2}), Value(std::int64_t{8})}));
+  EXPECT_FALSE(holds(idiom, {zero, Value(std::int64_t{64})}));  // no division by zero
+  EXPECT_TRUE(same_value(eval("a or 1 // 0", {three}), three));
+  EXPECT_TRUE(same_value(eval("a and 1 // 0", {zero}), zero));
+  EXPECT_THROW(eval("a and 1 // 0", {three}), InvalidInput);
+  EXPECT_TRUE(same_value(eval("not a", {three}), zero));
+  EXPECT_TRUE(same_value(eval("not a", {zero}), Value(std::int64_t{1})));
+  EXPECT_TRUE(same_value(eval("(not a) + 1", {Value(std::string("x"))}), Value(std::int64_t{1})));
+}
+
 TEST(Expression, NamesInOrderOfAppearance) {
   auto e = Expression::parse("MWG % (MDIMC * VWM) == 0 and MDIMC > 1");
   EXPECT_EQ(e.names(), (std::vector<std::string>{"MWG", "MDIMC", "VWM"}));

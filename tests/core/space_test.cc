@@ -99,6 +99,20 @@ TEST(SearchSpace, SamplingIsUniformOverTheValidSet) {
   }
 }
 
+// The space of a Kernel Tuner user's report, with the counts Python gives.
+SearchSpace reported_space(const std::string& restriction) {
+  return SearchSpace::from_document(nlohmann::ordered_json{
+      {"tune_params",
+       {{"a", {1, 2, 4, 8, 16, 32, 64}}, {"b", {1, 2, 3, 4, 5, 6}}, {"c", {0, 1, 2}}}},
+      {"restrictions", {restriction}}});
+}
+
+TEST(SearchSpace, AndOrSelectOperandsAsInPython) {
+  EXPECT_EQ(reported_space("(a and b) == b").valid_configurations().size(), 126u);
+  EXPECT_EQ(reported_space("(c or b) == 2").valid_configurations().size(), 49u);
+  EXPECT_EQ(reported_space("(c > 0 and a // c or 0) > 4").valid_configurations().size(), 42u);
+}
+
 TEST(SearchSpace, HugeSpacesAreSampledWithoutEnumerating) {
   std::vector<Parameter> params;
   for (int i = 0; i < 12; ++i) params.push_back(integer_range("p" + std::to_string(i), 0, 9));
