@@ -442,19 +442,36 @@ std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   return q;
 }
 
-// Python's integers never overflow. Where an exact int64 result does not exist, the result is
-// the double nearest the true one: comparisons keep their sign and magnitude (2 ** 64 > 0)
-// instead of wrapping around.
-Value int_pow(std::int64_t base, std::int64_t exponent) {
+// Python's integers never overflow; ours are 64 bits. A result beyond them is an error rather
+// than a wrapped or rounded number: as a double, `a * 2**60 + 1 > a * 2**60` was false.
+[[noreturn]] void integer_overflow(const std::string& what) {
+  throw InvalidInput("integer overflow in " + what +
+                     " (values beyond 64 bits, -2^63 .. 2^63-1, are not supported; Python's "
+                     "integers are unbounded)");
+}
+
+[[noreturn]] void integer_overflow(const char* op, std::int64_t x, std::int64_t y) {
+  integer_overflow(std::to_string(x) + " " + op + " " + std::to_string(y));
+}
+
+std::int64_t negate(std::int64_t x) {
+  if (x == std::numeric_limits<std::int64_t>::min())
+    integer_overflow("-(" + std::to_string(x) + ")");
+  return -x;
+}
+
+std::int64_t int_pow(std::int64_t base, std::int64_t exponent) {
+  // 0, 1 and -1 stay small whatever the exponent (and 2 ** 10**12 need not loop).
+  if (base == 0 || base == 1) return exponent == 0 ? 1 : base;
+  if (base == -1) return exponent % 2 == 0 ? 1 : -1;
   std::int64_t result = 1;
   std::int64_t b = base;
-  bool overflow = false;
-  for (std::int64_t e = exponent; e > 0 && !overflow; e >>= 1) {  // by squaring: 63 steps at most
-    if (e & 1) overflow = __builtin_mul_overflow(result, b, &result);
-    if (e > 1 && !overflow) overflow = __builtin_mul_overflow(b, b, &b);
+  for (std::int64_t e = exponent; e > 0; e >>= 1) {  // by squaring: 63 steps at most
+    if ((e & 1) && __builtin_mul_overflow(result, b, &result))
+      integer_overflow("**", base, exponent);
+    if (e > 1 && __builtin_mul_overflow(b, b, &b)) integer_overflow("**", base, exponent);
   }
-  if (!overflow) return result;
-  return std::pow(static_cast<double>(base), static_cast<double>(exponent));
+  return result;
 }
 
 Value checked_pow(double x, double y) {
@@ -483,25 +500,33 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
     std::int64_t r = 0;
     switch (op) {
       case Op::add:
-        return __builtin_add_overflow(x, y, &r) ? Value(dx + dy) : Value(r);
+        if (__builtin_add_overflow(x, y, &r)) integer_overflow(name, x, y);
+        return r;
       case Op::sub:
-        return __builtin_sub_overflow(x, y, &r) ? Value(dx - dy) : Value(r);
+        if (__builtin_sub_overflow(x, y, &r)) integer_overflow(name, x, y);
+        return r;
       case Op::mul:
-        return __builtin_mul_overflow(x, y, &r) ? Value(dx * dy) : Value(r);
+        if (__builtin_mul_overflow(x, y, &r)) integer_overflow(name, x, y);
+        return r;
       case Op::truediv:
         if (y == 0) throw InvalidInput("division by zero");
         return dx / dy;
       case Op::floordiv:
         if (y == 0) throw InvalidInput("integer division by zero");
-        if (y == -1) return x == std::numeric_limits<std::int64_t>::min() ? Value(-dx) : Value(-x);
+        if (y == -1) {
+          if (x == std::numeric_limits<std::int64_t>::min()) integer_overflow(name, x, y);
+          return -x;
+        }
         return floor_div(x, y);
       case Op::mod:
         if (y == 0) throw InvalidInput("modulo by zero");
         if (y == -1) return std::int64_t{0};
-        // Python: the result takes the sign of the divisor.
-        return x - floor_div(x, y) * y;
+        // Python: the result takes the sign of the divisor (x - floor(x / y) * y, whose product
+        // can overflow for x near -2^63).
+        r = x % y;
+        return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
       case Op::pow:
-        if (y >= 0) return int_pow(x, y);
+        if (y >= 0) return Value(int_pow(x, y));
         return checked_pow(dx, dy);
       default:
         break;
@@ -580,10 +605,7 @@ struct Evaluator {
       case Node::Kind::unary: {
         Value v = eval(*n.children[0]);
         if (n.op == Op::pos) return v;
-        if (const auto* i = std::get_if<std::int64_t>(&v)) {
-          return *i == std::numeric_limits<std::int64_t>::min() ? Value(-static_cast<double>(*i))
-                                                                : Value(-*i);
-        }
+        if (const auto* i = std::get_if<std::int64_t>(&v)) return negate(*i);
         if (const auto* d = std::get_if<double>(&v)) return -*d;
         throw InvalidInput("cannot negate the string " + to_string(v));
       }
@@ -649,22 +671,20 @@ struct Evaluator {
     if (args.size() != 1) throw InvalidInput(f + " takes one argument");
     const Value& v = args[0];
     if (f == "abs") {
-      if (const auto* i = std::get_if<std::int64_t>(&v)) {
-        if (*i == std::numeric_limits<std::int64_t>::min()) return -static_cast<double>(*i);
-        return *i < 0 ? -*i : *i;
-      }
+      if (const auto* i = std::get_if<std::int64_t>(&v)) return *i < 0 ? negate(*i) : *i;
       return std::fabs(as_double(v));
     }
     if (f == "float") return as_double(v);
     if (const auto* i = std::get_if<std::int64_t>(&v)) return *i;
-    // int truncates, round rounds half to even (as Python); a whole number beyond int64 stays
-    // a double, infinity and NaN have no integer.
+    // int truncates, round rounds half to even (as Python); infinity and NaN have no integer,
+    // and a whole number beyond int64 is an overflow as in arithmetic.
     const double d = as_double(v);
     if (!std::isfinite(d))
       throw InvalidInput(f + "() of " + to_string(v) + " has no integer value");
     const double whole = f == "int" ? std::trunc(d) : std::nearbyint(d);
     constexpr double kInt64Bound = 9223372036854775808.0;  // 2^63
-    if (whole >= kInt64Bound || whole < -kInt64Bound) return whole;
+    if (whole >= kInt64Bound || whole < -kInt64Bound)
+      integer_overflow(f + "(" + to_string(v) + ")");
     return static_cast<std::int64_t>(whole);
   }
 };

@@ -113,6 +113,20 @@ TEST(SearchSpace, AndOrSelectOperandsAsInPython) {
   EXPECT_EQ(reported_space("(c > 0 and a // c or 0) > 4").valid_configurations().size(), 42u);
 }
 
+// As doubles, a * 2**60 + 1 and a * 2**60 were equal for a >= 8: 54 of Python's 126.
+TEST(SearchSpace, IntegerOverflowInARestrictionIsAnErrorNotFewerConfigurations) {
+  try {
+    (void)reported_space("a * 2**60 + 1 > a * 2**60").valid_configurations();
+    FAIL() << "no error";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("evaluating \"a * 2**60 + 1 > a * 2**60\": integer "
+                                         "overflow in 8 * 1152921504606846976"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(reported_space("a * 2**56 + 1 > a * 2**56").valid_configurations().size(), 126u);
+}
+
 TEST(SearchSpace, HugeSpacesAreSampledWithoutEnumerating) {
   std::vector<Parameter> params;
   for (int i = 0; i < 12; ++i) params.push_back(integer_range("p" + std::to_string(i), 0, 9));
