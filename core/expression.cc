@@ -1,5 +1,6 @@
 #include "core/expression.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -40,6 +41,98 @@ struct Token {
   std::size_t pos;
 };
 
+[[noreturn]] void number_error(const std::string& what, std::string_view text, std::size_t start,
+                               const std::string& why) {
+  throw ParseError(what + " '" + std::string(text) + "' at position " + std::to_string(start) +
+                       (why.empty() ? "" : ": " + why),
+                   start);
+}
+
+// A number as Python writes it: 42, 1_000, 0x1F, 0o17, 0b101, 2.5, .5, 1e-3. Advances `i` past
+// it.
+Token read_number(std::string_view s, std::size_t& i) {
+  const std::size_t start = i;
+  const auto at = [&](std::size_t k) { return k < s.size() ? s[k] : '\0'; };
+  int base = 10;
+  if (s[i] == '0') {
+    switch (at(i + 1)) {
+      case 'x':
+      case 'X':
+        base = 16;
+        break;
+      case 'o':
+      case 'O':
+        base = 8;
+        break;
+      case 'b':
+      case 'B':
+        base = 2;
+        break;
+      default:
+        break;
+    }
+  }
+  const std::size_t digits_from = base == 10 ? start : start + 2;
+  i = digits_from;
+  bool is_real = false;
+  while (i < s.size()) {
+    const char ch = s[i];
+    const bool part = base == 10
+                          ? std::isdigit(static_cast<unsigned char>(ch)) || ch == '_' ||
+                                ch == '.' || ch == 'e' || ch == 'E' ||
+                                ((ch == '+' || ch == '-') && (s[i - 1] == 'e' || s[i - 1] == 'E'))
+                          : std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+    if (!part) break;
+    if (base == 10 && (ch == '.' || ch == 'e' || ch == 'E')) is_real = true;
+    ++i;
+  }
+  const std::string_view text = s.substr(start, i - start);
+  // Python: an underscore stands between two digits (or after a base prefix): 1_000, 0x_ff.
+  const auto is_digit = [&](char ch) {
+    return base == 16 ? std::isxdigit(static_cast<unsigned char>(ch)) != 0
+                      : std::isdigit(static_cast<unsigned char>(ch)) != 0;
+  };
+  std::string digits;
+  for (std::size_t k = digits_from; k < i; ++k) {
+    if (s[k] != '_') {
+      digits += s[k];
+      continue;
+    }
+    const bool after_prefix = base != 10 && k == digits_from;
+    if (!(after_prefix || is_digit(s[k - 1])) || !is_digit(at(k + 1)) || k + 1 >= i) {
+      number_error("malformed number", text, start,
+                   "an underscore may only separate digits, as in 1_000");
+    }
+  }
+  Token t{TokenKind::number, std::string(text), std::int64_t{0}, start};
+  const char* const first = digits.data();
+  const char* const last = digits.data() + digits.size();
+  if (is_real) {
+    double d = 0;
+    auto [p, ec] = std::from_chars(first, last, d);
+    if (ec == std::errc::result_out_of_range) {
+      number_error("number", text, start,
+                   "out of range; floats are 64-bit doubles, whose magnitude is at most about "
+                   "1.8e308 and, unless 0, at least about 2.2e-308");
+    }
+    if (ec != std::errc() || p != last) number_error("malformed number", text, start, "");
+    t.value = d;
+    return t;
+  }
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(first, last, v, base);
+  if (ec == std::errc::result_out_of_range) {
+    number_error("integer", text, start,
+                 "too large; integers must fit in 64 bits (at most 9223372036854775807)");
+  }
+  if (ec != std::errc() || p != last || digits.empty()) {
+    number_error("malformed integer", text, start,
+                 base == 10 ? "" : "digits in base " + std::to_string(base) + " expected");
+  }
+  t.value = v;
+  return t;
+}
+
 std::vector<Token> tokenize(std::string_view s) {
   // Longest operators first so that `**` wins over `*` and `<=` over `<`.
   static const char* const kOperators[] = {"**", "//", "<=", ">=", "==", "!=", "&&",
@@ -56,34 +149,7 @@ std::vector<Token> tokenize(std::string_view s) {
     const std::size_t start = i;
     if (std::isdigit(static_cast<unsigned char>(c)) ||
         (c == '.' && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
-      bool is_real = false;
-      while (i < s.size() &&
-             (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' || s[i] == 'e' ||
-              s[i] == 'E' ||
-              ((s[i] == '+' || s[i] == '-') && (s[i - 1] == 'e' || s[i - 1] == 'E')))) {
-        if (s[i] == '.' || s[i] == 'e' || s[i] == 'E') is_real = true;
-        ++i;
-      }
-      const std::string text(s.substr(start, i - start));
-      Token t{TokenKind::number, text, std::int64_t{0}, start};
-      if (is_real) {
-        double d = 0;
-        auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
-        if (ec != std::errc() || p != text.data() + text.size()) {
-          throw ParseError("malformed number '" + text + "' at position " + std::to_string(start),
-                           start);
-        }
-        t.value = d;
-      } else {
-        std::int64_t v = 0;
-        auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (ec != std::errc() || p != text.data() + text.size()) {
-          throw ParseError("malformed integer '" + text + "' at position " + std::to_string(start),
-                           start);
-        }
-        t.value = v;
-      }
-      tokens.push_back(std::move(t));
+      tokens.push_back(read_number(s, i));
       continue;
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
@@ -102,6 +168,18 @@ std::vector<Token> tokenize(std::string_view s) {
       ++i;
       tokens.push_back({TokenKind::string, text, text, start});
       continue;
+    }
+    // Python's bitwise operators: `&&` and `||` are matched above, `<<` and `>>` must not
+    // become two comparisons.
+    const std::string_view two = s.substr(i, 2);
+    const bool shift = two == "<<" || two == ">>";
+    if (shift || ((c == '&' || c == '|') && two != "&&" && two != "||") || c == '^' || c == '~') {
+      throw ParseError("bitwise operator '" + std::string(shift ? two : s.substr(i, 1)) +
+                           "' at position " + std::to_string(start) +
+                           " is not supported; use and / or / not for conditions, and //, % "
+                           "and ** for arithmetic on bits (x >> k is x // 2**k, x << k is "
+                           "x * 2**k, x & (2**k - 1) is x % 2**k)",
+                       start);
     }
     bool matched = false;
     for (const char* op : kOperators) {
@@ -235,6 +313,11 @@ class Parser {
       n.kind = Node::Kind::logical_or;
       n.children = {left, parse_and()};
       left = make(std::move(n));
+    }
+    if (peek().kind == TokenKind::name && peek().text == "if") {
+      fail(
+          "conditional expressions (x if c else y) are not supported; write (c and x) or "
+          "(not c and y)");
     }
     return left;
   }

@@ -113,6 +113,62 @@ TEST(Expression, SyntaxErrorsCarryPosition) {
   }
 }
 
+// What Python allows and tunebase does not is refused saying so and what to write instead.
+TEST(Expression, UnsupportedSyntaxIsNamedWithWhatToUse) {
+  const auto error = [](const std::string& text) {
+    try {
+      (void)Expression::parse(text);
+    } catch (const ParseError& e) {
+      return std::string(e.what());
+    }
+    return std::string("parsed");
+  };
+  for (const char* op : {"&", "|", "^", "<<", ">>"}) {
+    const auto message = error(std::string("a ") + op + " 3 == 0");
+    EXPECT_EQ(message.rfind(std::string("bitwise operator '") + op +
+                                "' at position 2 is not supported; use and / or / not",
+                            0),
+              0u)
+        << message;
+    EXPECT_NE(message.find("x >> k is x // 2**k"), std::string::npos) << message;
+  }
+  EXPECT_NE(error("~a == 0").find("bitwise operator '~' at position 0"), std::string::npos);
+  EXPECT_EQ(error("a && b || c"), "parsed");
+  EXPECT_EQ(error("a <= b >= c"), "parsed");
+  for (const char* text : {"(a if c else b) > 2", "a if c else b", "x in [a if c else b]"}) {
+    EXPECT_NE(error(text).find("conditional expressions (x if c else y) are not supported; write "
+                               "(c and x) or (not c and y)"),
+              std::string::npos)
+        << error(text);
+  }
+  EXPECT_NE(error("a < 99999999999999999999")
+                .find("integer '99999999999999999999' at position 4: "
+                      "too large; integers must fit in 64 bits"),
+            std::string::npos)
+      << error("a < 99999999999999999999");
+  EXPECT_NE(error("a < 1e400").find("number '1e400' at position 4: out of range"),
+            std::string::npos)
+      << error("a < 1e400");
+  for (const char* text : {"1__0", "1_", "1_.5", "0x_", "0b102", "0x"}) {
+    EXPECT_NE(error(std::string("a == ") + text).find("malformed"), std::string::npos) << text;
+  }
+}
+
+// Python's hexadecimal, octal and binary literals, and underscores between digits.
+TEST(Expression, PythonIntegerLiterals) {
+  EXPECT_TRUE(same_value(eval("0x10"), Value(std::int64_t{16})));
+  EXPECT_TRUE(same_value(eval("0XfF"), Value(std::int64_t{255})));
+  EXPECT_TRUE(same_value(eval("0o17"), Value(std::int64_t{15})));
+  EXPECT_TRUE(same_value(eval("0b101"), Value(std::int64_t{5})));
+  EXPECT_TRUE(same_value(eval("0x_ff_ff"), Value(std::int64_t{65535})));
+  EXPECT_TRUE(same_value(eval("1_000_000"), Value(std::int64_t{1000000})));
+  EXPECT_TRUE(same_value(eval("1_000.5e1_0"), Value(1000.5e10)));
+  EXPECT_TRUE(same_value(eval("0"), Value(std::int64_t{0})));
+  EXPECT_TRUE(holds("a % 0x20 == 0 and a <= 1_024", {Value(std::int64_t{64})}));
+  EXPECT_TRUE(
+      same_value(eval("0x7fffffffffffffff"), Value(std::numeric_limits<std::int64_t>::max())));
+}
+
 TEST(Expression, RuntimeErrorsAreInvalidInput) {
   EXPECT_THROW(eval("1 // 0"), InvalidInput);
   EXPECT_THROW(eval("'a' < 1"), InvalidInput);

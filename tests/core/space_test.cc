@@ -127,6 +127,23 @@ TEST(SearchSpace, IntegerOverflowInARestrictionIsAnErrorNotFewerConfigurations) 
   EXPECT_EQ(reported_space("a * 2**56 + 1 > a * 2**56").valid_configurations().size(), 126u);
 }
 
+// The message from_document refuses `text` with, or "accepted".
+std::string document_error(const std::string& text) {
+  try {
+    (void)SearchSpace::from_document(nlohmann::ordered_json::parse(text));
+  } catch (const InvalidInput& e) {
+    return std::string(e.what());
+  }
+  return std::string("accepted");
+}
+
+TEST(SearchSpace, AValueThatIsNeitherNumberNorStringIsNamedOnce) {
+  const auto message = document_error(R"({"tune_params": {"a": [1, null]}})");
+  EXPECT_EQ(message, "tune_params 'a': expected a number or a string, got null");
+  EXPECT_EQ(document_error(R"({"tune_params": {"a": [true]}})"),
+            "tune_params 'a': expected a number or a string, got the boolean true");
+}
+
 TEST(SearchSpace, HugeSpacesAreSampledWithoutEnumerating) {
   std::vector<Parameter> params;
   for (int i = 0; i < 12; ++i) params.push_back(integer_range("p" + std::to_string(i), 0, 9));
