@@ -926,6 +926,27 @@ SearchSpace SearchSpace::from_document(const nlohmann::ordered_json& ordered) {
   }
   if (j.is_object() && j.contains("ConfigurationSpace")) return from_t1(j);
   if (j.is_object() && j.contains("tune_params")) {
+    // A misspelt "restrictions" would leave every configuration valid. A Kernel Tuner cache
+    // file serves as a space too: its other keys are known and say nothing of the space.
+    static const std::vector<std::string> kKernelTunerKeys = {
+        "tune_params",      "restrictions", "device_name", "kernel_name",   "problem_size",
+        "tune_params_keys", "objective",    "cache",       "schema_version"};
+    for (const auto& [key, value] : j.items()) {
+      if (std::find(kKernelTunerKeys.begin(), kKernelTunerKeys.end(), key) !=
+          kKernelTunerKeys.end()) {
+        continue;
+      }
+      if (key == "constants") {
+        throw InvalidInput(
+            "\"constants\" is not supported in a Kernel Tuner space: restrictions may name "
+            "only the parameters in tune_params; write the constant's value into the "
+            "restrictions, or make it a parameter with one value");
+      }
+      throw InvalidInput("unknown key \"" + key +
+                         "\" in a Kernel Tuner space; allowed: tune_params, restrictions (and, "
+                         "in a Kernel Tuner cache file, device_name, kernel_name, problem_size, "
+                         "tune_params_keys, objective, cache, schema_version)");
+    }
     if (!ordered["tune_params"].is_object()) {
       throw InvalidInput("tune_params must be an object of parameter name -> list of values");
     }

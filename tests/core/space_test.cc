@@ -144,6 +144,31 @@ TEST(SearchSpace, AValueThatIsNeitherNumberNorStringIsNamedOnce) {
             "tune_params 'a': expected a number or a string, got the boolean true");
 }
 
+// A misspelt "restrictions" was dropped: every configuration was searched.
+TEST(SearchSpace, UnknownKernelTunerKeysAreRefused) {
+  for (const char* key : {"restriction", "Restrictions"}) {
+    const auto message = document_error(std::string(R"({"tune_params": {"a": [1, 2]}, ")") + key +
+                                        R"(": ["a > 1"]})");
+    EXPECT_EQ(message.rfind(std::string("unknown key \"") + key +
+                                "\" in a Kernel Tuner space; allowed: tune_params, restrictions "
+                                "(and, in a Kernel Tuner cache file, device_name, kernel_name, ",
+                            0),
+              0u)
+        << message;
+  }
+  EXPECT_NE(document_error(R"({"tune_params": {"a": [1, 2]}, "constants": {"n": 4}})")
+                .find("\"constants\" is not supported in a Kernel Tuner space: restrictions may "
+                      "name only the parameters in tune_params"),
+            std::string::npos);
+  // The keys of Kernel Tuner's cache files (older ones lack problem_size, objective and
+  // schema_version).
+  EXPECT_EQ(document_error(R"({"schema_version": "1.0.0", "device_name": "A100",
+      "kernel_name": "gemm", "problem_size": [4096, 4096], "tune_params_keys": ["a"],
+      "tune_params": {"a": [1, 2]}, "objective": "time", "cache": {},
+      "restrictions": ["a > 1"]})"),
+            "accepted");
+}
+
 TEST(SearchSpace, HugeSpacesAreSampledWithoutEnumerating) {
   std::vector<Parameter> params;
   for (int i = 0; i < 12; ++i) params.push_back(integer_range("p" + std::to_string(i), 0, 9));
