@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <set>
@@ -12,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/measurements.h"
 
 namespace tunebase {
 
@@ -963,12 +963,11 @@ SearchSpace SearchSpace::from_document(const nlohmann::ordered_json& ordered) {
 }
 
 SearchSpace SearchSpace::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot open space file " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  // Plain or gzip, told by the magic bytes as for measurement files: a Kernel Tuner cache
+  // (gemm/A100.json.gz) is a space too.
+  const std::string text = read_maybe_gzipped(path);
   // ordered_json keeps the parameter order of Kernel Tuner's tune_params.
-  const auto ordered = parse_json_text<nlohmann::ordered_json>(buffer.str(), path);
+  const auto ordered = parse_json_text<nlohmann::ordered_json>(text, path);
   SearchSpace space;
   try {
     space = from_document(ordered);

@@ -1,6 +1,7 @@
 #include "core/space.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <fstream>
 #include <set>
@@ -167,6 +168,33 @@ TEST(SearchSpace, UnknownKernelTunerKeysAreRefused) {
       "tune_params": {"a": [1, 2]}, "objective": "time", "cache": {},
       "restrictions": ["a > 1"]})"),
             "accepted");
+}
+
+std::string write_gzip(const std::string& path, const std::string& text) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr);
+  EXPECT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
+  gzclose(f);
+  return path;
+}
+
+// A gzip-compressed space was "not valid JSON (at byte 1)".
+TEST(SearchSpace, GzipSpaceFilesAreRead) {
+  tunebase::testing::TempDir dir;
+  const auto space = SearchSpace::load(write_gzip(
+      dir.file("space.json.gz"),
+      R"({"tune_params": {"b": [1, 2, 4], "a": [8, 16]}, "restrictions": ["a * b <= 16"]})"));
+  ASSERT_EQ(space.dimension(), 2u);
+  EXPECT_EQ(space.parameter(0).name, "b");
+  EXPECT_EQ(space.valid_count(), std::optional<std::size_t>(3));
+}
+
+TEST(SearchSpace, AGzipKernelTunerCacheIsASpace) {
+  TUNEBASE_SHARED_FILE_OR_SKIP(path, "gpu/gemm/A100.json.gz");
+  const auto space = SearchSpace::load(path);
+  EXPECT_EQ(space.parameters().front().name, "MWG");
+  EXPECT_EQ(space.constraints().size(), 0u);
 }
 
 TEST(SearchSpace, HugeSpacesAreSampledWithoutEnumerating) {
