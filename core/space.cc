@@ -518,8 +518,22 @@ Configuration SearchSpace::sample(Rng& rng) const {
   }
   std::size_t draws = kMaxRejections;
   if (auto c = try_sample(rng, draws)) return std::move(*c);
+  // Not uniform, but a space whose only valid configurations are the defaults is searched
+  // rather than refused.
+  if (auto c = default_or_first_valid()) return std::move(*c);
   throw InvalidInput("no valid configuration found in " + std::to_string(kMaxRejections) +
-                     " random draws: the constraints allow (almost) nothing");
+                     " random draws, and neither the default configuration nor the first "
+                     "values satisfy the constraints: the constraints allow (almost) nothing");
+}
+
+std::optional<Configuration> SearchSpace::default_or_first_valid() const {
+  const Configuration defaults = default_configuration();
+  if (satisfies_constraints(defaults)) return defaults;
+  if (!all_discrete()) return std::nullopt;
+  Configuration first;
+  for (const auto& p : parameters_) first.push_back(p.values.front());
+  if (satisfies_constraints(first)) return first;
+  return std::nullopt;
 }
 
 std::optional<Configuration> SearchSpace::try_sample(Rng& rng, std::size_t& draws) const {
@@ -976,7 +990,9 @@ SearchSpace SearchSpace::load(const std::string& path) {
   } catch (const InvalidInput& e) {
     throw InvalidInput(path + ": " + e.what());
   }
-  // A space with nothing valid is an error the user should hear about at once.
+  // A space with nothing valid is an error the user should hear about at once. The defaults
+  // are tried first: no random draws are needed to find them valid.
+  if (space.default_or_first_valid()) return space;
   Rng rng(0);
   try {
     (void)space.sample(rng);

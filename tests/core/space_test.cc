@@ -197,6 +197,37 @@ TEST(SearchSpace, AGzipKernelTunerCacheIsASpace) {
   EXPECT_EQ(space.constraints().size(), 0u);
 }
 
+// Ten values each for eight parameters: one valid configuration in 10^8, the defaults, which
+// random draws do not find.
+TEST(SearchSpace, AHugeSpaceWhoseDefaultsAloneAreValidIsSearched) {
+  tunebase::testing::TempDir dir;
+  const auto write = [&](const std::string& restriction) {
+    nlohmann::ordered_json tune_params;
+    for (int i = 0; i < 8; ++i)
+      tune_params["p" + std::to_string(i)] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    const auto path = dir.file("huge.json");
+    std::ofstream(path) << nlohmann::ordered_json{
+        {"tune_params", tune_params},
+        {"restrictions",
+         {restriction}}}.dump();
+    return path;
+  };
+  const auto space = SearchSpace::load(write("p0+p1+p2+p3+p4+p5+p6+p7 == 0"));
+  Rng rng(3);
+  EXPECT_EQ(space.key(space.sample(rng)), "0,0,0,0,0,0,0,0");
+  // Neither the defaults nor the first values: refused, saying what was tried.
+  try {
+    (void)SearchSpace::load(write("p0+p1+p2+p3+p4+p5+p6+p7 == 72"));
+    FAIL() << "no error";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "no valid configuration found in 2000000 random draws, and neither the default "
+                  "configuration nor the first values satisfy the constraints"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(SearchSpace, HugeSpacesAreSampledWithoutEnumerating) {
   std::vector<Parameter> params;
   for (int i = 0; i < 12; ++i) params.push_back(integer_range("p" + std::to_string(i), 0, 9));
