@@ -1,5 +1,6 @@
 #include "core/expression.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -40,6 +41,98 @@ struct Token {
   std::size_t pos;
 };
 
+[[noreturn]] void number_error(const std::string& what, std::string_view text, std::size_t start,
+                               const std::string& why) {
+  throw ParseError(what + " '" + std::string(text) + "' at position " + std::to_string(start) +
+                       (why.empty() ? "" : ": " + why),
+                   start);
+}
+
+// A number as Python writes it: 42, 1_000, 0x1F, 0o17, 0b101, 2.5, .5, 1e-3. Advances `i` past
+// it.
+Token read_number(std::string_view s, std::size_t& i) {
+  const std::size_t start = i;
+  const auto at = [&](std::size_t k) { return k < s.size() ? s[k] : '\0'; };
+  int base = 10;
+  if (s[i] == '0') {
+    switch (at(i + 1)) {
+      case 'x':
+      case 'X':
+        base = 16;
+        break;
+      case 'o':
+      case 'O':
+        base = 8;
+        break;
+      case 'b':
+      case 'B':
+        base = 2;
+        break;
+      default:
+        break;
+    }
+  }
+  const std::size_t digits_from = base == 10 ? start : start + 2;
+  i = digits_from;
+  bool is_real = false;
+  while (i < s.size()) {
+    const char ch = s[i];
+    const bool part = base == 10
+                          ? std::isdigit(static_cast<unsigned char>(ch)) || ch == '_' ||
+                                ch == '.' || ch == 'e' || ch == 'E' ||
+                                ((ch == '+' || ch == '-') && (s[i - 1] == 'e' || s[i - 1] == 'E'))
+                          : std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+    if (!part) break;
+    if (base == 10 && (ch == '.' || ch == 'e' || ch == 'E')) is_real = true;
+    ++i;
+  }
+  const std::string_view text = s.substr(start, i - start);
+  // Python: an underscore stands between two digits (or after a base prefix): 1_000, 0x_ff.
+  const auto is_digit = [&](char ch) {
+    return base == 16 ? std::isxdigit(static_cast<unsigned char>(ch)) != 0
+                      : std::isdigit(static_cast<unsigned char>(ch)) != 0;
+  };
+  std::string digits;
+  for (std::size_t k = digits_from; k < i; ++k) {
+    if (s[k] != '_') {
+      digits += s[k];
+      continue;
+    }
+    const bool after_prefix = base != 10 && k == digits_from;
+    if (!(after_prefix || is_digit(s[k - 1])) || !is_digit(at(k + 1)) || k + 1 >= i) {
+      number_error("malformed number", text, start,
+                   "an underscore may only separate digits, as in 1_000");
+    }
+  }
+  Token t{TokenKind::number, std::string(text), std::int64_t{0}, start};
+  const char* const first = digits.data();
+  const char* const last = digits.data() + digits.size();
+  if (is_real) {
+    double d = 0;
+    auto [p, ec] = std::from_chars(first, last, d);
+    if (ec == std::errc::result_out_of_range) {
+      number_error("number", text, start,
+                   "out of range; floats are 64-bit doubles, whose magnitude is at most about "
+                   "1.8e308 and, unless 0, at least about 2.2e-308");
+    }
+    if (ec != std::errc() || p != last) number_error("malformed number", text, start, "");
+    t.value = d;
+    return t;
+  }
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(first, last, v, base);
+  if (ec == std::errc::result_out_of_range) {
+    number_error("integer", text, start,
+                 "too large; integers must fit in 64 bits (at most 9223372036854775807)");
+  }
+  if (ec != std::errc() || p != last || digits.empty()) {
+    number_error("malformed integer", text, start,
+                 base == 10 ? "" : "digits in base " + std::to_string(base) + " expected");
+  }
+  t.value = v;
+  return t;
+}
+
 std::vector<Token> tokenize(std::string_view s) {
   // Longest operators first so that `**` wins over `*` and `<=` over `<`.
   static const char* const kOperators[] = {"**", "//", "<=", ">=", "==", "!=", "&&",
@@ -56,34 +149,7 @@ std::vector<Token> tokenize(std::string_view s) {
     const std::size_t start = i;
     if (std::isdigit(static_cast<unsigned char>(c)) ||
         (c == '.' && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
-      bool is_real = false;
-      while (i < s.size() &&
-             (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' || s[i] == 'e' ||
-              s[i] == 'E' ||
-              ((s[i] == '+' || s[i] == '-') && (s[i - 1] == 'e' || s[i - 1] == 'E')))) {
-        if (s[i] == '.' || s[i] == 'e' || s[i] == 'E') is_real = true;
-        ++i;
-      }
-      const std::string text(s.substr(start, i - start));
-      Token t{TokenKind::number, text, std::int64_t{0}, start};
-      if (is_real) {
-        double d = 0;
-        auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
-        if (ec != std::errc() || p != text.data() + text.size()) {
-          throw ParseError("malformed number '" + text + "' at position " + std::to_string(start),
-                           start);
-        }
-        t.value = d;
-      } else {
-        std::int64_t v = 0;
-        auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (ec != std::errc() || p != text.data() + text.size()) {
-          throw ParseError("malformed integer '" + text + "' at position " + std::to_string(start),
-                           start);
-        }
-        t.value = v;
-      }
-      tokens.push_back(std::move(t));
+      tokens.push_back(read_number(s, i));
       continue;
     }
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
@@ -102,6 +168,18 @@ std::vector<Token> tokenize(std::string_view s) {
       ++i;
       tokens.push_back({TokenKind::string, text, text, start});
       continue;
+    }
+    // Python's bitwise operators: `&&` and `||` are matched above, `<<` and `>>` must not
+    // become two comparisons.
+    const std::string_view two = s.substr(i, 2);
+    const bool shift = two == "<<" || two == ">>";
+    if (shift || ((c == '&' || c == '|') && two != "&&" && two != "||") || c == '^' || c == '~') {
+      throw ParseError("bitwise operator '" + std::string(shift ? two : s.substr(i, 1)) +
+                           "' at position " + std::to_string(start) +
+                           " is not supported; use and / or / not for conditions, and //, % "
+                           "and ** for arithmetic on bits (x >> k is x // 2**k, x << k is "
+                           "x * 2**k, x & (2**k - 1) is x % 2**k)",
+                       start);
     }
     bool matched = false;
     for (const char* op : kOperators) {
@@ -235,6 +313,11 @@ class Parser {
       n.kind = Node::Kind::logical_or;
       n.children = {left, parse_and()};
       left = make(std::move(n));
+    }
+    if (peek().kind == TokenKind::name && peek().text == "if") {
+      fail(
+          "conditional expressions (x if c else y) are not supported; write (c and x) or "
+          "(not c and y)");
     }
     return left;
   }
@@ -442,19 +525,36 @@ std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   return q;
 }
 
-// Python's integers never overflow. Where an exact int64 result does not exist, the result is
-// the double nearest the true one: comparisons keep their sign and magnitude (2 ** 64 > 0)
-// instead of wrapping around.
-Value int_pow(std::int64_t base, std::int64_t exponent) {
+// Python's integers never overflow; ours are 64 bits. A result beyond them is an error rather
+// than a wrapped or rounded number: as a double, `a * 2**60 + 1 > a * 2**60` was false.
+[[noreturn]] void integer_overflow(const std::string& what) {
+  throw InvalidInput("integer overflow in " + what +
+                     " (values beyond 64 bits, -2^63 .. 2^63-1, are not supported; Python's "
+                     "integers are unbounded)");
+}
+
+[[noreturn]] void integer_overflow(const char* op, std::int64_t x, std::int64_t y) {
+  integer_overflow(std::to_string(x) + " " + op + " " + std::to_string(y));
+}
+
+std::int64_t negate(std::int64_t x) {
+  if (x == std::numeric_limits<std::int64_t>::min())
+    integer_overflow("-(" + std::to_string(x) + ")");
+  return -x;
+}
+
+std::int64_t int_pow(std::int64_t base, std::int64_t exponent) {
+  // 0, 1 and -1 stay small whatever the exponent (and 2 ** 10**12 need not loop).
+  if (base == 0 || base == 1) return exponent == 0 ? 1 : base;
+  if (base == -1) return exponent % 2 == 0 ? 1 : -1;
   std::int64_t result = 1;
   std::int64_t b = base;
-  bool overflow = false;
-  for (std::int64_t e = exponent; e > 0 && !overflow; e >>= 1) {  // by squaring: 63 steps at most
-    if (e & 1) overflow = __builtin_mul_overflow(result, b, &result);
-    if (e > 1 && !overflow) overflow = __builtin_mul_overflow(b, b, &b);
+  for (std::int64_t e = exponent; e > 0; e >>= 1) {  // by squaring: 63 steps at most
+    if ((e & 1) && __builtin_mul_overflow(result, b, &result))
+      integer_overflow("**", base, exponent);
+    if (e > 1 && __builtin_mul_overflow(b, b, &b)) integer_overflow("**", base, exponent);
   }
-  if (!overflow) return result;
-  return std::pow(static_cast<double>(base), static_cast<double>(exponent));
+  return result;
 }
 
 Value checked_pow(double x, double y) {
@@ -483,25 +583,33 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
     std::int64_t r = 0;
     switch (op) {
       case Op::add:
-        return __builtin_add_overflow(x, y, &r) ? Value(dx + dy) : Value(r);
+        if (__builtin_add_overflow(x, y, &r)) integer_overflow(name, x, y);
+        return r;
       case Op::sub:
-        return __builtin_sub_overflow(x, y, &r) ? Value(dx - dy) : Value(r);
+        if (__builtin_sub_overflow(x, y, &r)) integer_overflow(name, x, y);
+        return r;
       case Op::mul:
-        return __builtin_mul_overflow(x, y, &r) ? Value(dx * dy) : Value(r);
+        if (__builtin_mul_overflow(x, y, &r)) integer_overflow(name, x, y);
+        return r;
       case Op::truediv:
         if (y == 0) throw InvalidInput("division by zero");
         return dx / dy;
       case Op::floordiv:
         if (y == 0) throw InvalidInput("integer division by zero");
-        if (y == -1) return x == std::numeric_limits<std::int64_t>::min() ? Value(-dx) : Value(-x);
+        if (y == -1) {
+          if (x == std::numeric_limits<std::int64_t>::min()) integer_overflow(name, x, y);
+          return -x;
+        }
         return floor_div(x, y);
       case Op::mod:
         if (y == 0) throw InvalidInput("modulo by zero");
         if (y == -1) return std::int64_t{0};
-        // Python: the result takes the sign of the divisor.
-        return x - floor_div(x, y) * y;
+        // Python: the result takes the sign of the divisor (x - floor(x / y) * y, whose product
+        // can overflow for x near -2^63).
+        r = x % y;
+        return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
       case Op::pow:
-        if (y >= 0) return int_pow(x, y);
+        if (y >= 0) return Value(int_pow(x, y));
         return checked_pow(dx, dy);
       default:
         break;
@@ -580,10 +688,7 @@ struct Evaluator {
       case Node::Kind::unary: {
         Value v = eval(*n.children[0]);
         if (n.op == Op::pos) return v;
-        if (const auto* i = std::get_if<std::int64_t>(&v)) {
-          return *i == std::numeric_limits<std::int64_t>::min() ? Value(-static_cast<double>(*i))
-                                                                : Value(-*i);
-        }
+        if (const auto* i = std::get_if<std::int64_t>(&v)) return negate(*i);
         if (const auto* d = std::get_if<double>(&v)) return -*d;
         throw InvalidInput("cannot negate the string " + to_string(v));
       }
@@ -609,10 +714,17 @@ struct Evaluator {
         }
         return std::int64_t{1};
       }
-      case Node::Kind::logical_and:
-        return std::int64_t{truthy(eval(*n.children[0])) && truthy(eval(*n.children[1]))};
-      case Node::Kind::logical_or:
-        return std::int64_t{truthy(eval(*n.children[0])) || truthy(eval(*n.children[1]))};
+      // Python: `x and y` is x when x is false, else y; `x or y` is x when x is true, else y.
+      // The operand itself, not True/False (`(c > 0 and a // c or 0) > 4`); the right one is
+      // evaluated only when needed.
+      case Node::Kind::logical_and: {
+        Value left = eval(*n.children[0]);
+        return truthy(left) ? eval(*n.children[1]) : left;
+      }
+      case Node::Kind::logical_or: {
+        Value left = eval(*n.children[0]);
+        return truthy(left) ? left : eval(*n.children[1]);
+      }
       case Node::Kind::logical_not:
         return std::int64_t{!truthy(eval(*n.children[0]))};
       case Node::Kind::call:
@@ -642,22 +754,20 @@ struct Evaluator {
     if (args.size() != 1) throw InvalidInput(f + " takes one argument");
     const Value& v = args[0];
     if (f == "abs") {
-      if (const auto* i = std::get_if<std::int64_t>(&v)) {
-        if (*i == std::numeric_limits<std::int64_t>::min()) return -static_cast<double>(*i);
-        return *i < 0 ? -*i : *i;
-      }
+      if (const auto* i = std::get_if<std::int64_t>(&v)) return *i < 0 ? negate(*i) : *i;
       return std::fabs(as_double(v));
     }
     if (f == "float") return as_double(v);
     if (const auto* i = std::get_if<std::int64_t>(&v)) return *i;
-    // int truncates, round rounds half to even (as Python); a whole number beyond int64 stays
-    // a double, infinity and NaN have no integer.
+    // int truncates, round rounds half to even (as Python); infinity and NaN have no integer,
+    // and a whole number beyond int64 is an overflow as in arithmetic.
     const double d = as_double(v);
     if (!std::isfinite(d))
       throw InvalidInput(f + "() of " + to_string(v) + " has no integer value");
     const double whole = f == "int" ? std::trunc(d) : std::nearbyint(d);
     constexpr double kInt64Bound = 9223372036854775808.0;  // 2^63
-    if (whole >= kInt64Bound || whole < -kInt64Bound) return whole;
+    if (whole >= kInt64Bound || whole < -kInt64Bound)
+      integer_overflow(f + "(" + to_string(v) + ")");
     return static_cast<std::int64_t>(whole);
   }
 };

@@ -24,7 +24,9 @@ namespace tunebase {
 ///   atom      := number | string | name | 'True' | 'False' | '(' or_expr ')'
 ///              | name '(' args ')'     (min, max, abs, int, float, round, pow)
 /// Arithmetic follows Python: `//` floors, `%` takes the divisor's sign, `/` is true division,
-/// integers stay exact. `&&`, `||` and `!` are accepted as aliases of and / or / not.
+/// integers stay exact. `and` / `or` return one of their operands (`c or 1` is c when c is not
+/// 0), `not` and comparisons True or False (1 or 0). `&&`, `||` and `!` are accepted as aliases
+/// of and / or / not.
 class Expression {
  public:
   Expression() = default;

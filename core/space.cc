@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <set>
@@ -12,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "core/measurements.h"
 
 namespace tunebase {
 
@@ -518,8 +518,22 @@ Configuration SearchSpace::sample(Rng& rng) const {
   }
   std::size_t draws = kMaxRejections;
   if (auto c = try_sample(rng, draws)) return std::move(*c);
+  // Not uniform, but a space whose only valid configurations are the defaults is searched
+  // rather than refused.
+  if (auto c = default_or_first_valid()) return std::move(*c);
   throw InvalidInput("no valid configuration found in " + std::to_string(kMaxRejections) +
-                     " random draws: the constraints allow (almost) nothing");
+                     " random draws, and neither the default configuration nor the first "
+                     "values satisfy the constraints: the constraints allow (almost) nothing");
+}
+
+std::optional<Configuration> SearchSpace::default_or_first_valid() const {
+  const Configuration defaults = default_configuration();
+  if (satisfies_constraints(defaults)) return defaults;
+  if (!all_discrete()) return std::nullopt;
+  Configuration first;
+  for (const auto& p : parameters_) first.push_back(p.values.front());
+  if (satisfies_constraints(first)) return first;
+  return std::nullopt;
 }
 
 std::optional<Configuration> SearchSpace::try_sample(Rng& rng, std::size_t& draws) const {
@@ -926,6 +940,27 @@ SearchSpace SearchSpace::from_document(const nlohmann::ordered_json& ordered) {
   }
   if (j.is_object() && j.contains("ConfigurationSpace")) return from_t1(j);
   if (j.is_object() && j.contains("tune_params")) {
+    // A misspelt "restrictions" would leave every configuration valid. A Kernel Tuner cache
+    // file serves as a space too: its other keys are known and say nothing of the space.
+    static const std::vector<std::string> kKernelTunerKeys = {
+        "tune_params",      "restrictions", "device_name", "kernel_name",   "problem_size",
+        "tune_params_keys", "objective",    "cache",       "schema_version"};
+    for (const auto& [key, value] : j.items()) {
+      if (std::find(kKernelTunerKeys.begin(), kKernelTunerKeys.end(), key) !=
+          kKernelTunerKeys.end()) {
+        continue;
+      }
+      if (key == "constants") {
+        throw InvalidInput(
+            "\"constants\" is not supported in a Kernel Tuner space: restrictions may name "
+            "only the parameters in tune_params; write the constant's value into the "
+            "restrictions, or make it a parameter with one value");
+      }
+      throw InvalidInput("unknown key \"" + key +
+                         "\" in a Kernel Tuner space; allowed: tune_params, restrictions (and, "
+                         "in a Kernel Tuner cache file, device_name, kernel_name, problem_size, "
+                         "tune_params_keys, objective, cache, schema_version)");
+    }
     if (!ordered["tune_params"].is_object()) {
       throw InvalidInput("tune_params must be an object of parameter name -> list of values");
     }
@@ -942,12 +977,11 @@ SearchSpace SearchSpace::from_document(const nlohmann::ordered_json& ordered) {
 }
 
 SearchSpace SearchSpace::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("cannot open space file " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  // Plain or gzip, told by the magic bytes as for measurement files: a Kernel Tuner cache
+  // (gemm/A100.json.gz) is a space too.
+  const std::string text = read_maybe_gzipped(path);
   // ordered_json keeps the parameter order of Kernel Tuner's tune_params.
-  const auto ordered = parse_json_text<nlohmann::ordered_json>(buffer.str(), path);
+  const auto ordered = parse_json_text<nlohmann::ordered_json>(text, path);
   SearchSpace space;
   try {
     space = from_document(ordered);
@@ -956,7 +990,9 @@ SearchSpace SearchSpace::load(const std::string& path) {
   } catch (const InvalidInput& e) {
     throw InvalidInput(path + ": " + e.what());
   }
-  // A space with nothing valid is an error the user should hear about at once.
+  // A space with nothing valid is an error the user should hear about at once. The defaults
+  // are tried first: no random draws are needed to find them valid.
+  if (space.default_or_first_valid()) return space;
   Rng rng(0);
   try {
     (void)space.sample(rng);

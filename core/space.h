@@ -146,15 +146,19 @@ class SearchSpace {
   /// Whether the constraints hold (domains assumed fine).
   bool satisfies_constraints(const Configuration& c) const;
 
-  /// Uniform draw from the valid configurations. Throws InvalidInput when the space has no
-  /// valid configuration (or none was found in kMaxRejections draws of a huge space).
+  /// Uniform draw from the valid configurations. A huge space in which kMaxRejections draws
+  /// find none gives its defaults or its first values when they are valid, and throws
+  /// InvalidInput when they are not either (or the space has no valid configuration).
   Configuration sample(Rng& rng) const;
   /// Like sample, but a huge space whose constraints allow little gives up when `draws`
   /// (counted down) run out, with nullopt: for searches that would rather propose fewer
   /// configurations than spend seconds finding one.
   std::optional<Configuration> try_sample(Rng& rng, std::size_t& draws) const;
-  /// The declared defaults; may violate constraints (see default_valid_configuration).
+  /// The declared defaults; may violate constraints (see default_or_first_valid).
   Configuration default_configuration() const;
+  /// The defaults when they satisfy the constraints, else the first values of a discrete space
+  /// when they do, else nothing.
+  std::optional<Configuration> default_or_first_valid() const;
 
   /// Configuration <-> JSON object {"name": value, ...}. from_json checks names, domains and
   /// constraints and throws InvalidInput naming the offending field; missing parameters take

@@ -85,8 +85,10 @@ Value value_from_json(const nlohmann::json& j) {
     return d;
   }
   if (j.is_string()) return j.get<std::string>();
-  throw InvalidInput("expected a number or a string, got " + std::string(j.type_name()) + " " +
-                     j.dump());
+  // "got null", "got the boolean true", "got the array [1, 2]": null names itself.
+  throw InvalidInput(
+      "expected a number or a string, got " +
+      (j.is_null() ? std::string("null") : "the " + std::string(j.type_name()) + " " + j.dump()));
 }
 
 bool same_value(const Value& a, const Value& b) {

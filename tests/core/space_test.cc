@@ -1,6 +1,7 @@
 #include "core/space.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <fstream>
 #include <set>
@@ -96,6 +97,134 @@ TEST(SearchSpace, SamplingIsUniformOverTheValidSet) {
   for (const auto& [key, c] : counts) {
     EXPECT_GT(c, 120) << key;
     EXPECT_LT(c, 280) << key;
+  }
+}
+
+// The space of a Kernel Tuner user's report, with the counts Python gives.
+SearchSpace reported_space(const std::string& restriction) {
+  return SearchSpace::from_document(nlohmann::ordered_json{
+      {"tune_params",
+       {{"a", {1, 2, 4, 8, 16, 32, 64}}, {"b", {1, 2, 3, 4, 5, 6}}, {"c", {0, 1, 2}}}},
+      {"restrictions", {restriction}}});
+}
+
+TEST(SearchSpace, AndOrSelectOperandsAsInPython) {
+  EXPECT_EQ(reported_space("(a and b) == b").valid_configurations().size(), 126u);
+  EXPECT_EQ(reported_space("(c or b) == 2").valid_configurations().size(), 49u);
+  EXPECT_EQ(reported_space("(c > 0 and a // c or 0) > 4").valid_configurations().size(), 42u);
+}
+
+// As doubles, a * 2**60 + 1 and a * 2**60 were equal for a >= 8: 54 of Python's 126.
+TEST(SearchSpace, IntegerOverflowInARestrictionIsAnErrorNotFewerConfigurations) {
+  try {
+    (void)reported_space("a * 2**60 + 1 > a * 2**60").valid_configurations();
+    FAIL() << "no error";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("evaluating \"a * 2**60 + 1 > a * 2**60\": integer "
+                                         "overflow in 8 * 1152921504606846976"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(reported_space("a * 2**56 + 1 > a * 2**56").valid_configurations().size(), 126u);
+}
+
+// The message from_document refuses `text` with, or "accepted".
+std::string document_error(const std::string& text) {
+  try {
+    (void)SearchSpace::from_document(nlohmann::ordered_json::parse(text));
+  } catch (const InvalidInput& e) {
+    return std::string(e.what());
+  }
+  return std::string("accepted");
+}
+
+TEST(SearchSpace, AValueThatIsNeitherNumberNorStringIsNamedOnce) {
+  const auto message = document_error(R"({"tune_params": {"a": [1, null]}})");
+  EXPECT_EQ(message, "tune_params 'a': expected a number or a string, got null");
+  EXPECT_EQ(document_error(R"({"tune_params": {"a": [true]}})"),
+            "tune_params 'a': expected a number or a string, got the boolean true");
+}
+
+// A misspelt "restrictions" was dropped: every configuration was searched.
+TEST(SearchSpace, UnknownKernelTunerKeysAreRefused) {
+  for (const char* key : {"restriction", "Restrictions"}) {
+    const auto message = document_error(std::string(R"({"tune_params": {"a": [1, 2]}, ")") + key +
+                                        R"(": ["a > 1"]})");
+    EXPECT_EQ(message.rfind(std::string("unknown key \"") + key +
+                                "\" in a Kernel Tuner space; allowed: tune_params, restrictions "
+                                "(and, in a Kernel Tuner cache file, device_name, kernel_name, ",
+                            0),
+              0u)
+        << message;
+  }
+  EXPECT_NE(document_error(R"({"tune_params": {"a": [1, 2]}, "constants": {"n": 4}})")
+                .find("\"constants\" is not supported in a Kernel Tuner space: restrictions may "
+                      "name only the parameters in tune_params"),
+            std::string::npos);
+  // The keys of Kernel Tuner's cache files (older ones lack problem_size, objective and
+  // schema_version).
+  EXPECT_EQ(document_error(R"({"schema_version": "1.0.0", "device_name": "A100",
+      "kernel_name": "gemm", "problem_size": [4096, 4096], "tune_params_keys": ["a"],
+      "tune_params": {"a": [1, 2]}, "objective": "time", "cache": {},
+      "restrictions": ["a > 1"]})"),
+            "accepted");
+}
+
+std::string write_gzip(const std::string& path, const std::string& text) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr);
+  EXPECT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
+  gzclose(f);
+  return path;
+}
+
+// A gzip-compressed space was "not valid JSON (at byte 1)".
+TEST(SearchSpace, GzipSpaceFilesAreRead) {
+  tunebase::testing::TempDir dir;
+  const auto space = SearchSpace::load(write_gzip(
+      dir.file("space.json.gz"),
+      R"({"tune_params": {"b": [1, 2, 4], "a": [8, 16]}, "restrictions": ["a * b <= 16"]})"));
+  ASSERT_EQ(space.dimension(), 2u);
+  EXPECT_EQ(space.parameter(0).name, "b");
+  EXPECT_EQ(space.valid_count(), std::optional<std::size_t>(3));
+}
+
+TEST(SearchSpace, AGzipKernelTunerCacheIsASpace) {
+  TUNEBASE_SHARED_FILE_OR_SKIP(path, "gpu/gemm/A100.json.gz");
+  const auto space = SearchSpace::load(path);
+  EXPECT_EQ(space.parameters().front().name, "MWG");
+  EXPECT_EQ(space.constraints().size(), 0u);
+}
+
+// Ten values each for eight parameters: one valid configuration in 10^8, the defaults, which
+// random draws do not find.
+TEST(SearchSpace, AHugeSpaceWhoseDefaultsAloneAreValidIsSearched) {
+  tunebase::testing::TempDir dir;
+  const auto write = [&](const std::string& restriction) {
+    nlohmann::ordered_json tune_params;
+    for (int i = 0; i < 8; ++i)
+      tune_params["p" + std::to_string(i)] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    const auto path = dir.file("huge.json");
+    std::ofstream(path) << nlohmann::ordered_json{
+        {"tune_params", tune_params},
+        {"restrictions",
+         {restriction}}}.dump();
+    return path;
+  };
+  const auto space = SearchSpace::load(write("p0+p1+p2+p3+p4+p5+p6+p7 == 0"));
+  Rng rng(3);
+  EXPECT_EQ(space.key(space.sample(rng)), "0,0,0,0,0,0,0,0");
+  // Neither the defaults nor the first values: refused, saying what was tried.
+  try {
+    (void)SearchSpace::load(write("p0+p1+p2+p3+p4+p5+p6+p7 == 72"));
+    FAIL() << "no error";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "no valid configuration found in 2000000 random draws, and neither the default "
+                  "configuration nor the first values satisfy the constraints"),
+              std::string::npos)
+        << e.what();
   }
 }
 
