@@ -260,15 +260,16 @@ CommandResult run_command(const std::string& command, const std::vector<std::str
                           double timeout_seconds, const std::string& working_directory) {
   int out_pipe[2];
   int err_pipe[2];
+  // This process out of descriptors or memory: no command can run until that is fixed.
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
-    throw BackendError(std::string("cannot create a pipe for the command: ") +
-                       std::strerror(errno));
+    throw EvaluatorUnavailable(std::string("cannot create a pipe for the command: ") +
+                               std::strerror(errno));
   }
   Fd out_read(out_pipe[0]);
   Fd out_write(out_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    throw BackendError(std::string("cannot create a pipe for the command: ") +
-                       std::strerror(errno));
+    throw EvaluatorUnavailable(std::string("cannot create a pipe for the command: ") +
+                               std::strerror(errno));
   }
   Fd err_read(err_pipe[0]);
   Fd err_write(err_pipe[1]);
@@ -312,9 +313,13 @@ CommandResult run_command(const std::string& command, const std::vector<std::str
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (spawned != 0) {
-    throw BackendError("cannot start /bin/sh -c '" + command + "'" +
-                       (working_directory.empty() ? "" : " in " + working_directory) + ": " +
-                       std::strerror(spawned));
+    const std::string what = "cannot start /bin/sh -c '" + command + "'" +
+                             (working_directory.empty() ? "" : " in " + working_directory) + ": " +
+                             std::strerror(spawned);
+    // Only a command line or environment too long is this command's own fault; a missing
+    // working directory or shell, or a process limit, stops every command alike.
+    if (spawned == E2BIG) throw BackendError(what);
+    throw EvaluatorUnavailable(what);
   }
   out_write.reset();
   err_write.reset();

@@ -51,8 +51,9 @@ struct CommandResult {
 
 /// Runs `command` with /bin/sh -c in its own process group, stdin from /dev/null, with
 /// `environment` ("NAME=value" entries) added to (or replacing entries of) this process's
-/// environment. The group is killed when `timeout_seconds` pass. Throws BackendError only when
-/// the command cannot be started at all.
+/// environment. The group is killed when `timeout_seconds` pass. Throws BackendError when the
+/// command line or environment is too long to start, and EvaluatorUnavailable when no command
+/// can start (no pipe, no process, no /bin/sh, the working directory gone).
 CommandResult run_command(const std::string& command, const std::vector<std::string>& environment,
                           double timeout_seconds, const std::string& working_directory = "");
 

@@ -817,21 +817,29 @@ Measurement PetscSolverEvaluator::evaluate(const Configuration& config) {
     auto worker = std::make_unique<Worker>();
     int sockets[2];
     int log_pipe[2];
+    // This process out of descriptors, memory or processes: no configuration can be solved
+    // until that is fixed, and none is to blame.
+    const auto cannot_start = [&](const char* call, int error) {
+      return EvaluatorUnavailable("PETSc evaluator: cannot start the solver process for matrix '" +
+                                  matrix_.name + "': " + call + " failed: " + std::strerror(error) +
+                                  "; nothing was stored for this configuration");
+    };
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
-      throw BackendError(std::string("PETSc evaluator: socketpair failed: ") +
-                         std::strerror(errno));
+      throw cannot_start("socketpair", errno);
     }
     if (::pipe2(log_pipe, O_CLOEXEC) != 0) {
+      const int error = errno;
       ::close(sockets[0]);
       ::close(sockets[1]);
-      throw BackendError(std::string("PETSc evaluator: pipe failed: ") + std::strerror(errno));
+      throw cannot_start("pipe", error);
     }
     const pid_t parent = ::getpid();
     const bool symmetric = features_say_symmetric(task_);
     const pid_t pid = ::fork();
     if (pid < 0) {
+      const int error = errno;
       for (int fd : {sockets[0], sockets[1], log_pipe[0], log_pipe[1]}) ::close(fd);
-      throw BackendError(std::string("PETSc evaluator: fork failed: ") + std::strerror(errno));
+      throw cannot_start("fork", error);
     }
     if (pid == 0) {
       // Solver process: never returns into the caller's code.

@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <fstream>
+#include <memory>
 
 #include "core/error.h"
+#include "tests/support/process_limits.h"
 #include "tests/support/shared_data.h"
 
 namespace tunebase {
@@ -286,6 +288,31 @@ TEST(CommandEvaluator, RepeatsGiveTheMedianInTheWorkingDirectory) {
   EXPECT_EQ(failed.status, TrialStatus::failed);
   EXPECT_EQ(failed.message.rfind("run 2 of 3: `", 0), 0u) << failed.message;
   EXPECT_EQ(failed.raw, (std::vector<double>{1.0}));
+}
+
+TEST(CommandEvaluator, AWorkingDirectoryGoneStopsTheSweepInsteadOfFailingEveryTrial) {
+  auto dir = std::make_unique<TempDir>();
+  CommandOptions o = quick();
+  o.working_directory = dir->path().string();
+  CommandEvaluator e(make_space(), "echo 1", o);
+  ASSERT_TRUE(e.evaluate(config(8, "fast")).ok());
+  dir.reset();  // removed while the sweep runs
+  try {
+    (void)e.evaluate(config(16, "fast"));
+    ADD_FAILURE() << "a command ran in a removed working directory";
+  } catch (const EvaluatorUnavailable& error) {
+    EXPECT_NE(std::string(error.what()).find(o.working_directory), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(CommandEvaluator, NoFreeDescriptorStopsTheSweepInsteadOfFailingEveryTrial) {
+  CommandEvaluator e(make_space(), "echo 1", quick());
+  {
+    const testing::NoFreeDescriptors exhausted;
+    EXPECT_THROW((void)e.evaluate(config(8, "fast")), EvaluatorUnavailable);
+  }
+  EXPECT_TRUE(e.evaluate(config(8, "fast")).ok());
 }
 
 TEST(CommandEvaluator, InvalidConfigurationIsATrial) {

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "kernels/pde_problems.h"
+#include "tests/support/process_limits.h"
 
 namespace tunebase {
 namespace {
@@ -278,6 +279,20 @@ TEST(PetscSolver, ASolverProcessThatCannotStartIsNoFailedTrial) {
   }
   ::unsetenv("PETSC_OPTIONS");
   EXPECT_TRUE(e.evaluate(e.petsc_default()).ok());  // fixed: the next evaluation starts anew
+}
+
+TEST(PetscSolver, NoFreeDescriptorForTheSolverProcessIsNoFailedTrial) {
+  PetscSolverEvaluator e(generate_problem("poisson2d", 8), options_with(1));
+  {
+    const testing::NoFreeDescriptors exhausted;
+    try {
+      (void)e.evaluate(e.petsc_default());
+      ADD_FAILURE() << "started a solver process without a free descriptor";
+    } catch (const EvaluatorUnavailable& error) {
+      EXPECT_THAT(error.what(), ::testing::HasSubstr("Too many open files"));
+    }
+  }
+  EXPECT_TRUE(e.evaluate(e.petsc_default()).ok());
 }
 
 TEST(PetscSolver, HangPastTheTimeLimitIsATimeout) {
