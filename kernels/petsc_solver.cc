@@ -21,6 +21,7 @@
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "core/error.h"
@@ -98,6 +99,8 @@ constexpr std::size_t kMaxFrameBytes = 64u << 20;
 constexpr int kChildSocketFd = 3;
 /// How much of the solver process's stdout/stderr is kept to explain a crash.
 constexpr std::size_t kLogTailBytes = 4096;
+/// Of a malformed reply, the start quoted in the trial's message.
+constexpr std::size_t kMaxQuotedReplyBytes = 512;
 /// Starting PETSc (MPI singleton) and converting the matrix; generous for 10^7-row systems.
 constexpr double kStartupLimitSeconds = 300.0;
 /// Grace beyond the time limit for the solver process to compute the residual and reply.
@@ -354,6 +357,9 @@ class SolverProcess {
   }
 
   nlohmann::json solve(const nlohmann::json& request) {
+    if (options_.fault_injection == "malformed_reply") {
+      return {{"status", "ok"}, {"times", "not a list"}, {"restart", false}};
+    }
     nlohmann::json reply = {{"status", "failed"}, {"restart", false}};
     KSP ksp = nullptr;
     errors_.first.clear();
@@ -750,10 +756,12 @@ PetscSolverOptions checked_options(const CsrMatrix& a, PetscSolverOptions option
                        "options out of range: need 0 < rtol < 1, residual_tolerance > 0, "
                        "max_iterations >= 1, time_limit_seconds > 0, repeats >= 1");
   }
-  static const std::vector<std::string> kFaults = {"", "abort", "segfault", "hang", "exit"};
+  static const std::vector<std::string> kFaults = {"",     "abort", "segfault",
+                                                   "hang", "exit",  "malformed_reply"};
   if (std::find(kFaults.begin(), kFaults.end(), options.fault_injection) == kFaults.end()) {
     throw InvalidInput(where + "unknown fault_injection '" + options.fault_injection +
-                       "'; allowed: abort, segfault, hang, exit (or empty)");
+                       "'; allowed: abort, segfault, hang, exit, malformed_reply (or "
+                       "empty)");
   }
   auto squared_norm = [](const std::vector<double>& v) {
     double sum = 0.0;
@@ -787,6 +795,46 @@ PetscSolverOptions checked_options(const CsrMatrix& a, PetscSolverOptions option
   return options;
 }
 
+/// A reply of the solver process that does not follow the protocol.
+class MalformedReply : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What a solver process's reply says.
+struct SolveReply {
+  Measurement measurement;
+  bool restart = false;  ///< the process asks to be replaced (its state may be damaged)
+};
+
+/// Reads a reply; throws MalformedReply when it is no object, a field has the wrong type, or a
+/// solve that succeeded lists no times.
+SolveReply read_reply(const nlohmann::json& reply, double cost_seconds) {
+  SolveReply read;
+  try {
+    if (!reply.is_object()) throw MalformedReply("not a JSON object");
+    read.restart = reply.value("restart", false);
+    const std::string status = reply.value("status", std::string());
+    if (status == "ok") {
+      std::vector<double> times = reply.at("times").get<std::vector<double>>();
+      if (times.empty()) throw MalformedReply("a solve that succeeded lists no times");
+      const double objective = median(times);
+      read.measurement = Measurement::success(objective, std::move(times), cost_seconds);
+    } else {
+      read.measurement = Measurement::failure(
+          status == "timeout" ? TrialStatus::timeout : TrialStatus::failed,
+          reply.value("message", std::string("PETSc solve failed")), cost_seconds);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw MalformedReply(e.what());
+  }
+  for (const char* key : {"reason", "iterations", "residual", "wall_seconds", "cpu_seconds",
+                          "setup_seconds", "solve_seconds", "repeats", "unused_options"}) {
+    if (reply.contains(key)) read.measurement.metrics[key] = reply[key];
+  }
+  return read;
+}
+
 nlohmann::json system_task(const CsrMatrix& a) {
   nlohmann::json task = matrix_features(a);
   task["matrix"] = a.name;
@@ -805,7 +853,11 @@ PetscSolverEvaluator::~PetscSolverEvaluator() = default;
 
 Measurement PetscSolverEvaluator::evaluate(const Configuration& config) {
   const auto start = Clock::now();
-  space_.check(config);
+  try {
+    space_.check(config);
+  } catch (const InvalidInput& e) {
+    return Measurement::failure(TrialStatus::invalid, e.what(), seconds_since(start));
+  }
   nlohmann::json request;
   request["options"] = nlohmann::json::array();
   for (const auto& [name, value] : petsc_options(space_, config)) {
@@ -922,26 +974,28 @@ Measurement PetscSolverEvaluator::evaluate(const Configuration& config) {
     result.metrics["reason"] = "CRASH";
     return result;
   }
-  if (reply.value("restart", false)) {
+  SolveReply read;
+  try {
+    read = read_reply(reply, seconds_since(start));
+  } catch (const MalformedReply& e) {
+    // The process does not speak this protocol (a mismatched build, a bug): this solve is a
+    // failed trial, and the next one gets a fresh process.
+    w.kill_now();
+    worker_.reset();
+    std::string text = reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (text.size() > kMaxQuotedReplyBytes) text = text.substr(0, kMaxQuotedReplyBytes) + "...";
+    Measurement result = Measurement::failure(
+        TrialStatus::failed,
+        "PETSc solver process sent a malformed reply (" + std::string(e.what()) + "): " + text,
+        seconds_since(start));
+    result.metrics["reason"] = "MALFORMED_REPLY";
+    return result;
+  }
+  if (read.restart) {
     w.reap(kShutdownGraceSeconds);
     worker_.reset();
   }
-
-  Measurement result;
-  if (reply.value("status", "") == "ok") {
-    std::vector<double> times = reply.at("times").get<std::vector<double>>();
-    const double objective = median(times);
-    result = Measurement::success(objective, std::move(times), seconds_since(start));
-  } else {
-    result = Measurement::failure(
-        reply.value("status", "") == "timeout" ? TrialStatus::timeout : TrialStatus::failed,
-        reply.value("message", std::string("PETSc solve failed")), seconds_since(start));
-  }
-  for (const char* key : {"reason", "iterations", "residual", "wall_seconds", "cpu_seconds",
-                          "setup_seconds", "solve_seconds", "repeats", "unused_options"}) {
-    if (reply.contains(key)) result.metrics[key] = reply[key];
-  }
-  return result;
+  return read.measurement;
 }
 
 }  // namespace tunebase

@@ -295,6 +295,26 @@ TEST(PetscSolver, NoFreeDescriptorForTheSolverProcessIsNoFailedTrial) {
   EXPECT_TRUE(e.evaluate(e.petsc_default()).ok());
 }
 
+TEST(PetscSolver, AMalformedReplyIsAFailedTrialNotAnException) {
+  PetscSolverEvaluator e(generate_problem("poisson2d", 8),
+                         options_with(1, 60.0, "malformed_reply"));
+  for (int run = 0; run < 2; ++run) {  // the second one from a fresh process
+    const Measurement m = e.evaluate(e.petsc_default());
+    EXPECT_EQ(m.status, TrialStatus::failed) << run;
+    EXPECT_THAT(m.message, ::testing::HasSubstr("malformed reply")) << m.message;
+    EXPECT_THAT(m.message, ::testing::HasSubstr("not a list")) << m.message;
+  }
+}
+
+TEST(PetscSolver, AConfigurationOutsideTheSpaceIsAnInvalidTrial) {
+  PetscSolverEvaluator e(generate_problem("poisson2d", 8), options_with(1));
+  Configuration outside = e.petsc_default();
+  outside.at(*e.space().index_of("pc_type")) = std::string("multigrid-of-dreams");
+  const Measurement m = e.evaluate(outside);
+  EXPECT_EQ(m.status, TrialStatus::invalid);
+  EXPECT_THAT(m.message, ::testing::HasSubstr("pc_type")) << m.message;
+}
+
 TEST(PetscSolver, HangPastTheTimeLimitIsATimeout) {
   PetscSolverEvaluator e(generate_problem("poisson2d", 8), options_with(1, 0.5, "hang"));
   const Measurement m = e.evaluate(e.petsc_default());
