@@ -108,11 +108,15 @@ constexpr double kReplySlackSeconds = 1.0;
 /// How long a solver process may take to finalize PETSc after its socket closes.
 constexpr double kShutdownGraceSeconds = 2.0;
 constexpr int kPollSliceMs = 200;
+/// How long the output of a process that ended is read, at most.
+constexpr int kLogDrainMs = 1000;
 
 // Exit codes of the solver process.
 constexpr int kExitNormal = 0;
 constexpr int kExitInternalError = 70;
 constexpr int kExitFaultInjected = 71;
+/// How long the process left by fault injection "exit_leaving_child" holds the output open.
+constexpr unsigned kLeftChildSeconds = 20;
 
 bool write_all(int fd, const char* data, std::size_t size) {
   while (size > 0) {
@@ -324,6 +328,15 @@ class SolverProcess {
       *nowhere = 1;
     }
     if (f == "exit") ::_exit(kExitFaultInjected);
+    if (f == "exit_leaving_child") {
+      // As an MPI daemon: a process that outlives this one and holds its output open.
+      if (::fork() == 0) {
+        ::close(kChildSocketFd);
+        ::sleep(kLeftChildSeconds);
+        ::_exit(0);
+      }
+      ::_exit(kExitFaultInjected);
+    }
     if (f == "hang") {
       for (;;) ::pause();
     }
@@ -707,8 +720,22 @@ struct PetscSolverEvaluator::Worker {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    // Keep whatever the process wrote last.
-    while (log >= 0) drain_log();
+    // Keep whatever the process wrote last, for a while: a process it started (an MPI daemon)
+    // may hold the pipe open long after it ended.
+    const auto log_deadline = Clock::now() + std::chrono::milliseconds(kLogDrainMs);
+    while (log >= 0) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(log_deadline - Clock::now());
+      pollfd fd = {log, POLLIN, 0};
+      const int ready = left.count() > 0 ? ::poll(&fd, 1, static_cast<int>(left.count())) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) {
+        ::close(log);
+        log = -1;
+        break;
+      }
+      drain_log();
+    }
   }
 
   void kill_now() {
@@ -756,12 +783,12 @@ PetscSolverOptions checked_options(const CsrMatrix& a, PetscSolverOptions option
                        "options out of range: need 0 < rtol < 1, residual_tolerance > 0, "
                        "max_iterations >= 1, time_limit_seconds > 0, repeats >= 1");
   }
-  static const std::vector<std::string> kFaults = {"",     "abort", "segfault",
-                                                   "hang", "exit",  "malformed_reply"};
+  static const std::vector<std::string> kFaults = {
+      "", "abort", "segfault", "hang", "exit", "exit_leaving_child", "malformed_reply"};
   if (std::find(kFaults.begin(), kFaults.end(), options.fault_injection) == kFaults.end()) {
     throw InvalidInput(where + "unknown fault_injection '" + options.fault_injection +
-                       "'; allowed: abort, segfault, hang, exit, malformed_reply (or "
-                       "empty)");
+                       "'; allowed: abort, segfault, hang, exit, exit_leaving_child, "
+                       "malformed_reply (or empty)");
   }
   auto squared_norm = [](const std::vector<double>& v) {
     double sum = 0.0;

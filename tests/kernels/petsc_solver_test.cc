@@ -315,6 +315,17 @@ TEST(PetscSolver, AConfigurationOutsideTheSpaceIsAnInvalidTrial) {
   EXPECT_THAT(m.message, ::testing::HasSubstr("pc_type")) << m.message;
 }
 
+TEST(PetscSolver, AProcessHoldingTheSolversOutputDoesNotHoldTheSweep) {
+  // The solver exits and leaves a process with its output open for 20 s: its last output is
+  // read for a second, not until that process ends.
+  PetscSolverEvaluator e(generate_problem("poisson2d", 8),
+                         options_with(1, 60.0, "exit_leaving_child"));
+  const Measurement m = e.evaluate(e.petsc_default());
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_THAT(m.message, ::testing::HasSubstr("exited with status")) << m.message;
+  EXPECT_LT(m.cost_seconds, 10.0);
+}
+
 TEST(PetscSolver, HangPastTheTimeLimitIsATimeout) {
   PetscSolverEvaluator e(generate_problem("poisson2d", 8), options_with(1, 0.5, "hang"));
   const Measurement m = e.evaluate(e.petsc_default());
