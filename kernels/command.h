@@ -19,8 +19,9 @@ struct CommandOptions {
   /// Wall-clock limit of one run, in (0, kMaxTimeoutSeconds]; the whole process group is
   /// killed when it passes.
   double timeout_seconds = 60.0;
-  /// ECMAScript regex applied to stdout; its first capture group (else the whole match) of
-  /// the last match is the objective. Unset: the last number printed on stdout.
+  /// ECMAScript regex applied to stdout line by line (a line ends at \n or \r; lines longer
+  /// than 4 KiB are not searched); its first capture group (else the whole match) of the last
+  /// match is the objective. Unset: the last number printed on stdout.
   std::optional<std::string> objective_regex;
   /// Runs per configuration; the objective is the median, every value kept in raw.
   int repeats = 1;
