@@ -16,9 +16,10 @@ enum ExitCode : int {
   kOk = 0,
   kError = 1,         ///< any other tunebase::Error
   kInvalidInput = 2,  ///< a bad flag, file or value
-  kNotFound = 3,      ///< an unknown study, kernel, machine or file
+  kNotFound = 3,      ///< an unknown study, kernel or machine
   kStorage = 4,       ///< the database cannot be used (locked, read-only, not SQLite)
-  kConflict = 5,
+  kConflict = 5,      ///< a request that contradicts the stored state
+  kIo = 6,  ///< a file or connection could not be read or written (missing, denied, disk full)
   kInterrupted = 130,  ///< Ctrl-C (128 + SIGINT; SIGTERM gives 143): every finished trial is stored
 };
 

@@ -1,4 +1,5 @@
-// The subcommands: sweep, best, trials, studies, machines, export, import.
+// The subcommands: sweep, best, trials, predict, studies, stop, delete, machines, backup, export,
+// import (benchmark, serve, worker and token have files of their own).
 #include <unistd.h>
 
 #include <algorithm>

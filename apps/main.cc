@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     return cli::kConflict;
   } catch (const IoError& e) {
     std::cerr << "error: " << e.what() << "\n";
-    return cli::kNotFound;
+    return cli::kIo;
   } catch (const Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return cli::kError;

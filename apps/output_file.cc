@@ -1,5 +1,6 @@
 #include "apps/output_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,6 +54,17 @@ void OutputFile::commit() {
   out_.close();
   if (!out_) throw cannot_write(path_);
   if (!temporary_.empty()) {
+    // On disk before it replaces the old file: a crash after the rename must not leave an
+    // empty or partial file where a complete one was.
+    const int fd = ::open(temporary_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw cannot_write(path_);
+    const bool synced = ::fsync(fd) == 0;
+    const int error = errno;
+    ::close(fd);
+    if (!synced) {
+      errno = error;
+      throw cannot_write(path_);
+    }
     std::error_code ec;
     fs::rename(temporary_, target_, ec);
     if (ec) throw IoError("cannot write " + path_ + ": " + ec.message());

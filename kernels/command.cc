@@ -39,6 +39,9 @@ constexpr double kTerminateGraceSeconds = 0.5;
 // After the command ends, how long to wait for stray writers to release the pipes.
 constexpr double kDrainSeconds = 1.0;
 constexpr std::size_t kReadChunk = 65536;
+// Longest line the objective regex is run on. libstdc++'s regex takes stack per character:
+// with an 8 MiB stack, "(.|\n)*" crashed on a 16 KiB line and "((.)|(\n))*x" on 8 KiB.
+constexpr std::size_t kMaxRegexLineBytes = 4096;
 // Why last_number found no objective when the output holds no number at all.
 constexpr const char* kNoNumber = "no number in the output";
 
@@ -260,15 +263,16 @@ CommandResult run_command(const std::string& command, const std::vector<std::str
                           double timeout_seconds, const std::string& working_directory) {
   int out_pipe[2];
   int err_pipe[2];
+  // This process out of descriptors or memory: no command can run until that is fixed.
   if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
-    throw BackendError(std::string("cannot create a pipe for the command: ") +
-                       std::strerror(errno));
+    throw EvaluatorUnavailable(std::string("cannot create a pipe for the command: ") +
+                               std::strerror(errno));
   }
   Fd out_read(out_pipe[0]);
   Fd out_write(out_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    throw BackendError(std::string("cannot create a pipe for the command: ") +
-                       std::strerror(errno));
+    throw EvaluatorUnavailable(std::string("cannot create a pipe for the command: ") +
+                               std::strerror(errno));
   }
   Fd err_read(err_pipe[0]);
   Fd err_write(err_pipe[1]);
@@ -312,9 +316,13 @@ CommandResult run_command(const std::string& command, const std::vector<std::str
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (spawned != 0) {
-    throw BackendError("cannot start /bin/sh -c '" + command + "'" +
-                       (working_directory.empty() ? "" : " in " + working_directory) + ": " +
-                       std::strerror(spawned));
+    const std::string what = "cannot start /bin/sh -c '" + command + "'" +
+                             (working_directory.empty() ? "" : " in " + working_directory) + ": " +
+                             std::strerror(spawned);
+    // Only a command line or environment too long is this command's own fault; a missing
+    // working directory or shell, or a process limit, stops every command alike.
+    if (spawned == E2BIG) throw BackendError(what);
+    throw EvaluatorUnavailable(what);
   }
   out_write.reset();
   err_write.reset();
@@ -556,21 +564,37 @@ CommandEvaluator::Objective CommandEvaluator::objective_of(const std::string& ou
     objective.found_nothing = !objective.value && objective.why == kNoNumber;
     return objective;
   }
-  // The last match, as the default rule takes the last number. Line by line: libstdc++'s
-  // regex recurses per character and would overflow the stack on megabytes of output.
-  std::istringstream lines(out);
-  std::string line;
+  // The last match, as the default rule takes the last number. Line by line, a carriage return
+  // ending a line too (a progress bar redraws itself with one), and never on a line longer than
+  // kMaxRegexLineBytes: libstdc++'s regex recurses per character and overflows the stack (the
+  // whole sweep ends) on a long line.
   std::optional<std::string> found;
-  while (std::getline(lines, line)) {
-    for (auto it = std::sregex_iterator(line.begin(), line.end(), *regex_);
-         it != std::sregex_iterator(); ++it) {
-      const auto& match = *it;
-      found = (regex_->mark_count() >= 1 && match[1].matched) ? match[1].str() : match[0].str();
+  std::size_t skipped = 0;
+  std::size_t begin = 0;
+  while (begin < out.size()) {
+    std::size_t end = out.find_first_of("\r\n", begin);
+    if (end == std::string::npos) end = out.size();
+    if (end - begin > kMaxRegexLineBytes) {
+      ++skipped;
+    } else {
+      const char* first = out.data() + begin;
+      const char* last = out.data() + end;
+      for (auto it = std::cregex_iterator(first, last, *regex_); it != std::cregex_iterator();
+           ++it) {
+        const auto& match = *it;
+        found = (regex_->mark_count() >= 1 && match[1].matched) ? match[1].str() : match[0].str();
+      }
     }
+    begin = end + 1;
   }
   if (!found) {
     objective.why =
         "the objective regex '" + *options_.objective_regex + "' matched nothing in the output";
+    if (skipped > 0) {
+      objective.why += " (" + std::to_string(skipped) + " line" + (skipped == 1 ? "" : "s") +
+                       " longer than " + std::to_string(kMaxRegexLineBytes) +
+                       " bytes not searched: print the objective on a line of its own)";
+    }
     objective.found_nothing = true;
   } else if (!(objective.value = parse_whole_number(*found))) {
     objective.why = "the objective regex '" + *options_.objective_regex + "' matched '" + *found +

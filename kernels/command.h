@@ -19,8 +19,9 @@ struct CommandOptions {
   /// Wall-clock limit of one run, in (0, kMaxTimeoutSeconds]; the whole process group is
   /// killed when it passes.
   double timeout_seconds = 60.0;
-  /// ECMAScript regex applied to stdout; its first capture group (else the whole match) of
-  /// the last match is the objective. Unset: the last number printed on stdout.
+  /// ECMAScript regex applied to stdout line by line (a line ends at \n or \r; lines longer
+  /// than 4 KiB are not searched); its first capture group (else the whole match) of the last
+  /// match is the objective. Unset: the last number printed on stdout.
   std::optional<std::string> objective_regex;
   /// Runs per configuration; the objective is the median, every value kept in raw.
   int repeats = 1;
@@ -51,8 +52,9 @@ struct CommandResult {
 
 /// Runs `command` with /bin/sh -c in its own process group, stdin from /dev/null, with
 /// `environment` ("NAME=value" entries) added to (or replacing entries of) this process's
-/// environment. The group is killed when `timeout_seconds` pass. Throws BackendError only when
-/// the command cannot be started at all.
+/// environment. The group is killed when `timeout_seconds` pass. Throws BackendError when the
+/// command line or environment is too long to start, and EvaluatorUnavailable when no command
+/// can start (no pipe, no process, no /bin/sh, the working directory gone).
 CommandResult run_command(const std::string& command, const std::vector<std::string>& environment,
                           double timeout_seconds, const std::string& working_directory = "");
 

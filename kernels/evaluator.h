@@ -12,9 +12,13 @@
 
 namespace tunebase {
 
-/// Runs one configuration and reports what happened. Failures (compile error, wrong result,
-/// timeout, divergence) are returned as a Measurement with their status and message, never
-/// thrown; exceptions mean the evaluator itself is unusable.
+/// Runs one configuration and reports what happened. Failures of the configuration (compile
+/// error, wrong result, timeout, divergence, a device out of memory) are returned as a
+/// Measurement with their status and message. evaluate() throws EvaluatorUnavailable when no
+/// configuration can be evaluated now (a solver process or command that cannot start, a lost
+/// device context): nothing is stored for it and the sweep or worker stops. It may throw
+/// BackendError for a back-end failure while evaluating, which callers store as a failed trial;
+/// any other exception ends the sweep or worker without storing the configuration.
 class Evaluator {
  public:
   virtual ~Evaluator() = default;

@@ -12,6 +12,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <new>
 #include <random>
 #include <sstream>
 #include <utility>
@@ -496,30 +497,31 @@ Measurement GpuSpmvEvaluator::evaluate(const Configuration& config) {
   try {
     if (variant == "sell") {
       const std::pair<int, int> key{block_size, sigma};
-      if (!d.sell.contains(key) && d.sell.size() >= kMaxSellLayouts) {
-        d.sell.erase(d.sell_order.front());
-        d.sell_order.pop_front();
-      }
-      auto [it, inserted] = d.sell.try_emplace(key);
-      if (inserted) {
-        d.sell_order.push_back(key);
+      auto it = d.sell.find(key);
+      if (it == d.sell.end()) {
+        if (d.sell.size() >= kMaxSellLayouts) {
+          d.sell.erase(d.sell_order.front());
+          d.sell_order.pop_front();
+        }
         const SellMatrix s = to_sell(matrix_, block_size, sigma);
         if (s.slots() > std::numeric_limits<std::int32_t>::max()) {
-          d.sell.erase(it);
-          d.sell_order.pop_back();
           return failure(TrialStatus::failed,
                          "SELL-" + std::to_string(block_size) + "-" + std::to_string(sigma) +
                              " needs " + std::to_string(s.slots()) +
                              " slots, more than 32-bit indices address",
                          start);
         }
+        // Cached only once every buffer is on the device: an upload that fails (device memory
+        // full) must leave no entry whose missing buffers the next evaluation would launch with.
+        Data::Sell sell;
         std::vector<std::int32_t> slice_ptr(s.slice_ptr.begin(), s.slice_ptr.end());
-        auto& sell = it->second;
         sell.slice_ptr = upload(*backend_, slice_ptr);
         sell.row_of = upload(*backend_, s.row_of);
         sell.col = upload(*backend_, s.col);
         sell.val = upload(*backend_, s.val);
         sell.permuted = !s.row_of.empty();
+        it = d.sell.emplace(key, std::move(sell)).first;
+        d.sell_order.push_back(key);
       }
       const auto& sell = it->second;
       permuted = sell.permuted;
@@ -534,6 +536,11 @@ Measurement GpuSpmvEvaluator::evaluate(const Configuration& config) {
     }
   } catch (const BackendError& e) {
     return failure(TrialStatus::failed, e.what(), start);
+  } catch (const std::bad_alloc&) {
+    // As the CPU evaluator: a layout too large for this host's memory fails this configuration.
+    return failure(TrialStatus::failed,
+                   "out of memory converting matrix '" + matrix_.name + "' for this configuration",
+                   start);
   }
 
   std::optional<Measurement> failed;

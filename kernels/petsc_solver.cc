@@ -21,6 +21,7 @@
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "core/error.h"
@@ -98,6 +99,8 @@ constexpr std::size_t kMaxFrameBytes = 64u << 20;
 constexpr int kChildSocketFd = 3;
 /// How much of the solver process's stdout/stderr is kept to explain a crash.
 constexpr std::size_t kLogTailBytes = 4096;
+/// Of a malformed reply, the start quoted in the trial's message.
+constexpr std::size_t kMaxQuotedReplyBytes = 512;
 /// Starting PETSc (MPI singleton) and converting the matrix; generous for 10^7-row systems.
 constexpr double kStartupLimitSeconds = 300.0;
 /// Grace beyond the time limit for the solver process to compute the residual and reply.
@@ -105,11 +108,15 @@ constexpr double kReplySlackSeconds = 1.0;
 /// How long a solver process may take to finalize PETSc after its socket closes.
 constexpr double kShutdownGraceSeconds = 2.0;
 constexpr int kPollSliceMs = 200;
+/// How long the output of a process that ended is read, at most.
+constexpr int kLogDrainMs = 1000;
 
 // Exit codes of the solver process.
 constexpr int kExitNormal = 0;
 constexpr int kExitInternalError = 70;
 constexpr int kExitFaultInjected = 71;
+/// How long the process left by fault injection "exit_leaving_child" holds the output open.
+constexpr unsigned kLeftChildSeconds = 20;
 
 bool write_all(int fd, const char* data, std::size_t size) {
   while (size > 0) {
@@ -321,6 +328,15 @@ class SolverProcess {
       *nowhere = 1;
     }
     if (f == "exit") ::_exit(kExitFaultInjected);
+    if (f == "exit_leaving_child") {
+      // As an MPI daemon: a process that outlives this one and holds its output open.
+      if (::fork() == 0) {
+        ::close(kChildSocketFd);
+        ::sleep(kLeftChildSeconds);
+        ::_exit(0);
+      }
+      ::_exit(kExitFaultInjected);
+    }
     if (f == "hang") {
       for (;;) ::pause();
     }
@@ -354,6 +370,9 @@ class SolverProcess {
   }
 
   nlohmann::json solve(const nlohmann::json& request) {
+    if (options_.fault_injection == "malformed_reply") {
+      return {{"status", "ok"}, {"times", "not a list"}, {"restart", false}};
+    }
     nlohmann::json reply = {{"status", "failed"}, {"restart", false}};
     KSP ksp = nullptr;
     errors_.first.clear();
@@ -701,8 +720,22 @@ struct PetscSolverEvaluator::Worker {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    // Keep whatever the process wrote last.
-    while (log >= 0) drain_log();
+    // Keep whatever the process wrote last, for a while: a process it started (an MPI daemon)
+    // may hold the pipe open long after it ended.
+    const auto log_deadline = Clock::now() + std::chrono::milliseconds(kLogDrainMs);
+    while (log >= 0) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(log_deadline - Clock::now());
+      pollfd fd = {log, POLLIN, 0};
+      const int ready = left.count() > 0 ? ::poll(&fd, 1, static_cast<int>(left.count())) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) {
+        ::close(log);
+        log = -1;
+        break;
+      }
+      drain_log();
+    }
   }
 
   void kill_now() {
@@ -750,10 +783,12 @@ PetscSolverOptions checked_options(const CsrMatrix& a, PetscSolverOptions option
                        "options out of range: need 0 < rtol < 1, residual_tolerance > 0, "
                        "max_iterations >= 1, time_limit_seconds > 0, repeats >= 1");
   }
-  static const std::vector<std::string> kFaults = {"", "abort", "segfault", "hang", "exit"};
+  static const std::vector<std::string> kFaults = {
+      "", "abort", "segfault", "hang", "exit", "exit_leaving_child", "malformed_reply"};
   if (std::find(kFaults.begin(), kFaults.end(), options.fault_injection) == kFaults.end()) {
     throw InvalidInput(where + "unknown fault_injection '" + options.fault_injection +
-                       "'; allowed: abort, segfault, hang, exit (or empty)");
+                       "'; allowed: abort, segfault, hang, exit, exit_leaving_child, "
+                       "malformed_reply (or empty)");
   }
   auto squared_norm = [](const std::vector<double>& v) {
     double sum = 0.0;
@@ -787,6 +822,46 @@ PetscSolverOptions checked_options(const CsrMatrix& a, PetscSolverOptions option
   return options;
 }
 
+/// A reply of the solver process that does not follow the protocol.
+class MalformedReply : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What a solver process's reply says.
+struct SolveReply {
+  Measurement measurement;
+  bool restart = false;  ///< the process asks to be replaced (its state may be damaged)
+};
+
+/// Reads a reply; throws MalformedReply when it is no object, a field has the wrong type, or a
+/// solve that succeeded lists no times.
+SolveReply read_reply(const nlohmann::json& reply, double cost_seconds) {
+  SolveReply read;
+  try {
+    if (!reply.is_object()) throw MalformedReply("not a JSON object");
+    read.restart = reply.value("restart", false);
+    const std::string status = reply.value("status", std::string());
+    if (status == "ok") {
+      std::vector<double> times = reply.at("times").get<std::vector<double>>();
+      if (times.empty()) throw MalformedReply("a solve that succeeded lists no times");
+      const double objective = median(times);
+      read.measurement = Measurement::success(objective, std::move(times), cost_seconds);
+    } else {
+      read.measurement = Measurement::failure(
+          status == "timeout" ? TrialStatus::timeout : TrialStatus::failed,
+          reply.value("message", std::string("PETSc solve failed")), cost_seconds);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw MalformedReply(e.what());
+  }
+  for (const char* key : {"reason", "iterations", "residual", "wall_seconds", "cpu_seconds",
+                          "setup_seconds", "solve_seconds", "repeats", "unused_options"}) {
+    if (reply.contains(key)) read.measurement.metrics[key] = reply[key];
+  }
+  return read;
+}
+
 nlohmann::json system_task(const CsrMatrix& a) {
   nlohmann::json task = matrix_features(a);
   task["matrix"] = a.name;
@@ -805,7 +880,11 @@ PetscSolverEvaluator::~PetscSolverEvaluator() = default;
 
 Measurement PetscSolverEvaluator::evaluate(const Configuration& config) {
   const auto start = Clock::now();
-  space_.check(config);
+  try {
+    space_.check(config);
+  } catch (const InvalidInput& e) {
+    return Measurement::failure(TrialStatus::invalid, e.what(), seconds_since(start));
+  }
   nlohmann::json request;
   request["options"] = nlohmann::json::array();
   for (const auto& [name, value] : petsc_options(space_, config)) {
@@ -817,21 +896,29 @@ Measurement PetscSolverEvaluator::evaluate(const Configuration& config) {
     auto worker = std::make_unique<Worker>();
     int sockets[2];
     int log_pipe[2];
+    // This process out of descriptors, memory or processes: no configuration can be solved
+    // until that is fixed, and none is to blame.
+    const auto cannot_start = [&](const char* call, int error) {
+      return EvaluatorUnavailable("PETSc evaluator: cannot start the solver process for matrix '" +
+                                  matrix_.name + "': " + call + " failed: " + std::strerror(error) +
+                                  "; nothing was stored for this configuration");
+    };
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
-      throw BackendError(std::string("PETSc evaluator: socketpair failed: ") +
-                         std::strerror(errno));
+      throw cannot_start("socketpair", errno);
     }
     if (::pipe2(log_pipe, O_CLOEXEC) != 0) {
+      const int error = errno;
       ::close(sockets[0]);
       ::close(sockets[1]);
-      throw BackendError(std::string("PETSc evaluator: pipe failed: ") + std::strerror(errno));
+      throw cannot_start("pipe", error);
     }
     const pid_t parent = ::getpid();
     const bool symmetric = features_say_symmetric(task_);
     const pid_t pid = ::fork();
     if (pid < 0) {
+      const int error = errno;
       for (int fd : {sockets[0], sockets[1], log_pipe[0], log_pipe[1]}) ::close(fd);
-      throw BackendError(std::string("PETSc evaluator: fork failed: ") + std::strerror(errno));
+      throw cannot_start("fork", error);
     }
     if (pid == 0) {
       // Solver process: never returns into the caller's code.
@@ -914,26 +1001,28 @@ Measurement PetscSolverEvaluator::evaluate(const Configuration& config) {
     result.metrics["reason"] = "CRASH";
     return result;
   }
-  if (reply.value("restart", false)) {
+  SolveReply read;
+  try {
+    read = read_reply(reply, seconds_since(start));
+  } catch (const MalformedReply& e) {
+    // The process does not speak this protocol (a mismatched build, a bug): this solve is a
+    // failed trial, and the next one gets a fresh process.
+    w.kill_now();
+    worker_.reset();
+    std::string text = reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (text.size() > kMaxQuotedReplyBytes) text = text.substr(0, kMaxQuotedReplyBytes) + "...";
+    Measurement result = Measurement::failure(
+        TrialStatus::failed,
+        "PETSc solver process sent a malformed reply (" + std::string(e.what()) + "): " + text,
+        seconds_since(start));
+    result.metrics["reason"] = "MALFORMED_REPLY";
+    return result;
+  }
+  if (read.restart) {
     w.reap(kShutdownGraceSeconds);
     worker_.reset();
   }
-
-  Measurement result;
-  if (reply.value("status", "") == "ok") {
-    std::vector<double> times = reply.at("times").get<std::vector<double>>();
-    const double objective = median(times);
-    result = Measurement::success(objective, std::move(times), seconds_since(start));
-  } else {
-    result = Measurement::failure(
-        reply.value("status", "") == "timeout" ? TrialStatus::timeout : TrialStatus::failed,
-        reply.value("message", std::string("PETSc solve failed")), seconds_since(start));
-  }
-  for (const char* key : {"reason", "iterations", "residual", "wall_seconds", "cpu_seconds",
-                          "setup_seconds", "solve_seconds", "repeats", "unused_options"}) {
-    if (reply.contains(key)) result.metrics[key] = reply[key];
-  }
-  return result;
+  return read.measurement;
 }
 
 }  // namespace tunebase

@@ -43,7 +43,10 @@ struct PetscSolverOptions {
   /// A * 1 = 0 (a singular matrix such as a Neumann Laplacian: b stays in the range of A).
   std::vector<double> rhs;
   /// Test hook only: "abort", "segfault", "hang" or "exit" makes the solver process fail that
-  /// way instead of solving, to check that the sweep survives it. Empty in real use.
+  /// way instead of solving, "exit_leaving_child" makes it exit leaving a process that holds
+  /// its output open for a while (as an MPI daemon may), and "malformed_reply" makes it answer
+  /// with a reply that breaks the protocol, to check that the sweep survives it. Empty in real
+  /// use.
   std::string fault_injection;
 };
 

@@ -21,6 +21,29 @@ void check_cuda(cudaError_t status, const std::string& what) {
   if (status != cudaSuccess) throw BackendError(what + " failed: " + cuda_error(status));
 }
 
+// CUDA's sticky errors: a kernel faulted and the context is unusable; every later call in this
+// process fails with the same error until the process ends.
+bool is_sticky(cudaError_t status) {
+  switch (status) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+  }
+}
+
+constexpr char kContextLostNote[] =
+    " (this fault leaves the CUDA context unusable: the next evaluation stops the sweep)";
+
 std::vector<std::string> nvrtc_options(const Defines& defines, const std::string& architecture) {
   std::vector<std::string> options = {"--gpu-architecture=" + architecture, "--std=c++17"};
   for (const auto& [name, value] : defines) options.push_back("-D" + name + "=" + value);
@@ -167,6 +190,26 @@ struct CudaBackend::Impl {
   std::string architecture;  // sm_XY: NVRTC emits a CUBIN for exactly this device
   std::unordered_map<std::string, std::shared_ptr<CudaKernel>> programs;
   std::deque<std::string> insertion_order;
+  // The call that hit a sticky error, once one did; the context is lost from then on.
+  std::string lost_after;
+
+  // The configuration that faulted is a failed trial; the ones after it are not: none can run.
+  void require_context() const {
+    if (lost_after.empty()) return;
+    throw EvaluatorUnavailable("the CUDA context was lost after " + lost_after +
+                               "; no configuration can run in this process any more: resume the "
+                               "sweep (or restart the worker) in a new process, the trials "
+                               "measured so far are kept");
+  }
+
+  // check_cuda that remembers a sticky error.
+  void check(cudaError_t status, const std::string& what) {
+    if (status == cudaSuccess) return;
+    const std::string message = what + " failed: " + cuda_error(status);
+    if (!is_sticky(status)) throw BackendError(message);
+    lost_after = message;
+    throw BackendError(message + kContextLostNote);
+  }
 };
 
 CudaBackend::CudaBackend(int device) : impl_(std::make_unique<Impl>()) {
@@ -204,6 +247,7 @@ std::size_t CudaBackend::cached_programs() const { return impl_->programs.size()
 std::shared_ptr<CompiledKernel> CudaBackend::compile(const std::string& source,
                                                      const std::string& kernel_name,
                                                      const Defines& defines) {
+  impl_->require_context();
   std::string key =
       kernel_name + '\n' + joined(nvrtc_options(defines, impl_->architecture)) + '\n' + source;
   if (auto it = impl_->programs.find(key); it != impl_->programs.end()) return it->second;
@@ -239,31 +283,36 @@ std::shared_ptr<CompiledKernel> CudaBackend::compile(const std::string& source,
 }
 
 std::unique_ptr<DeviceBuffer> CudaBackend::allocate(std::size_t bytes) {
+  impl_->require_context();
   void* pointer = nullptr;
-  check_cuda(cudaMalloc(&pointer, bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
+  impl_->check(cudaMalloc(&pointer, bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
   return std::make_unique<CudaBuffer>(pointer, bytes);
 }
 
 void CudaBackend::write(DeviceBuffer& buffer, const void* host, std::size_t bytes) {
+  impl_->require_context();
   auto& b = dynamic_cast<CudaBuffer&>(buffer);
   if (bytes > b.bytes()) {
     throw BackendError("CUDA write of " + std::to_string(bytes) + " bytes into a buffer of " +
                        std::to_string(b.bytes()));
   }
-  check_cuda(cudaMemcpy(b.pointer(), host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  impl_->check(cudaMemcpy(b.pointer(), host, bytes, cudaMemcpyHostToDevice),
+               "cudaMemcpy to device");
 }
 
 void CudaBackend::read(const DeviceBuffer& buffer, void* host, std::size_t bytes) {
+  impl_->require_context();
   const auto& b = dynamic_cast<const CudaBuffer&>(buffer);
   if (bytes > b.bytes()) {
     throw BackendError("CUDA read of " + std::to_string(bytes) + " bytes from a buffer of " +
                        std::to_string(b.bytes()));
   }
-  check_cuda(cudaMemcpy(host, b.pointer(), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+  impl_->check(cudaMemcpy(host, b.pointer(), bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
 }
 
 double CudaBackend::launch(CompiledKernel& compiled, const NdRange& global, const NdRange& local,
                            const std::vector<KernelArg>& args) {
+  impl_->require_context();
   auto& k = dynamic_cast<CudaKernel&>(compiled);
   if (global.empty() || global.size() > 3 || global.size() != local.size()) {
     throw LaunchError("CUDA launch of " + k.name() +
@@ -305,10 +354,10 @@ double CudaBackend::launch(CompiledKernel& compiled, const NdRange& global, cons
 
   cudaEvent_t begin = nullptr;
   cudaEvent_t end = nullptr;
-  check_cuda(cudaEventCreate(&begin), "cudaEventCreate");
+  impl_->check(cudaEventCreate(&begin), "cudaEventCreate");
   if (auto status = cudaEventCreate(&end); status != cudaSuccess) {
     cudaEventDestroy(begin);
-    throw BackendError("cudaEventCreate failed: " + cuda_error(status));
+    impl_->check(status, "cudaEventCreate");
   }
   cudaEventRecord(begin);
   auto status = cudaLaunchKernel(
@@ -321,11 +370,17 @@ double CudaBackend::launch(CompiledKernel& compiled, const NdRange& global, cons
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
   if (status != cudaSuccess) {
+    const std::string message = "launching CUDA kernel " + k.name() + " (grid " +
+                                std::to_string(grid[0]) + "x" + std::to_string(grid[1]) + "x" +
+                                std::to_string(grid[2]) + ", block " + std::to_string(block[0]) +
+                                "x" + std::to_string(block[1]) + "x" + std::to_string(block[2]) +
+                                "): " + cuda_error(status);
+    if (is_sticky(status)) {
+      impl_->lost_after = message;
+      throw LaunchError(message + kContextLostNote);
+    }
     cudaGetLastError();  // clear a non-sticky error so that the next configuration can run
-    throw LaunchError("launching CUDA kernel " + k.name() + " (grid " + std::to_string(grid[0]) +
-                      "x" + std::to_string(grid[1]) + "x" + std::to_string(grid[2]) + ", block " +
-                      std::to_string(block[0]) + "x" + std::to_string(block[1]) + "x" +
-                      std::to_string(block[2]) + "): " + cuda_error(status));
+    throw LaunchError(message);
   }
   return milliseconds * kSecondsPerMillisecond;
 }

@@ -26,6 +26,9 @@ std::string compile_cuda_to_ptx(const std::string& source, const std::string& pr
                                 const Defines& defines,
                                 const std::string& architecture = "compute_80");
 
+/// After a sticky CUDA error (a kernel that faulted: illegal address, launch failure, ...) the
+/// context is unusable: the call that met it throws BackendError (LaunchError from launch), so
+/// that its configuration is a failed trial, and every later call throws EvaluatorUnavailable.
 class CudaBackend final : public ComputeBackend {
  public:
   /// Opens CUDA device `device`. Throws BackendError naming the reason when it is unavailable.

@@ -1491,6 +1491,15 @@ TEST_F(Cli, BestForAMatrixMeasuredNowhereIsPredictedFromTheMatricesMeasured) {
   EXPECT_NE(r.err.find("--matrix is read for the matrix kernels"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, AFileThatCannotBeReadHasTheIoExitCodeNotTheNotFoundOne) {
+  // A folder given as the file to import: nothing is unknown, the file cannot be read.
+  const auto folder = dir_.file("a-folder");
+  std::filesystem::create_directory(folder);
+  const auto r = run("import " + folder + " --db " + db());
+  EXPECT_EQ(r.exit_code, 6) << r.err;
+  EXPECT_NE(r.err.find("it is a directory"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, HelpSaysWhatTheTimeoutAndTheRegexApplyTo) {
   const auto r = run("sweep --help");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <fstream>
+#include <memory>
 
 #include "core/error.h"
+#include "tests/support/process_limits.h"
 #include "tests/support/shared_data.h"
 
 namespace tunebase {
@@ -190,6 +192,33 @@ TEST(CommandEvaluator, RegexCaptureGroupOrWholeMatch) {
   EXPECT_NE(m.message.find("matched nothing"), std::string::npos) << m.message;
 }
 
+TEST(CommandEvaluator, AHalfMegabyteLineDoesNotCrashTheRegex) {
+  // One 500 KB line of digits after "time: " (a JSON document, a progress bar): libstdc++'s
+  // regex would recurse once per digit and overflow the stack.
+  const std::string long_line = "printf 'time: '; head -c 500000 /dev/zero | tr '\\0' 1; echo";
+  CommandOptions o = quick();
+  o.objective_regex = "time: ([0-9.]+) ms";
+  CommandEvaluator e(make_space(), long_line + "; echo 'time: 2.5 ms'", o);
+  Measurement m = e.evaluate(config(8, "fast"));
+  ASSERT_EQ(m.status, TrialStatus::ok) << m.message;
+  EXPECT_EQ(m.objective, 2.5);
+
+  CommandEvaluator only_long(make_space(), long_line, o);
+  m = only_long.evaluate(config(8, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("1 line longer than 4096 bytes not searched"), std::string::npos)
+      << m.message.substr(0, 500);
+}
+
+TEST(CommandEvaluator, ACarriageReturnEndsALineForTheRegex) {
+  CommandOptions o = quick();
+  o.objective_regex = "^time: ([0-9.]+)$";
+  CommandEvaluator e(make_space(), "printf 'step 1\\rtime: 4.5\\rstep 2\\n'", o);
+  const Measurement m = e.evaluate(config(8, "fast"));
+  ASSERT_EQ(m.status, TrialStatus::ok) << m.message;
+  EXPECT_EQ(m.objective, 4.5);
+}
+
 TEST(CommandEvaluator, NonZeroExitFailsWithCodeAndStderr) {
   CommandEvaluator e(make_space(), "echo 12; echo 'bad block size {bs}' >&2; exit 3", quick());
   const Measurement m = e.evaluate(config(16, "fast"));
@@ -286,6 +315,31 @@ TEST(CommandEvaluator, RepeatsGiveTheMedianInTheWorkingDirectory) {
   EXPECT_EQ(failed.status, TrialStatus::failed);
   EXPECT_EQ(failed.message.rfind("run 2 of 3: `", 0), 0u) << failed.message;
   EXPECT_EQ(failed.raw, (std::vector<double>{1.0}));
+}
+
+TEST(CommandEvaluator, AWorkingDirectoryGoneStopsTheSweepInsteadOfFailingEveryTrial) {
+  auto dir = std::make_unique<TempDir>();
+  CommandOptions o = quick();
+  o.working_directory = dir->path().string();
+  CommandEvaluator e(make_space(), "echo 1", o);
+  ASSERT_TRUE(e.evaluate(config(8, "fast")).ok());
+  dir.reset();  // removed while the sweep runs
+  try {
+    (void)e.evaluate(config(16, "fast"));
+    ADD_FAILURE() << "a command ran in a removed working directory";
+  } catch (const EvaluatorUnavailable& error) {
+    EXPECT_NE(std::string(error.what()).find(o.working_directory), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(CommandEvaluator, NoFreeDescriptorStopsTheSweepInsteadOfFailingEveryTrial) {
+  CommandEvaluator e(make_space(), "echo 1", quick());
+  {
+    const testing::NoFreeDescriptors exhausted;
+    EXPECT_THROW((void)e.evaluate(config(8, "fast")), EvaluatorUnavailable);
+  }
+  EXPECT_TRUE(e.evaluate(config(8, "fast")).ok());
 }
 
 TEST(CommandEvaluator, InvalidConfigurationIsATrial) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -314,6 +315,77 @@ TEST(OpenclSpmv, WrongResultIsAFailedMeasurementSaidOnce) {
   EXPECT_EQ(m.status, TrialStatus::failed);
   EXPECT_EQ(m.message.rfind("wrong result: y[", 0), 0u) << m.message;
   EXPECT_EQ(m.message.find("wrong result: wrong result"), std::string::npos) << m.message;
+}
+
+// The OpenCL backend with device memory (or host memory) that runs out when a test says.
+class ExhaustibleBackend final : public ComputeBackend {
+ public:
+  explicit ExhaustibleBackend(std::shared_ptr<ComputeBackend> inner) : inner_(std::move(inner)) {}
+
+  /// Allocations that still succeed; negative: no limit.
+  int allocations_left = -1;
+  /// What the first refused allocation throws: std::bad_alloc, else BackendError.
+  bool host_runs_out = false;
+
+  const DeviceInfo& device() const override { return inner_->device(); }
+  std::shared_ptr<CompiledKernel> compile(const std::string& source, const std::string& kernel_name,
+                                          const Defines& defines) override {
+    return inner_->compile(source, kernel_name, defines);
+  }
+  std::size_t cached_programs() const override { return inner_->cached_programs(); }
+  std::unique_ptr<DeviceBuffer> allocate(std::size_t bytes) override {
+    if (allocations_left == 0) {
+      if (host_runs_out) throw std::bad_alloc();
+      throw BackendError("out of device memory (as the test asked)");
+    }
+    if (allocations_left > 0) --allocations_left;
+    return inner_->allocate(bytes);
+  }
+  void write(DeviceBuffer& buffer, const void* host, std::size_t bytes) override {
+    inner_->write(buffer, host, bytes);
+  }
+  void read(const DeviceBuffer& buffer, void* host, std::size_t bytes) override {
+    inner_->read(buffer, host, bytes);
+  }
+  double launch(CompiledKernel& kernel, const NdRange& global, const NdRange& local,
+                const std::vector<KernelArg>& args) override {
+    return inner_->launch(kernel, global, local, args);
+  }
+
+ private:
+  std::shared_ptr<ComputeBackend> inner_;
+};
+
+TEST(OpenclSpmv, ASellLayoutThatDoesNotFitIsAFailedTrialAndIsUploadedAgainNextTime) {
+  TUNEBASE_OPENCL_OR_SKIP(opencl);
+  if (!opencl->device().double_precision) GTEST_SKIP() << "device has no double precision";
+  const auto backend = std::make_shared<ExhaustibleBackend>(opencl);
+  GpuSpmvEvaluator spmv(backend, laplacian_3d(6), quick());
+  const Configuration sell =
+      config_with(spmv.space(),
+                  {{"variant", "sell"}, {"block_size", 32}, {"threads_per_row", 1}, {"sigma", 1}});
+  backend->allocations_left = 2;  // of the layout's four buffers
+  const Measurement full = spmv.evaluate(sell);
+  EXPECT_EQ(full.status, TrialStatus::failed);
+  EXPECT_NE(full.message.find("out of device memory"), std::string::npos) << full.message;
+  // Memory freed (another process ended): the layout is uploaded whole, not launched half-built.
+  backend->allocations_left = -1;
+  const Measurement freed = spmv.evaluate(sell);
+  EXPECT_TRUE(freed.ok()) << freed.message;
+}
+
+TEST(OpenclSpmv, HostOutOfMemoryForASellLayoutIsAFailedTrial) {
+  TUNEBASE_OPENCL_OR_SKIP(opencl);
+  if (!opencl->device().double_precision) GTEST_SKIP() << "device has no double precision";
+  const auto backend = std::make_shared<ExhaustibleBackend>(opencl);
+  GpuSpmvEvaluator spmv(backend, laplacian_3d(6), quick());
+  backend->allocations_left = 0;
+  backend->host_runs_out = true;
+  const Measurement m = spmv.evaluate(
+      config_with(spmv.space(),
+                  {{"variant", "sell"}, {"block_size", 64}, {"threads_per_row", 1}, {"sigma", 1}}));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("out of memory"), std::string::npos) << m.message;
 }
 
 TEST(OpenclSpmv, SpaceTiesParametersToTheirVariant) {

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "kernels/pde_problems.h"
+#include "tests/support/process_limits.h"
 
 namespace tunebase {
 namespace {
@@ -278,6 +279,51 @@ TEST(PetscSolver, ASolverProcessThatCannotStartIsNoFailedTrial) {
   }
   ::unsetenv("PETSC_OPTIONS");
   EXPECT_TRUE(e.evaluate(e.petsc_default()).ok());  // fixed: the next evaluation starts anew
+}
+
+TEST(PetscSolver, NoFreeDescriptorForTheSolverProcessIsNoFailedTrial) {
+  PetscSolverEvaluator e(generate_problem("poisson2d", 8), options_with(1));
+  {
+    const testing::NoFreeDescriptors exhausted;
+    try {
+      (void)e.evaluate(e.petsc_default());
+      ADD_FAILURE() << "started a solver process without a free descriptor";
+    } catch (const EvaluatorUnavailable& error) {
+      EXPECT_THAT(error.what(), ::testing::HasSubstr("Too many open files"));
+    }
+  }
+  EXPECT_TRUE(e.evaluate(e.petsc_default()).ok());
+}
+
+TEST(PetscSolver, AMalformedReplyIsAFailedTrialNotAnException) {
+  PetscSolverEvaluator e(generate_problem("poisson2d", 8),
+                         options_with(1, 60.0, "malformed_reply"));
+  for (int run = 0; run < 2; ++run) {  // the second one from a fresh process
+    const Measurement m = e.evaluate(e.petsc_default());
+    EXPECT_EQ(m.status, TrialStatus::failed) << run;
+    EXPECT_THAT(m.message, ::testing::HasSubstr("malformed reply")) << m.message;
+    EXPECT_THAT(m.message, ::testing::HasSubstr("not a list")) << m.message;
+  }
+}
+
+TEST(PetscSolver, AConfigurationOutsideTheSpaceIsAnInvalidTrial) {
+  PetscSolverEvaluator e(generate_problem("poisson2d", 8), options_with(1));
+  Configuration outside = e.petsc_default();
+  outside.at(*e.space().index_of("pc_type")) = std::string("multigrid-of-dreams");
+  const Measurement m = e.evaluate(outside);
+  EXPECT_EQ(m.status, TrialStatus::invalid);
+  EXPECT_THAT(m.message, ::testing::HasSubstr("pc_type")) << m.message;
+}
+
+TEST(PetscSolver, AProcessHoldingTheSolversOutputDoesNotHoldTheSweep) {
+  // The solver exits and leaves a process with its output open for 20 s: its last output is
+  // read for a second, not until that process ends.
+  PetscSolverEvaluator e(generate_problem("poisson2d", 8),
+                         options_with(1, 60.0, "exit_leaving_child"));
+  const Measurement m = e.evaluate(e.petsc_default());
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_THAT(m.message, ::testing::HasSubstr("exited with status")) << m.message;
+  EXPECT_LT(m.cost_seconds, 10.0);
 }
 
 TEST(PetscSolver, HangPastTheTimeLimitIsATimeout) {
