@@ -527,9 +527,11 @@ Configuration SearchSpace::sample(Rng& rng) const {
 }
 
 std::optional<Configuration> SearchSpace::default_or_first_valid() const {
+  // A real parameter that the constraints hold to its default (x == 0.5) leaves nothing to
+  // search: such a space stays refused.
+  if (!all_discrete()) return std::nullopt;
   const Configuration defaults = default_configuration();
   if (satisfies_constraints(defaults)) return defaults;
-  if (!all_discrete()) return std::nullopt;
   Configuration first;
   for (const auto& p : parameters_) first.push_back(p.values.front());
   if (satisfies_constraints(first)) return first;

@@ -156,8 +156,8 @@ class SearchSpace {
   std::optional<Configuration> try_sample(Rng& rng, std::size_t& draws) const;
   /// The declared defaults; may violate constraints (see default_or_first_valid).
   Configuration default_configuration() const;
-  /// The defaults when they satisfy the constraints, else the first values of a discrete space
-  /// when they do, else nothing.
+  /// Of a discrete space, the defaults when they satisfy the constraints, else the first values
+  /// when they do, else nothing (always nothing for a space with a real parameter).
   std::optional<Configuration> default_or_first_valid() const;
 
   /// Configuration <-> JSON object {"name": value, ...}. from_json checks names, domains and
