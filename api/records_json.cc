@@ -33,12 +33,14 @@ std::string stored_kernels_text(const db::Store& store) {
 }
 
 std::string similar_machine_name(const db::Store& store, const std::string& name) {
+  // Case, spaces, dashes and underscores left out: "tesla v100-pcie", "TeslaV100 PCIE".
   const auto folded = [](const std::string& text) {
-    const auto first = text.find_first_not_of(" \t");
-    if (first == std::string::npos) return std::string();
-    std::string out = text.substr(first, text.find_last_not_of(" \t") - first + 1);
-    std::transform(out.begin(), out.end(), out.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    std::string out;
+    for (const unsigned char c : text) {
+      if (c != ' ' && c != '\t' && c != '-' && c != '_') {
+        out += static_cast<char>(std::tolower(c));
+      }
+    }
     return out;
   };
   const auto wanted = folded(name);

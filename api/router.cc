@@ -275,13 +275,25 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
     if (r.access == Access::write && r.pattern.starts_with("/v1/trials/")) {
       error(403, "the trial is leased to another client");
     }
-    error(404, "an unknown study, trial, machine or kernel");
+    error(404,
+          "the study or trial of the path is unknown, or the kernel, machine, task or "
+          "objective the query names");
     error(408, "the request was not received in time");
     error(405, "the path takes other methods, which the Allow header lists");
-    if (r.method == "POST") error(409, "a conflict with the stored state");
+    if (r.method == "POST" || r.method == "DELETE") {
+      error(409, "a conflict with the stored state");
+    }
     error(413, "the body is over the route's limit (" + std::to_string(r.body_limit) +
                    " bytes), or the request line and headers over the server's");
-    error(503, "the database is unavailable (busy or read-only); nothing was written");
+    if (r.own_unavailable_answer) {
+      responses["503"] = {
+          {"description", "the database was found corrupt"},
+          {"content", {{r.response_content_type, {{"schema", r.response_schema}}}}}};
+    } else {
+      error(503,
+            "the database is unavailable (busy, read-only, or found corrupt); nothing was "
+            "written");
+    }
     op["responses"] = responses;
     std::string method = r.method;
     std::transform(method.begin(), method.end(), method.begin(), ::tolower);

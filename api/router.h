@@ -113,6 +113,8 @@ struct Route {
   std::string response_content_type = "application/json";
   nlohmann::json response_schema = nlohmann::json::object();
   /// Other media types the success may have ({"text/csv": schema}), chosen by the query.
+  /// Its 503 is its own answer (response_schema), not the error body: /healthz.
+  bool own_unavailable_answer = false;
   nlohmann::json other_responses = nlohmann::json::object();
   Handler handler;
   /// Writer routes may handle their queued requests together (one commit for all).

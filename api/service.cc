@@ -252,7 +252,9 @@ nlohmann::json study_schema() {
        {"trials", object_schema(counts, {"total", "pending", "ok", "failed", "timeout", "invalid",
                                          "lease_ended"})},
        {"task", {{"type", "object"}, {"description", "the task's description (its input)"}}},
-       {"best", nullable({{"allOf", {trial_schema()}},
+       // "type" beside allOf: OpenAPI 3.0's nullable applies only where a type is given.
+       {"best", nullable({{"type", "object"},
+                          {"allOf", {trial_schema()}},
                           {"description", "its best trial (GET one study only)"}})}},
       {"id", "name", "kernel", "machine", "objective", "direction", "strategy", "status",
        "trials"});
@@ -318,6 +320,7 @@ void Service::add_routes() {
                        {"database", kString},
                        {"message", kString}},
                       {"status", "database"});
+    r.own_unavailable_answer = true;
   }
   {
     auto& r = route("GET", "/metrics", "metrics", "Prometheus metrics (text format 0.0.4)",
@@ -355,7 +358,8 @@ void Service::add_routes() {
   }
   {
     auto& r = route("POST", "/v1/studies", "createStudy",
-                    "Create a study: a kernel and its space tuned on a machine and task",
+                    "Create a study: a kernel and its space tuned on a machine and task (the "
+                    "machine registered first, POST /v1/machines)",
                     Access::write, bind(&Service::create_study));
     // Checking a space may enumerate its valid configurations.
     r.runs = Runs::compute;
@@ -555,8 +559,9 @@ void Service::add_routes() {
   }
   {
     auto& r = route("POST", "/v1/trials/{id}/lease", "extendLease",
-                    "Extend a leased trial's lease to lease_seconds from now (default: as "
-                    "suggestions): the client is still evaluating it. Short leases renewed "
+                    "Extend a leased trial's lease to lease_seconds from now (default 3600, "
+                    "as for suggestions, whatever the lease was taken for): the client is still "
+                    "evaluating it. Short leases renewed "
                     "while the work goes on let a client that dies give its configurations "
                     "back soon",
                     Access::write, bind(&Service::extend_lease));

@@ -534,8 +534,11 @@ void add_query_commands(CLI::App& app) {
               (other_way ? " in studies that " + std::string(db::to_string(direction)) +
                                " (its studies here " + std::string(db::to_string(other)) + ": " +
                                (maximize ? "leave out" : "add") + " --maximize)"
-                         : ", and too few successful measurements of it on other machines to "
-                           "predict from") +
+               : unmeasured_input
+                   ? ", and too few successful measurements of it on other inputs or "
+                     "other machines to predict from"
+                   : ", and too few successful measurements of it on other machines "
+                     "to predict from") +
               " (" + args->db + "; tunebase studies lists what is there)");
         }
         print_predicted_best(

@@ -752,7 +752,17 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
       throw InvalidInput(here +
                          ": \"type\" must be a string: integer, ordinal, categorical or real");
     }
-    std::string type = pj.value("type", pj.contains("values") ? "ordinal" : "");
+    // Without a type, a list is ordinal, unless it holds a string (as Kernel Tuner's lists
+    // of compiler flags): then there is no order to it.
+    const auto holds_string = [&] {
+      if (!pj.contains("values") || !pj["values"].is_array()) return false;
+      for (const auto& v : pj["values"]) {
+        if (v.is_string()) return true;
+      }
+      return false;
+    };
+    std::string type =
+        pj.value("type", pj.contains("values") ? (holds_string() ? "categorical" : "ordinal") : "");
     if (pj.contains("log") && !pj["log"].is_boolean()) {
       throw InvalidInput(here + ": \"log\" must be true or false, got " + pj["log"].dump());
     }

@@ -397,6 +397,10 @@ TEST(ApiServer, BestTakesTheKernelsDirectionAndSaysWhatIsWrongWithAQuestion) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json()["source"], "predicted");
   EXPECT_THAT(r.json()["note"].get<std::string>(), HasSubstr("did you mean \"box\"?"));
+  // Or but for spaces, dashes and underscores inside the name.
+  r = c.get("/v1/best?kernel=rate&machine=B-o_%20x");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.json()["note"].get<std::string>(), HasSubstr("did you mean \"box\"?"));
   r = c.get("/v1/best?kernel=rate&machine=other");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_FALSE(r.json().contains("note")) << r.body;

@@ -215,6 +215,16 @@ TEST(OpenApi, DocumentsEveryRegisteredRoute) {
       EXPECT_EQ(op["parameters"][0]["in"], "path") << r.pattern;
     }
   }
+  // A study that is active is refused deletion with 409; /healthz answers 503 with its own body.
+  EXPECT_TRUE(doc["paths"]["/v1/studies/{id}"]["delete"]["responses"].contains("409"));
+  EXPECT_EQ(doc["paths"]["/healthz"]["get"]["responses"]["503"]["content"]["application/json"]
+               ["schema"]["required"],
+            nlohmann::json({"status", "database"}));
+  // OpenAPI 3.0 reads nullable only beside a type.
+  const auto& best = doc["paths"]["/v1/studies/{id}"]["get"]["responses"]["200"]["content"]
+                        ["application/json"]["schema"]["properties"]["best"];
+  EXPECT_EQ(best["type"], "object");
+  EXPECT_EQ(best["nullable"], true);
   // Every route the issue names is registered (and so documented).
   for (const auto& [method, path] :
        std::vector<std::pair<std::string, std::string>>{{"post", "/v1/studies"},

@@ -652,3 +652,17 @@ TEST(PythonText, RealsAreWrittenAsPythonWritesThem) {
 
 }  // namespace
 }  // namespace tunebase
+
+namespace tunebase {
+namespace {
+
+// Kernel Tuner's lists of flags have no type: strings have no order, so they are categorical.
+TEST(SearchSpace, AListOfStringsWithoutATypeIsCategorical) {
+  const auto space = SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
+      {"name": "flags", "values": ["-O2", "-O3"]}, {"name": "n", "values": [1, 2, 4]}]})"));
+  EXPECT_EQ(space.parameters()[0].kind, ParamKind::categorical);
+  EXPECT_EQ(space.parameters()[1].kind, ParamKind::ordinal);
+}
+
+}  // namespace
+}  // namespace tunebase
