@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <sstream>
 
@@ -425,7 +426,17 @@ std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
   if (name == "prior-best") return make_bayesian_optimization(options, TransferMode::none, name);
   std::string known;
   for (const auto& n : strategy_names()) known += (known.empty() ? "" : ", ") + n;
-  throw InvalidInput("unknown strategy '" + name + "'; known strategies: " + known);
+  // Kernel Tuner's names of the same searches.
+  static const std::map<std::string, std::string, std::less<>> kKernelTunerNames = {
+      {"bayes_opt", "bo"},
+      {"brute_force", "exhaustive"},
+      {"random_sample", "random"},
+      {"genetic_algorithm", "ga"}};
+  std::string hint;
+  if (const auto it = kKernelTunerNames.find(name); it != kKernelTunerNames.end()) {
+    hint = " (Kernel Tuner's " + name + " is " + it->second + " here)";
+  }
+  throw InvalidInput("unknown strategy '" + name + "'" + hint + "; known strategies: " + known);
 }
 
 }  // namespace tunebase

@@ -238,6 +238,15 @@ TEST(Strategies, UnknownNameListsTheKnownOnes) {
   } catch (const InvalidInput& e) {
     EXPECT_NE(std::string(e.what()).find("random"), std::string::npos);
   }
+  // Kernel Tuner's names are pointed to ours.
+  try {
+    make_strategy("bayes_opt");
+    FAIL();
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("(Kernel Tuner's bayes_opt is bo here)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Strategies, OptionsAreCheckedByNameTypeAndRange) {
