@@ -23,6 +23,12 @@ enum ExitCode : int {
   kInterrupted = 130,  ///< Ctrl-C (128 + SIGINT; SIGTERM gives 143): every finished trial is stored
 };
 
+/// The database every command uses without --db.
+inline constexpr const char* kDefaultDb = "tunebase.db";
+
+/// This machine's host name ("unknown-host" when it cannot be read): in client ids.
+std::string host_name();
+
 /// The largest --budget any command takes: the store's limit.
 inline constexpr auto kMaxBudget = static_cast<std::size_t>(db::kMaxStudyBudget);
 

@@ -34,11 +34,10 @@ namespace tunebase::cli {
 
 namespace {
 
-constexpr const char* kDefaultDb = "tunebase.db";
-
 db::StudyRecord resolve_study(const db::Store& store, const std::string& study) {
   // Study names are never digits only, so digits are an id.
-  if (!study.empty() && std::all_of(study.begin(), study.end(), ::isdigit)) {
+  if (!study.empty() && std::all_of(study.begin(), study.end(),
+                                    [](unsigned char c) { return std::isdigit(c) != 0; })) {
     std::int64_t id = 0;
     const auto [end, error] = std::from_chars(study.data(), study.data() + study.size(), id);
     if (error == std::errc() && end == study.data() + study.size()) {

@@ -17,8 +17,6 @@ namespace tunebase::cli {
 
 namespace {
 
-constexpr const char* kDefaultDb = "tunebase.db";
-
 void add_serve_command(CLI::App& app) {
   struct Args {
     std::string db = kDefaultDb;

@@ -29,6 +29,12 @@
 
 namespace tunebase::cli {
 
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
 namespace {
 
 constexpr int kProgressBarWidth = 24;
@@ -37,12 +43,6 @@ constexpr int kProgressBarWidth = 24;
 constexpr double kSweepLeaseSeconds = 3600.0;
 // How long a measured result waits for a database another writer holds.
 constexpr std::chrono::minutes kStoreResultPatience{10};
-
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
-  return buf;
-}
 
 // This process's pid namespace ("pid:[4026531836]"): a pid means this process only among
 // processes of the same namespace (containers sharing a host name do not).

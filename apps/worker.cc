@@ -107,11 +107,7 @@ constexpr int kMinRetriesWhenNotDone = 3;
 // Longest wait between two requests for suggestions when none was given.
 constexpr double kMaxPollSeconds = 5.0;
 
-std::string default_client_id() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return std::string(host) + ":" + std::to_string(getpid());
-}
+std::string default_client_id() { return host_name() + ":" + std::to_string(getpid()); }
 
 /// Sleeps up to `seconds`, waking early on Ctrl-C.
 void interruptible_sleep(double seconds) {

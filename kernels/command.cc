@@ -45,10 +45,6 @@ constexpr std::size_t kMaxRegexLineBytes = 4096;
 // Why last_number found no objective when the output holds no number at all.
 constexpr const char* kNoNumber = "no number in the output";
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 

@@ -1,6 +1,7 @@
 // Evaluator: measures one configuration of a tunable kernel.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -11,6 +12,11 @@
 #include "core/trial.h"
 
 namespace tunebase {
+
+/// Seconds of steady time since `start`: what an evaluation reports as its cost.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 /// Runs one configuration and reports what happened. Failures of the configuration (compile
 /// error, wrong result, timeout, divergence, a device out of memory) are returned as a

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "gpu_kernel_sources.h"  // generated from kernels/opencl/*.cl and kernels/cuda/*.cu
 #include "kernels/opencl_backend.h"
+#include "kernels/sparse_matrix.h"
 #include "kernels/spmv.h"
 #ifdef TUNEBASE_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
@@ -33,10 +34,6 @@ using Clock = std::chrono::steady_clock;
 constexpr double kMillisecondsPerSecond = 1e3;
 constexpr double kFlopsPerGigaflop = 1e9;
 constexpr std::int64_t kBytesPerFloat = sizeof(float);
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 bool is_cuda(const ComputeBackend& backend) { return backend.device().backend == "cuda"; }
 
@@ -874,13 +871,13 @@ constexpr std::int64_t kDefaultLaplacianGrid = 64;
 constexpr double kGemmBytesPerElement = 7 * sizeof(float);
 constexpr double kConvBytesPerPixel = 6 * sizeof(float);
 
-// A size whose arrays would not fit in this machine's memory is refused before they are made
-// (it ended in std::bad_alloc, or in swapping for minutes).
-void check_fits_in_memory(const std::string& which, std::int64_t size, double bytes_per_element) {
-  const double pages = static_cast<double>(::sysconf(_SC_PHYS_PAGES));
-  const double page = static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  if (!(pages > 0 && page > 0)) return;
-  const double memory = pages * page;
+// A size whose arrays would not fit in half this machine's memory is refused before they are
+// made (it ended in std::bad_alloc, or in swapping for minutes): unlike a matrix, which is
+// what it is, a square problem can be asked smaller, and the largest that fits is said.
+void check_square_fits_in_memory(const std::string& which, std::int64_t size,
+                                 double bytes_per_element) {
+  const auto memory = static_cast<double>(physical_memory_bytes());
+  if (!(memory > 0)) return;
   const double n = static_cast<double>(size);
   const double needed = bytes_per_element * n * n;
   if (needed <= 0.5 * memory) return;
@@ -895,9 +892,10 @@ void check_fits_in_memory(const std::string& which, std::int64_t size, double by
 
 void check_problem_fits(const std::string& which, const FactoryInput& in) {
   if (which == "gemm") {
-    check_fits_in_memory("gemm", in.size.value_or(kDefaultGemmSize), kGemmBytesPerElement);
+    check_square_fits_in_memory("gemm", in.size.value_or(kDefaultGemmSize), kGemmBytesPerElement);
   } else if (which == "conv") {
-    check_fits_in_memory("convolution", in.size.value_or(kDefaultImageSize), kConvBytesPerPixel);
+    check_square_fits_in_memory("convolution", in.size.value_or(kDefaultImageSize),
+                                kConvBytesPerPixel);
   }
 }
 

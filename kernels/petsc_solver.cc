@@ -169,10 +169,6 @@ double process_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
 // ---------------------------------------------------------------------------------------------
 // The solver process (runs only in the forked child; never returns into the caller's code)
 // ---------------------------------------------------------------------------------------------

@@ -30,10 +30,6 @@ constexpr int kDefaultSliceSize = 8;
 // Cap on back-to-back products per timed sample (tiny matrices at min_sample_seconds).
 constexpr std::int64_t kMaxInnerRepetitions = 1 << 20;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
 void set_schedule(LoopSchedule schedule, int chunk) {
   switch (schedule) {
     case LoopSchedule::kStatic:
