@@ -1,7 +1,6 @@
 #include "kernels/gpu_evaluators.h"
 
 #include <cblas.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
