@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/machine.h"
+#include "db/json_text.h"
 #include "db/store.h"
 #include "db/study_export.h"
 #include "tuner/quality.h"
@@ -387,7 +388,147 @@ void note_unknown_machine(const db::Store& store, const std::string& name, const
             << "\n";
 }
 
+// What `tunebase space` says of a space: its parameters, how many configurations it has and
+// how many of them are valid (counted, or estimated from random points when there are too
+// many to count), and whether its default is one of them.
+nlohmann::json space_summary(const SearchSpace& space) {
+  nlohmann::json parameters = nlohmann::json::array();
+  for (const auto& p : space.parameters()) {
+    nlohmann::json j{{"name", p.name},
+                     {"kind", std::string(to_string(p.kind))},
+                     {"default", to_json(p.default_value)}};
+    if (p.is_discrete()) {
+      j["count"] = p.size();
+      nlohmann::json values = nlohmann::json::array();
+      for (const auto& v : p.values) values.push_back(to_json(v));
+      j["values"] = std::move(values);
+    } else {
+      j["low"] = p.low;
+      j["high"] = p.high;
+    }
+    if (p.log_scale) j["log"] = true;
+    parameters.push_back(std::move(j));
+  }
+  nlohmann::json constraints = nlohmann::json::array();
+  for (const auto& c : space.constraints()) constraints.push_back(c.text);
+  const double points = space.cartesian_size();
+  nlohmann::json out{{"parameters", std::move(parameters)},
+                     {"constraints", std::move(constraints)},
+                     {"points", std::isfinite(points) ? nlohmann::json(points) : nullptr}};
+  if (space.enumerable()) {
+    out["valid"] = *space.valid_count();
+    out["valid_counted"] = true;
+  } else {
+    // Uniform points of the product (not of the valid set): the share that holds estimates
+    // the valid count.
+    constexpr int kDraws = 100000;
+    Rng rng(0);
+    int held = 0;
+    Configuration c(space.dimension());
+    for (int i = 0; i < kDraws; ++i) {
+      for (std::size_t d = 0; d < space.dimension(); ++d) {
+        const auto& p = space.parameter(d);
+        if (p.is_discrete()) {
+          c[d] = p.values[std::uniform_int_distribution<std::size_t>(0, p.size() - 1)(rng)];
+        } else {
+          c[d] = std::uniform_real_distribution<double>(p.low, p.high)(rng);
+        }
+      }
+      held += space.satisfies_constraints(c) ? 1 : 0;
+    }
+    out["valid_share_estimate"] = static_cast<double>(held) / kDraws;
+    out["valid_counted"] = false;
+    if (std::isfinite(points)) out["valid"] = std::llround(points * held / kDraws);
+  }
+  const auto defaults = space.default_configuration();
+  out["default"] = space.config_to_json(defaults);
+  try {
+    space.check(defaults);
+    out["default_valid"] = true;
+  } catch (const InvalidInput& e) {
+    out["default_valid"] = false;
+    out["default_violates"] = e.what();
+  }
+  return out;
+}
+
 void add_query_commands(CLI::App& app) {
+  // --- space
+  {
+    struct Args {
+      std::string file;
+      bool json = false;
+    };
+    auto args = std::make_shared<Args>();
+    auto* cmd = app.add_subcommand(
+        "space",
+        "Check a space file (tunebase, Kernel Tuner or T1 format, .json or .json.gz): its "
+        "parameters, how many configurations it has, how many are valid, and its default");
+    cmd->add_option("file", args->file, "The space file")->required();
+    cmd->add_flag("--json", args->json, "Print JSON");
+    cmd->callback([args] {
+      const auto space = SearchSpace::load(args->file);
+      const auto summary = space_summary(space);
+      if (args->json) {
+        std::cout << summary.dump(2) << "\n";
+        return;
+      }
+      std::cout << "parameters:  " << space.dimension() << "\n";
+      for (const auto& p : summary["parameters"]) {
+        std::cout << "  " << p["name"].get<std::string>() << "  " << p["kind"].get<std::string>();
+        if (p.contains("values")) {
+          std::cout << ", " << p["count"] << " values " << db::json_text(p["values"]);
+        } else {
+          std::cout << ", " << p["low"] << " .. " << p["high"];
+        }
+        if (p.contains("log")) std::cout << ", log scale";
+        std::cout << ", default " << db::json_text(p["default"]) << "\n";
+      }
+      std::cout << "constraints: " << summary["constraints"].size() << "\n";
+      for (const auto& c : summary["constraints"]) {
+        std::cout << "  " << c.get<std::string>() << "\n";
+      }
+      const auto& points = summary["points"];
+      // Counts up to 2^53 in full (82944, not 8.2944e+04).
+      const auto whole_number = [](double v) {
+        return v < 0x1p53 ? std::to_string(std::llround(v)) : db::format_number(v);
+      };
+      const auto three_digits = [](double v) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.3g", v);
+        return std::string(text);
+      };
+      std::cout << "points:      "
+                << (points.is_null() ? std::string("infinite (a real parameter)")
+                                     : whole_number(points.get<double>()))
+                << "\n";
+      if (summary["valid_counted"].get<bool>()) {
+        const auto valid = summary["valid"].get<double>();
+        std::cout << "valid:       " << whole_number(valid);
+        if (!points.is_null() && points.get<double>() > 0) {
+          std::cout << " (" << three_digits(100.0 * valid / points.get<double>()) << "%)";
+        }
+        std::cout << "\n";
+      } else {
+        const double share = summary["valid_share_estimate"].get<double>();
+        std::cout << "valid:       ";
+        if (share == 0.0) {
+          std::cout << "under 0.001% (none of 100000 random points; too many to count)\n";
+        } else {
+          std::cout << (summary.contains("valid")
+                            ? "about " + three_digits(summary["valid"].get<double>()) + " ("
+                            : std::string("("))
+                    << three_digits(100.0 * share)
+                    << "% of 100000 random points; too many to count)\n";
+        }
+      }
+      std::cout << "default:     " << db::json_text(summary["default"])
+                << (summary["default_valid"].get<bool>()
+                        ? " (valid)"
+                        : " (invalid: " + summary["default_violates"].get<std::string>() + ")")
+                << "\n";
+    });
+  }
   // --- best
   {
     struct Args {

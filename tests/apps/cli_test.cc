@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -201,6 +202,54 @@ TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
   r = run("export --study s1 -o " + dir_.file("absent/s1.json") + " --db " + db());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("No such file or directory"), std::string::npos) << r.err;
+}
+
+// A space file checked before a sweep: its valid configurations counted (or estimated), and its
+// default judged.
+TEST_F(Cli, SpaceCountsTheValidConfigurationsAndJudgesTheDefault) {
+  const auto small = dir_.file("small.json");
+  std::ofstream(small)
+      << R"({"tune_params": {"bx": [1, 2, 4, 8], "by": [1, 2, 4], "f": ["-O2", "-O3"]},
+                             "restrictions": ["bx * by <= 8", "bx > 1"]})";
+  auto r = run("space " + small);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("points:      24\n"), std::string::npos) << r.out;
+  // bx in 2, 4, 8 with bx * by <= 8: 3 + 2 + 1 pairs, times 2 flags.
+  EXPECT_NE(r.out.find("valid:       12 (50%)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(invalid: "), std::string::npos) << "bx = 1 breaks bx > 1: " << r.out;
+  r = run("space --json " + small);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["valid"], 12);
+  EXPECT_EQ(j["parameters"][2]["kind"], "categorical");
+  EXPECT_FALSE(j["default_valid"].get<bool>());
+
+  // Too many to count: estimated from random points.
+  const auto huge = dir_.file("huge.json");
+  std::ofstream(huge) << R"({"tune_params": {"a": )" << nlohmann::json(std::vector<int>(1000, 0))
+                      << R"(, "b": [0], "c": )" << nlohmann::json(std::vector<int>(1000, 0))
+                      << R"(, "d": )" << nlohmann::json(std::vector<int>(100, 0)) << "}}";
+  r = run("space " + huge);
+  EXPECT_NE(r.exit_code, 0) << "duplicate values are refused: " << r.out;
+  std::vector<int> thousand(1000);
+  std::iota(thousand.begin(), thousand.end(), 0);
+  std::ofstream(huge)
+      << R"({"tune_params": {"a": )" << nlohmann::json(thousand) << R"(, "b": )"
+      << nlohmann::json(thousand)
+      << R"(, "c": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49]},
+                             "restrictions": ["a < b"]})";
+  r = run("space " + huge);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("points:      50000000\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("% of 100000 random points; too many to count)"), std::string::npos)
+      << r.out;
+  r = run("space --json " + huge);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // a < b holds for 999 * 1000 / 2 of the 10^6 pairs.
+  EXPECT_NEAR(nlohmann::json::parse(r.out)["valid_share_estimate"].get<double>(), 0.4995, 0.01)
+      << r.out;
+  r = run("space " + dir_.file("absent.json"));
+  EXPECT_EQ(r.exit_code, 6) << r.err;
 }
 
 TEST_F(Cli, AResumedSweepMeasuresExpiredLeasesAndLeavesLiveOnesAlone) {
@@ -897,7 +946,7 @@ TEST_F(Cli, AMistypedCommandIsNamedWithTheCommandsThereAre) {
   auto r = run("show --study 1 --db " + db());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown command 'tunebase show'; the commands of tunebase are sweep, "
-                       "best, trials"),
+                       "space, best, trials"),
             std::string::npos)
       << r.err;
   r = run("token creat ci --db " + db());
