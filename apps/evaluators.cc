@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iostream>
 #include <utility>
 #include <vector>
 
@@ -99,8 +100,8 @@ void reject_unused_options(const EvaluatorSpec& spec) {
        "spmv, petsc and the GPU SpMV kernels when no --matrix is given, and the other GPU "
        "kernels"},
       {"--cmd", !spec.command.empty(), command, "command"},
-      {"--space", !spec.space_file.empty(), command,
-       "command (replay searches its file's own configurations)"},
+      {"--space", !spec.space_file.empty(), command || spec.kernel == "replay",
+       "command, and replay (the file's configurations that the space allows)"},
       {"--regex", !spec.regex.empty(), command, "command"},
       {"--maximize", spec.maximize, command,
        "command (the other kernels measure times, which are minimised)"},
@@ -260,8 +261,17 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
     if (spec.replay_file.empty()) {
       throw InvalidInput("--kernel replay needs --replay FILE (a Kernel Tuner cache or T4 file)");
     }
-    return std::make_unique<ReplayEvaluator>(
-        ReplayEvaluator::from_file(spec.replay_file, spec.kernel_name));
+    auto replay = ReplayEvaluator::from_file(spec.replay_file, spec.kernel_name);
+    if (spec.space_file.empty()) return std::make_unique<ReplayEvaluator>(std::move(replay));
+    // Kernel Tuner's simulation mode with restrictions: the file's configurations they allow.
+    auto within =
+        std::make_unique<ReplayInSpace>(std::move(replay), SearchSpace::load(spec.space_file));
+    if (within->left_out() > 0) {
+      std::cerr << "note: " << spec.space_file << " leaves out " << within->left_out() << " of "
+                << spec.replay_file << "'s configurations; the sweep searches the other "
+                << within->candidates()->size() << "\n";
+    }
+    return within;
   }
   throw InvalidInput("unknown kernel '" + spec.kernel + "'; known kernels: " + known_kernels());
 }

@@ -21,6 +21,13 @@ std::string file_stem(const std::string& path) {
   return name;
 }
 
+/// "a, b, c": the names of a space's parameters.
+std::string parameter_names(const SearchSpace& space) {
+  std::string names;
+  for (const auto& p : space.parameters()) names += (names.empty() ? "" : ", ") + p.name;
+  return names;
+}
+
 }  // namespace
 
 ReplayEvaluator::ReplayEvaluator(MeasuredDataset dataset, std::string origin,
@@ -121,6 +128,40 @@ std::size_t ReplayEvaluator::failed_count() const {
   std::size_t failed = 0;
   for (const auto& [key, i] : index_) failed += dataset_.entries[i].result.ok() ? 0 : 1;
   return failed;
+}
+
+ReplayInSpace::ReplayInSpace(ReplayEvaluator replay, SearchSpace space)
+    : replay_(std::move(replay)), space_(std::move(space)) {
+  const auto& file_space = replay_.space();
+  for (const auto& p : space_.parameters()) {
+    if (!file_space.index_of(p.name)) {
+      throw InvalidInput("the space's parameter '" + p.name + "' is not one of " +
+                         replay_.origin() + "'s (" + parameter_names(file_space) + ")");
+    }
+  }
+  for (const auto& p : file_space.parameters()) {
+    if (!space_.index_of(p.name)) {
+      throw InvalidInput(replay_.origin() + "'s parameter '" + p.name +
+                         "' is not one of the space's (" + parameter_names(space_) + ")");
+    }
+  }
+  for (const auto& c : replay_.configurations()) {
+    const auto named = file_space.config_to_json(c);
+    Configuration own(space_.dimension());
+    bool held = true;
+    for (std::size_t i = 0; i < space_.dimension() && held; ++i) {
+      const auto& p = space_.parameter(i);
+      const auto position = p.index_of(value_from_json(named.at(p.name)));
+      held = position.has_value();
+      if (held) own[i] = p.values[*position];
+    }
+    if (held && space_.satisfies_constraints(own)) candidates_.push_back(std::move(own));
+  }
+  if (candidates_.empty()) {
+    throw InvalidInput("none of the " + std::to_string(replay_.size()) + " configurations of " +
+                       replay_.origin() +
+                       " is valid in the space given (its values or constraints leave all out)");
+  }
 }
 
 }  // namespace tunebase

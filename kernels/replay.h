@@ -91,4 +91,31 @@ class ReplayEvaluator : public Evaluator {
   std::optional<std::size_t> best_;
 };
 
+/// A replayed file searched within a space of the user's (Kernel Tuner's simulation mode with
+/// restrictions): the candidates are the file's configurations that the space holds and its
+/// constraints allow, written in the space's values; each is answered from the file.
+class ReplayInSpace : public Evaluator {
+ public:
+  /// InvalidInput when a parameter of one is not the other's, or when none of the file's
+  /// configurations is valid in `space`.
+  ReplayInSpace(ReplayEvaluator replay, SearchSpace space);
+
+  std::string kernel_name() const override { return replay_.kernel_name(); }
+  std::string objective_unit() const override { return replay_.objective_unit(); }
+  const std::vector<Configuration>* candidates() const override { return &candidates_; }
+  const SearchSpace& space() const override { return space_; }
+  nlohmann::json task() const override { return replay_.task(); }
+  Measurement evaluate(const Configuration& config) override {
+    return replay_.lookup_json(space_.config_to_json(config));
+  }
+  std::optional<std::string> measured_on() const override { return replay_.measured_on(); }
+  /// How many of the file's configurations the space leaves out.
+  std::size_t left_out() const { return replay_.size() - candidates_.size(); }
+
+ private:
+  ReplayEvaluator replay_;
+  SearchSpace space_;
+  std::vector<Configuration> candidates_;
+};
+
 }  // namespace tunebase

@@ -1576,9 +1576,10 @@ TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
   const auto space = dir_.file("space.json");
   std::ofstream(space)
       << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 3}]})";
+  // A replay's space must be of the file's parameters (it restricts the file's configurations).
   auto r = run("sweep --kernel replay --replay " + target + " --space " + space + " --db " + db());
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--space is not used by --kernel replay"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the space's parameter 'x' is not one of"), std::string::npos) << r.err;
   r = run("sweep --kernel command --space " + space + " --cmd 'echo {x}' --timeout 1e11 --db " +
           db());
   EXPECT_NE(r.exit_code, 0);

@@ -62,6 +62,37 @@ TEST(ReplayEvaluator, ReturnsTheFilesValuesAndFailures) {
   EXPECT_EQ(replay.space().key(replay.best().config), "32,0.5");
 }
 
+// Kernel Tuner's simulation mode with restrictions: the file's configurations the space allows,
+// in the space's own values, answered from the file.
+TEST(ReplayInSpace, SearchesTheFilesConfigurationsTheSpaceAllows) {
+  ReplayEvaluator replay(parse_measurements(kCache, "toy.json"), "toy.json");
+  const auto space = SearchSpace::from_document(nlohmann::ordered_json::parse(
+      R"({"tune_params": {"block_size_x": [16, 32, 64, 128], "scale": [0.5, 1]},
+          "restrictions": ["block_size_x >= 32"]})"));
+  ReplayInSpace within(replay, space);
+  ASSERT_EQ(within.candidates()->size(), 2u);
+  EXPECT_EQ(within.left_out(), 1u);
+  EXPECT_EQ(within.kernel_name(), "vector_add");
+  EXPECT_EQ(within.space().fingerprint(), space.fingerprint());
+  const auto& first = within.candidates()->front();
+  EXPECT_EQ(space.config_to_json(first), (nlohmann::json{{"block_size_x", 32}, {"scale", 0.5}}));
+  EXPECT_DOUBLE_EQ(within.evaluate(first).objective, 1.25);
+  EXPECT_EQ(within.evaluate(within.candidates()->back()).message, "RuntimeFailedConfig");
+
+  const auto other = SearchSpace::from_json(nlohmann::json::parse(
+      R"({"parameters": [{"name": "block_size_x", "values": [16]}, {"name": "x", "values": [1]}]})"));
+  try {
+    ReplayInSpace wrong(replay, other);
+    FAIL() << "a space of other parameters was taken";
+  } catch (const InvalidInput& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the space's parameter 'x' is not one of toy.json's"));
+  }
+  const auto none = SearchSpace::from_document(nlohmann::ordered_json::parse(
+      R"({"tune_params": {"block_size_x": [16, 32, 64], "scale": [0.5, 1.0]},
+          "restrictions": ["block_size_x > 64"]})"));
+  EXPECT_THROW(ReplayInSpace(replay, none), InvalidInput);
+}
+
 TEST(ReplayEvaluator, MatchesNumbersWhateverTheirType) {
   ReplayEvaluator replay(parse_measurements(kCache, "toy.json"), "toy.json");
   // 32.0 for 32 and the integer 1 for 1.0 name the same configurations.
