@@ -379,22 +379,23 @@ bool key_matches(std::string_view key, const Configuration& config) {
     start = comma + 1;
   }
   // A string value holding a comma splits into several pieces: compare the whole text, as
-  // Kernel Tuner writes it (unescaped).
+  // Kernel Tuner writes it (Python's str() of each value, unescaped).
   if (pieces.size() != config.size()) {
     std::string joined;
     for (std::size_t i = 0; i < config.size(); ++i) {
       if (i) joined += ',';
-      joined += to_string(config[i]);
+      joined += python_text(config[i]);
     }
     return key == joined;
   }
   for (std::size_t i = 0; i < config.size(); ++i) {
     std::string_view piece = pieces[i];
-    while (!piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+    // A string is compared as it is (" sp" is not "sp"); a number may follow a space.
     if (const auto* s = std::get_if<std::string>(&config[i])) {
       if (piece != *s) return false;
       continue;
     }
+    while (!piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
     double parsed = 0.0;
     const auto [end, ec] = std::from_chars(piece.data(), piece.data() + piece.size(), parsed);
     if (ec != std::errc() || end != piece.data() + piece.size()) return false;
@@ -461,6 +462,7 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
         TrialStatus::failed,
         "time " + time->dump() + ": older Kernel Tuner versions' mark of a failed configuration",
         cost);
+    obs.result.raw = std::move(raw);
   } else if (time->is_number()) {
     obs.result =
         Measurement::success(measured_time(time->get<double>(), where), std::move(raw), cost);
@@ -475,7 +477,11 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
                          "\"; a time is a number (milliseconds), and a string names the "
                          "failure (e.g. \"RuntimeFailedConfig\")");
     }
-    obs.result = Measurement::failure(TrialStatus::failed, text, cost);
+    // Kernel Tuner's InvalidConfig is a configuration its restrictions or the device refuse;
+    // the times a failure ran before it failed are kept.
+    obs.result = Measurement::failure(
+        text == "InvalidConfig" ? TrialStatus::invalid : TrialStatus::failed, text, cost);
+    obs.result.raw = std::move(raw);
   } else {
     throw InvalidInput(
         where +

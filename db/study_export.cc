@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string_view>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "core/measurements.h"
@@ -149,6 +151,10 @@ std::pair<nlohmann::json, double> kernel_tuner_header(const Store& store, StudyI
   nlohmann::json keys = nlohmann::json::array();
   nlohmann::json tune_params = nlohmann::json::object();
   for (const auto& p : space.parameters()) {
+    if (p.name == "time" || p.name == "times") {
+      throw InvalidInput("a Kernel Tuner cache keeps each entry's measurement under \"" + p.name +
+                         "\", but " + what + " has a parameter of that name" + instead);
+    }
     if (!p.is_discrete()) {
       throw InvalidInput("a Kernel Tuner cache lists every value of each parameter, but " + what +
                          " has the real interval '" + p.name + "' (" + format_number(p.low) +
@@ -169,6 +175,27 @@ std::pair<nlohmann::json, double> kernel_tuner_header(const Store& store, StudyI
     header["problem_size"] = *size;
   }
   return {std::move(header), to_ms};
+}
+
+// The key Kernel Tuner gives a trial's configuration (Python's str() of each value, joined by
+// commas), or nothing for a trial with no result (pending, a lease that ended) or of another
+// space (an old version's).
+std::optional<std::string> kernel_tuner_key(const TrialRecord& t,
+                                            const std::vector<std::string>& names) {
+  if (t.result.status == TrialStatus::pending || t.lease_expired()) return std::nullopt;
+  std::string key;
+  for (const auto& name : names) {
+    if (!t.config.contains(name)) return std::nullopt;
+    key += (key.empty() ? "" : ",") + python_text(value_from_json(t.config[name]));
+  }
+  return key;
+}
+
+// A value in the study's unit in milliseconds: divided by 1000 for microseconds rather than
+// multiplied by 0.001 (1400 us is 1.4 ms, not 1.4000000000000001).
+double in_milliseconds(double value, double milliseconds_per_unit) {
+  if (milliseconds_per_unit >= 1.0) return value * milliseconds_per_unit;
+  return value / std::round(1.0 / milliseconds_per_unit);
 }
 
 std::string text_of(const nlohmann::json& j, int indent) {
@@ -193,9 +220,30 @@ std::vector<TrialRecord> TrialPages::next() {
 StudyExport::StudyExport(const Store& store, StudyId study, ExportFormat format,
                          std::size_t page_trials)
     : store_(store), study_(study), format_(format), pages_(store, study, {}, page_trials) {
-  if (format_ == ExportFormat::kernel_tuner) {
-    std::tie(kt_header_, to_milliseconds_) = kernel_tuner_header(store, study);
-    for (const auto& name : kt_header_["tune_params_keys"]) names_.push_back(name);
+  if (format_ != ExportFormat::kernel_tuner) return;
+  std::tie(kt_header_, to_milliseconds_) = kernel_tuner_header(store, study);
+  for (const auto& name : kt_header_["tune_params_keys"]) names_.push_back(name);
+  // Read once before the text is made: a cache holds one entry per key, the configuration's
+  // success when it has one (a failure of it, measured too, is left out), and two
+  // configurations with one key (a string value holding a comma) cannot both be in it.
+  std::unordered_map<std::string, std::string> config_of_key;
+  TrialRange same_trials;
+  same_trials.up_to = pages_.last_id();
+  TrialPages scan(store, study, same_trials, page_trials);
+  for (auto page = scan.next(); !page.empty(); page = scan.next()) {
+    for (const auto& t : page) {
+      const auto key = kernel_tuner_key(t, names_);
+      if (!key) continue;
+      const auto [seen, fresh] = config_of_key.emplace(*key, t.config_key);
+      if (!fresh && seen->second != t.config_key) {
+        throw InvalidInput("configurations " + seen->second + " and " + t.config_key +
+                           " of study " + std::to_string(study.value) +
+                           " have the same Kernel Tuner cache key \"" + *key +
+                           "\" (a string value holds a comma), and a cache holds one entry a "
+                           "key: export it as json or csv");
+      }
+      if (t.result.ok()) kt_keys_measured_.insert(*key);
+    }
   }
 }
 
@@ -271,45 +319,47 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
     return;
   }
   if (format_ == ExportFormat::kernel_tuner) {
-    if (t.result.status == TrialStatus::pending) return;
-    // The key as Kernel Tuner makes it: Python's str() of each value, joined by commas.
-    std::string key;
+    const auto key = kernel_tuner_key(t, names_);
+    if (!key) return;
+    // A failure of a configuration that succeeded too is left out; the first result stands.
+    if (!t.result.ok() && kt_keys_measured_.count(*key)) return;
+    if (!kt_keys_written_.insert(*key).second) return;
     nlohmann::json entry = nlohmann::json::object();
-    for (const auto& name : names_) {
-      if (!t.config.contains(name)) return;  // not of this space (an old version's trial)
-      const auto value = value_from_json(t.config[name]);
-      key += (key.empty() ? "" : ",") + python_text(value);
-      entry[name] = to_json(value);
-    }
-    if (!kt_keys_written_.insert(key).second) return;
+    for (const auto& name : names_) entry[name] = to_json(value_from_json(t.config[name]));
     // Metrics as they came (an imported cache's compile_time, GFLOP/s...); the time and the
     // parameters are the trial's own.
+    // A number that is not finite (stored as null) would be written as null, which Kernel Tuner
+    // cannot add up.
     for (const auto& [name, value] : t.result.metrics.items()) {
-      if (!entry.contains(name) && name != "time" && name != "times") entry[name] = value;
+      const bool finite =
+          !value.is_null() && (!value.is_number_float() || std::isfinite(value.get<double>()));
+      if (!entry.contains(name) && name != "time" && name != "times" && finite) {
+        entry[name] = value;
+      }
     }
     if (t.result.ok()) {
-      entry["time"] = t.result.objective * to_milliseconds_;
+      entry["time"] = in_milliseconds(t.result.objective, to_milliseconds_);
     } else {
       entry["time"] = kernel_tuner_failure(t);
     }
     nlohmann::json times = nlohmann::json::array();
     double times_ms = 0.0;
     for (double r : t.result.raw) {
-      times.push_back(r * to_milliseconds_);
-      times_ms += r * to_milliseconds_;
+      times.push_back(in_milliseconds(r, to_milliseconds_));
+      times_ms += times.back().get<double>();
     }
     if (!times.empty()) entry["times"] = std::move(times);
-    // What the evaluation cost, where nothing of the cache's own says it and its times are
-    // not all of it (what a reader of the cache takes then).
+    // What the evaluation cost, where it is known, nothing of the cache's own says it, and its
+    // times are not all of it (what a reader of the cache takes then).
     const bool cost_known = entry.contains("compile_time") || entry.contains("benchmark_time") ||
                             entry.contains("verification_time");
     const double cost_ms = t.result.cost_seconds * 1000.0;
-    if (!cost_known && std::abs(cost_ms - times_ms) > 1e-9 * std::max(cost_ms, 1.0)) {
+    if (!cost_known && cost_ms > 0 && std::abs(cost_ms - times_ms) > 1e-9 * cost_ms) {
       entry["benchmark_time"] = cost_ms;
     }
     out += any_trial_ ? ",\n  " : "\n  ";
     any_trial_ = true;
-    out += text_of(key, -1) + ": " + text_of(entry, -1);
+    out += text_of(*key, -1) + ": " + text_of(entry, -1);
     return;
   }
   // Fields are appended one by one: a row is `trial_id,<parameters...>,status,...`.

@@ -755,6 +755,65 @@ TEST_F(StoreTest, ExportAsAKernelTunerCache) {
   EXPECT_EQ(export_format_from_string("kernel_tuner"), ExportFormat::kernel_tuner);
 }
 
+// What a cache cannot say is left out or refused, never written wrong: a lease that ended is no
+// result (its configuration measured later is), two configurations with one key cannot both be
+// entries.
+TEST_F(StoreTest, AKernelTunerExportKeepsTheMeasurementOverALeaseThatEnded) {
+  const auto first = testing::make_study(store_, "other");
+  NewStudy n;
+  n.name = "us";
+  n.kernel = first.kernel_id;
+  n.machine = first.machine_id;
+  n.task = first.task_id;
+  n.settings = {{"unit", "us"}};
+  const auto s = store_.create_study(n);
+  store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "gone", 30.0);
+  ASSERT_EQ(store_.expire_leases(std::chrono::system_clock::now() + 120s), 1u);
+  store_.add_trial(s.id, testing::config_json(32, "row"), "32,row",
+                   Measurement::failure(TrialStatus::failed, "out of memory"));
+  auto measured = Measurement::success(1400.0, {1400.0});
+  measured.metrics = {{"GFLOP/s", 2.0}, {"power", std::numeric_limits<double>::quiet_NaN()}};
+  store_.add_trial(s.id, testing::config_json(16, "row"), "16,row", measured);
+
+  const auto j = nlohmann::json::parse(export_study(store_, s.id, ExportFormat::kernel_tuner));
+  const auto& cache = j["cache"];
+  ASSERT_EQ(cache.size(), 2u) << cache.dump();
+  EXPECT_EQ(cache["16,row"]["time"], 1.4) << "1400 us is 1.4 ms: " << cache.dump();
+  EXPECT_EQ(cache["16,row"]["times"], nlohmann::json({1.4}));
+  EXPECT_EQ(cache["16,row"]["GFLOP/s"], 2.0);
+  EXPECT_FALSE(cache["16,row"].contains("power")) << "NaN would be null: " << cache.dump();
+  EXPECT_FALSE(cache["16,row"].contains("benchmark_time")) << "no cost was measured";
+  EXPECT_EQ(cache["32,row"]["time"], "RuntimeFailedConfig");
+
+  // Configurations whose keys are one text: refused before anything is written.
+  const auto strings = store_.upsert_kernel(
+      "strings",
+      SearchSpace({categorical("a", {Value{std::string("x,y")}, Value{std::string("x")}}),
+                   categorical("b", {Value{std::string("z")}, Value{std::string("y,z")}})},
+                  {}));
+  n.name = "commas";
+  n.kernel = strings.id;
+  n.task = store_.upsert_task("strings", nlohmann::json::object()).id;
+  const auto commas = store_.create_study(n);
+  store_.add_trial(commas.id, {{"a", "x,y"}, {"b", "z"}}, "x\\,y,z", Measurement::success(1.0));
+  store_.add_trial(commas.id, {{"a", "x"}, {"b", "y,z"}}, "x,y\\,z", Measurement::success(2.0));
+  try {
+    export_study(store_, commas.id, ExportFormat::kernel_tuner);
+    FAIL() << "two configurations were written under one key";
+  } catch (const InvalidInput& e) {
+    EXPECT_THAT(e.what(), HasSubstr("have the same Kernel Tuner cache key \"x,y,z\""));
+  }
+  // A parameter named as the measurement's field.
+  const auto timed = store_.upsert_kernel(
+      "timed",
+      SearchSpace({ordinal("time", {Value{std::int64_t{1}}, Value{std::int64_t{2}}})}, {}));
+  n.name = "timed";
+  n.kernel = timed.id;
+  n.task = store_.upsert_task("timed", nlohmann::json::object()).id;
+  const auto named_time = store_.create_study(n);
+  EXPECT_THROW(export_study(store_, named_time.id, ExportFormat::kernel_tuner), InvalidInput);
+}
+
 TEST_F(StoreTest, DeletingAStudyTakesItsTrialsAndRefusesAnActiveOne) {
   const auto keep = testing::make_study(store_, "keep");
   const auto gone = testing::make_study(store_, "gone", "m2");
