@@ -441,8 +441,9 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
     obs.config.push_back(domain_value(p, *it, where, "tune_params"));
   }
   if (!key_matches(key, obs.config)) {
-    throw InvalidInput(where + " does not match its values: they give the key \"" +
-                       space.key(obs.config) +
+    std::string python_key;
+    for (const auto& v : obs.config) python_key += (python_key.empty() ? "" : ",") + python_text(v);
+    throw InvalidInput(where + " does not match its values: they give the key \"" + python_key +
                        "\" (the key must be the values of tune_params_keys joined by commas)");
   }
 

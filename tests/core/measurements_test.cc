@@ -150,6 +150,21 @@ TEST(KernelTunerCache, AcceptsIntegralFloatKeysWrittenEitherWay) {
   EXPECT_EQ(parse_measurements(text, "cache.json").entries.size(), 3u);
 }
 
+// Keys as Kernel Tuner writes them, Python's str() of each value: a string holding a comma or
+// starting with a space, next to a real that Python writes positionally.
+TEST(KernelTunerCache, KeysOfStringsWithCommasAndSpacesAreRead) {
+  const std::string text = R"({"device_name": "gpu", "kernel_name": "k",
+    "tune_params_keys": ["eps", "flags"],
+    "tune_params": {"eps": [0.0001], "flags": ["-a,-b", " sp"]},
+    "cache": {
+      "0.0001,-a,-b": {"eps": 0.0001, "flags": "-a,-b", "time": 1.0, "times": [1.0]},
+      "0.0001, sp": {"eps": 0.0001, "flags": " sp", "time": "InvalidConfig", "times": [3.0]}}})";
+  const auto d = parse_measurements(text, "cache.json");
+  ASSERT_EQ(d.entries.size(), 2u);
+  EXPECT_EQ(d.entries[1].result.status, TrialStatus::invalid);
+  EXPECT_EQ(d.entries[1].result.raw, std::vector<double>{3.0}) << "a failure keeps its times";
+}
+
 // Kernel Tuner writes its cache entry by entry, as json.dumps(header)[:-3] and then
 // "key": {entry}, per configuration; an interrupted run leaves it open.
 const std::string kOpenCacheHeader = R"({
