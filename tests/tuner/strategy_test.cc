@@ -64,6 +64,26 @@ TEST_P(EveryStrategy, NeverRepeatsNorViolatesAndStopsWhenExhausted) {
   EXPECT_TRUE(session.propose(3).empty());
 }
 
+// 10^8 points and one valid, the first values: too rare for random draws, proposed all the same
+// (the space was accepted for it), once.
+TEST_P(EveryStrategy, ProposesTheOneValidConfigurationOfAHugeSpace) {
+  if (GetParam() == "exhaustive") GTEST_SKIP() << "refuses a space it cannot enumerate";
+  std::vector<Parameter> parameters;
+  for (int i = 0; i < 8; ++i) {
+    parameters.push_back(integer_range("p" + std::to_string(i), 0, 9, 1, 9));
+  }
+  SearchSpace space(parameters, {"p0+p1+p2+p3+p4+p5+p6+p7 == 0"});
+  SessionOptions opts;
+  opts.strategy = GetParam();
+  opts.seed = 1;
+  Session session(space, opts);
+  const auto batch = session.propose(1);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(space.key(batch.front()), "0,0,0,0,0,0,0,0");
+  session.observe(batch.front(), Measurement::success(1.0));
+  EXPECT_TRUE(session.propose(1).empty());
+}
+
 TEST_P(EveryStrategy, PendingConfigurationsAreNotProposedAgain) {
   auto space = test_space();
   SessionOptions opts;
