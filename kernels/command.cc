@@ -257,6 +257,16 @@ void kill_running_commands() noexcept {
 
 CommandResult run_command(const std::string& command, const std::vector<std::string>& environment,
                           double timeout_seconds, const std::string& working_directory) {
+  // A command runs where tunebase runs: once that directory is removed (a benchmark that
+  // cleans up after itself), every command would fail alike (the shell's getcwd fails).
+  if (working_directory.empty()) {
+    std::array<char, 4096> here{};
+    if (::getcwd(here.data(), here.size()) == nullptr && errno == ENOENT) {
+      throw EvaluatorUnavailable(
+          "the working directory of tunebase was removed, so no command can run in it; start "
+          "again from an existing directory (the study resumes)");
+    }
+  }
   int out_pipe[2];
   int err_pipe[2];
   // This process out of descriptors or memory: no command can run until that is fixed.

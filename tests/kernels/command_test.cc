@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -331,6 +332,21 @@ TEST(CommandEvaluator, AWorkingDirectoryGoneStopsTheSweepInsteadOfFailingEveryTr
     EXPECT_NE(std::string(error.what()).find(o.working_directory), std::string::npos)
         << error.what();
   }
+}
+
+// The same when the command runs where tunebase runs (the CLI's case) and that is removed.
+TEST(CommandEvaluator, TheProcessesWorkingDirectoryGoneStopsTheSweep) {
+  const auto before = std::filesystem::current_path();
+  CommandEvaluator e(make_space(), "echo 1", quick());
+  {
+    auto dir = std::make_unique<TempDir>();
+    std::filesystem::current_path(dir->path());
+    ASSERT_TRUE(e.evaluate(config(8, "fast")).ok());
+    dir.reset();
+    EXPECT_THROW((void)e.evaluate(config(16, "fast")), EvaluatorUnavailable);
+  }
+  std::filesystem::current_path(before);
+  EXPECT_TRUE(e.evaluate(config(16, "fast")).ok());
 }
 
 TEST(CommandEvaluator, NoFreeDescriptorStopsTheSweepInsteadOfFailingEveryTrial) {
