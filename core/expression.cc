@@ -664,10 +664,20 @@ bool compare(Op op, const Value& a, const Value& b) {
   if (op == Op::eq) return same_value(a, b);
   if (op == Op::ne) return !same_value(a, b);
   if (is_number(a) && is_number(b)) {
-    if (std::holds_alternative<std::int64_t>(a) && std::holds_alternative<std::int64_t>(b)) {
-      return ordered(op, std::get<std::int64_t>(a), std::get<std::int64_t>(b));
+    // Exact between an integer and a real, as Python compares them.
+    const auto order = compare_numbers(a, b);
+    switch (op) {
+      case Op::lt:
+        return order < 0;
+      case Op::le:
+        return order <= 0;
+      case Op::gt:
+        return order > 0;
+      case Op::ge:
+        return order >= 0;
+      default:
+        return false;
     }
-    return ordered(op, as_double(a), as_double(b));
   }
   if (!is_number(a) && !is_number(b)) {
     return ordered(op, std::get<std::string>(a), std::get<std::string>(b));

@@ -91,13 +91,36 @@ Value value_from_json(const nlohmann::json& j) {
       (j.is_null() ? std::string("null") : "the " + std::string(j.type_name()) + " " + j.dump()));
 }
 
+namespace {
+
+// An integer against a real, exactly: converting the integer to a double would round it (past
+// 2^53), converting the real to an integer would drop its fraction.
+std::partial_ordering compare_exactly(std::int64_t i, double d) {
+  if (std::isnan(d)) return std::partial_ordering::unordered;
+  constexpr double kTwo63 = 9223372036854775808.0;
+  if (d >= kTwo63) return std::partial_ordering::less;
+  if (d < -kTwo63) return std::partial_ordering::greater;
+  const double whole = std::trunc(d);
+  const auto w = static_cast<std::int64_t>(whole);  // exact: within range, no fraction
+  if (i != w) return i < w ? std::partial_ordering::less : std::partial_ordering::greater;
+  if (d > whole) return std::partial_ordering::less;
+  if (d < whole) return std::partial_ordering::greater;
+  return std::partial_ordering::equivalent;
+}
+
+}  // namespace
+
+std::partial_ordering compare_numbers(const Value& a, const Value& b) {
+  const auto* ai = std::get_if<std::int64_t>(&a);
+  const auto* bi = std::get_if<std::int64_t>(&b);
+  if (ai && bi) return *ai <=> *bi;
+  if (ai) return compare_exactly(*ai, as_double(b));
+  if (bi) return 0 <=> compare_exactly(*bi, as_double(a));
+  return as_double(a) <=> as_double(b);
+}
+
 bool same_value(const Value& a, const Value& b) {
-  if (is_number(a) && is_number(b)) {
-    if (std::holds_alternative<std::int64_t>(a) && std::holds_alternative<std::int64_t>(b)) {
-      return std::get<std::int64_t>(a) == std::get<std::int64_t>(b);
-    }
-    return as_double(a) == as_double(b);
-  }
+  if (is_number(a) && is_number(b)) return compare_numbers(a, b) == 0;
   if (!is_number(a) && !is_number(b)) return std::get<std::string>(a) == std::get<std::string>(b);
   return false;
 }

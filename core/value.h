@@ -1,6 +1,7 @@
 // The value of one tuning parameter and its conversions.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -28,7 +29,11 @@ nlohmann::json to_json(const Value& v);
 /// Integer for a JSON integer (or a real with an integral value), real, or string; throws
 /// InvalidInput for anything else (null, bool, array, object).
 Value value_from_json(const nlohmann::json& j);
-/// Equality that treats 2 and 2.0 as the same number.
+/// Equality that treats 2 and 2.0 as the same number. An integer and a real are compared
+/// exactly, as Python does (2**53 + 1 is not 2.0**53, though it rounds to it).
 bool same_value(const Value& a, const Value& b);
+/// The order of two numbers, exact between an integer and a real (as Python's); unordered
+/// when one is NaN. InvalidInput for a string.
+std::partial_ordering compare_numbers(const Value& a, const Value& b);
 
 }  // namespace tunebase

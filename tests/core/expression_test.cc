@@ -31,6 +31,19 @@ TEST(Expression, PythonArithmetic) {
   EXPECT_TRUE(same_value(eval("5.5 % 2"), Value(1.5)));
 }
 
+// An integer and a real are compared exactly, as Python does: past 2^53 a double cannot hold
+// every integer, so converting one to compare gave other answers.
+TEST(Expression, IntegersAndRealsCompareExactly) {
+  const std::vector<Value> a{std::int64_t{3}};
+  EXPECT_FALSE(holds("a + 2**53 == 2**53 + 0.0", a));
+  EXPECT_TRUE(holds("a + 2**53 > 2**53 * 1.0", a));
+  EXPECT_TRUE(holds("2**53 + a != float(2**53 + a)", a));
+  EXPECT_TRUE(holds("2**53 + 1 > 2.0**53", a));
+  EXPECT_TRUE(holds("9223372036854775807 < 2.0**63", a));
+  EXPECT_TRUE(holds("-9223372036854775807 - 1 == -2.0**63", {}));
+  EXPECT_TRUE(holds("2 == 2.0 and 2.5 > 2 and -3 < -2.5", {}));
+}
+
 TEST(Expression, ChainedComparisonAndLogic) {
   const std::string text = "32 <= bx * by <= 1024";
   EXPECT_TRUE(holds(text, {std::int64_t{32}, std::int64_t{8}}));
