@@ -953,7 +953,7 @@ void add_query_commands(CLI::App& app) {
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->callback([args] {
       if (!std::filesystem::exists(args->db)) {
-        throw NotFound("no database " + args->db + " to back up");
+        throw IoError("no database " + args->db + " to back up");
       }
       db::Store store(args->db, {.read_only = true});
       const auto start = std::chrono::steady_clock::now();
