@@ -397,7 +397,12 @@ nlohmann::json space_summary(const SearchSpace& space) {
     nlohmann::json j{{"name", p.name},
                      {"kind", std::string(to_string(p.kind))},
                      {"default", to_json(p.default_value)}};
-    if (p.is_discrete()) {
+    if (p.kind == ParamKind::integer) {
+      j["count"] = p.size();
+      j["low"] = static_cast<std::int64_t>(p.low);
+      j["high"] = static_cast<std::int64_t>(p.high);
+      j["step"] = p.step;
+    } else if (p.is_discrete()) {
       j["count"] = p.size();
       nlohmann::json values = nlohmann::json::array();
       for (const auto& v : p.values) values.push_back(to_json(v));
@@ -411,6 +416,7 @@ nlohmann::json space_summary(const SearchSpace& space) {
   }
   nlohmann::json constraints = nlohmann::json::array();
   for (const auto& c : space.constraints()) constraints.push_back(c.text);
+  // Infinite for a real parameter, and for a product of counts beyond a double's range.
   const double points = space.cartesian_size();
   nlohmann::json out{{"parameters", std::move(parameters)},
                      {"constraints", std::move(constraints)},
@@ -438,7 +444,7 @@ nlohmann::json space_summary(const SearchSpace& space) {
     }
     out["valid_share_estimate"] = static_cast<double>(held) / kDraws;
     out["valid_counted"] = false;
-    if (std::isfinite(points)) out["valid"] = std::llround(points * held / kDraws);
+    if (std::isfinite(points)) out["valid"] = points * held / kDraws;
   }
   const auto defaults = space.default_configuration();
   out["default"] = space.config_to_json(defaults);
@@ -477,7 +483,21 @@ void add_query_commands(CLI::App& app) {
       for (const auto& p : summary["parameters"]) {
         std::cout << "  " << p["name"].get<std::string>() << "  " << p["kind"].get<std::string>();
         if (p.contains("values")) {
-          std::cout << ", " << p["count"] << " values " << db::json_text(p["values"]);
+          // A long list as its first values and its last.
+          const auto& values = p["values"];
+          std::string listed;
+          for (std::size_t i = 0; i < values.size(); ++i) {
+            if (values.size() > 12 && i == 10) {
+              listed += ", ...";
+              i = values.size() - 1;
+            }
+            listed += (listed.empty() ? "" : ", ") + db::json_text(values[i]);
+          }
+          std::cout << ", " << p["count"] << (values.size() == 1 ? " value [" : " values [")
+                    << listed << "]";
+        } else if (p.contains("step")) {
+          std::cout << ", " << p["count"] << " values " << p["low"] << " .. " << p["high"]
+                    << " step " << p["step"];
         } else {
           std::cout << ", " << p["low"] << " .. " << p["high"];
         }
@@ -499,8 +519,9 @@ void add_query_commands(CLI::App& app) {
         return std::string(text);
       };
       std::cout << "points:      "
-                << (points.is_null() ? std::string("infinite (a real parameter)")
-                                     : whole_number(points.get<double>()))
+                << (!points.is_null()      ? whole_number(points.get<double>())
+                    : space.all_discrete() ? std::string("more than 1e308")
+                                           : std::string("infinite (a real parameter)"))
                 << "\n";
       if (summary["valid_counted"].get<bool>()) {
         const auto valid = summary["valid"].get<double>();
@@ -513,16 +534,20 @@ void add_query_commands(CLI::App& app) {
         const double share = summary["valid_share_estimate"].get<double>();
         std::cout << "valid:       ";
         if (share == 0.0) {
-          std::cout << "under 0.001% (none of 100000 random points; too many to count)\n";
+          std::cout << "under 0.001% (none of 100000 random points; estimated, as there are "
+                       "too many to count)\n";
         } else {
           std::cout << (summary.contains("valid")
                             ? "about " + three_digits(summary["valid"].get<double>()) + " ("
                             : std::string("("))
                     << three_digits(100.0 * share)
-                    << "% of 100000 random points; too many to count)\n";
+                    << "% of 100000 random points; estimated, as there are too many to count)\n";
         }
       }
-      std::cout << "default:     " << db::json_text(summary["default"])
+      // In the parameters' order, as the file lists them (a JSON object sorts them).
+      nlohmann::ordered_json in_order;
+      for (const auto& p : space.parameters()) in_order[p.name] = summary["default"][p.name];
+      std::cout << "default:     " << in_order.dump()
                 << (summary["default_valid"].get<bool>()
                         ? " (valid)"
                         : " (invalid: " + summary["default_violates"].get<std::string>() + ")")

@@ -557,6 +557,18 @@ std::int64_t int_pow(std::int64_t base, std::int64_t exponent) {
   return result;
 }
 
+// Python's float floor division (CPython's float_divmod): from the remainder, not floor(x / y),
+// whose rounded quotient can land on the next whole number (1 // 0.1 is 9.0, not 10).
+double python_float_floordiv(double x, double y) {
+  double mod = std::fmod(x, y);
+  double div = (x - mod) / y;
+  if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1.0;
+  if (div == 0) return std::copysign(0.0, x / y);
+  double floordiv = std::floor(div);
+  if (div - floordiv > 0.5) floordiv += 1.0;
+  return floordiv;
+}
+
 Value checked_pow(double x, double y) {
   if (x == 0.0 && y < 0.0) {
     throw InvalidInput("0 cannot be raised to a negative power");
@@ -593,7 +605,9 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
         return r;
       case Op::truediv:
         if (y == 0) throw InvalidInput("division by zero");
-        return dx / dy;
+        // Python divides integers exactly, then rounds once; dx / dy rounded the operands
+        // first (past 2^53). A long double holds every int64 exactly.
+        return static_cast<double>(static_cast<long double>(x) / static_cast<long double>(y));
       case Op::floordiv:
         if (y == 0) throw InvalidInput("integer division by zero");
         if (y == -1) {
@@ -629,7 +643,7 @@ Value arithmetic(Op op, const Value& a, const Value& b) {
       return x / y;
     case Op::floordiv:
       if (y == 0) throw InvalidInput("division by zero");
-      return std::floor(x / y);
+      return python_float_floordiv(x, y);
     case Op::mod: {
       if (y == 0) throw InvalidInput("modulo by zero");
       const double r = std::fmod(x, y);

@@ -282,6 +282,17 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
         const bool fresh = is_number(v) ? numbers.insert(as_double(v)).second
                                         : strings.insert(std::get<std::string>(v)).second;
         if (!fresh) {
+          // Numbers are told apart as doubles: past 2^53 two integers may be one double.
+          for (const auto& earlier : p.values) {
+            if (&earlier == &v) break;
+            if (is_number(v) && is_number(earlier) && as_double(earlier) == as_double(v) &&
+                !same_value(earlier, v)) {
+              throw InvalidInput("parameter '" + p.name + "' lists " + to_string(earlier) +
+                                 " and " + to_string(v) +
+                                 ", which are one number as a double (integers beyond 2^53 "
+                                 "must differ by more to be told apart); keep one");
+            }
+          }
           throw InvalidInput("parameter '" + p.name + "' lists the value " + to_string(v) +
                              " twice");
         }
@@ -526,16 +537,24 @@ Configuration SearchSpace::sample(Rng& rng) const {
                      "values satisfy the constraints: the constraints allow (almost) nothing");
 }
 
-std::optional<Configuration> SearchSpace::default_or_first_valid() const {
+std::vector<Configuration> SearchSpace::valid_defaults() const {
   // A real parameter that the constraints hold to its default (x == 0.5) leaves nothing to
   // search: such a space stays refused.
-  if (!all_discrete()) return std::nullopt;
-  const Configuration defaults = default_configuration();
-  if (satisfies_constraints(defaults)) return defaults;
+  if (!all_discrete()) return {};
+  std::vector<Configuration> out;
+  Configuration defaults = default_configuration();
   Configuration first;
   for (const auto& p : parameters_) first.push_back(p.values.front());
-  if (satisfies_constraints(first)) return first;
-  return std::nullopt;
+  const bool same = key(defaults) == key(first);
+  if (satisfies_constraints(defaults)) out.push_back(std::move(defaults));
+  if (!same && satisfies_constraints(first)) out.push_back(std::move(first));
+  return out;
+}
+
+std::optional<Configuration> SearchSpace::default_or_first_valid() const {
+  auto valid = valid_defaults();
+  if (valid.empty()) return std::nullopt;
+  return std::move(valid.front());
 }
 
 std::optional<Configuration> SearchSpace::try_sample(Rng& rng, std::size_t& draws) const {

@@ -159,6 +159,9 @@ class SearchSpace {
   /// Of a discrete space, the defaults when they satisfy the constraints, else the first values
   /// when they do, else nothing (always nothing for a space with a real parameter).
   std::optional<Configuration> default_or_first_valid() const;
+  /// Of a discrete space, the defaults and the first values, those of them that satisfy the
+  /// constraints (one when they are the same configuration).
+  std::vector<Configuration> valid_defaults() const;
 
   /// Configuration <-> JSON object {"name": value, ...}. from_json checks names, domains and
   /// constraints and throws InvalidInput naming the offending field; missing parameters take

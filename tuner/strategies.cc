@@ -220,9 +220,11 @@ std::vector<Configuration> random_untaken(const TuningState& state, std::size_t 
   }
   // Valid configurations so rare that the draws found none: the defaults or the first values,
   // when they are valid (what made the space acceptable at all).
-  if (out.size() < n) {
-    if (auto c = space.default_or_first_valid(); c && free(space.key(*c))) {
-      out.push_back(std::move(*c));
+  for (auto& c : space.valid_defaults()) {
+    if (out.size() >= n) break;
+    if (auto key = space.key(c); free(key)) {
+      chosen.insert(std::move(key));
+      out.push_back(std::move(c));
     }
   }
   return out;

@@ -42,6 +42,12 @@ TEST(Expression, IntegersAndRealsCompareExactly) {
   EXPECT_TRUE(holds("9223372036854775807 < 2.0**63", a));
   EXPECT_TRUE(holds("-9223372036854775807 - 1 == -2.0**63", {}));
   EXPECT_TRUE(holds("2 == 2.0 and 2.5 > 2 and -3 < -2.5", {}));
+  // Division as Python's: floor division of floats from the remainder, integers divided
+  // exactly before one rounding.
+  EXPECT_TRUE(
+      holds("1 // 0.1 == 9 and -1 // 0.1 == -10 and 7.5 // 2 == 3 and -7.5 // 2 == -4", {}));
+  EXPECT_TRUE(holds("5.0 // 0.5 == 10", {}));
+  EXPECT_TRUE(holds("(2**53 + 1) / 3 == 3002399751580331", {}));
 }
 
 TEST(Expression, ChainedComparisonAndLogic) {

@@ -666,3 +666,21 @@ TEST(SearchSpace, AListOfStringsWithoutATypeIsCategorical) {
 
 }  // namespace
 }  // namespace tunebase
+
+namespace tunebase {
+namespace {
+
+// Integers past 2^53 that are one double are refused, saying why (not "listed twice").
+TEST(SearchSpace, IntegersThatAreOneDoubleAreRefusedSayingWhy) {
+  try {
+    (void)SearchSpace::from_json(nlohmann::json::parse(
+        R"({"parameters": [{"name": "a", "values": [9007199254740993, 9007199254740992]}]})"));
+    FAIL() << "accepted";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("which are one number as a double"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tunebase

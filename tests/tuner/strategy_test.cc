@@ -84,6 +84,28 @@ TEST_P(EveryStrategy, ProposesTheOneValidConfigurationOfAHugeSpace) {
   EXPECT_TRUE(session.propose(1).empty());
 }
 
+// Valid only at its defaults and at its first values: both are measured.
+TEST_P(EveryStrategy, ProposesTheDefaultsAndTheFirstValuesOfAHugeSpace) {
+  if (GetParam() == "exhaustive") GTEST_SKIP() << "refuses a space it cannot enumerate";
+  std::vector<Parameter> parameters;
+  for (int i = 0; i < 8; ++i) {
+    parameters.push_back(integer_range("p" + std::to_string(i), 0, 9, 1, 5));
+  }
+  SearchSpace space(parameters, {"p0 == p1 == p2 == p3 == p4 == p5 == p6 == p7 and p0 % 5 == 0"});
+  SessionOptions opts;
+  opts.strategy = GetParam();
+  opts.seed = 1;
+  Session session(space, opts);
+  std::set<std::string> seen;
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& c : session.propose(1)) {
+      seen.insert(space.key(c));
+      session.observe(c, Measurement::success(1.0));
+    }
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"0,0,0,0,0,0,0,0", "5,5,5,5,5,5,5,5"}));
+}
+
 TEST_P(EveryStrategy, PendingConfigurationsAreNotProposedAgain) {
   auto space = test_space();
   SessionOptions opts;
