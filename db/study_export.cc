@@ -124,7 +124,7 @@ std::string kernel_tuner_failure(const TrialRecord& t) {
 
 // Checks that `study` can be a Kernel Tuner cache, and gives its header (everything but the
 // cache) and the milliseconds per unit of its objective.
-std::pair<nlohmann::json, double> kernel_tuner_header(const Store& store, StudyId id) {
+std::pair<nlohmann::ordered_json, double> kernel_tuner_header(const Store& store, StudyId id) {
   const auto study = store.get_study(id);
   const auto kernel = store.get_kernel(study.kernel_id);
   const std::string what = "study " + std::to_string(id.value) + " \"" + study.name + "\"";
@@ -148,8 +148,9 @@ std::pair<nlohmann::json, double> kernel_tuner_header(const Store& store, StudyI
     }
   }
   const auto space = SearchSpace::from_json(kernel.space);
-  nlohmann::json keys = nlohmann::json::array();
-  nlohmann::json tune_params = nlohmann::json::object();
+  // In the space's order, as Kernel Tuner writes its tune_params (a JSON object would sort them).
+  nlohmann::ordered_json keys = nlohmann::ordered_json::array();
+  nlohmann::ordered_json tune_params = nlohmann::ordered_json::object();
   for (const auto& p : space.parameters()) {
     if (p.name == "time" || p.name == "times") {
       throw InvalidInput("a Kernel Tuner cache keeps each entry's measurement under \"" + p.name +
@@ -165,15 +166,17 @@ std::pair<nlohmann::json, double> kernel_tuner_header(const Store& store, StudyI
     for (const auto& v : p.values) values.push_back(to_json(v));
     tune_params[p.name] = std::move(values);
   }
-  nlohmann::json header{{"device_name", store.get_machine(study.machine_id).name},
-                        {"kernel_name", kernel.name},
-                        {"tune_params_keys", std::move(keys)},
-                        {"tune_params", std::move(tune_params)},
-                        {"objective", "time"}};
+  // Kernel Tuner's order of the fields.
+  nlohmann::ordered_json header;
+  header["device_name"] = store.get_machine(study.machine_id).name;
+  header["kernel_name"] = kernel.name;
   const auto task = store.get_task(study.task_id);
   if (const auto size = task.description.find("problem_size"); size != task.description.end()) {
     header["problem_size"] = *size;
   }
+  header["tune_params_keys"] = std::move(keys);
+  header["tune_params"] = std::move(tune_params);
+  header["objective"] = "time";
   return {std::move(header), to_ms};
 }
 
@@ -282,7 +285,7 @@ void StudyExport::begin(std::string& out) {
     return;
   }
   if (format_ == ExportFormat::kernel_tuner) {
-    auto header = text_of(kt_header_, 1);
+    auto header = kt_header_.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
     header.resize(header.size() - 2);  // "\n}"
     out += header;
     out += ",\n \"cache\": {";

@@ -80,10 +80,10 @@ class StudyExport {
   bool begun_ = false;
   bool ended_ = false;
   bool any_trial_ = false;
-  std::vector<std::string> names_;  ///< CSV parameter columns
-  std::string unit_;                ///< CSV: the objective's unit, on every row
-  double to_milliseconds_ = 1.0;    ///< Kernel Tuner: milliseconds per unit of the objective
-  nlohmann::json kt_header_;        ///< Kernel Tuner: everything but the cache
+  std::vector<std::string> names_;    ///< CSV parameter columns
+  std::string unit_;                  ///< CSV: the objective's unit, on every row
+  double to_milliseconds_ = 1.0;      ///< Kernel Tuner: milliseconds per unit of the objective
+  nlohmann::ordered_json kt_header_;  ///< Kernel Tuner: everything but the cache, in order
   std::unordered_set<std::string> kt_keys_written_;   ///< Kernel Tuner: cache keys so far
   std::unordered_set<std::string> kt_keys_measured_;  ///< Kernel Tuner: keys with a success
 };

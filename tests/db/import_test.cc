@@ -386,6 +386,10 @@ TEST(Import, ARealCacheExportedAgainHoldsItsEntries) {
     EXPECT_EQ(exported[key], original[key]) << key;
   }
   ASSERT_EQ(exported["cache"].size(), original["cache"].size());
+  // The header's fields and tune_params in the file's order (a JSON object would sort them).
+  const auto text = export_study(store, result.study, ExportFormat::kernel_tuner);
+  EXPECT_LT(text.find("\"problem_size\""), text.find("\"objective\""));
+  EXPECT_LT(text.find("\"use_shmem\": ["), text.find("\"filter_height\": ["));
   std::size_t differ = 0;
   for (const auto& [key, entry] : original["cache"].items()) {
     ASSERT_TRUE(exported["cache"].contains(key)) << key;
