@@ -31,6 +31,17 @@ class StoreTest : public ::testing::Test {
     return store_.add_pending_trial(study, testing::config_json(size, "row"),
                                     std::to_string(size) + ",row", client, 60);
   }
+  /// A study of kernel "demo" on machine "m1" measuring times in `unit`; `n` is its request,
+  /// for more studies of the same machine and task.
+  StudyRecord study_in(const std::string& unit, NewStudy& n) {
+    const auto first = testing::make_study(store_, "first");
+    n.name = "in " + unit;
+    n.kernel = first.kernel_id;
+    n.machine = first.machine_id;
+    n.task = first.task_id;
+    n.settings = {{"unit", unit}};
+    return store_.create_study(n);
+  }
   TempDir dir_;
   Store store_{dir_.file("tunebase.db")};
 };
@@ -688,14 +699,8 @@ TEST_F(StoreTest, ExportJsonAndCsv) {
 // A Kernel Tuner cache: times in milliseconds, failures by Kernel Tuner's names, the keys
 // Kernel Tuner makes, no pending trial; refused, saying why, for what a cache cannot hold.
 TEST_F(StoreTest, ExportAsAKernelTunerCache) {
-  const auto first = testing::make_study(store_, "other");
   NewStudy n;
-  n.name = "in seconds";
-  n.kernel = first.kernel_id;
-  n.machine = first.machine_id;
-  n.task = first.task_id;
-  n.settings = {{"unit", "s"}};
-  const auto s = store_.create_study(n);
+  const auto s = study_in("s", n);
   store_.add_trial(s.id, testing::config_json(16, "row"), "16,row",
                    Measurement::success(0.0015, {0.0014, 0.0015, 0.0016}, 2.0));
   store_.add_trial(s.id, testing::config_json(32, "row"), "32,row",
@@ -759,14 +764,8 @@ TEST_F(StoreTest, ExportAsAKernelTunerCache) {
 // result (its configuration measured later is), two configurations with one key cannot both be
 // entries.
 TEST_F(StoreTest, AKernelTunerExportKeepsTheMeasurementOverALeaseThatEnded) {
-  const auto first = testing::make_study(store_, "other");
   NewStudy n;
-  n.name = "us";
-  n.kernel = first.kernel_id;
-  n.machine = first.machine_id;
-  n.task = first.task_id;
-  n.settings = {{"unit", "us"}};
-  const auto s = store_.create_study(n);
+  const auto s = study_in("us", n);
   store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "gone", 30.0);
   ASSERT_EQ(store_.expire_leases(std::chrono::system_clock::now() + 120s), 1u);
   store_.add_trial(s.id, testing::config_json(32, "row"), "32,row",
