@@ -1,7 +1,6 @@
 #include "core/space.h"
 
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <fstream>
 #include <set>
@@ -170,19 +169,10 @@ TEST(SearchSpace, UnknownKernelTunerKeysAreRefused) {
             "accepted");
 }
 
-std::string write_gzip(const std::string& path, const std::string& text) {
-  gzFile f = gzopen(path.c_str(), "wb");
-  EXPECT_NE(f, nullptr);
-  EXPECT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())),
-            static_cast<int>(text.size()));
-  gzclose(f);
-  return path;
-}
-
 // A gzip-compressed space was "not valid JSON (at byte 1)".
 TEST(SearchSpace, GzipSpaceFilesAreRead) {
   tunebase::testing::TempDir dir;
-  const auto space = SearchSpace::load(write_gzip(
+  const auto space = SearchSpace::load(tunebase::testing::write_gzip(
       dir.file("space.json.gz"),
       R"({"tune_params": {"b": [1, 2, 4], "a": [8, 16]}, "restrictions": ["a * b <= 16"]})"));
   ASSERT_EQ(space.dimension(), 2u);

@@ -1,7 +1,6 @@
 // Matrix Market edge cases beside sparse_matrix_test.cc: damaged gzip files and sizes at the
 // limits of the 32-bit column indices.
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <fstream>
 #include <iterator>
@@ -26,12 +25,7 @@ std::string small_file_text() {
 }
 
 std::string gzip_bytes(const TempDir& dir, const std::string& text) {
-  const std::string path = dir.file("whole.mtx.gz");
-  gzFile f = gzopen(path.c_str(), "wb");
-  EXPECT_NE(f, nullptr);
-  gzwrite(f, text.data(), static_cast<unsigned>(text.size()));
-  gzclose(f);
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(testing::write_gzip(dir.file("whole.mtx.gz"), text), std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 

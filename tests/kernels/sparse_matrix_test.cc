@@ -1,7 +1,6 @@
 #include "kernels/sparse_matrix.h"
 
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <cmath>
 #include <filesystem>
@@ -20,16 +19,6 @@ using testing::TempDir;
 std::string write_file(const TempDir& dir, const std::string& name, const std::string& text) {
   const auto path = dir.file(name);
   std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
-
-std::string write_gzip(const TempDir& dir, const std::string& name, const std::string& text) {
-  const auto path = dir.file(name);
-  gzFile f = gzopen(path.c_str(), "wb");
-  EXPECT_NE(f, nullptr);
-  EXPECT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())),
-            static_cast<int>(text.size()));
-  gzclose(f);
   return path;
 }
 
@@ -163,7 +152,8 @@ TEST(MatrixMarket, GzipAndPlainFilesGiveTheSameMatrix) {
       "%%MatrixMarket matrix coordinate real symmetric\n3 3 4\n1 1 4\n2 1 -1\n2 2 4\n3 3 4\n";
   const auto plain = read_matrix_market(write_file(dir, "m.mtx", text));
   MatrixMarketInfo info;
-  const auto zipped = read_matrix_market(write_gzip(dir, "zipped.mtx.gz", text), &info);
+  const auto zipped =
+      read_matrix_market(testing::write_gzip(dir.file("zipped.mtx.gz"), text), &info);
   EXPECT_EQ(zipped.name, "zipped");
   EXPECT_EQ(plain.name, "m");
   EXPECT_EQ(info.symmetry, "symmetric");
@@ -171,7 +161,7 @@ TEST(MatrixMarket, GzipAndPlainFilesGiveTheSameMatrix) {
   EXPECT_EQ(plain.col, zipped.col);
   EXPECT_EQ(plain.val, zipped.val);
   // Detected by content, not by name.
-  const auto misnamed = read_matrix_market(write_gzip(dir, "misnamed.mtx", text));
+  const auto misnamed = read_matrix_market(testing::write_gzip(dir.file("misnamed.mtx"), text));
   EXPECT_EQ(misnamed.val, plain.val);
 }
 

@@ -1,5 +1,7 @@
 #include "tests/support/shared_data.h"
 
+#include <zlib.h>
+
 #include <cstdlib>
 #include <random>
 
@@ -39,6 +41,16 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+std::string write_gzip(const std::string& path, const std::string& text) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr);
+  if (!f) return path;
+  EXPECT_EQ(gzwrite(f, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
+  EXPECT_EQ(gzclose(f), Z_OK);
+  return path;
 }
 
 }  // namespace tunebase::testing

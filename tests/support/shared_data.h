@@ -30,6 +30,9 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+/// Writes `text` gzip-compressed to `path` (a failure is a test failure); returns `path`.
+std::string write_gzip(const std::string& path, const std::string& text);
+
 }  // namespace tunebase::testing
 
 /// Declares `var` as the path of a shared data file, or skips the test saying what is missing.
