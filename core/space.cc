@@ -531,7 +531,7 @@ Configuration SearchSpace::sample(Rng& rng) const {
   if (auto c = try_sample(rng, draws)) return std::move(*c);
   // Not uniform, but a space whose only valid configurations are the defaults is searched
   // rather than refused.
-  if (auto c = default_or_first_valid()) return std::move(*c);
+  if (auto valid = valid_defaults(); !valid.empty()) return std::move(valid.front());
   throw InvalidInput("no valid configuration found in " + std::to_string(kMaxRejections) +
                      " random draws, and neither the default configuration nor the first "
                      "values satisfy the constraints: the constraints allow (almost) nothing");
@@ -549,12 +549,6 @@ std::vector<Configuration> SearchSpace::valid_defaults() const {
   if (satisfies_constraints(defaults)) out.push_back(std::move(defaults));
   if (!same && satisfies_constraints(first)) out.push_back(std::move(first));
   return out;
-}
-
-std::optional<Configuration> SearchSpace::default_or_first_valid() const {
-  auto valid = valid_defaults();
-  if (valid.empty()) return std::nullopt;
-  return std::move(valid.front());
 }
 
 std::optional<Configuration> SearchSpace::try_sample(Rng& rng, std::size_t& draws) const {
@@ -1023,7 +1017,7 @@ SearchSpace SearchSpace::load(const std::string& path) {
   }
   // A space with nothing valid is an error the user should hear about at once. The defaults
   // are tried first: no random draws are needed to find them valid.
-  if (space.default_or_first_valid()) return space;
+  if (!space.valid_defaults().empty()) return space;
   Rng rng(0);
   try {
     (void)space.sample(rng);

@@ -154,11 +154,8 @@ class SearchSpace {
   /// (counted down) run out, with nullopt: for searches that would rather propose fewer
   /// configurations than spend seconds finding one.
   std::optional<Configuration> try_sample(Rng& rng, std::size_t& draws) const;
-  /// The declared defaults; may violate constraints (see default_or_first_valid).
+  /// The declared defaults; may violate constraints (see valid_defaults).
   Configuration default_configuration() const;
-  /// Of a discrete space, the defaults when they satisfy the constraints, else the first values
-  /// when they do, else nothing (always nothing for a space with a real parameter).
-  std::optional<Configuration> default_or_first_valid() const;
   /// Of a discrete space, the defaults and the first values, those of them that satisfy the
   /// constraints (one when they are the same configuration).
   std::vector<Configuration> valid_defaults() const;

@@ -226,9 +226,17 @@ StudyExport::StudyExport(const Store& store, StudyId study, ExportFormat format,
   if (format_ != ExportFormat::kernel_tuner) return;
   std::tie(kt_header_, to_milliseconds_) = kernel_tuner_header(store, study);
   for (const auto& name : kt_header_["tune_params_keys"]) names_.push_back(name);
-  // Read once before the text is made: a cache holds one entry per key, the configuration's
-  // success when it has one (a failure of it, measured too, is left out), and two
-  // configurations with one key (a string value holding a comma) cannot both be in it.
+  // A cache holds one entry a key. The store keeps one result a configuration, so keys repeat
+  // only where a string value holds a comma ("a,b" and "c" against "a" and "b,c"): then the
+  // trials are read once before the text is made, and two configurations with one key are
+  // refused.
+  bool commas = false;
+  for (const auto& [name, values] : kt_header_["tune_params"].items()) {
+    for (const auto& v : values) {
+      commas = commas || (v.is_string() && v.get<std::string>().find(',') != std::string::npos);
+    }
+  }
+  if (!commas) return;
   std::unordered_map<std::string, std::string> config_of_key;
   TrialRange same_trials;
   same_trials.up_to = pages_.last_id();
@@ -245,7 +253,6 @@ StudyExport::StudyExport(const Store& store, StudyId study, ExportFormat format,
                            "\" (a string value holds a comma), and a cache holds one entry a "
                            "key: export it as json or csv");
       }
-      if (t.result.ok()) kt_keys_measured_.insert(*key);
     }
   }
 }
@@ -324,9 +331,6 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
   if (format_ == ExportFormat::kernel_tuner) {
     const auto key = kernel_tuner_key(t, names_);
     if (!key) return;
-    // A failure of a configuration that succeeded too is left out; the first result stands.
-    if (!t.result.ok() && kt_keys_measured_.count(*key)) return;
-    if (!kt_keys_written_.insert(*key).second) return;
     nlohmann::json entry = nlohmann::json::object();
     for (const auto& name : names_) entry[name] = to_json(value_from_json(t.config[name]));
     // Metrics as they came (an imported cache's compile_time, GFLOP/s...); the time and the

@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <vector>
 
 #include "db/store.h"
@@ -48,9 +47,8 @@ ExportFormat export_format_from_string(std::string_view name);
 /// a cache file as Kernel Tuner writes it ({"device_name": machine, "kernel_name",
 /// "problem_size", "tune_params_keys", "tune_params", "objective": "time", "cache": {"v1,v2":
 /// {params..., "time": ms or "RuntimeFailedConfig"..., "times": [ms...], metrics...}}}), which
-/// Kernel Tuner and `tunebase import` read: trials with no result are left out, and a
-/// configuration with several results is written once (its first success, else its first
-/// failure).
+/// Kernel Tuner and `tunebase import` read: trials with no result (pending, a lease that ended)
+/// are left out; the others are one a configuration, as the store keeps them.
 class StudyExport {
  public:
   static constexpr std::size_t kDefaultPageTrials = TrialPages::kDefaultPageTrials;
@@ -60,7 +58,7 @@ class StudyExport {
   /// (InvalidInput, saying why) for a study whose objective is no time (a rate, a score it
   /// maximizes, a unit that is not s, ms, us or ns), whose space has a real interval or a
   /// parameter named time or times, or whose configurations share a key (string values holding
-  /// commas). Reads the study's trials once for that.
+  /// commas; the study's trials are read once for that, where a string value holds one).
   StudyExport(const Store& store, StudyId study, ExportFormat format,
               std::size_t page_trials = kDefaultPageTrials);
 
@@ -84,8 +82,6 @@ class StudyExport {
   std::string unit_;                  ///< CSV: the objective's unit, on every row
   double to_milliseconds_ = 1.0;      ///< Kernel Tuner: milliseconds per unit of the objective
   nlohmann::ordered_json kt_header_;  ///< Kernel Tuner: everything but the cache, in order
-  std::unordered_set<std::string> kt_keys_written_;   ///< Kernel Tuner: cache keys so far
-  std::unordered_set<std::string> kt_keys_measured_;  ///< Kernel Tuner: keys with a success
 };
 
 /// The whole export as one string (small studies, tests).
