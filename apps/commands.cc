@@ -425,26 +425,12 @@ nlohmann::json space_summary(const SearchSpace& space) {
     out["valid"] = *space.valid_count();
     out["valid_counted"] = true;
   } else {
-    // Uniform points of the product (not of the valid set): the share that holds estimates
-    // the valid count.
-    constexpr int kDraws = 100000;
+    constexpr std::size_t kDraws = 100000;
     Rng rng(0);
-    int held = 0;
-    Configuration c(space.dimension());
-    for (int i = 0; i < kDraws; ++i) {
-      for (std::size_t d = 0; d < space.dimension(); ++d) {
-        const auto& p = space.parameter(d);
-        if (p.is_discrete()) {
-          c[d] = p.values[std::uniform_int_distribution<std::size_t>(0, p.size() - 1)(rng)];
-        } else {
-          c[d] = std::uniform_real_distribution<double>(p.low, p.high)(rng);
-        }
-      }
-      held += space.satisfies_constraints(c) ? 1 : 0;
-    }
-    out["valid_share_estimate"] = static_cast<double>(held) / kDraws;
+    const double share = space.valid_share(kDraws, rng);
+    out["valid_share_estimate"] = share;
     out["valid_counted"] = false;
-    if (std::isfinite(points)) out["valid"] = points * held / kDraws;
+    if (std::isfinite(points)) out["valid"] = points * share;
   }
   const auto defaults = space.default_configuration();
   out["default"] = space.config_to_json(defaults);

@@ -551,6 +551,17 @@ std::vector<Configuration> SearchSpace::valid_defaults() const {
   return out;
 }
 
+double SearchSpace::valid_share(std::size_t draws, Rng& rng) const {
+  if (draws == 0) return 0.0;
+  std::size_t held = 0;
+  Configuration c(parameters_.size());
+  for (std::size_t k = 0; k < draws; ++k) {
+    for (std::size_t i = 0; i < parameters_.size(); ++i) c[i] = draw(parameters_[i], rng);
+    held += satisfies_constraints(c) ? 1 : 0;
+  }
+  return static_cast<double>(held) / static_cast<double>(draws);
+}
+
 std::optional<Configuration> SearchSpace::try_sample(Rng& rng, std::size_t& draws) const {
   if (enumerable()) {
     const auto& valid = valid_configurations();

@@ -146,6 +146,9 @@ class SearchSpace {
   /// Whether the constraints hold (domains assumed fine).
   bool satisfies_constraints(const Configuration& c) const;
 
+  /// The share of `draws` uniform points of the product (not of the valid set) that satisfy
+  /// the constraints: an estimate of how much of a space too large to count is valid.
+  double valid_share(std::size_t draws, Rng& rng) const;
   /// Uniform draw from the valid configurations. A huge space in which kMaxRejections draws
   /// find none gives its defaults or its first values when they are valid, and throws
   /// InvalidInput when they are not either (or the space has no valid configuration).
