@@ -92,6 +92,9 @@ std::optional<db::PriorQuery> target_prior_query(const db::KernelRecord& kernel,
   query.exclude_target = std::make_pair(machine, task);
   query.objective = objective;
   query.direction = direction;
+  if (is_object && settings.contains("unit") && settings["unit"].is_string()) {
+    query.unit = settings["unit"].get<std::string>();
+  }
   if (is_object && settings.contains("prior_machines") && settings["prior_machines"].is_array()) {
     for (const auto& m : settings["prior_machines"]) {
       if (m.is_string()) query.machines.push_back(m.get<std::string>());
@@ -185,9 +188,10 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   // depend on its input: PETSc offers cg and icc only for symmetric matrices); without one,
   // the latest version.
   std::string version = input_version;
+  const auto studies = store.list_studies(kernel_name);
   if (task) {
     std::int64_t latest = 0;
-    for (const auto& study : store.list_studies(kernel_name)) {
+    for (const auto& study : studies) {
       if (study.task_id == *task && study.id.value > latest) {
         latest = study.id.value;
         version = study.kernel_version;
@@ -208,10 +212,28 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   // What the target measured is no prior of itself; an input measured nowhere leaves every
   // measurement, this machine's of other inputs too, to predict from.
   const bool new_input = !task && !input_version.empty();
+  // Sources that measure time in different units are read in the one most of the kernel
+  // version's studies use.
+  std::map<std::string, std::size_t> time_units;
+  for (const auto& study : studies) {
+    const auto unit = db::objective_unit(study);
+    if (study.kernel_version == kernel->version && is_time_unit(unit)) ++time_units[unit];
+  }
+  const auto most_used =
+      std::max_element(time_units.begin(), time_units.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (most_used != time_units.end()) query.unit = most_used->first;
   if (machine && task) {
     query.exclude_target = std::make_pair(*machine, *task);
   } else if (machine && !new_input) {
     query.exclude_machine = *machine;
+  }
+  if (task && target_features.empty()) {
+    // An input without features cannot be told from the others by the model: when other
+    // machines measured it, their measurements of it are what predicts it.
+    auto same_input = query;
+    same_input.task = *task;
+    if (has_priors(store, same_input)) query.task = *task;
   }
   auto priors = priors_from_store(store, space, query);
   if (priors.empty()) return std::nullopt;
@@ -227,9 +249,10 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   out.kernel_version = kernel->version;
   // The unit the sources' values are in, when their studies agree on one.
   std::unordered_set<std::string> units;
-  for (const auto& study : store.list_studies(kernel_name)) {
+  for (const auto& study : studies) {
     if (study.kernel_version == kernel->version && machines.count(study.machine_name)) {
-      units.insert(objective_unit(study));
+      const auto unit = db::objective_unit(study);
+      units.insert(is_time_unit(unit) && is_time_unit(query.unit) ? query.unit : unit);
     }
   }
   if (units.size() == 1) out.unit = *units.begin();

@@ -6,20 +6,8 @@
 
 namespace tunebase::api {
 
-std::string objective_unit(const db::StudyRecord& study) {
-  // Imports made before imports recorded their unit have none in their settings.
-  const std::string fallback = study.strategy == "import" ? "ms" : "";
-  if (!study.settings.is_object()) return fallback;
-  const auto it = study.settings.find("unit");
-  return it != study.settings.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
-bool is_time_unit(const std::string& unit) {
-  return unit == "s" || unit == "ms" || unit == "us" || unit == "ns";
-}
-
 nlohmann::json unit_json(const db::StudyRecord& study) {
-  const auto unit = objective_unit(study);
+  const auto unit = db::objective_unit(study);
   return unit.empty() ? nlohmann::json(nullptr) : nlohmann::json(unit);
 }
 

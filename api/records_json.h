@@ -13,12 +13,7 @@
 
 namespace tunebase::api {
 
-/// The unit of a study's objective values ("ms", "GFLOP/s"), empty for plain numbers: what its
-/// sweep or client recorded; imported Kernel Tuner and T4 data is in milliseconds.
-std::string objective_unit(const db::StudyRecord& study);
-/// Whether `unit` is one of the time units objectives are stored in: s, ms, us, ns.
-bool is_time_unit(const std::string& unit);
-/// The same as JSON: null for plain numbers.
+/// The unit of a study's objective values (db::objective_unit) as JSON: null for plain numbers.
 nlohmann::json unit_json(const db::StudyRecord& study);
 
 nlohmann::json machine_json(const db::MachineRecord& machine);

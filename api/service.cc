@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <set>
 
 #include "api/errors.h"
 #include "api/json_reader.h"
@@ -260,6 +261,17 @@ nlohmann::json study_schema() {
        "trials"});
 }
 
+// The unit the studies of `kernel` with objective `objective` are in, when they agree on one.
+std::optional<std::string> kernel_unit(const db::Store& store, const std::string& kernel,
+                                       const std::string& objective) {
+  std::set<std::string> units;
+  for (const auto& study : store.list_studies(kernel)) {
+    if (study.objective == objective) units.insert(db::objective_unit(study));
+  }
+  if (units.size() != 1 || units.begin()->empty()) return std::nullopt;
+  return *units.begin();
+}
+
 }  // namespace
 
 Service::Service(db::Store& store, ServiceOptions options)
@@ -390,8 +402,10 @@ void Service::add_routes() {
           {{"type", "string"},
            {"maxLength", kMaxUnitBytes},
            {"description",
-            "unit of the objective (\"s\", \"ms\", \"us\", \"ns\", \"GFLOP/s\"), shown by "
-            "the CLI; default none (milliseconds for imports)"}}}},
+            "unit of the objective (\"s\", \"ms\", \"us\", \"ns\", \"GFLOP/s\"); times in "
+            "different units are converted when compared or learned from. Default: the unit "
+            "of the kernel's other studies of this objective when they agree on one (imports "
+            "are in milliseconds), else none"}}}},
         {"kernel", "machine"});
     r.success_status = 201;
     r.response_schema = study_schema();
@@ -1008,7 +1022,13 @@ Response Service::create_study(Request& request) {
   study.settings = {{"transfer", transfer}, {"strategy_options", options}};
   if (prior_machines) study.settings["prior_machines"] = *prior_machines;
   if (seed) study.settings["seed"] = *seed;
-  if (unit && !unit->empty()) study.settings["unit"] = *unit;
+  if (unit && !unit->empty()) {
+    study.settings["unit"] = *unit;
+  } else if (const auto inherited = kernel_unit(store_, kernel_name, study.objective)) {
+    // Values reported without a unit are taken to be in the one the kernel's data is in: an
+    // imported Kernel Tuner cache's milliseconds, for one.
+    study.settings["unit"] = *inherited;
+  }
   if (strategy) {
     study.strategy = *strategy;
   } else {

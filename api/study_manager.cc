@@ -75,7 +75,7 @@ bool has_negative(const Measurement& m) {
 void check_time_not_negative(const Measurement& m, const db::StudyRecord& study,
                              const std::string& field) {
   if (!has_negative(m)) return;
-  const auto unit = objective_unit(study);
+  const auto unit = db::objective_unit(study);
   if (!is_time_unit(unit)) return;
   const bool value = m.ok() && m.objective < 0;
   throw FieldError(field + (value ? "value" : "raw"),

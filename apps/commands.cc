@@ -53,7 +53,7 @@ db::StudyRecord resolve_study(const db::Store& store, const std::string& study) 
 }
 
 std::string objective_text(const db::StudyRecord& study, double value) {
-  return format_objective(value, study.objective == "time" ? api::objective_unit(study) : "");
+  return format_objective(value, study.objective == "time" ? db::objective_unit(study) : "");
 }
 
 // "task 2 {"matrix":"bcsstk13",...}": which input a study measured. The matrix name comes

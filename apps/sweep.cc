@@ -226,7 +226,7 @@ void check_same_input(db::Store& store, const std::string& kernel,
 // in. A command's --maximize and --unit only say what its number is, so they must agree.
 void check_same_objective(const db::StudyRecord& study, bool minimize, const std::string& unit) {
   const bool study_minimizes = study.direction == db::Direction::minimize;
-  const auto study_unit = api::objective_unit(study);
+  const auto study_unit = db::objective_unit(study);
   std::vector<std::string> differs;
   if (study_minimizes != minimize) {
     differs.push_back(study_minimizes ? "it minimizes its objective: leave out --maximize"
@@ -247,7 +247,7 @@ void check_same_objective(const db::StudyRecord& study, bool minimize, const std
 // smaller), else the unit it is measured in ("GFLOP/s"), or "value" for a plain number made
 // larger. GET /v1/best?objective= filters by it.
 std::string objective_name(const std::string& unit, bool minimize) {
-  if (api::is_time_unit(unit)) return "time";
+  if (is_time_unit(unit)) return "time";
   if (unit.empty()) return minimize ? "time" : "value";
   return unit;
 }

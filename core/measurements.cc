@@ -1018,23 +1018,47 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
 
 }  // namespace
 
-double milliseconds_per(const std::string& unit, const std::string& where) {
-  static const std::map<std::string, double, std::less<>> kScales = {{"milliseconds", 1.0},
-                                                                     {"miliseconds", 1.0},
-                                                                     {"ms", 1.0},
-                                                                     {"seconds", 1e3},
-                                                                     {"s", 1e3},
-                                                                     {"microseconds", 1e-3},
-                                                                     {"us", 1e-3},
-                                                                     {"nanoseconds", 1e-6},
-                                                                     {"ns", 1e-6}};
-  auto it = kScales.find(unit);
-  if (it == kScales.end()) {
-    throw InvalidInput(where + " \"" + unit +
-                       "\" is not a time unit; allowed: seconds, milliseconds, microseconds, "
-                       "nanoseconds (or s, ms, us, ns)");
+namespace {
+
+// The power of ten of a millisecond in each unit of time, so that factors between units are
+// exact (1000, not 1e-3 / 1e-6).
+std::optional<int> milliseconds_exponent(std::string_view unit) {
+  static constexpr std::array<std::pair<std::string_view, int>, 9> kExponents = {{
+      {"milliseconds", 0},
+      {"miliseconds", 0},
+      {"ms", 0},
+      {"seconds", 3},
+      {"s", 3},
+      {"microseconds", -3},
+      {"us", -3},
+      {"nanoseconds", -6},
+      {"ns", -6},
+  }};
+  for (const auto& [name, exponent] : kExponents) {
+    if (name == unit) return exponent;
   }
-  return it->second;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<double> milliseconds_in(std::string_view unit) {
+  const auto e = milliseconds_exponent(unit);
+  if (!e) return std::nullopt;
+  return std::pow(10.0, *e);
+}
+
+double milliseconds_per(const std::string& unit, const std::string& where) {
+  if (const auto ms = milliseconds_in(unit)) return *ms;
+  throw InvalidInput(where + " \"" + unit +
+                     "\" is not a time unit; allowed: seconds, milliseconds, microseconds, "
+                     "nanoseconds (or s, ms, us, ns)");
+}
+
+double time_unit_factor(std::string_view from, std::string_view to) {
+  const auto a = milliseconds_exponent(from);
+  const auto b = milliseconds_exponent(to);
+  return a && b ? std::pow(10.0, *a - *b) : 1.0;
 }
 
 std::string gunzip_if_needed(const std::string& bytes, const std::string& origin,

@@ -55,6 +55,12 @@ std::string read_maybe_gzipped(const std::string& path,
 /// and Kernel Tuner's misspelt "miliseconds"); results are converted to milliseconds like
 /// Kernel Tuner's caches. InvalidInput, starting with `where`, for anything else.
 double milliseconds_per(const std::string& unit, const std::string& where);
+/// The same, none for a unit that is not one of time.
+std::optional<double> milliseconds_in(std::string_view unit);
+inline bool is_time_unit(std::string_view unit) { return milliseconds_in(unit).has_value(); }
+/// What a value in the unit of time `from` is multiplied by to be in `to` (an exact power of
+/// ten); 1 when either is not a unit of time: such values are not converted.
+double time_unit_factor(std::string_view from, std::string_view to);
 
 /// Gunzips bytes that start with the gzip magic; returns other bytes unchanged.
 std::string gunzip_if_needed(const std::string& bytes, const std::string& origin,

@@ -1333,20 +1333,49 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
                                              std::optional<TaskId> task, Direction direction,
                                              std::string_view objective) const {
   std::lock_guard lock(impl_->mutex);
+  const std::string what = "finding the best trial of kernel " + std::string(kernel_name);
+  auto studies = impl_->db.prepare(
+      sql({kStudySelect,
+           "WHERE k.name = ?1 AND s.machine_id = ?2 AND (?3 IS NULL OR s.task_id = ?3) AND "
+           "s.direction = ?4 AND (?5 = '' OR s.objective = ?5) ORDER BY s.id"}),
+      what);
+  studies.bind(1, kernel_name)
+      .bind(2, machine.value)
+      .bind(4, to_string(direction))
+      .bind(5, objective);
+  if (task) studies.bind(3, task->value);
   const std::string_view order =
       direction == Direction::maximize ? "t.objective DESC" : "t.objective ASC";
-  auto st = impl_->db.prepare(
-      sql({"SELECT ", kTrialColumns,
-           " FROM trials t JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = "
-           "s.kernel_id WHERE k.name = ?1 AND s.machine_id = ?2 AND (?3 IS NULL OR s.task_id = "
-           "?3) AND s.direction = ?4 AND (?5 = '' OR s.objective = ?5) AND t.status = 'ok' "
-           "ORDER BY ",
-           order, ", t.id LIMIT 1"}),
-      "finding the best trial of kernel " + std::string(kernel_name));
-  st.bind(1, kernel_name).bind(2, machine.value).bind(4, to_string(direction)).bind(5, objective);
-  if (task) st.bind(3, task->value);
-  if (!st.step()) return std::nullopt;
-  return read_trial(st, impl_->db);
+  auto best_of_study = impl_->db.prepare(
+      sql({"SELECT ", kTrialColumns, " FROM trials t WHERE t.study_id = ?1 AND t.status = 'ok' ",
+           "ORDER BY ", order, ", t.id LIMIT 1"}),
+      what);
+  // Each study's best, with its unit: studies that all measure time are compared in seconds
+  // (an import in ms against a client's study in s); otherwise values are compared as stored.
+  std::vector<std::pair<TrialRecord, std::string>> bests;
+  while (studies.step()) {
+    const auto study = read_study(studies, impl_->db);
+    best_of_study.reset();
+    best_of_study.bind(1, study.id.value);
+    if (best_of_study.step()) {
+      bests.emplace_back(read_trial(best_of_study, impl_->db), objective_unit(study));
+    }
+  }
+  const bool in_seconds =
+      std::all_of(bests.begin(), bests.end(), [](const auto& b) { return is_time_unit(b.second); });
+  const auto value = [&](const std::pair<TrialRecord, std::string>& b) {
+    return b.first.result.objective * (in_seconds ? time_unit_factor(b.second, "s") : 1.0);
+  };
+  const std::pair<TrialRecord, std::string>* best = nullptr;
+  for (const auto& b : bests) {
+    const bool better =
+        !best ||
+        (direction == Direction::maximize ? value(b) > value(*best) : value(b) < value(*best)) ||
+        (value(b) == value(*best) && b.first.id < best->first.id);
+    if (better) best = &b;
+  }
+  if (!best) return std::nullopt;
+  return best->first;
 }
 
 std::optional<TrialRecord> Store::best_trial(StudyId study) const {
@@ -1362,18 +1391,26 @@ std::optional<TrialRecord> Store::best_trial(StudyId study) const {
   return read_trial(st, impl_->db);
 }
 
+std::string objective_unit(const StudyRecord& study) {
+  const std::string fallback = study.strategy == "import" ? "ms" : "";
+  if (!study.settings.is_object()) return fallback;
+  const auto it = study.settings.find("unit");
+  return it != study.settings.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
   std::lock_guard lock(impl_->mutex);
   auto st = impl_->db.prepare(
       "SELECT s.id, s.machine_id, m.name, s.task_id, k.version, s.objective, s.direction, t.id, "
-      "t.config, t.config_key, t.status, t.objective "
+      "t.config, t.config_key, t.status, t.objective, s.settings, s.strategy "
       "FROM trials t JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
       "JOIN machines m ON m.id = s.machine_id "
       "WHERE k.name = ?1 AND (?2 = '' OR k.version = ?2) AND (?3 IS NULL OR s.machine_id <> ?3) "
       "AND (?4 IS NULL OR s.id <> ?4) AND (?5 IS NULL OR s.machine_id <> ?5 OR s.task_id <> ?6) "
       "AND (?7 = '' OR s.objective = ?7) AND (?8 IS NULL OR s.direction = ?8) "
       "AND (?9 = '[]' OR m.name IN (SELECT value FROM json_each(?9))) "
-      "AND t.finished_at IS NOT NULL AND (?10 = 0 OR t.status = 'ok') ORDER BY t.id "
+      "AND t.finished_at IS NOT NULL AND (?10 = 0 OR t.status = 'ok') "
+      "AND (?12 IS NULL OR s.task_id = ?12) ORDER BY t.id "
       "LIMIT CASE WHEN ?11 > 0 THEN ?11 ELSE -1 END",
       "reading the trials of kernel " + q.kernel_name);
   st.bind(1, q.kernel_name).bind(2, q.version);
@@ -1385,7 +1422,9 @@ std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
   if (q.direction) st.bind(8, to_string(*q.direction));
   st.bind(9, json_text(q.machines)).bind(10, q.ok_only ? 1 : 0);
   st.bind(11, static_cast<std::int64_t>(q.limit));
+  if (q.task) st.bind(12, q.task->value);
   std::vector<PriorTrial> out;
+  std::unordered_map<std::int64_t, std::string> units;  // a study's unit, read once
   while (st.step()) {
     PriorTrial p;
     p.study = StudyId{st.column_int64(0)};
@@ -1400,6 +1439,18 @@ std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
     p.config_key = st.column_text(9);
     p.status = trial_status_from_string(st.column_text(10));
     p.objective = st.column_double(11);
+    auto unit = units.find(p.study.value);
+    if (unit == units.end()) {
+      StudyRecord study;
+      study.settings = parse_json_column(st.column_text(12), impl_->db, "studies.settings");
+      study.strategy = st.column_text(13);
+      unit = units.emplace(p.study.value, objective_unit(study)).first;
+    }
+    p.unit = unit->second;
+    if (is_time_unit(q.unit) && is_time_unit(p.unit)) {
+      p.objective *= time_unit_factor(p.unit, q.unit);
+      p.unit = q.unit;
+    }
     out.push_back(std::move(p));
   }
   return out;

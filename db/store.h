@@ -141,6 +141,10 @@ struct StudyRecord {
   std::string machine_name;
 };
 
+/// The unit of a study's objective values ("ms", "GFLOP/s"), from its settings; empty when none
+/// was given. Imports made before imports recorded their unit were in ms.
+std::string objective_unit(const StudyRecord& study);
+
 struct TrialRecord {
   TrialId id;
   StudyId study_id;
@@ -192,8 +196,10 @@ struct PriorTrial {
   nlohmann::json config;
   std::string config_key;
   TrialStatus status = TrialStatus::ok;
-  /// NaN unless status is ok.
+  /// NaN unless status is ok; in the query's unit when both it and the study's are of time.
   double objective = 0.0;
+  /// The unit `objective` is in (objective_unit of its study, or the query's once converted).
+  std::string unit;
 };
 
 /// Which finished trials of a kernel are priors (Store::prior_trials); every filter is
@@ -209,8 +215,13 @@ struct PriorQuery {
   /// other tasks are.
   std::optional<std::pair<MachineId, TaskId>> exclude_target;
   std::optional<StudyId> exclude_study;
+  /// Only this task's (input's) trials; none: every task's.
+  std::optional<TaskId> task;
   /// Objective name; empty: any.
   std::string objective;
+  /// The unit values are wanted in: a study's values in another unit of time are converted
+  /// when this is one too (others are as stored). Empty: as stored.
+  std::string unit;
   std::optional<Direction> direction;
   /// Successful trials only.
   bool ok_only = false;

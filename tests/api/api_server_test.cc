@@ -533,7 +533,7 @@ TEST(ApiServer, AuthReadsClosesReads) {
 }
 
 // A Kernel-Tuner-cache-like file: 4 x 3 configurations, one failed, time = f(block sizes).
-std::string kernel_tuner_cache(const std::string& device, double scale) {
+std::string kernel_tuner_cache(const std::string& device, double scale, int fastest_bx = 64) {
   nlohmann::json cache = nlohmann::json::object();
   for (int bx : {16, 32, 64, 128}) {
     for (int by : {1, 2, 4}) {
@@ -542,7 +542,8 @@ std::string kernel_tuner_cache(const std::string& device, double scale) {
       if (bx == 128 && by == 4) {
         entry["time"] = "CompilationFailedConfig";
       } else {
-        const double t = scale * (1.0 + std::abs(std::log2(bx / 64.0)) + 0.3 * std::abs(by - 2));
+        const double t =
+            scale * (1.0 + std::abs(std::log2(bx / double(fastest_bx))) + 0.3 * std::abs(by - 2));
         entry["time"] = t;
         entry["times"] = {t, t * 1.02, t * 0.99};
       }
@@ -701,6 +702,73 @@ TEST(ApiServer, RepliesMatchTheSchemasTheServerPublishes) {
   // Errors too.
   check("post", "/v1/studies", c.post("/v1/studies", {{"kernel", 3}}, server.token));
   check("get", "/v1/trials/{id}", c.get("/v1/trials/999999"));
+}
+
+// Imports are in ms; a study created without a unit takes the kernel's, and one in seconds is
+// compared with them as times, not as numbers.
+TEST(ApiServer, TimesOfAKernelInDifferentUnitsAreComparedAsTimes) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(
+      c.request("POST", "/v1/import?machine=gpu-a", kernel_tuner_cache("GPU A", 1.0), server.token)
+          .status,
+      201);
+  const auto inherited =
+      c.post("/v1/studies", {{"kernel", "convolution"}, {"machine", "gpu-a"}, {"name", "x"}},
+             server.token);
+  ASSERT_EQ(inherited.status, 201) << inherited.body;
+  EXPECT_EQ(inherited.json()["unit"], "ms") << inherited.body;
+  const auto in_seconds =
+      c.post("/v1/studies",
+             {{"kernel", "convolution"}, {"machine", "gpu-a"}, {"name", "in s"}, {"unit", "s"}},
+             server.token);
+  ASSERT_EQ(in_seconds.status, 201) << in_seconds.body;
+  EXPECT_EQ(in_seconds.json()["unit"], "s");
+  const auto leased = c.post("/v1/studies/" + in_seconds.json()["id"].dump() + "/suggestions",
+                             {{"n", 1}, {"client_id", "w"}}, server.token);
+  ASSERT_EQ(leased.status, 200) << leased.body;
+  const auto trial = leased.json()["suggestions"][0]["trial_id"].dump();
+  // 0.5 s: a smaller number than the import's best 1.0 ms, and 500 times slower.
+  ASSERT_EQ(
+      c.post("/v1/trials/" + trial + "/result", {{"client_id", "w"}, {"value", 0.5}}, server.token)
+          .status,
+      200);
+  const auto best = c.get("/v1/best?kernel=convolution&machine=gpu-a").json();
+  EXPECT_DOUBLE_EQ(best["objective"].get<double>(), 1.0) << best;
+  EXPECT_EQ(best["unit"], "ms");
+  // The inherited unit is a unit of time: a negative value is refused there too.
+  const auto lease_x = c.post("/v1/studies/" + inherited.json()["id"].dump() + "/suggestions",
+                              {{"n", 1}, {"client_id", "w"}}, server.token);
+  ASSERT_EQ(lease_x.status, 200) << lease_x.body;
+  const auto negative =
+      c.post("/v1/trials/" + lease_x.json()["suggestions"][0]["trial_id"].dump() + "/result",
+             {{"client_id", "w"}, {"value", -1.0}}, server.token);
+  EXPECT_EQ(negative.status, 400) << negative.body;
+}
+
+// Inputs without features: a new machine's prediction for one of them comes from the other
+// machines' measurements of that input, not from every input's.
+TEST(ApiServer, APredictionForAnInputWithoutFeaturesComesFromThatInput) {
+  TestServer server;
+  auto c = server.client();
+  const auto import = [&](const std::string& machine, const std::string& input, int fastest) {
+    const auto r = c.request(
+        "POST", "/v1/import?machine=" + machine + "&input=%7B%22matrix%22%3A%22" + input + "%22%7D",
+        kernel_tuner_cache(machine, 1.0, fastest), server.token);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.json()["task_id"].get<std::int64_t>();
+  };
+  // Input a (fastest at block_size_x 64) on three machines, input b (fastest at 16) on one.
+  import("gpu-a", "a", 64);
+  import("gpu-b", "a", 64);
+  import("gpu-c", "a", 64);
+  const auto b = import("gpu-a", "b", 16);
+  const auto predicted =
+      c.get("/v1/best?kernel=convolution&machine=gpu-new&task=" + std::to_string(b));
+  ASSERT_EQ(predicted.status, 200) << predicted.body;
+  EXPECT_EQ(predicted.json()["source"], "predicted");
+  EXPECT_EQ(predicted.json()["config"]["block_size_x"], 16) << predicted.body;
+  EXPECT_EQ(predicted.json()["based_on"]["inputs"], 1) << predicted.body;
 }
 
 TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {

@@ -622,6 +622,74 @@ TEST_F(StoreTest, BestTrialForMinimiseAndMaximise) {
       0.1);
 }
 
+// An import in ms and a client's study in s of one kernel on one machine: the best is the
+// fastest, not the smallest number; values in units that are not of time are not converted.
+TEST_F(StoreTest, BestTrialComparesTimesInDifferentUnitsAsTimes) {
+  NewStudy n;
+  const auto in_ms = study_in("ms", n);
+  n.name = "in s";
+  n.settings = {{"unit", "s"}};
+  const auto in_s = store_.create_study(n);
+  const auto fastest = store_.add_trial(in_ms.id, testing::config_json(16, "row"), "16,row",
+                                        Measurement::success(1.4));  // 1.4 ms
+  store_.add_trial(in_s.id, testing::config_json(32, "row"), "32,row",
+                   Measurement::success(0.5));  // 500 ms
+  const auto machine = in_ms.machine_id;
+  EXPECT_EQ(store_.best_trial("demo", machine, std::nullopt, Direction::minimize)->id, fastest);
+  // Maximised times: the slowest.
+  n.direction = Direction::maximize;
+  n.name = "max in ms";
+  n.settings = {{"unit", "ms"}};
+  const auto max_ms = store_.create_study(n);
+  n.name = "max in s";
+  n.settings = {{"unit", "s"}};
+  const auto max_s = store_.create_study(n);
+  store_.add_trial(max_ms.id, testing::config_json(16, "row"), "16,row",
+                   Measurement::success(900.0));  // 0.9 s
+  const auto slowest = store_.add_trial(max_s.id, testing::config_json(16, "row"), "16,row",
+                                        Measurement::success(2.0));
+  EXPECT_EQ(store_.best_trial("demo", machine, std::nullopt, Direction::maximize)->id, slowest);
+  // A study without a unit: nothing to convert by, so every value is compared as stored.
+  n.direction = Direction::minimize;
+  n.name = "plain";
+  n.settings = nlohmann::json::object();
+  const auto plain = store_.create_study(n);
+  const auto smallest = store_.add_trial(plain.id, testing::config_json(64, "row"), "64,row",
+                                         Measurement::success(0.1));
+  EXPECT_EQ(store_.best_trial("demo", machine, std::nullopt, Direction::minimize)->id, smallest);
+}
+
+// Priors are read in the unit the target measures: another unit of time is converted, a
+// value in a unit that is not one of time (or in none) is as stored.
+TEST_F(StoreTest, PriorTrialsAreConvertedToTheQuerysUnitOfTime) {
+  NewStudy n;
+  const auto in_ms = study_in("ms", n);
+  n.name = "score";
+  n.settings = {{"unit", "GFLOP/s"}};
+  const auto score = store_.create_study(n);
+  store_.add_trial(in_ms.id, testing::config_json(16, "row"), "16,row",
+                   Measurement::success(1500.0));
+  store_.add_trial(score.id, testing::config_json(16, "row"), "16,row", Measurement::success(3.0));
+  PriorQuery q;
+  q.kernel_name = "demo";
+  q.exclude_study = StudyId{1};  // the fixture's first study, which has no trials anyway
+  q.unit = "s";
+  const auto priors = store_.prior_trials(q);
+  ASSERT_EQ(priors.size(), 2u);
+  EXPECT_DOUBLE_EQ(priors[0].objective, 1.5);
+  EXPECT_EQ(priors[0].unit, "s");
+  EXPECT_DOUBLE_EQ(priors[1].objective, 3.0);
+  EXPECT_EQ(priors[1].unit, "GFLOP/s");
+  q.unit = "";
+  EXPECT_DOUBLE_EQ(store_.prior_trials(q)[0].objective, 1500.0);
+  EXPECT_EQ(store_.prior_trials(q)[0].unit, "ms");
+  // Only one input's trials.
+  q.task = TaskId{in_ms.task_id.value + 1000};
+  EXPECT_TRUE(store_.prior_trials(q).empty());
+  q.task = in_ms.task_id;
+  EXPECT_EQ(store_.prior_trials(q).size(), 2u);
+}
+
 TEST_F(StoreTest, PriorTrialsLeaveOutAMachineAStudyOrOtherVersions) {
   const auto a = testing::make_study(store_, "a", "m1");
   const auto b = testing::make_study(store_, "b", "m2");
