@@ -591,6 +591,7 @@ void add_query_commands(CLI::App& app) {
       nlohmann::json input_features = nlohmann::json::object();
       std::string input_version;
       std::string input_name;
+      bool other_content = false;  // a matrix measured under this name had other features
       if (!args->matrix.empty()) {
         EvaluatorSpec spec;
         spec.kernel = args->kernel;
@@ -611,6 +612,9 @@ void add_query_commands(CLI::App& app) {
         for (const auto& t : store.list_tasks(args->kernel)) {
           if (t.description == input.description && api::task_features_of(t) == input_features) {
             task = t.id;
+          } else if (t.description.is_object() &&
+                     t.description.value("matrix", std::string()) == input_name) {
+            other_content = true;
           }
         }
       }
@@ -697,7 +701,11 @@ void add_query_commands(CLI::App& app) {
             options_text(store, args->kernel, predicted->kernel_version, predicted->config),
             unmeasured_input
                 ? "matrix " + input_name +
-                      " (measured nowhere: predicted from the inputs measured, by their features)"
+                      (other_content && !task
+                           ? " (not the matrix measured under this name, whose features differ: "
+                             "predicted from the inputs measured, by their features)"
+                           : " (measured nowhere: predicted from the inputs measured, by their "
+                             "features)")
             : task && machine &&
                     store.best_trial(args->kernel, machine->id, std::nullopt, direction)
                 ? task_text(store, *task) + " (not measured here, where other inputs were)"

@@ -1514,6 +1514,9 @@ TEST_F(Cli, BestForAMatrixMeasuredNowhereIsPredictedFromTheMatricesMeasured) {
   r = run("best --kernel petsc --matrix " + renamed + "/lap20.mtx --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("source:    predicted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("input:     matrix lap20 (not the matrix measured under this name"),
+            std::string::npos)
+      << r.out;
   // A task of another kernel, and a kernel nobody stored, are named as such.
   r = run("best --kernel spmv --task 1 --db " + db());
   EXPECT_NE(r.exit_code, 0);
