@@ -1138,6 +1138,31 @@ TEST_F(Cli, AReplayedFileWithoutTheDefaultSaysThereIsNoBaseline) {
   EXPECT_NE(run("studies --db " + db()).out.find("[toy_kernel on GPU-A"), std::string::npos);
 }
 
+// An OpenCL kernel swept from the command line (PoCL on the CI machine's CPU): every trial
+// measured on the device and stored.
+TEST_F(Cli, AnOpenclKernelIsSweptAndItsTrialsStored) {
+  const auto r =
+      run("sweep --kernel opencl-gemm --size 64 --budget 5 --repeats 1 --study gemm --no-progress "
+          "--db " +
+          db());
+  if (r.exit_code != 0 && r.err.find("0 device(s) found") != std::string::npos) {
+    GTEST_SKIP() << "no OpenCL device found (install an ICD such as pocl-opencl-icd)";
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto stored = trials("gemm");
+  ASSERT_EQ(stored.size(), 5u);
+  std::set<std::string> configs;
+  for (const auto& t : stored) {
+    EXPECT_EQ(t.at("status"), "ok") << t.dump();
+    EXPECT_GT(t.at("value").get<double>(), 0.0) << t.dump();
+    configs.insert(t.at("config").dump());
+  }
+  EXPECT_EQ(configs.size(), 5u) << "a configuration was measured twice";
+  const auto best = run("best --kernel opencl-gemm --json --db " + db());
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  EXPECT_EQ(nlohmann::json::parse(best.out).at("source"), "measured") << best.out;
+}
+
 TEST_F(Cli, ACudaKernelWithoutAGpuSaysWhatRunsHereInstead) {
   const auto r = run("sweep --kernel cuda-gemm --size 64 --budget 1 --no-progress --db " + db());
   if (r.exit_code == 0) GTEST_SKIP() << "a CUDA device is here";
