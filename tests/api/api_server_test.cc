@@ -214,6 +214,46 @@ TEST(ApiServer, ConcurrentWorkersNeverReceiveTheSameConfiguration) {
   EXPECT_EQ(counts.pending, 0);
 }
 
+// A 200 (or 201) means stored: another connection to the file, as another process would open,
+// reads the result at once.
+TEST(ApiServer, AnAcknowledgedResultOrMeasurementIsCommittedForOtherReaders) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 10);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto s = c.post(base + "/suggestions", {{"client_id", "w"}}, server.token);
+  ASSERT_EQ(s.status, 200) << s.body;
+  const auto suggestion = s.json()["suggestions"].at(0);
+  const std::int64_t trial = suggestion["trial_id"];
+  const auto result = c.post("/v1/trials/" + std::to_string(trial) + "/result",
+                             {{"client_id", "w"}, {"value", 2.5}}, server.token);
+  ASSERT_EQ(result.status, 200) << result.body;
+  {
+    const auto reader = db::Store::open(server.db_path(), /*read_only=*/true);
+    const auto t = reader.get_trial(db::TrialId{trial});
+    EXPECT_EQ(t.result.status, TrialStatus::ok);
+    EXPECT_DOUBLE_EQ(t.result.objective, 2.5);
+    EXPECT_EQ(t.config, suggestion["config"]);
+  }
+
+  // A configuration neither leased nor measured.
+  nlohmann::json config = {{"bx", 16}, {"by", 2}, {"unroll", 0}};
+  if (config == suggestion["config"]) config["unroll"] = 1;
+  const auto added =
+      c.post(base + "/measurements", {{"measurements", {{{"config", config}, {"value", 4.25}}}}},
+             server.token);
+  ASSERT_EQ(added.status, 201) << added.body;
+  const std::int64_t measured = added.json()["trial_ids"].at(0);
+  {
+    const auto reader = db::Store::open(server.db_path(), /*read_only=*/true);
+    const auto t = reader.get_trial(db::TrialId{measured});
+    EXPECT_EQ(t.result.status, TrialStatus::ok);
+    EXPECT_DOUBLE_EQ(t.result.objective, 4.25);
+    EXPECT_EQ(t.config, config);
+    EXPECT_EQ(reader.trials(db::StudyId{study}).size(), 2u);
+  }
+}
+
 /// One suggestion of the study at `base` for `client`, leased for `seconds`.
 nlohmann::json lease_one(HttpClient& c, const std::string& base, const std::string& token,
                          const std::string& client, double seconds) {
