@@ -181,6 +181,7 @@ TEST(ApiServer, ConcurrentWorkersNeverReceiveTheSameConfiguration) {
   constexpr int kWorkers = 4;
   std::mutex mutex;
   std::multiset<std::string> handed_out;
+  std::map<std::string, int> evaluated;  // by worker
   std::vector<std::thread> workers;
   for (int w = 0; w < kWorkers; ++w) {
     workers.emplace_back([&, w] {
@@ -200,7 +201,10 @@ TEST(ApiServer, ConcurrentWorkersNeverReceiveTheSameConfiguration) {
           {
             std::lock_guard lock(mutex);
             handed_out.insert(s["config"].dump());
+            ++evaluated[client];
           }
+          // An evaluation takes a while, as a real one does: the others ask meanwhile.
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
           tell(c, server.token, s["trial_id"], client, demo_objective(s["config"]));
         }
       }
@@ -208,6 +212,9 @@ TEST(ApiServer, ConcurrentWorkersNeverReceiveTheSameConfiguration) {
   }
   for (auto& t : workers) t.join();
   EXPECT_EQ(handed_out.size(), testing::kDemoValid);
+  for (int w = 0; w < kWorkers; ++w) {
+    EXPECT_GE(evaluated["worker-" + std::to_string(w)], 1) << "worker-" << w << " did nothing";
+  }
   EXPECT_EQ(std::set<std::string>(handed_out.begin(), handed_out.end()).size(), handed_out.size());
   const auto counts = server.store().trial_counts(db::StudyId{study});
   EXPECT_EQ(counts.ok, static_cast<std::int64_t>(testing::kDemoValid));
