@@ -890,6 +890,12 @@ TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
 }
 
 TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
+  // A database holding a study already: no bad input may change it or leave a study behind.
+  ASSERT_EQ(sweep_x4("held", "echo $(( {x} + 1 ))", 3).exit_code, 0);
+  const auto held_before = trials("held");
+  ASSERT_EQ(held_before.size(), 3u);
+  const auto studies_before = run("studies --db " + db()).out;
+
   auto r = run("sweep --kernel fft --db " + db());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("known kernels"), std::string::npos) << r.err;
@@ -935,11 +941,18 @@ TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
       << "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n2 2 1.0\n";
   r = run("sweep --kernel spmv --matrix " + truncated + " --db " + db());
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_FALSE(r.err.empty());
+  EXPECT_NE(
+      r.err.find(truncated + ":4: truncated: the size line declares 4 entries but the file ends "
+                             "after 2"),
+      std::string::npos)
+      << r.err;
 
   r = run("sweep --kernel spmv --matrix " + dir_.file("missing.mtx") + " --db " + db());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("missing.mtx"), std::string::npos) << r.err;
+
+  EXPECT_EQ(trials("held"), held_before);
+  EXPECT_EQ(run("studies --db " + db()).out, studies_before);
 }
 
 TEST_F(Cli, AMistypedCommandIsNamedWithTheCommandsThereAre) {
