@@ -256,6 +256,9 @@ TEST(SearchSpace, HugeSpacesAreSampledWithoutEnumerating) {
   for (int i = 0; i < 100; ++i) {
     auto c = s.sample(rng);
     EXPECT_TRUE(s.is_valid(c));
+    // The constraints checked here, not by the code that sampled.
+    EXPECT_LT(std::get<std::int64_t>(c[0]) + std::get<std::int64_t>(c[1]), 5) << s.key(c);
+    EXPECT_NE(std::get<std::int64_t>(c[2]), std::get<std::int64_t>(c[3])) << s.key(c);
   }
 }
 
@@ -310,6 +313,12 @@ TEST(SearchSpace, MixedSpaceWithRealsSamplesAndChecks) {
   for (int i = 0; i < 200; ++i) {
     auto c = s.sample(rng);
     ASSERT_TRUE(s.is_valid(c));
+    // "32 <= bx * by <= 256", "fmt == 'sell' or by % 2 == 0", checked here.
+    const std::int64_t bx = std::get<std::int64_t>(c[0]);
+    const std::int64_t by = std::get<std::int64_t>(c[1]);
+    EXPECT_GE(bx * by, 32) << s.key(c);
+    EXPECT_LE(bx * by, 256) << s.key(c);
+    EXPECT_TRUE(std::get<std::string>(c[2]) == "sell" || by % 2 == 0) << s.key(c);
     const double omega = as_double(c[3]);
     EXPECT_GE(omega, 0.5);
     EXPECT_LE(omega, 1.5);
