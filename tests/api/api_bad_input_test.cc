@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "db/study_export.h"
@@ -320,6 +323,87 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
   }
   EXPECT_EQ(client_->get("/healthz").status, 200);
   EXPECT_EQ(snapshot(), before);
+}
+
+// The fields a route's request schema documents are the fields the server accepts: a field it
+// reads that the schema lacks cannot be found by a client, and one documented that it does not
+// read is refused as unknown. The server names what it accepts when refusing an unknown field.
+TEST_F(BadInput, EachJsonBodysSchemaHasExactlyTheFieldsTheServerAccepts) {
+  const auto doc = client_->get("/openapi.json");
+  ASSERT_EQ(doc.status, 200) << doc.body;
+  const auto paths = doc.json().at("paths");
+  const nlohmann::json config = {{"bx", 1}, {"by", 1}, {"unroll", 0}};
+  // A body each route reads to the end (its required fields), for a study and a trial that
+  // exist; "zz_unknown" is then the one field refused.
+  const std::map<std::string, nlohmann::json> valid_bodies = {
+      {"/v1/machines", {{"name", "schema-probe"}}},
+      {"/v1/studies", {{"kernel", "demo"}, {"machine", "test-machine"}}},
+      {"/v1/studies/{id}/resume", nlohmann::json::object()},
+      {"/v1/studies/{id}/suggestions", {{"client_id", "probe"}}},
+      {"/v1/trials/{id}/result", {{"client_id", "probe"}, {"value", 1.0}}},
+      {"/v1/trials/{id}/release", {{"client_id", "probe"}}},
+      {"/v1/trials/{id}/lease", {{"client_id", "probe"}}},
+      {"/v1/studies/{id}/measurements", {{"measurements", {{{"config", config}, {"value", 1.0}}}}}},
+      {"/v1/predict", {{"study_id", study_}, {"configs", {config}}}}};
+  const auto target_of = [&](std::string path) {
+    const auto at = path.find("{id}");
+    if (at != std::string::npos) {
+      path.replace(at, 4, std::to_string(path.rfind("/v1/trials/", 0) == 0 ? trial_ : study_));
+    }
+    return path;
+  };
+  // The names after "allowed: " in the refusal of "zz_unknown" (at `where`).
+  const auto accepted = [&](const std::string& target, const nlohmann::json& body,
+                            const std::string& where) {
+    const auto reply = post(target, body);
+    EXPECT_EQ(reply.status, 400) << target << ": " << reply.body;
+    const std::string message = reply.error_message();
+    const std::string refusal = "unknown field \"" + where + "zz_unknown\"; allowed: ";
+    const auto at = message.find(refusal);
+    std::set<std::string> names;
+    if (at == std::string::npos) {
+      ADD_FAILURE() << target << " did not refuse the unknown field: " << reply.body;
+      return names;
+    }
+    std::stringstream list(message.substr(at + refusal.size()));
+    for (std::string name; std::getline(list, name, ',');) {
+      names.insert(name.substr(name.find_first_not_of(' ')));
+    }
+    return names;
+  };
+  const auto properties = [](const nlohmann::json& schema) {
+    std::set<std::string> names;
+    for (const auto& [name, property] : schema.at("properties").items()) names.insert(name);
+    return names;
+  };
+
+  std::size_t checked = 0;
+  for (const auto& [path, methods] : paths.items()) {
+    if (!methods.contains("post")) continue;
+    const auto& op = methods.at("post");
+    if (!op.contains("requestBody")) continue;
+    const auto& content = op.at("requestBody").at("content");
+    if (!content.contains("application/json")) continue;
+    SCOPED_TRACE(path);
+    const auto body = valid_bodies.find(path);
+    if (body == valid_bodies.end()) {
+      ADD_FAILURE() << "no valid body for " << path << " in this test: add one";
+      continue;
+    }
+    const auto& schema = content.at("application/json").at("schema");
+    nlohmann::json with_unknown = body->second;
+    with_unknown["zz_unknown"] = 1;
+    EXPECT_EQ(accepted(target_of(path), with_unknown, ""), properties(schema));
+    ++checked;
+    // The measurements' entries are read as strictly, and documented as their items.
+    if (path == "/v1/studies/{id}/measurements") {
+      nlohmann::json inner = body->second;
+      inner["measurements"][0]["zz_unknown"] = 1;
+      EXPECT_EQ(accepted(target_of(path), inner, "measurements[0]."),
+                properties(schema.at("properties").at("measurements").at("items")));
+    }
+  }
+  EXPECT_EQ(checked, valid_bodies.size());
 }
 
 TEST_F(BadInput, OversizeBodiesGet413) {

@@ -181,6 +181,7 @@ TEST(ApiServer, ConcurrentWorkersNeverReceiveTheSameConfiguration) {
   constexpr int kWorkers = 4;
   std::mutex mutex;
   std::multiset<std::string> handed_out;
+  std::map<std::string, int> evaluated;  // by worker
   std::vector<std::thread> workers;
   for (int w = 0; w < kWorkers; ++w) {
     workers.emplace_back([&, w] {
@@ -200,7 +201,10 @@ TEST(ApiServer, ConcurrentWorkersNeverReceiveTheSameConfiguration) {
           {
             std::lock_guard lock(mutex);
             handed_out.insert(s["config"].dump());
+            ++evaluated[client];
           }
+          // An evaluation takes a while, as a real one does: the others ask meanwhile.
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
           tell(c, server.token, s["trial_id"], client, demo_objective(s["config"]));
         }
       }
@@ -208,10 +212,53 @@ TEST(ApiServer, ConcurrentWorkersNeverReceiveTheSameConfiguration) {
   }
   for (auto& t : workers) t.join();
   EXPECT_EQ(handed_out.size(), testing::kDemoValid);
+  for (int w = 0; w < kWorkers; ++w) {
+    EXPECT_GE(evaluated["worker-" + std::to_string(w)], 1) << "worker-" << w << " did nothing";
+  }
   EXPECT_EQ(std::set<std::string>(handed_out.begin(), handed_out.end()).size(), handed_out.size());
   const auto counts = server.store().trial_counts(db::StudyId{study});
   EXPECT_EQ(counts.ok, static_cast<std::int64_t>(testing::kDemoValid));
   EXPECT_EQ(counts.pending, 0);
+}
+
+// A 200 (or 201) means stored: another connection to the file, as another process would open,
+// reads the result at once.
+TEST(ApiServer, AnAcknowledgedResultOrMeasurementIsCommittedForOtherReaders) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 10);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto s = c.post(base + "/suggestions", {{"client_id", "w"}}, server.token);
+  ASSERT_EQ(s.status, 200) << s.body;
+  const auto suggestion = s.json()["suggestions"].at(0);
+  const std::int64_t trial = suggestion["trial_id"];
+  const auto result = c.post("/v1/trials/" + std::to_string(trial) + "/result",
+                             {{"client_id", "w"}, {"value", 2.5}}, server.token);
+  ASSERT_EQ(result.status, 200) << result.body;
+  {
+    const auto reader = db::Store::open(server.db_path(), /*read_only=*/true);
+    const auto t = reader.get_trial(db::TrialId{trial});
+    EXPECT_EQ(t.result.status, TrialStatus::ok);
+    EXPECT_DOUBLE_EQ(t.result.objective, 2.5);
+    EXPECT_EQ(t.config, suggestion["config"]);
+  }
+
+  // A configuration neither leased nor measured.
+  nlohmann::json config = {{"bx", 16}, {"by", 2}, {"unroll", 0}};
+  if (config == suggestion["config"]) config["unroll"] = 1;
+  const auto added =
+      c.post(base + "/measurements", {{"measurements", {{{"config", config}, {"value", 4.25}}}}},
+             server.token);
+  ASSERT_EQ(added.status, 201) << added.body;
+  const std::int64_t measured = added.json()["trial_ids"].at(0);
+  {
+    const auto reader = db::Store::open(server.db_path(), /*read_only=*/true);
+    const auto t = reader.get_trial(db::TrialId{measured});
+    EXPECT_EQ(t.result.status, TrialStatus::ok);
+    EXPECT_DOUBLE_EQ(t.result.objective, 4.25);
+    EXPECT_EQ(t.config, config);
+    EXPECT_EQ(reader.trials(db::StudyId{study}).size(), 2u);
+  }
 }
 
 /// One suggestion of the study at `base` for `client`, leased for `seconds`.

@@ -199,9 +199,9 @@ TEST(OpenApi, DocumentsEveryRegisteredRoute) {
   for (const auto& r : service.router().routes()) {
     std::string method = r.method;
     std::transform(method.begin(), method.end(), method.begin(), ::tolower);
-    ASSERT_TRUE(doc["paths"].contains(r.pattern)) << r.pattern << " is missing";
-    ASSERT_TRUE(doc["paths"][r.pattern].contains(method)) << r.method << " " << r.pattern;
-    const auto& op = doc["paths"][r.pattern][method];
+    // The paths are written from these routes; whether the request bodies documented are the
+    // ones accepted is BadInput.EachJsonBodysSchemaHasExactlyTheFieldsTheServerAccepts.
+    const auto& op = doc.at("paths").at(r.pattern).at(method);
     EXPECT_FALSE(op["summary"].get<std::string>().empty()) << r.pattern;
     EXPECT_TRUE(op["responses"].contains(std::to_string(r.success_status))) << r.pattern;
     EXPECT_TRUE(op["responses"].contains("400")) << r.pattern;

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 #include <thread>
 
@@ -76,6 +77,17 @@ std::int64_t create_study(HttpClient& c, const std::string& token, const Evaluat
   return s.json()["id"].get<std::int64_t>();
 }
 
+// A replay that takes a little time, as a real evaluation does: while one worker evaluates, the
+// other asks for work.
+class SlowReplayEvaluator : public ReplayEvaluator {
+ public:
+  SlowReplayEvaluator() : ReplayEvaluator(measured_dataset("conv"), "generated.json") {}
+  Measurement evaluate(const Configuration& config) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return ReplayEvaluator::evaluate(config);
+  }
+};
+
 TEST(Worker, TwoWorkersShareAStudyWithoutRepeats) {
   testing::TestServer server;
   ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");
@@ -87,7 +99,7 @@ TEST(Worker, TwoWorkersShareAStudyWithoutRepeats) {
   std::vector<std::thread> threads;
   for (int w = 0; w < 2; ++w) {
     threads.emplace_back([&, w] {
-      ReplayEvaluator mine(measured_dataset("conv"), "generated.json");
+      SlowReplayEvaluator mine;
       auto client = server.client();
       cli::WorkerOptions options;
       options.study = study;
@@ -100,6 +112,7 @@ TEST(Worker, TwoWorkersShareAStudyWithoutRepeats) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(summaries[0].evaluated + summaries[1].evaluated, static_cast<std::size_t>(kBudget));
   for (const auto& s : summaries) {
+    EXPECT_GE(s.evaluated, 1u) << "one worker took the whole budget";
     EXPECT_THAT(s.stop_reason, ::testing::AnyOf(HasSubstr("budget"), HasSubstr("completed")));
   }
 

@@ -890,6 +890,12 @@ TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
 }
 
 TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
+  // A database holding a study already: no bad input may change it or leave a study behind.
+  ASSERT_EQ(sweep_x4("held", "echo $(( {x} + 1 ))", 3).exit_code, 0);
+  const auto held_before = trials("held");
+  ASSERT_EQ(held_before.size(), 3u);
+  const auto studies_before = run("studies --db " + db()).out;
+
   auto r = run("sweep --kernel fft --db " + db());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("known kernels"), std::string::npos) << r.err;
@@ -935,11 +941,18 @@ TEST_F(Cli, BadInputIsExplainedWithANonZeroExit) {
       << "%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 1.0\n2 2 1.0\n";
   r = run("sweep --kernel spmv --matrix " + truncated + " --db " + db());
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_FALSE(r.err.empty());
+  EXPECT_NE(
+      r.err.find(truncated + ":4: truncated: the size line declares 4 entries but the file ends "
+                             "after 2"),
+      std::string::npos)
+      << r.err;
 
   r = run("sweep --kernel spmv --matrix " + dir_.file("missing.mtx") + " --db " + db());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("missing.mtx"), std::string::npos) << r.err;
+
+  EXPECT_EQ(trials("held"), held_before);
+  EXPECT_EQ(run("studies --db " + db()).out, studies_before);
 }
 
 TEST_F(Cli, AMistypedCommandIsNamedWithTheCommandsThereAre) {
@@ -1136,6 +1149,31 @@ TEST_F(Cli, AReplayedFileWithoutTheDefaultSaysThereIsNoBaseline) {
                          " --kernel-name toy_kernel --budget 2 --no-progress --db " + db());
   ASSERT_EQ(named.exit_code, 0) << named.err;
   EXPECT_NE(run("studies --db " + db()).out.find("[toy_kernel on GPU-A"), std::string::npos);
+}
+
+// An OpenCL kernel swept from the command line (PoCL on the CI machine's CPU): every trial
+// measured on the device and stored.
+TEST_F(Cli, AnOpenclKernelIsSweptAndItsTrialsStored) {
+  const auto r =
+      run("sweep --kernel opencl-gemm --size 64 --budget 5 --repeats 1 --study gemm --no-progress "
+          "--db " +
+          db());
+  if (r.exit_code != 0 && r.err.find("0 device(s) found") != std::string::npos) {
+    GTEST_SKIP() << "no OpenCL device found (install an ICD such as pocl-opencl-icd)";
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto stored = trials("gemm");
+  ASSERT_EQ(stored.size(), 5u);
+  std::set<std::string> configs;
+  for (const auto& t : stored) {
+    EXPECT_EQ(t.at("status"), "ok") << t.dump();
+    EXPECT_GT(t.at("value").get<double>(), 0.0) << t.dump();
+    configs.insert(t.at("config").dump());
+  }
+  EXPECT_EQ(configs.size(), 5u) << "a configuration was measured twice";
+  const auto best = run("best --kernel opencl-gemm --json --db " + db());
+  ASSERT_EQ(best.exit_code, 0) << best.err;
+  EXPECT_EQ(nlohmann::json::parse(best.out).at("source"), "measured") << best.out;
 }
 
 TEST_F(Cli, ACudaKernelWithoutAGpuSaysWhatRunsHereInstead) {

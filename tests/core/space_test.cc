@@ -180,6 +180,34 @@ TEST(SearchSpace, GzipSpaceFilesAreRead) {
   EXPECT_EQ(space.valid_count(), std::optional<std::size_t>(3));
 }
 
+// A Kernel Tuner cache file serves as a space: its tune_params in the file's order (not sorted
+// by name), its restrictions kept, and the cache itself (measured configurations) not a
+// restriction of the space.
+TEST(SearchSpace, AGeneratedKernelTunerCacheIsTheSpaceOfItsTuneParams) {
+  tunebase::testing::TempDir dir;
+  const auto path = tunebase::testing::write_gzip(dir.file("toy_cache.json.gz"), R"({
+    "schema_version": "1.0.0", "device_name": "Toy GPU", "kernel_name": "toy",
+    "problem_size": [64, 64], "tune_params_keys": ["wg", "tile", "alg"],
+    "tune_params": {"wg": [32, 64, 128], "tile": [1, 2], "alg": ["a", "b"]},
+    "restrictions": ["wg * tile <= 128"], "objective": "time",
+    "cache": {"32,1,a": {"wg": 32, "tile": 1, "alg": "a", "time": 1.5},
+              "64,2,b": {"wg": 64, "tile": 2, "alg": "b", "time": 0.9}}})");
+  const auto space = SearchSpace::load(path);
+  ASSERT_EQ(space.dimension(), 3u);
+  EXPECT_EQ(space.parameter(0).name, "wg");
+  EXPECT_EQ(space.parameter(1).name, "tile");
+  EXPECT_EQ(space.parameter(2).name, "alg");
+  EXPECT_EQ(space.parameter(0).values,
+            (std::vector<Value>{Value(std::int64_t{32}), Value(std::int64_t{64}),
+                                Value(std::int64_t{128})}));
+  EXPECT_EQ(space.parameter(1).values,
+            (std::vector<Value>{Value(std::int64_t{1}), Value(std::int64_t{2})}));
+  EXPECT_EQ(space.parameter(2).values, (std::vector<Value>{Value("a"), Value("b")}));
+  // wg * tile <= 128: (32, 1), (32, 2), (64, 1), (64, 2), (128, 1); times two algorithms.
+  EXPECT_EQ(space.constraints().size(), 1u);
+  EXPECT_EQ(space.valid_count(), std::optional<std::size_t>(10));
+}
+
 TEST(SearchSpace, AGzipKernelTunerCacheIsASpace) {
   TUNEBASE_SHARED_FILE_OR_SKIP(path, "gpu/gemm/A100.json.gz");
   const auto space = SearchSpace::load(path);
@@ -228,6 +256,9 @@ TEST(SearchSpace, HugeSpacesAreSampledWithoutEnumerating) {
   for (int i = 0; i < 100; ++i) {
     auto c = s.sample(rng);
     EXPECT_TRUE(s.is_valid(c));
+    // The constraints checked here, not by the code that sampled.
+    EXPECT_LT(std::get<std::int64_t>(c[0]) + std::get<std::int64_t>(c[1]), 5) << s.key(c);
+    EXPECT_NE(std::get<std::int64_t>(c[2]), std::get<std::int64_t>(c[3])) << s.key(c);
   }
 }
 
@@ -282,6 +313,12 @@ TEST(SearchSpace, MixedSpaceWithRealsSamplesAndChecks) {
   for (int i = 0; i < 200; ++i) {
     auto c = s.sample(rng);
     ASSERT_TRUE(s.is_valid(c));
+    // "32 <= bx * by <= 256", "fmt == 'sell' or by % 2 == 0", checked here.
+    const std::int64_t bx = std::get<std::int64_t>(c[0]);
+    const std::int64_t by = std::get<std::int64_t>(c[1]);
+    EXPECT_GE(bx * by, 32) << s.key(c);
+    EXPECT_LE(bx * by, 256) << s.key(c);
+    EXPECT_TRUE(std::get<std::string>(c[2]) == "sell" || by % 2 == 0) << s.key(c);
     const double omega = as_double(c[3]);
     EXPECT_GE(omega, 0.5);
     EXPECT_LE(omega, 1.5);

@@ -185,11 +185,11 @@ TEST(BadFiles, AQueryThatMeetsCorruptionMarksTheFile) {
 }
 
 TEST(BadFiles, GzipFileIsNotADatabase) {
-  TUNEBASE_SHARED_FILE_OR_SKIP(gz, "gpu/gemm/K20.json.gz");
   TempDir dir;
-  const auto path = dir.file("K20.json.gz");
-  fs::copy_file(gz, path);
-  fs::permissions(path, fs::perms::owner_read | fs::perms::owner_write);
+  // A Kernel Tuner cache, as a database path may be given one by mistake.
+  const auto path = tunebase::testing::write_gzip(
+      dir.file("K20.json.gz"),
+      R"({"device_name": "K20", "tune_params": {"a": [1, 2]}, "cache": {}})");
   const auto before = testing::read_bytes(path);
   EXPECT_THAT(storage_error_of([&] { Store store(path); }), HasSubstr("is not a SQLite database"));
   EXPECT_EQ(testing::read_bytes(path), before);

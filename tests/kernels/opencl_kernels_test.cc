@@ -439,6 +439,20 @@ TEST(OpenclConvolution, SampleOfConfigurationsMatchesTheReference) {
   }
 }
 
+TEST(OpenclConvolution, WrongResultIsAFailedMeasurement) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  // The kernel believes each work-item computes one row where the launch assumes two: of the
+  // 45 rows the two work-groups in y cover 32, and rows 32 to 44 (13 x 70 pixels) keep their
+  // poison.
+  GpuEvaluatorOptions options = quick();
+  options.defines = {{"TILE_SIZE_Y", "1"}};
+  GpuConvolutionEvaluator conv(backend, 70, 45, options);
+  const Measurement m = conv.evaluate(config_with(conv.space(), {{"tile_size_y", 2}}));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_EQ(m.message.rfind("wrong result: pixel (0,32) = ", 0), 0u) << m.message;
+  EXPECT_NE(m.message.find("; 910 of 3150 pixels differ"), std::string::npos) << m.message;
+}
+
 // -------------------------------------------------------------------------------- factory
 
 TEST(OpenclFactory, OptionsTheKernelDoesNotReadAreRefused) {

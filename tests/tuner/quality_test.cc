@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/property_tree/ptree.hpp>
 #include <boost/property_tree/xml_parser.hpp>
 #include <cmath>
@@ -166,6 +167,79 @@ TEST(QualityReport, JsonHasExactlyTheAgreedKeys) {
   std::vector<RunTrace> untimed = {{{10.0}, {}}};
   const nlohmann::json u = quality_report("x", "t", 10.0, 1, untimed).to_json();
   EXPECT_TRUE(u.at("suggest_ms").at("p95").is_null());
+}
+
+/// Four seeds, optimum 10, budget 10 (fractions by hand):
+///   A: fail, 20 x 8, 12.5   -> 0, .5 ... .5, .8      the 10th evaluation counts
+///   B: 40 x 9, 10           -> .25 ... .25, 1
+///   C: 25 20 (short)        -> .4 .5                 holds .5 after it ended
+///   D: 16 x 10, 10, 10      -> .625 ...              the 11th and 12th are past the budget
+std::vector<RunTrace> ten_evaluation_seeds() {
+  std::vector<RunTrace> runs(4);
+  runs[0].objectives = {kNaN, 20, 20, 20, 20, 20, 20, 20, 20, 12.5};
+  runs[1].objectives = {40, 40, 40, 40, 40, 40, 40, 40, 40, 10};
+  runs[2].objectives = {25, 20};
+  runs[3].objectives = std::vector<double>(10, 16.0);
+  runs[3].objectives.insert(runs[3].objectives.end(), {10.0, 10.0});
+  return runs;
+}
+
+TEST(QualityReport, FractionAfterTenEvaluationsCountsTheTenthAndHoldsShortRuns) {
+  const QualityReport r = quality_report("random", "toy.json", 10.0, 10, ten_evaluation_seeds());
+  ASSERT_EQ(r.fraction_at.size(), 4u);
+  EXPECT_EQ(r.fraction_at[0].evaluations, 10u);
+  // After 10: A .8, B 1, C .5, D .625 -> sorted .5 .625 .8 1
+  const auto& ten = r.fraction_at[0].fraction;
+  EXPECT_NEAR(ten.median, (0.625 + 0.8) / 2, kTol);
+  EXPECT_NEAR(ten.q1, 0.5 + 0.75 * (0.625 - 0.5), kTol);
+  EXPECT_NEAR(ten.q3, 0.8 + 0.25 * (1.0 - 0.8), kTol);
+  // 25, 50 and 100 lie past the budget of 10.
+  for (std::size_t i = 1; i < r.fraction_at.size(); ++i) {
+    EXPECT_TRUE(std::isnan(r.fraction_at[i].fraction.median)) << r.fraction_at[i].evaluations;
+  }
+
+  const nlohmann::json j = r.to_json();
+  const auto& at_ten = j.at("fraction_at").at("10");
+  EXPECT_NEAR(at_ten.at("median").get<double>(), (0.625 + 0.8) / 2, kTol);
+  EXPECT_NEAR(at_ten.at("q1").get<double>(), 0.59375, kTol);
+  EXPECT_NEAR(at_ten.at("q3").get<double>(), 0.85, kTol);
+  EXPECT_TRUE(j.at("fraction_at").at("25").at("median").is_null());
+}
+
+/// Three seeds of budget 100, optimum 10:
+///   A: 20 x 99, 10       -> .5 until the 100th evaluation, then 1
+///   B: 25 x 29, 20       -> .4 until the 30th, then .5 held (the run ends after 30)
+///   C: 40 x 100, 10 ...  -> .25; its 101st evaluation is past the budget
+std::vector<RunTrace> hundred_evaluation_seeds() {
+  std::vector<RunTrace> runs(3);
+  runs[0].objectives = std::vector<double>(99, 20.0);
+  runs[0].objectives.push_back(10.0);
+  runs[1].objectives = std::vector<double>(29, 25.0);
+  runs[1].objectives.push_back(20.0);
+  runs[2].objectives = std::vector<double>(100, 40.0);
+  runs[2].objectives.push_back(10.0);
+  return runs;
+}
+
+TEST(QualityReport, EveryCheckpointUpToABudgetOfAHundredIsReported) {
+  const QualityReport r = quality_report("bo", "toy.json", 10.0, 100, hundred_evaluation_seeds());
+  ASSERT_EQ(r.fraction_at.size(), 4u);
+  // {evaluations, median, q1, q3} by hand, three seeds: q1 and q3 halfway between neighbours.
+  const std::vector<std::array<double, 4>> expected = {
+      {10, 0.4, 0.325, 0.45},    // A .5, B .4, C .25
+      {25, 0.4, 0.325, 0.45},    // the same
+      {50, 0.5, 0.375, 0.5},     // A .5, B .5, C .25
+      {100, 0.5, 0.375, 0.75}};  // A 1, B .5, C .25
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const auto& cp = r.fraction_at[i];
+    EXPECT_EQ(cp.evaluations, static_cast<std::size_t>(expected[i][0]));
+    EXPECT_NEAR(cp.fraction.median, expected[i][1], kTol) << cp.evaluations;
+    EXPECT_NEAR(cp.fraction.q1, expected[i][2], kTol) << cp.evaluations;
+    EXPECT_NEAR(cp.fraction.q3, expected[i][3], kTol) << cp.evaluations;
+  }
+  const nlohmann::json j = r.to_json();
+  EXPECT_NEAR(j.at("fraction_at").at("100").at("median").get<double>(), 0.5, kTol);
+  EXPECT_NEAR(j.at("fraction_at").at("100").at("q3").get<double>(), 0.75, kTol);
 }
 
 TEST(QualityReport, RejectsMeaninglessInput) {

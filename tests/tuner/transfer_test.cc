@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
 
 #include "tuner/prior.h"
 #include "tuner/session.h"
@@ -165,11 +166,16 @@ TEST(PriorModels, AreFittedOncePerPriorNotPerProposalOrSession) {
   const auto s = space();
   SessionOptions options;
   options.strategy = "rgpe";
-  // A prior no other test uses (the cache is process-wide).
-  options.priors.push_back(make_prior(
-      s, "cached", [](const Configuration& c) { return objective(c) + 0.01 * as_double(c[1]); }));
-  options.priors.push_back(make_prior(
-      s, "cached-2", [](const Configuration& c) { return objective(c) + 0.02 * as_double(c[0]); }));
+  // Priors no other test uses, and no earlier run of this one (--gtest_repeat): the cache is
+  // process-wide and a model's key includes its source's name.
+  static int runs = 0;
+  const std::string run = std::to_string(++runs);
+  options.priors.push_back(make_prior(s, "cached-run" + run, [](const Configuration& c) {
+    return objective(c) + 0.01 * as_double(c[1]);
+  }));
+  options.priors.push_back(make_prior(s, "cached-2-run" + run, [](const Configuration& c) {
+    return objective(c) + 0.02 * as_double(c[0]);
+  }));
   const std::size_t fits_before = cache.fit_count();
   {
     Session session(s, options);
