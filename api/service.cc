@@ -57,16 +57,21 @@ void check_name_in(const std::string& name, const std::string& field, const std:
 
 // A study's task_features place its input among others for transfer: numbers, and for a task
 // that has some already, the same ones (another study's transfer stands on them).
-void check_task_features(const db::Store& store, const std::string& kernel,
-                         const nlohmann::json* task, const nlohmann::json& features) {
+// Task features are numbers: FieldError at `field`.NAME for another value.
+void check_feature_numbers(const nlohmann::json& features, const std::string& field) {
   for (const auto& [name, value] : features.items()) {
     if (!value.is_number()) {
-      throw FieldError("task_features." + name,
+      throw FieldError(field + "." + name,
                        "task features must be numbers (they place the input among others for "
                        "transfer); got " +
                            db::json_text(value) + "; put descriptions in \"task\"");
     }
   }
+}
+
+void check_task_features(const db::Store& store, const std::string& kernel,
+                         const nlohmann::json* task, const nlohmann::json& features) {
+  check_feature_numbers(features, "task_features");
   const auto description = task ? *task : nlohmann::json::object();
   for (const auto& t : store.list_tasks(kernel)) {
     if (t.description == description && !t.features.empty() && t.features != features) {
@@ -617,6 +622,14 @@ void Service::add_routes() {
     r.query = {{"kernel", "string", true, "kernel name", {}},
                {"machine", "string", true, "machine name", {}},
                {"task", "integer", false, "task id (default: any input)", {}, 1},
+               {"task_features",
+                "string",
+                false,
+                "an input by its features, a JSON object of numbers as a study's "
+                "task_features ({\"n\":4096}): the stored input with those features, else a "
+                "prediction for an input measured nowhere, from the others by their features "
+                "(not with task)",
+                {}},
                {"direction",
                 "string",
                 false,
@@ -1300,6 +1313,26 @@ Response Service::best(Request& request) {
   const auto machine_name = *checked_query_name(request, "machine");
   std::optional<db::TaskId> task;
   if (request.query_value("task")) task = db::TaskId{integer_query(request, "task")};
+  // An input given by its features (a problem size at configure time): the stored task with
+  // those features, else an input measured nowhere, predicted from the others by them.
+  std::optional<nlohmann::json> features;
+  if (const auto text = request.query_value("task_features")) {
+    if (task) {
+      throw FieldError("query.task_features",
+                       "give task (a stored input's id) or task_features (an input by its "
+                       "features), not both");
+    }
+    features = in_field("query.task_features", [&] {
+      return parse_json_text(*text, "task_features", DuplicateKeys::refuse);
+    });
+    if (!features->is_object() || features->empty()) {
+      throw FieldError("query.task_features",
+                       "task_features is a JSON object of numbers, as a study's "
+                       "(task_features={\"n\":4096}); got " +
+                           db::json_text(*features).substr(0, 80));
+    }
+    check_feature_numbers(*features, "query.task_features");
+  }
   // Left out, the direction is the kernel's studies' (read below, past the cache).
   std::optional<db::Direction> asked_direction;
   if (const auto d = request.query_value("direction")) {
@@ -1310,6 +1343,7 @@ Response Service::best(Request& request) {
   // The question without the machine (what every unregistered machine shares), and with it.
   const std::string query_key =
       kernel + '\n' + (task ? std::to_string(task->value) : "") + '\n' +
+      (features ? db::json_text(*features) : std::string()) + '\n' +
       (asked_direction ? std::string(db::to_string(*asked_direction)) : std::string()) + '\n' +
       objective;
   const std::string cache_key = query_key + '\n' + machine_name;
@@ -1374,6 +1408,12 @@ Response Service::best(Request& request) {
       reader(), kernel, objective, machine ? std::optional(machine->id) : std::nullopt, task);
   const auto direction =
       asked_direction.value_or(kernel_direction.value_or(db::Direction::minimize));
+  if (features) {
+    for (const auto& t : reader().list_tasks(kernel)) {
+      if (!task && task_features_of(t) == *features) task = t.id;
+    }
+  }
+  const bool new_input = features && !task;
   if (task) {
     const auto t = reader().get_task(*task);
     if (t.kernel_name != kernel) {
@@ -1382,8 +1422,10 @@ Response Service::best(Request& request) {
                                          "\", not \"" + kernel + "\"");
     }
   }
-  const auto trial =
-      machine ? reader().best_trial(kernel, machine->id, task, direction, objective) : std::nullopt;
+  // An input measured nowhere has no measured best, here or anywhere.
+  const auto trial = machine && !new_input
+                         ? reader().best_trial(kernel, machine->id, task, direction, objective)
+                         : std::nullopt;
   if (trial) {
     const auto study = reader().get_study(trial->study_id);
     nlohmann::json j{{"source", "measured"},
@@ -1416,6 +1458,13 @@ Response Service::best(Request& request) {
   // the answer, which is a new machine's prediction all the same.
   const auto predicted_answer = [&](const PredictedBest& prediction) {
     auto j = predicted_best_json(kernel, machine_name, prediction);
+    if (new_input) {
+      j["task_features"] = *features;
+      j["note"] =
+          "an input measured nowhere: predicted from the inputs measured, by their features; "
+          "its objective may lie far outside the interval, which is the measured inputs' "
+          "(the configuration is the better guess)";
+    }
     if (machine) return j;
     if (const auto similar = similar_machine_name(reader(), machine_name); !similar.empty()) {
       j["note"] = "machine \"" + machine_name +
@@ -1438,8 +1487,12 @@ Response Service::best(Request& request) {
   }
   // Nothing measured here: a prediction from other machines' measurements needs a model fit.
   if (request.running_on != Runs::compute) return Response::compute_needed();
-  const auto predicted = studies_.predict_best(
-      kernel, machine ? std::optional(machine->id) : std::nullopt, task, direction, objective);
+  const auto predicted =
+      new_input ? studies_.predict_best(kernel, machine ? std::optional(machine->id) : std::nullopt,
+                                        std::nullopt, direction, objective, *features,
+                                        reader().find_kernel(kernel)->version)
+                : studies_.predict_best(kernel, machine ? std::optional(machine->id) : std::nullopt,
+                                        task, direction, objective);
   if (predicted && !machine) {
     std::unique_lock lock(cache_mutex_);
     if (unregistered_predictions_.size() >= kMaxCachedAnswers) unregistered_predictions_.clear();

@@ -905,12 +905,12 @@ auto StudyManager::with_model(db::StudyId study, Use use)
   return use(*model, state);
 }
 
-std::optional<PredictedBest> StudyManager::predict_best(const std::string& kernel,
-                                                        std::optional<db::MachineId> machine,
-                                                        std::optional<db::TaskId> task,
-                                                        db::Direction direction,
-                                                        const std::string& objective) {
-  auto predicted = api::predict_best(store_, kernel, machine, task, direction, objective);
+std::optional<PredictedBest> StudyManager::predict_best(
+    const std::string& kernel, std::optional<db::MachineId> machine, std::optional<db::TaskId> task,
+    db::Direction direction, const std::string& objective, const nlohmann::json& input_features,
+    const std::string& input_version) {
+  auto predicted = api::predict_best(store_, kernel, machine, task, direction, objective,
+                                     input_features, input_version);
   save_fitted_models(store_);
   return predicted;
 }

@@ -149,11 +149,14 @@ class StudyManager {
   /// The best configuration of `kernel` predicted for `machine` (and `task`) by the transfer
   /// model on what other machines and tasks measured (api::predict_best); the fitted prior
   /// models are saved to the store for later processes. `machine` is nullopt for one the
-  /// store does not know yet (nothing measured there, by definition).
+  /// store does not know yet (nothing measured there, by definition). An input measured
+  /// nowhere is given by its features and its kernel version instead of `task`.
   std::optional<PredictedBest> predict_best(const std::string& kernel,
                                             std::optional<db::MachineId> machine,
                                             std::optional<db::TaskId> task, db::Direction direction,
-                                            const std::string& objective);
+                                            const std::string& objective,
+                                            const nlohmann::json& input_features = {},
+                                            const std::string& input_version = {});
 
   /// Expires leases that ended (in the Store, and releases them in the sessions, so that their
   /// configurations are proposed again). Returns how many the Store expired.

@@ -818,6 +818,73 @@ TEST(ApiServer, APredictionForAnInputWithoutFeaturesComesFromThatInput) {
   EXPECT_EQ(predicted.json()["based_on"]["inputs"], 1) << predicted.body;
 }
 
+// A build system asks for the best configuration of an input by its features (a problem size):
+// a stored input's measurements when one has them, else a prediction for an input measured
+// nowhere, from the others by their features.
+TEST(ApiServer, BestForAnInputGivenByItsFeatures) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m1"}}, server.token).status, 201);
+  std::vector<nlohmann::json> configs;
+  for (int bx : {1, 2, 4, 8, 16}) {
+    for (int by : {1, 2, 4, 8}) {
+      for (int unroll : {0, 1}) {
+        if (bx * by <= 32) configs.push_back({{"bx", bx}, {"by", by}, {"unroll", unroll}});
+      }
+    }
+  }
+  std::map<int, std::int64_t> tasks;
+  for (int n : {1, 4}) {
+    const auto created = c.post("/v1/studies",
+                                {{"kernel", "demo"},
+                                 {"space", testing::demo_space()},
+                                 {"machine", "m1"},
+                                 {"unit", "ms"},
+                                 {"task", {{"n", n}}},
+                                 {"task_features", {{"n", n}}}},
+                                server.token);
+    ASSERT_EQ(created.status, 201) << created.body;
+    tasks[n] = created.json()["task_id"].get<std::int64_t>();
+    nlohmann::json measurements = nlohmann::json::array();
+    for (const auto& config : configs) {
+      measurements.push_back({{"config", config}, {"value", n * demo_objective(config)}});
+    }
+    const auto added = c.post("/v1/studies/" + created.json()["id"].dump() + "/measurements",
+                              {{"measurements", measurements}}, server.token);
+    ASSERT_EQ(added.status, 201) << added.body;
+  }
+  const auto best = [&](const std::string& machine, const std::string& features) {
+    return c.get("/v1/best?kernel=demo&machine=" + machine + "&task_features=" + features);
+  };
+  // {"n":4}: the stored input with those features, measured here.
+  auto r = best("m1", "%7B%22n%22%3A4%7D");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["source"], "measured");
+  EXPECT_EQ(r.json()["task_id"], tasks[4]);
+  EXPECT_DOUBLE_EQ(r.json()["objective"].get<double>(), 4.0);
+  // {"n":2}: measured nowhere, here either (this machine measured other inputs).
+  for (const std::string machine : {"m1", "m2"}) {
+    r = best(machine, "%7B%22n%22%3A2%7D");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.json()["source"], "predicted") << r.body;
+    EXPECT_EQ(r.json()["task_features"], (nlohmann::json{{"n", 2}}));
+    EXPECT_THAT(r.json()["note"].get<std::string>(), HasSubstr("an input measured nowhere"));
+    EXPECT_EQ(r.json()["config"], (nlohmann::json{{"bx", 4}, {"by", 2}, {"unroll", 1}}));
+  }
+  // Mistakes.
+  r = c.get("/v1/best?kernel=demo&machine=m1&task=1&task_features=%7B%22n%22%3A2%7D");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(), HasSubstr("not both"));
+  r = best("m1", "%7B%22n%22%3A%22big%22%7D");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json()["error"]["field"], "query.task_features.n");
+  r = best("m1", "%5B2%5D");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(), HasSubstr("a JSON object"));
+  r = best("m1", "%7B%22n%22");
+  EXPECT_EQ(r.status, 400) << r.body;
+}
+
 TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   TestServer server;
   auto c = server.client();
