@@ -208,6 +208,41 @@ struct TaskFeatureScaling {
   }
 };
 
+// The values zero-shot forecasts of one source are told in, from its tasks' sorted values and
+// their squared distances to the study's input (scaled features): the study's own input's
+// when the source measured it, else the tasks' quantile functions averaged with weights
+// 1 / distance (in one feature, the linear interpolation between the two inputs around it).
+// Before, an input measured nowhere took the nearest task's values: a size between two
+// measured ones was forecast at the smaller one's times.
+std::vector<double> units_for_the_study(
+    std::vector<std::pair<double, std::vector<double>>> task_values) {
+  std::erase_if(task_values, [](const auto& t) { return t.second.empty(); });
+  if (task_values.empty()) return {};
+  const auto nearest =
+      std::min_element(task_values.begin(), task_values.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (nearest->first == 0.0 || task_values.size() == 1) return std::move(nearest->second);
+  std::size_t size = 0;
+  for (const auto& t : task_values) size = std::max(size, t.second.size());
+  std::vector<double> out(size, 0.0);
+  double total = 0.0;
+  for (const auto& [distance, values] : task_values) {
+    const double w = 1.0 / std::sqrt(distance);
+    total += w;
+    const double k = static_cast<double>(values.size());
+    for (std::size_t i = 0; i < size; ++i) {
+      // The task's empirical quantile at level (i + 0.5) / size, linear between its values.
+      const double at = std::clamp((i + 0.5) / static_cast<double>(size) * k - 0.5, 0.0, k - 1);
+      const auto below = static_cast<std::size_t>(at);
+      const auto above = std::min(below + 1, values.size() - 1);
+      const double frac = at - static_cast<double>(below);
+      out[i] += w * (values[below] + frac * (values[above] - values[below]));
+    }
+  }
+  for (auto& v : out) v /= total;
+  return out;
+}
+
 TaskFeatureScaling task_feature_scaling(const std::vector<Prior>& priors,
                                         const nlohmann::json& study_features) {
   std::map<std::string, std::vector<double>> values;
@@ -621,8 +656,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
     }
     for (const auto& source : order) {
       std::vector<std::vector<double>> rows;
-      std::vector<double> g;  // values of the task nearest the study's, for units
-      double g_distance = std::numeric_limits<double>::infinity();
+      // Each task's sorted values and its squared distance to the study's input, for units.
+      std::vector<std::pair<double, std::vector<double>>> task_values;
       std::vector<double> y;  // copula values, each prior (task) on its own
       for (const Prior* p : groups[source]) {
         const auto scaled = features_.scale(p->task_features);
@@ -655,15 +690,12 @@ class BayesianOptimization final : public ModelBasedStrategy {
         if (!g_task.empty()) {
           const auto z = surrogates::gaussian_copula(g_task);
           y.insert(y.end(), z.begin(), z.end());
-          // Zero-shot forecasts are told in the units of the most similar task.
           double distance = 0.0;
           for (std::size_t f = 0; f < scaled.size(); ++f) {
             distance += (scaled[f] - study_features_[f]) * (scaled[f] - study_features_[f]);
           }
-          if (distance < g_distance) {
-            g_distance = distance;
-            g = std::move(g_task);
-          }
+          std::sort(g_task.begin(), g_task.end());
+          task_values.emplace_back(distance, std::move(g_task));
         }
       }
       if (y.size() < kMinObservationsForModel) continue;
@@ -671,8 +703,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
       data.name = source;
       data.x = rows_to_matrix(rows, dim + features_.size());
       data.y = std::move(y);
-      std::sort(g.begin(), g.end());
-      source_inverse_.emplace_back(g);
+      source_inverse_.emplace_back(units_for_the_study(std::move(task_values)));
       sources_.push_back(std::move(data));
     }
     if (sources_.empty()) return;

@@ -870,6 +870,10 @@ TEST(ApiServer, BestForAnInputGivenByItsFeatures) {
     EXPECT_EQ(r.json()["task_features"], (nlohmann::json{{"n", 2}}));
     EXPECT_THAT(r.json()["note"].get<std::string>(), HasSubstr("an input measured nowhere"));
     EXPECT_EQ(r.json()["config"], (nlohmann::json{{"bx", 4}, {"by", 2}, {"unroll", 1}}));
+    // Its best measured 1.0 ms at n = 1 and 4.0 at n = 4: forecast between the two, not at
+    // either (the nearest input's times, as before).
+    EXPECT_GT(r.json()["objective"].get<double>(), 1.2) << r.body;
+    EXPECT_LT(r.json()["objective"].get<double>(), 3.0) << r.body;
   }
   // Mistakes.
   r = c.get("/v1/best?kernel=demo&machine=m1&task=1&task_features=%7B%22n%22%3A2%7D");
