@@ -878,7 +878,12 @@ void add_query_commands(CLI::App& app) {
         std::cout << nlohmann::json{{"studies", list}}.dump(2) << "\n";
         return;
       }
-      for (const auto& s : store.list_studies()) {
+      const auto studies = store.list_studies();
+      if (studies.empty()) {
+        std::cerr << "no studies in " << *db_path
+                  << " yet (tunebase sweep, tunebase import or POST /v1/studies adds them)\n";
+      }
+      for (const auto& s : studies) {
         const auto counts = store.trial_counts(s.id);
         std::cout << std::setw(4) << s.id.value << "  " << s.name << "  [" << s.kernel_name
                   << " on " << s.machine_name << ", " << task_text(store, s.task_id) << ", "
@@ -948,7 +953,12 @@ void add_query_commands(CLI::App& app) {
         std::cout << nlohmann::json{{"machines", list}}.dump(2) << "\n";
         return;
       }
-      for (const auto& m : store.list_machines()) {
+      const auto machines = store.list_machines();
+      if (machines.empty()) {
+        std::cerr << "no machines in " << *db_path
+                  << " yet (tunebase sweep, tunebase import or POST /v1/machines adds them)\n";
+      }
+      for (const auto& m : machines) {
         // What the machine is: its CPU, or the GPU its imported or replayed measurements name.
         auto what = m.fingerprint.value("cpu_model", std::string());
         if (what.empty()) what = m.fingerprint.value("device_name", std::string());

@@ -974,6 +974,16 @@ TEST_F(Cli, AMistypedCommandIsNamedWithTheCommandsThereAre) {
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, ListingsOfAnEmptyDatabaseSaySoOnStderr) {
+  ASSERT_EQ(run("token create ci --db " + db()).exit_code, 0);  // creates the database
+  for (const std::string what : {"studies", "machines"}) {
+    const auto r = run(what + " --db " + db());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "");  // nothing for a script to read
+    EXPECT_NE(r.err.find("no " + what + " in " + db() + " yet"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(Cli, ANonDatabaseFileIsRefusedAndLeftAlone) {
   const auto path = dir_.file("notes.db");
   const std::string content = "these are my notes, not a database\n";
