@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
@@ -257,23 +258,35 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
   const std::size_t d = space.dimension();
   design_size = std::max<std::size_t>(design_size, 1);
   // The design: one random permutation of strata per parameter, jittered inside each stratum.
-  Rng design_rng(seed ^ 0x9e3779b97f4a7c15ULL);
-  std::vector<std::vector<double>> unit(d, std::vector<double>(design_size));
-  std::uniform_real_distribution<double> jitter(0.0, 1.0);
-  for (std::size_t i = 0; i < d; ++i) {
-    std::vector<std::size_t> strata(design_size);
-    std::iota(strata.begin(), strata.end(), 0);
-    std::shuffle(strata.begin(), strata.end(), design_rng);
-    for (std::size_t k = 0; k < design_size; ++k) {
-      unit[i][k] =
-          (static_cast<double>(strata[k]) + jitter(design_rng)) / static_cast<double>(design_size);
+  // A larger design is a sequence of blocks of kMaxLatinHypercubePoints points, each a design
+  // of its own, made when a proposal reaches it: a design over a budget of 10^9 (which a sweep
+  // accepts) held 10^9 doubles per parameter, built again for every proposal. The first block
+  // is the design of a budget of that size.
+  const std::size_t block_size = std::min(design_size, kMaxLatinHypercubePoints);
+  std::vector<std::vector<double>> unit(d, std::vector<double>(block_size));
+  std::optional<std::size_t> block;  // the one `unit` holds
+  auto make_block = [&](std::size_t b) {
+    Rng design_rng(seed ^ 0x9e3779b97f4a7c15ULL ^ (b * 0xbf58476d1ce4e5b9ULL));
+    std::uniform_real_distribution<double> jitter(0.0, 1.0);
+    std::vector<std::size_t> strata(block_size);
+    for (std::size_t i = 0; i < d; ++i) {
+      std::iota(strata.begin(), strata.end(), 0);
+      std::shuffle(strata.begin(), strata.end(), design_rng);
+      for (std::size_t k = 0; k < block_size; ++k) {
+        unit[i][k] =
+            (static_cast<double>(strata[k]) + jitter(design_rng)) / static_cast<double>(block_size);
+      }
     }
-  }
+    block = b;
+  };
   auto design_point = [&](std::size_t k) {
+    // A design within one block goes round it again when the proposals outrun it.
+    const std::size_t b = design_size > block_size ? k / block_size : 0;
+    if (block != b) make_block(b);
     Configuration c(d);
     for (std::size_t i = 0; i < d; ++i) {
       const auto& p = space.parameter(i);
-      const double u = unit[i][k % design_size];
+      const double u = unit[i][k % block_size];
       if (p.kind == ParamKind::real) {
         c[i] = unit_to_real(p, u);
       } else {
@@ -288,7 +301,7 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
   std::vector<Configuration> out;
   std::unordered_set<std::string> chosen;
   const std::size_t cursor = state.taken.size();
-  for (std::size_t k = cursor; out.size() < n && k < cursor + n + design_size; ++k) {
+  for (std::size_t k = cursor; out.size() < n && k < cursor + n + block_size; ++k) {
     Configuration target = design_point(k);
     if (state.candidates && state.encoded_candidates) {
       const auto x = space.encode(target);

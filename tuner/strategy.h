@@ -115,6 +115,9 @@ void require_searchable(const std::string& strategy, const SearchSpace& space);
 /// Up to n untaken configurations drawn uniformly (from the candidates, or the space).
 std::vector<Configuration> random_untaken(const TuningState& state, std::size_t n, Rng& rng,
                                           const std::unordered_set<std::string>& also_taken = {});
+/// Points of a Latin hypercube design held at once. A larger design (a budget of up to 10^9)
+/// is a sequence of independent designs of this many points.
+inline constexpr std::size_t kMaxLatinHypercubePoints = 10'000;
 /// Up to n untaken configurations from a Latin hypercube design of `design_size` points over
 /// the parameters (fixed by `seed`), continuing where the state left off; each point is
 /// snapped to the nearest free candidate. Falls back to random when the design runs out.

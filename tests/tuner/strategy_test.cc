@@ -671,5 +671,32 @@ TEST(Strategies, GaImprovesOnRandomOnASmoothObjective) {
   EXPECT_LT(ga_total, 0.7 * random_total);
 }
 
+// A budget of a billion evaluations (which a sweep accepts) once built a design of a billion
+// points per parameter for every proposal: std::bad_alloc. Past kMaxLatinHypercubePoints the
+// design is made of blocks of that many points, the first of which is the design of a budget
+// of that size: the first proposals are the same.
+TEST(Strategies, HugeBudgetsKeepTheDesignOfTheLargestFullOne) {
+  auto space = test_space();
+  for (const char* strategy : {"lhs", "bo"}) {
+    SessionOptions opts;
+    opts.strategy = strategy;
+    opts.seed = 4;
+    opts.budget = 1'000'000'000;
+    Session huge(space, opts);
+    opts.budget = kMaxLatinHypercubePoints;
+    Session largest(space, opts);
+    // Every result fails, so bo keeps to its design over the whole budget.
+    for (int i = 0; i < 12; ++i) {
+      const auto a = huge.propose(1);
+      const auto b = largest.propose(1);
+      ASSERT_EQ(a.size(), 1u);
+      ASSERT_EQ(b.size(), 1u);
+      EXPECT_EQ(space.key(a[0]), space.key(b[0])) << strategy << ", proposal " << i;
+      huge.observe(a[0], Measurement::failure(TrialStatus::failed, "test failure"));
+      largest.observe(b[0], Measurement::failure(TrialStatus::failed, "test failure"));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tunebase
