@@ -347,10 +347,13 @@ class BayesianOptimization final : public ModelBasedStrategy {
     prepare_transfer(state);
     const bool transfer = transfer_ready();
     const std::size_t initial = initial_design(state);
-    // The initial design, then (everything failed so far, so no model yet) a design over the
-    // whole budget: still space-filling, never circling the first few points.
-    const std::size_t design_size =
-        state.taken.size() < initial ? initial : std::max(state.budget, state.taken.size() + n);
+    // The initial design (or, for a first batch larger than it, a design of the batch's size:
+    // the initial design's points went round to their own neighbours), then (everything
+    // failed so far, so no model yet) a design over the whole budget: still space-filling,
+    // never circling the first few points.
+    const std::size_t design_size = state.taken.size() < initial
+                                        ? std::max(initial, state.taken.size() + n)
+                                        : std::max(state.budget, state.taken.size() + n);
     auto take_design = [&](std::size_t count) {
       auto more = latin_hypercube_proposals(state, count, seed_, design_size, rng);
       for (auto& c : more) {

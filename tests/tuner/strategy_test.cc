@@ -698,5 +698,23 @@ TEST(Strategies, HugeBudgetsKeepTheDesignOfTheLargestFullOne) {
   }
 }
 
+// The first batch of a fresh bo study is one Latin hypercube of the batch's size: with a design
+// of the initial five points, a batch of ten visited each twice, the second time snapped to a
+// neighbour of the first (five pairs of neighbours).
+TEST(Strategies, BoSpreadsAFirstBatchLargerThanItsInitialDesign) {
+  SearchSpace space({integer_range("x", 0, 99)}, {});
+  for (std::uint64_t seed = 0; seed < 4; ++seed) {
+    SessionOptions opts;
+    opts.strategy = "bo";
+    opts.seed = seed;
+    Session session(space, opts);
+    const auto batch = session.propose(10);
+    ASSERT_EQ(batch.size(), 10u);
+    std::set<std::int64_t> tenths;
+    for (const auto& c : batch) tenths.insert(std::get<std::int64_t>(c[0]) / 10);
+    EXPECT_EQ(tenths.size(), 10u) << "seed " << seed << ": one configuration in each tenth";
+  }
+}
+
 }  // namespace
 }  // namespace tunebase
