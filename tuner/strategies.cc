@@ -300,10 +300,33 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
 
   std::vector<Configuration> out;
   std::unordered_set<std::string> chosen;
+  // Which candidates are taken or chosen, found once per call: keying every candidate for
+  // every design point made a batch of 1,000 from 21,504 candidates take 1.2 s. A list that
+  // names a configuration twice (its keys outnumber the index) counts each copy as its first.
+  const bool snapping = state.candidates && state.encoded_candidates;
+  std::vector<char> blocked;
+  std::vector<std::size_t> first_listed;  // empty: every candidate has a key of its own
+  if (snapping) {
+    const auto& cands = *state.candidates;
+    const auto* index = state.candidate_index;
+    std::unordered_map<std::string, std::size_t> own_index;
+    if (!index || index->size() != cands.size()) {
+      first_listed.resize(cands.size());
+      for (std::size_t i = 0; i < cands.size(); ++i) {
+        first_listed[i] = own_index.emplace(space.key(cands[i]), i).first->second;
+      }
+      index = &own_index;
+    }
+    blocked.assign(cands.size(), 0);
+    for (const auto& key : state.taken) {
+      if (const auto it = index->find(key); it != index->end()) blocked[it->second] = 1;
+    }
+  }
+  auto position = [&](std::size_t i) { return first_listed.empty() ? i : first_listed[i]; };
   const std::size_t cursor = state.taken.size();
   for (std::size_t k = cursor; out.size() < n && k < cursor + n + block_size; ++k) {
     Configuration target = design_point(k);
-    if (state.candidates && state.encoded_candidates) {
+    if (snapping) {
       const auto x = space.encode(target);
       const std::size_t dim = x.size();
       const auto& cands = *state.candidates;
@@ -314,8 +337,7 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
       // with the most free parameters, since the others pin theirs to a default.
       std::vector<std::size_t> pool;
       for (std::size_t i = 0; i < cands.size(); ++i) {
-        const auto key = space.key(cands[i]);
-        if (!state.taken.count(key) && !chosen.count(key)) pool.push_back(i);
+        if (!blocked[position(i)]) pool.push_back(i);
       }
       if (pool.empty()) break;  // exhausted
       for (std::size_t p = 0; p < d; ++p) {
@@ -337,6 +359,7 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
         }
       }
       if (best_i == cands.size()) break;  // exhausted
+      blocked[position(best_i)] = 1;
       chosen.insert(space.key(cands[best_i]));
       out.push_back(cands[best_i]);
       continue;

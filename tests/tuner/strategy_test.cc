@@ -716,5 +716,29 @@ TEST(Strategies, BoSpreadsAFirstBatchLargerThanItsInitialDesign) {
   }
 }
 
+// The design's points are taken in order from the number of configurations taken, each
+// snapped to the nearest free candidate: a batch is what as many single proposals give.
+TEST(Strategies, ALatinHypercubeBatchIsItsSingleProposalsInOrder) {
+  auto space = test_space();
+  SessionOptions opts;
+  opts.strategy = "lhs";
+  opts.seed = 8;
+  Session batched(space, opts);
+  Session single(space, opts);
+  // Some taken first, measured from outside the design.
+  for (std::size_t i = 0; i < 6; ++i) {
+    const auto& c = space.valid_configurations()[7 * i];
+    batched.observe(c, Measurement::success(objective(space, c)));
+    single.observe(c, Measurement::success(objective(space, c)));
+  }
+  const auto batch = batched.propose(40);
+  ASSERT_EQ(batch.size(), 40u);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const auto one = single.propose(1);
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_EQ(space.key(batch[i]), space.key(one[0])) << "proposal " << i;
+  }
+}
+
 }  // namespace
 }  // namespace tunebase
