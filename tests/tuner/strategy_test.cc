@@ -740,5 +740,21 @@ TEST(Strategies, ALatinHypercubeBatchIsItsSingleProposalsInOrder) {
   }
 }
 
+// In simulation mode a study may observe valid configurations that are not candidates (a
+// sweep's baseline, measurements added from outside): those do not use up the candidates.
+TEST(Strategies, ObservationsOutsideTheCandidatesLeaveTheStudyUnexhausted) {
+  auto space = test_space();
+  const auto& all = space.valid_configurations();
+  SessionOptions opts;
+  opts.strategy = "random";
+  opts.candidates.assign(all.begin(), all.begin() + 7);
+  Session session(space, opts);
+  for (std::size_t i = 7; i < 17; ++i) session.observe(all[i], Measurement::success(1.0));
+  EXPECT_FALSE(session.exhausted());
+  const auto batch = session.propose(20);
+  EXPECT_EQ(batch.size(), 7u);
+  EXPECT_TRUE(session.exhausted());
+}
+
 }  // namespace
 }  // namespace tunebase
