@@ -84,9 +84,14 @@ class ExhaustiveSearch final : public SearchStrategy {
       moved = true;
       out.push_back((*all)[i]);
     }
-    if (!moved) cursor_ = all->size();
-    for (std::size_t i = 0; i < cursor_ && out.size() < n; ++i) {
-      if (!state.is_taken((*all)[i])) out.push_back((*all)[i]);
+    // Nothing ahead: going round, the first found there is where the next proposal begins
+    // (from the end of the list, every later proposal scanned the whole list again).
+    const std::size_t end = moved ? cursor_ : all->size();
+    for (std::size_t i = 0; i < end && out.size() < n; ++i) {
+      if (state.is_taken((*all)[i])) continue;
+      if (!moved) cursor_ = i;
+      moved = true;
+      out.push_back((*all)[i]);
     }
     return out;
   }

@@ -756,5 +756,30 @@ TEST(Strategies, ObservationsOutsideTheCandidatesLeaveTheStudyUnexhausted) {
   EXPECT_TRUE(session.exhausted());
 }
 
+// Having gone round to what was given back, exhaustive goes on from there: another given back
+// ahead of it comes first, one behind it when the rest is taken (as before it went round).
+TEST(Strategies, ExhaustiveGoesOnFromWhereItWentRoundTo) {
+  auto space = test_space();
+  SessionOptions opts;
+  opts.strategy = "exhaustive";
+  Session session(space, opts);
+  const auto& valid = space.valid_configurations();
+  for (std::size_t i = 0; i < valid.size(); ++i) ASSERT_EQ(session.propose(1).size(), 1u);
+  session.release(valid[3]);
+  session.release(valid[5]);
+  std::vector<std::string> order;
+  const auto next = [&] {
+    const auto batch = session.propose(1);
+    order.push_back(batch.empty() ? "none" : space.key(batch.front()));
+  };
+  next();
+  session.release(valid[1]);
+  next();
+  next();
+  next();
+  EXPECT_EQ(order, (std::vector<std::string>{space.key(valid[3]), space.key(valid[5]),
+                                             space.key(valid[1]), "none"}));
+}
+
 }  // namespace
 }  // namespace tunebase
