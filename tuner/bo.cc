@@ -112,6 +112,20 @@ std::vector<std::size_t> active_columns(const SearchSpace& space) {
   return active;
 }
 
+// The parameter each of `columns` (of the encoding) belongs to.
+std::vector<std::size_t> parameters_of_columns(const SearchSpace& space,
+                                               const std::vector<std::size_t>& columns) {
+  std::vector<std::size_t> parameter_of_column;
+  for (std::size_t i = 0; i < space.dimension(); ++i) {
+    const auto& p = space.parameter(i);
+    const std::size_t width = p.kind == ParamKind::categorical ? p.values.size() : 1;
+    parameter_of_column.insert(parameter_of_column.end(), width, i);
+  }
+  std::vector<std::size_t> out;
+  for (const std::size_t c : columns) out.push_back(parameter_of_column[c]);
+  return out;
+}
+
 // Model value of an objective: log for positive objectives, negated when maximising, so that
 // lower is always better.
 double model_value(double objective, bool log, bool minimize) {
@@ -1247,14 +1261,20 @@ class BayesianOptimization final : public ModelBasedStrategy {
         for (std::size_t i = 1; i < target_.z.size(); ++i) {
           if (target_.z[i] < target_.z[inc]) inc = i;
         }
+        // Steps are counted in parameters, not encoded columns: another value of a
+        // categorical parameter changes two of its one-hot columns, and is one step.
+        const auto parameter_of = parameters_of_columns(*state.space, active_);
         outside.assign(cands.size(), 0);
         bool any = false;
         for (std::size_t i = 0; i < cands.size(); ++i) {
           std::size_t differ = 0;
+          std::optional<std::size_t> counted;  // the parameter last counted as changed
           for (std::size_t c = 0; c < dim; ++c) {
-            if (std::abs(candidate_matrix_(static_cast<long>(i), static_cast<long>(c)) -
+            if (counted != parameter_of[c] &&
+                std::abs(candidate_matrix_(static_cast<long>(i), static_cast<long>(c)) -
                          target_.x(static_cast<long>(inc), static_cast<long>(c))) > 1e-12) {
               ++differ;
+              counted = parameter_of[c];
             }
           }
           outside[i] = differ > local_radius_;

@@ -781,5 +781,28 @@ TEST(Strategies, ExhaustiveGoesOnFromWhereItWentRoundTo) {
                                              space.key(valid[1]), "none"}));
 }
 
+// bo's local step stays within one parameter step of the best configuration; changing a
+// categorical parameter is one step although it changes two one-hot columns.
+TEST(Strategies, BoLocalStepMayChangeACategoricalParameter) {
+  const auto space = SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
+      {"name": "method", "type": "categorical", "values": ["a", "b", "c"]},
+      {"name": "x", "type": "integer", "low": 0, "high": 4}]})"));
+  SessionOptions opts;
+  opts.strategy = "bo";
+  Session session(space, opts);
+  // Every x of method a (the best at x = 2), and one of b: what is one step from the best and
+  // free is b or c at x = 2.
+  for (std::int64_t x = 0; x <= 4; ++x) {
+    session.observe({std::string("a"), x}, Measurement::success(1.0 + std::abs(x - 2.0)));
+  }
+  session.observe({std::string("b"), std::int64_t{0}}, Measurement::success(5.0));
+  const auto batch = session.propose(1);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(session.diagnostics()["phase"], "model");
+  EXPECT_EQ(session.diagnostics()["local"], true) << session.diagnostics().dump();
+  EXPECT_NE(std::get<std::string>(batch[0][0]), "a");
+  EXPECT_EQ(std::get<std::int64_t>(batch[0][1]), 2);
+}
+
 }  // namespace
 }  // namespace tunebase
