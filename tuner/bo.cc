@@ -369,7 +369,9 @@ class BayesianOptimization final : public ModelBasedStrategy {
                                         ? std::max(initial, state.taken.size() + n)
                                         : std::max(state.budget, state.taken.size() + n);
     auto take_design = [&](std::size_t count) {
-      auto more = latin_hypercube_proposals(state, count, seed_, design_size, rng);
+      // Not what this call picked already (the priors' best or consensus, neighbours of what
+      // ran): a design point snapped to one was dropped, and the batch came back short.
+      auto more = latin_hypercube_proposals(state, count, seed_, design_size, rng, chosen);
       for (auto& c : more) {
         if (chosen.insert(state.space->key(c)).second) out.push_back(std::move(c));
       }

@@ -256,9 +256,9 @@ std::vector<Configuration> random_untaken(const TuningState& state, std::size_t 
   return out;
 }
 
-std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, std::size_t n,
-                                                     std::uint64_t seed, std::size_t design_size,
-                                                     Rng& rng) {
+std::vector<Configuration> latin_hypercube_proposals(
+    const TuningState& state, std::size_t n, std::uint64_t seed, std::size_t design_size, Rng& rng,
+    const std::unordered_set<std::string>& also_taken) {
   const auto& space = *state.space;
   const std::size_t d = space.dimension();
   design_size = std::max<std::size_t>(design_size, 1);
@@ -304,7 +304,7 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
   };
 
   std::vector<Configuration> out;
-  std::unordered_set<std::string> chosen;
+  std::unordered_set<std::string> chosen = also_taken;  // not proposed again
   // Which candidates are taken or chosen, found once per call: keying every candidate for
   // every design point made a batch of 1,000 from 21,504 candidates take 1.2 s. A list that
   // names a configuration twice (its keys outnumber the index) counts each copy as its first.
@@ -323,8 +323,10 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
       index = &own_index;
     }
     blocked.assign(cands.size(), 0);
-    for (const auto& key : state.taken) {
-      if (const auto it = index->find(key); it != index->end()) blocked[it->second] = 1;
+    for (const auto* keys : {&state.taken, &also_taken}) {
+      for (const auto& key : *keys) {
+        if (const auto it = index->find(key); it != index->end()) blocked[it->second] = 1;
+      }
     }
   }
   auto position = [&](std::size_t i) { return first_listed.empty() ? i : first_listed[i]; };

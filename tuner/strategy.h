@@ -121,8 +121,9 @@ inline constexpr std::size_t kMaxLatinHypercubePoints = 10'000;
 /// Up to n untaken configurations from a Latin hypercube design of `design_size` points over
 /// the parameters (fixed by `seed`), continuing where the state left off; each point is
 /// snapped to the nearest free candidate. Falls back to random when the design runs out.
-std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, std::size_t n,
-                                                     std::uint64_t seed, std::size_t design_size,
-                                                     Rng& rng);
+/// `also_taken`: keys to treat as taken besides the state's (a caller's earlier picks).
+std::vector<Configuration> latin_hypercube_proposals(
+    const TuningState& state, std::size_t n, std::uint64_t seed, std::size_t design_size, Rng& rng,
+    const std::unordered_set<std::string>& also_taken = {});
 
 }  // namespace tunebase

@@ -804,5 +804,25 @@ TEST(Strategies, BoLocalStepMayChangeACategoricalParameter) {
   EXPECT_EQ(std::get<std::int64_t>(batch[0][1]), 2);
 }
 
+// prior-best's picks and the design fill one batch: the design does not snap to a pick of the
+// same batch (which was then dropped, and the batch came back short).
+TEST(Strategies, PriorBestFillsABatchWithTheDesign) {
+  SearchSpace space({integer_range("a", 0, 3)}, {});
+  Prior prior;
+  prior.source = "other";
+  for (const auto& c : space.valid_configurations()) {
+    prior.observations.push_back({c, Measurement::success(1.0 + as_double(c[0]))});
+  }
+  for (std::uint64_t seed = 0; seed < 8; ++seed) {
+    SessionOptions opts;
+    opts.strategy = "prior-best";
+    opts.strategy_options = {{"prior_best", 3}};
+    opts.seed = seed;
+    opts.priors.push_back(prior);
+    Session session(space, opts);
+    EXPECT_EQ(session.propose(4).size(), 4u) << "seed " << seed;
+  }
+}
+
 }  // namespace
 }  // namespace tunebase
