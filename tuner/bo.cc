@@ -312,8 +312,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
         }
       }
     };
-    // Configurations suggested by the caller first, then (prior-best) the priors' best.
-    take_listed(state.warm_start);
+    // prior-best: the priors' best configurations first.
     if (prior_best_count_ > 0 && state.has_priors()) {
       if (prior_best_list_.empty()) {
         prior_best_list_ =

@@ -37,8 +37,6 @@ struct TuningState {
   bool minimize = true;
   /// Total evaluations the study may make (used by space-filling designs).
   std::size_t budget = 100;
-  /// Configurations to try first (e.g. the best of prior machines), in order.
-  std::vector<Configuration> warm_start;
   /// Measurements of the same kernel on other machines or inputs, for transfer strategies
   /// (`bo-transfer`, `rgpe`, `stacked`, `prior-best`); others ignore them. Null: none.
   const std::vector<Prior>* priors = nullptr;
