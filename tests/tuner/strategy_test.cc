@@ -824,5 +824,31 @@ TEST(Strategies, PriorBestFillsABatchWithTheDesign) {
   }
 }
 
+// Pending configurations and a batch's earlier picks are fantasised in the model, at most as
+// many as leave it within max_model_points (the most recent ones): a thousand live leases made
+// each proposal condition the GP on a thousand more points.
+TEST(Strategies, BoFantasisesNoMoreThanTheModelPointsAllow) {
+  SearchSpace space({integer_range("x", 0, 39), integer_range("y", 0, 39)}, {});
+  SessionOptions opts;
+  opts.strategy = "bo";
+  opts.strategy_options = {{"max_model_points", 60}};
+  Session session(space, opts);
+  const auto& all = space.valid_configurations();
+  for (std::size_t i = 0; i < 20; ++i) {
+    const auto& c = all[80 * i];
+    session.observe(c, Measurement::success(1.0 + as_double(c[0]) + as_double(c[1])));
+  }
+  for (std::size_t i = 0; i < 100; ++i) session.hold(all[16 * i + 1]);
+  for (const std::size_t n : {1, 50}) {
+    const auto batch = session.propose(n);
+    EXPECT_EQ(batch.size(), n);
+    const auto d = session.diagnostics();
+    ASSERT_TRUE(d.contains("fantasies")) << d.dump();
+    EXPECT_EQ(d["model_points"], 20) << d.dump();
+    EXPECT_LE(d["fantasies"].get<std::size_t>(), 40u) << d.dump();
+    EXPECT_GT(d["fantasies"].get<std::size_t>(), 0u) << d.dump();
+  }
+}
+
 }  // namespace
 }  // namespace tunebase
