@@ -7,6 +7,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -65,6 +66,13 @@ constexpr std::size_t kMaxPoolDraws = 200'000;
 // m candidates: a study given 6,000 outside measurements took 7.6 s and 860 MB per suggestion.
 constexpr std::size_t kDefaultMaxModelPoints = 1500;
 constexpr std::size_t kLocalSearchSteps = 30;
+// Kriging believer fantasies (pending configurations, a batch's earlier picks) count against
+// max_model_points: the model holds at most as many as leave it within that, and never more
+// than kMaxFantasies, the most recent. Each costs O(n m) over the candidates, every proposal:
+// with 1,000 live leases a proposal of one took 15 s, a batch of 1,000 took 59 s. At least
+// kMinFantasies all the same, so that a batch still spreads out when the model is full.
+constexpr std::size_t kMaxFantasies = 128;
+constexpr std::size_t kMinFantasies = 16;
 // A configuration that failed on a prior machine probably fails here too (convolution_hub:
 // 155 of A4000's 161 failures also fail on A100). P(feasible | failed on a prior) starts at
 // kPriorFailureOk / kPriorFailureCount = 0.1 and moves with what the study sees: (ok + 0.5) /
@@ -111,6 +119,50 @@ std::vector<std::size_t> active_columns(const SearchSpace& space) {
   if (active.empty()) active.push_back(0);
   return active;
 }
+
+// The parameter each of `columns` (of the encoding) belongs to.
+std::vector<std::size_t> parameters_of_columns(const SearchSpace& space,
+                                               const std::vector<std::size_t>& columns) {
+  std::vector<std::size_t> parameter_of_column;
+  for (std::size_t i = 0; i < space.dimension(); ++i) {
+    const auto& p = space.parameter(i);
+    const std::size_t width = p.kind == ParamKind::categorical ? p.values.size() : 1;
+    parameter_of_column.insert(parameter_of_column.end(), width, i);
+  }
+  std::vector<std::size_t> out;
+  for (const std::size_t c : columns) out.push_back(parameter_of_column[c]);
+  return out;
+}
+
+// The Kriging believer's fantasies in a GP beyond its first `base` rows: at most `limit` of
+// them, the most recent. A GP drops only its latest rows, so when the window is full it is
+// emptied and its newer half added again: per fantasy, no more work than adding it.
+class FantasyWindow {
+ public:
+  // limit > 0.
+  FantasyWindow(GaussianProcess& gp, std::size_t base, std::size_t limit)
+      : gp_(gp), base_(base), limit_(limit) {}
+
+  void add(std::vector<double> x, double y) {
+    if (held_.size() == limit_) {
+      held_.erase(held_.begin(), held_.end() - static_cast<long>(limit_ / 2));
+      gp_.truncate(base_);
+      for (const auto& [kept_x, kept_y] : held_) gp_.add_observation(kept_x, kept_y);
+    }
+    gp_.add_observation(x, y);
+    held_.emplace_back(std::move(x), y);
+    most_ = std::max(most_, held_.size());
+  }
+  /// The most fantasies the GP held at once.
+  std::size_t most() const { return most_; }
+
+ private:
+  GaussianProcess& gp_;
+  std::size_t base_;
+  std::size_t limit_;
+  std::vector<std::pair<std::vector<double>, double>> held_;
+  std::size_t most_ = 0;
+};
 
 // Model value of an objective: log for positive objectives, negated when maximising, so that
 // lower is always better.
@@ -333,8 +385,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
         }
       }
     };
-    // Configurations suggested by the caller first, then (prior-best) the priors' best.
-    take_listed(state.warm_start);
+    // prior-best: the priors' best configurations first.
     if (prior_best_count_ > 0 && state.has_priors()) {
       if (prior_best_list_.empty()) {
         prior_best_list_ =
@@ -382,12 +433,17 @@ class BayesianOptimization final : public ModelBasedStrategy {
     prepare_transfer(state);
     const bool transfer = transfer_ready();
     const std::size_t initial = initial_design(state);
-    // The initial design, then (everything failed so far, so no model yet) a design over the
-    // whole budget: still space-filling, never circling the first few points.
-    const std::size_t design_size =
-        state.taken.size() < initial ? initial : std::max(state.budget, state.taken.size() + n);
+    // The initial design (or, for a first batch larger than it, a design of the batch's size:
+    // the initial design's points went round to their own neighbours), then (everything
+    // failed so far, so no model yet) a design over the whole budget: still space-filling,
+    // never circling the first few points.
+    const std::size_t design_size = state.taken.size() < initial
+                                        ? std::max(initial, state.taken.size() + n)
+                                        : std::max(state.budget, state.taken.size() + n);
     auto take_design = [&](std::size_t count) {
-      auto more = latin_hypercube_proposals(state, count, seed_, design_size, rng);
+      // Not what this call picked already (the priors' best or consensus, neighbours of what
+      // ran): a design point snapped to one was dropped, and the batch came back short.
+      auto more = latin_hypercube_proposals(state, count, seed_, design_size, rng, chosen);
       for (auto& c : more) {
         if (chosen.insert(state.space->key(c)).second) out.push_back(std::move(c));
       }
@@ -1248,15 +1304,16 @@ class BayesianOptimization final : public ModelBasedStrategy {
 
     // Kriging believer: pending configurations (other workers) and earlier picks of this
     // batch are fantasised at the target GP's predicted mean, so the batch spreads out.
+    FantasyWindow fantasies(gp_, gp_rows_, fantasy_limit());
     auto fantasise = [&](std::size_t i) {
       std::vector<double> x(dim);
       for (std::size_t k = 0; k < dim; ++k) {
         x[k] = candidate_matrix_(static_cast<long>(i), static_cast<long>(k));
       }
-      gp_.add_observation(x, posterior_->mean()[i]);
+      fantasies.add(std::move(x), posterior_->mean()[i]);
     };
     posterior_->update(gp_);
-    for (const auto& p : state.pending) {
+    for (const auto& p : recent_pending(state)) {
       if (auto i = index_of(state.space->key(p))) fantasise(*i);
     }
     std::vector<Configuration> out;
@@ -1275,14 +1332,20 @@ class BayesianOptimization final : public ModelBasedStrategy {
         for (std::size_t i = 1; i < target_.z.size(); ++i) {
           if (target_.z[i] < target_.z[inc]) inc = i;
         }
+        // Steps are counted in parameters, not encoded columns: another value of a
+        // categorical parameter changes two of its one-hot columns, and is one step.
+        const auto parameter_of = parameters_of_columns(*state.space, active_);
         outside.assign(cands.size(), 0);
         bool any = false;
         for (std::size_t i = 0; i < cands.size(); ++i) {
           std::size_t differ = 0;
+          std::optional<std::size_t> counted;  // the parameter last counted as changed
           for (std::size_t c = 0; c < dim; ++c) {
-            if (std::abs(candidate_matrix_(static_cast<long>(i), static_cast<long>(c)) -
+            if (counted != parameter_of[c] &&
+                std::abs(candidate_matrix_(static_cast<long>(i), static_cast<long>(c)) -
                          target_.x(static_cast<long>(inc), static_cast<long>(c))) > 1e-12) {
               ++differ;
+              counted = parameter_of[c];
             }
           }
           outside[i] = differ > local_radius_;
@@ -1319,7 +1382,19 @@ class BayesianOptimization final : public ModelBasedStrategy {
       }
       if (k + 1 < n) fantasise(best);
     }
+    diagnostics_["fantasies"] = fantasies.most();
     return out;
+  }
+
+  // Fantasies a proposal may add to the target GP (see kMaxFantasies).
+  std::size_t fantasy_limit() const {
+    const std::size_t room = max_model_points_ > gp_rows_ ? max_model_points_ - gp_rows_ : 0;
+    return std::clamp(room, kMinFantasies, kMaxFantasies);
+  }
+  // The pending configurations a proposal fantasises: the most recent that fit the limit.
+  std::span<const Configuration> recent_pending(const TuningState& state) const {
+    const std::size_t count = std::min(state.pending.size(), fantasy_limit());
+    return std::span<const Configuration>(state.pending).last(count);
   }
 
   // ---- acquisition by sampling plus local search (spaces that are not enumerated)
@@ -1361,12 +1436,13 @@ class BayesianOptimization final : public ModelBasedStrategy {
         ranked[i] = {likely_feasible(model_log_feasible, i), s[i]};
       return ranked;
     };
+    FantasyWindow fantasies(gp_, gp_rows_, fantasy_limit());
     auto fantasise = [&](const Configuration& c) {
-      const auto x = encode(state, c);
+      auto x = encode(state, c);
       const auto prediction = gp_.predict(rows_to_matrix({x}, dim));
-      gp_.add_observation(x, prediction.mean[0]);
+      fantasies.add(std::move(x), prediction.mean[0]);
     };
-    for (const auto& p : state.pending) fantasise(p);
+    for (const auto& p : recent_pending(state)) fantasise(p);
     // Neighbours of the best observations: where improvement is most likely.
     std::vector<const Observation*> ok;
     for (const auto& o : state.observations) {
@@ -1453,6 +1529,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
         out.push_back(std::move(c));
       }
     }
+    diagnostics_["fantasies"] = fantasies.most();
     return out;
   }
 

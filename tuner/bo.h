@@ -54,11 +54,12 @@ enum class TransferMode {
 /// local_every-th proposal stays within local_radius encoded coordinates of the best configuration;
 /// 0: never; defaults 2 and 1), candidate_samples (spaces that are not enumerated),
 /// max_model_points (successes the GP is conditioned on at most, default 1500; past it, a subset
-/// that keeps the best), seed. Transfer: rgpe_samples, prior_points (subsample size of a prior,
-/// default 384), prior_best_fraction (share of it given to the prior's best), prior_best
-/// (prior-best: how many of the priors' best configurations to try first, default 10),
-/// consensus_first (how many configurations the priors agree on are proposed before the model's
-/// choices; default 1 for transfer strategies, 0 for prior-best).
+/// that keeps the best; fantasies of pending configurations and of a batch's earlier picks count
+/// against it, the most recent 16 to 128 of them), seed. Transfer: rgpe_samples, prior_points
+/// (subsample size of a prior, default 384), prior_best_fraction (share of it given to the prior's
+/// best), prior_best (prior-best: how many of the priors' best configurations to try first, default
+/// 10), consensus_first (how many configurations the priors agree on are proposed before the
+/// model's choices; default 1 for transfer strategies, 0 for prior-best).
 std::unique_ptr<SearchStrategy> make_bayesian_optimization(const StrategyOptions& options,
                                                            TransferMode mode = TransferMode::none,
                                                            std::string name = "bo");

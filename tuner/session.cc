@@ -75,8 +75,7 @@ std::vector<Configuration> Session::propose(std::size_t n) {
       if (out.size() == n) break;
       auto key = space_.key(c);
       // Guard the promises every strategy makes: valid, a candidate, never repeated.
-      if (!space_.is_valid(c) || !state_.is_candidate(c) || state_.taken.count(key)) continue;
-      state_.taken.insert(std::move(key));
+      if (!space_.is_valid(c) || !state_.is_candidate(c) || !take(c, std::move(key))) continue;
       state_.pending.push_back(c);
       out.push_back(std::move(c));
     }
@@ -97,9 +96,15 @@ void Session::observe(const Configuration& config, const Measurement& result) {
     throw Conflict("configuration " + space_.config_to_json(config).dump() +
                    " was already observed in this study");
   } else {
-    state_.taken.insert(key);
+    take(config, key);
   }
   state_.observations.push_back({config, result});
+}
+
+bool Session::take(const Configuration& config, std::string key) {
+  if (!state_.taken.insert(std::move(key)).second) return false;
+  if (state_.is_candidate(config)) ++taken_candidates_;
+  return true;
 }
 
 void Session::release(const Configuration& config) {
@@ -109,10 +114,11 @@ void Session::release(const Configuration& config) {
   if (pending == state_.pending.end()) return;
   state_.pending.erase(pending);
   state_.taken.erase(key);
+  if (state_.is_candidate(config)) --taken_candidates_;
 }
 
 void Session::hold(const Configuration& config) {
-  if (state_.taken.insert(space_.key(config)).second) state_.pending.push_back(config);
+  if (take(config, space_.key(config))) state_.pending.push_back(config);
 }
 
 void Session::restore(const std::vector<Observation>& finished,
@@ -120,12 +126,13 @@ void Session::restore(const std::vector<Observation>& finished,
   state_.observations.clear();
   state_.pending.clear();
   state_.taken.clear();
+  taken_candidates_ = 0;
   for (const auto& o : finished) {
-    state_.taken.insert(space_.key(o.config));
+    take(o.config, space_.key(o.config));
     state_.observations.push_back(o);
   }
   for (const auto& c : pending) {
-    if (state_.taken.insert(space_.key(c)).second) state_.pending.push_back(c);
+    if (take(c, space_.key(c))) state_.pending.push_back(c);
   }
 }
 
@@ -152,7 +159,7 @@ std::vector<ParameterRelevance> Session::relevance() {
 
 bool Session::exhausted() const {
   const auto count = candidate_count();
-  return count && state_.taken.size() >= *count;
+  return count && taken_candidates_ >= *count;
 }
 
 std::optional<std::size_t> Session::candidate_count() const {

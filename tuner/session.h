@@ -90,6 +90,9 @@ class Session {
   const std::vector<Prior>& priors() const { return priors_; }
 
  private:
+  /// Adds `config` (whose key is `key`) to the taken set; false when it was there.
+  bool take(const Configuration& config, std::string key);
+
   SearchSpace space_;
   SessionOptions options_;
   std::unique_ptr<SearchStrategy> strategy_;
@@ -98,6 +101,9 @@ class Session {
   std::unordered_map<std::string, std::size_t> candidate_index_;
   std::vector<Prior> priors_;
   TuningState state_;
+  /// Keys in state_.taken that are candidates: it also holds valid configurations observed
+  /// that are not (in simulation mode), which leave the candidates as they were.
+  std::size_t taken_candidates_ = 0;
   double last_propose_ms_ = 0.0;
 };
 

@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "core/error.h"
@@ -83,9 +84,14 @@ class ExhaustiveSearch final : public SearchStrategy {
       moved = true;
       out.push_back((*all)[i]);
     }
-    if (!moved) cursor_ = all->size();
-    for (std::size_t i = 0; i < cursor_ && out.size() < n; ++i) {
-      if (!state.is_taken((*all)[i])) out.push_back((*all)[i]);
+    // Nothing ahead: going round, the first found there is where the next proposal begins
+    // (from the end of the list, every later proposal scanned the whole list again).
+    const std::size_t end = moved ? cursor_ : all->size();
+    for (std::size_t i = 0; i < end && out.size() < n; ++i) {
+      if (state.is_taken((*all)[i])) continue;
+      if (!moved) cursor_ = i;
+      moved = true;
+      out.push_back((*all)[i]);
     }
     return out;
   }
@@ -250,30 +256,42 @@ std::vector<Configuration> random_untaken(const TuningState& state, std::size_t 
   return out;
 }
 
-std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, std::size_t n,
-                                                     std::uint64_t seed, std::size_t design_size,
-                                                     Rng& rng) {
+std::vector<Configuration> latin_hypercube_proposals(
+    const TuningState& state, std::size_t n, std::uint64_t seed, std::size_t design_size, Rng& rng,
+    const std::unordered_set<std::string>& also_taken) {
   const auto& space = *state.space;
   const std::size_t d = space.dimension();
   design_size = std::max<std::size_t>(design_size, 1);
   // The design: one random permutation of strata per parameter, jittered inside each stratum.
-  Rng design_rng(seed ^ 0x9e3779b97f4a7c15ULL);
-  std::vector<std::vector<double>> unit(d, std::vector<double>(design_size));
-  std::uniform_real_distribution<double> jitter(0.0, 1.0);
-  for (std::size_t i = 0; i < d; ++i) {
-    std::vector<std::size_t> strata(design_size);
-    std::iota(strata.begin(), strata.end(), 0);
-    std::shuffle(strata.begin(), strata.end(), design_rng);
-    for (std::size_t k = 0; k < design_size; ++k) {
-      unit[i][k] =
-          (static_cast<double>(strata[k]) + jitter(design_rng)) / static_cast<double>(design_size);
+  // A larger design is a sequence of blocks of kMaxLatinHypercubePoints points, each a design
+  // of its own, made when a proposal reaches it: a design over a budget of 10^9 (which a sweep
+  // accepts) held 10^9 doubles per parameter, built again for every proposal. The first block
+  // is the design of a budget of that size.
+  const std::size_t block_size = std::min(design_size, kMaxLatinHypercubePoints);
+  std::vector<std::vector<double>> unit(d, std::vector<double>(block_size));
+  std::optional<std::size_t> block;  // the one `unit` holds
+  auto make_block = [&](std::size_t b) {
+    Rng design_rng(seed ^ 0x9e3779b97f4a7c15ULL ^ (b * 0xbf58476d1ce4e5b9ULL));
+    std::uniform_real_distribution<double> jitter(0.0, 1.0);
+    std::vector<std::size_t> strata(block_size);
+    for (std::size_t i = 0; i < d; ++i) {
+      std::iota(strata.begin(), strata.end(), 0);
+      std::shuffle(strata.begin(), strata.end(), design_rng);
+      for (std::size_t k = 0; k < block_size; ++k) {
+        unit[i][k] =
+            (static_cast<double>(strata[k]) + jitter(design_rng)) / static_cast<double>(block_size);
+      }
     }
-  }
+    block = b;
+  };
   auto design_point = [&](std::size_t k) {
+    // A design within one block goes round it again when the proposals outrun it.
+    const std::size_t b = design_size > block_size ? k / block_size : 0;
+    if (block != b) make_block(b);
     Configuration c(d);
     for (std::size_t i = 0; i < d; ++i) {
       const auto& p = space.parameter(i);
-      const double u = unit[i][k % design_size];
+      const double u = unit[i][k % block_size];
       if (p.kind == ParamKind::real) {
         c[i] = unit_to_real(p, u);
       } else {
@@ -286,11 +304,36 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
   };
 
   std::vector<Configuration> out;
-  std::unordered_set<std::string> chosen;
+  std::unordered_set<std::string> chosen = also_taken;  // not proposed again
+  // Which candidates are taken or chosen, found once per call: keying every candidate for
+  // every design point made a batch of 1,000 from 21,504 candidates take 1.2 s. A list that
+  // names a configuration twice (its keys outnumber the index) counts each copy as its first.
+  const bool snapping = state.candidates && state.encoded_candidates;
+  std::vector<char> blocked;
+  std::vector<std::size_t> first_listed;  // empty: every candidate has a key of its own
+  if (snapping) {
+    const auto& cands = *state.candidates;
+    const auto* index = state.candidate_index;
+    std::unordered_map<std::string, std::size_t> own_index;
+    if (!index || index->size() != cands.size()) {
+      first_listed.resize(cands.size());
+      for (std::size_t i = 0; i < cands.size(); ++i) {
+        first_listed[i] = own_index.emplace(space.key(cands[i]), i).first->second;
+      }
+      index = &own_index;
+    }
+    blocked.assign(cands.size(), 0);
+    for (const auto* keys : {&state.taken, &also_taken}) {
+      for (const auto& key : *keys) {
+        if (const auto it = index->find(key); it != index->end()) blocked[it->second] = 1;
+      }
+    }
+  }
+  auto position = [&](std::size_t i) { return first_listed.empty() ? i : first_listed[i]; };
   const std::size_t cursor = state.taken.size();
-  for (std::size_t k = cursor; out.size() < n && k < cursor + n + design_size; ++k) {
+  for (std::size_t k = cursor; out.size() < n && k < cursor + n + block_size; ++k) {
     Configuration target = design_point(k);
-    if (state.candidates && state.encoded_candidates) {
+    if (snapping) {
       const auto x = space.encode(target);
       const std::size_t dim = x.size();
       const auto& cands = *state.candidates;
@@ -301,8 +344,7 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
       // with the most free parameters, since the others pin theirs to a default.
       std::vector<std::size_t> pool;
       for (std::size_t i = 0; i < cands.size(); ++i) {
-        const auto key = space.key(cands[i]);
-        if (!state.taken.count(key) && !chosen.count(key)) pool.push_back(i);
+        if (!blocked[position(i)]) pool.push_back(i);
       }
       if (pool.empty()) break;  // exhausted
       for (std::size_t p = 0; p < d; ++p) {
@@ -324,6 +366,7 @@ std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, s
         }
       }
       if (best_i == cands.size()) break;  // exhausted
+      blocked[position(best_i)] = 1;
       chosen.insert(space.key(cands[best_i]));
       out.push_back(cands[best_i]);
       continue;

@@ -37,8 +37,6 @@ struct TuningState {
   bool minimize = true;
   /// Total evaluations the study may make (used by space-filling designs).
   std::size_t budget = 100;
-  /// Configurations to try first (e.g. the best of prior machines), in order.
-  std::vector<Configuration> warm_start;
   /// Measurements of the same kernel on other machines or inputs, for transfer strategies
   /// (`bo-transfer`, `rgpe`, `stacked`, `prior-best`); others ignore them. Null: none.
   const std::vector<Prior>* priors = nullptr;
@@ -115,11 +113,15 @@ void require_searchable(const std::string& strategy, const SearchSpace& space);
 /// Up to n untaken configurations drawn uniformly (from the candidates, or the space).
 std::vector<Configuration> random_untaken(const TuningState& state, std::size_t n, Rng& rng,
                                           const std::unordered_set<std::string>& also_taken = {});
+/// Points of a Latin hypercube design held at once. A larger design (a budget of up to 10^9)
+/// is a sequence of independent designs of this many points.
+inline constexpr std::size_t kMaxLatinHypercubePoints = 10'000;
 /// Up to n untaken configurations from a Latin hypercube design of `design_size` points over
 /// the parameters (fixed by `seed`), continuing where the state left off; each point is
 /// snapped to the nearest free candidate. Falls back to random when the design runs out.
-std::vector<Configuration> latin_hypercube_proposals(const TuningState& state, std::size_t n,
-                                                     std::uint64_t seed, std::size_t design_size,
-                                                     Rng& rng);
+/// `also_taken`: keys to treat as taken besides the state's (a caller's earlier picks).
+std::vector<Configuration> latin_hypercube_proposals(
+    const TuningState& state, std::size_t n, std::uint64_t seed, std::size_t design_size, Rng& rng,
+    const std::unordered_set<std::string>& also_taken = {});
 
 }  // namespace tunebase

@@ -671,5 +671,184 @@ TEST(Strategies, GaImprovesOnRandomOnASmoothObjective) {
   EXPECT_LT(ga_total, 0.7 * random_total);
 }
 
+// A budget of a billion evaluations (which a sweep accepts) once built a design of a billion
+// points per parameter for every proposal: std::bad_alloc. Past kMaxLatinHypercubePoints the
+// design is made of blocks of that many points, the first of which is the design of a budget
+// of that size: the first proposals are the same.
+TEST(Strategies, HugeBudgetsKeepTheDesignOfTheLargestFullOne) {
+  auto space = test_space();
+  for (const char* strategy : {"lhs", "bo"}) {
+    SessionOptions opts;
+    opts.strategy = strategy;
+    opts.seed = 4;
+    opts.budget = 1'000'000'000;
+    Session huge(space, opts);
+    opts.budget = kMaxLatinHypercubePoints;
+    Session largest(space, opts);
+    // Every result fails, so bo keeps to its design over the whole budget.
+    for (int i = 0; i < 12; ++i) {
+      const auto a = huge.propose(1);
+      const auto b = largest.propose(1);
+      ASSERT_EQ(a.size(), 1u);
+      ASSERT_EQ(b.size(), 1u);
+      EXPECT_EQ(space.key(a[0]), space.key(b[0])) << strategy << ", proposal " << i;
+      huge.observe(a[0], Measurement::failure(TrialStatus::failed, "test failure"));
+      largest.observe(b[0], Measurement::failure(TrialStatus::failed, "test failure"));
+    }
+  }
+}
+
+// The first batch of a fresh bo study is one Latin hypercube of the batch's size: with a design
+// of the initial five points, a batch of ten visited each twice, the second time snapped to a
+// neighbour of the first (five pairs of neighbours).
+TEST(Strategies, BoSpreadsAFirstBatchLargerThanItsInitialDesign) {
+  SearchSpace space({integer_range("x", 0, 99)}, {});
+  for (std::uint64_t seed = 0; seed < 4; ++seed) {
+    SessionOptions opts;
+    opts.strategy = "bo";
+    opts.seed = seed;
+    Session session(space, opts);
+    const auto batch = session.propose(10);
+    ASSERT_EQ(batch.size(), 10u);
+    std::set<std::int64_t> tenths;
+    for (const auto& c : batch) tenths.insert(std::get<std::int64_t>(c[0]) / 10);
+    EXPECT_EQ(tenths.size(), 10u) << "seed " << seed << ": one configuration in each tenth";
+  }
+}
+
+// The design's points are taken in order from the number of configurations taken, each
+// snapped to the nearest free candidate: a batch is what as many single proposals give.
+TEST(Strategies, ALatinHypercubeBatchIsItsSingleProposalsInOrder) {
+  auto space = test_space();
+  SessionOptions opts;
+  opts.strategy = "lhs";
+  opts.seed = 8;
+  Session batched(space, opts);
+  Session single(space, opts);
+  // Some taken first, measured from outside the design.
+  for (std::size_t i = 0; i < 6; ++i) {
+    const auto& c = space.valid_configurations()[7 * i];
+    batched.observe(c, Measurement::success(objective(space, c)));
+    single.observe(c, Measurement::success(objective(space, c)));
+  }
+  const auto batch = batched.propose(40);
+  ASSERT_EQ(batch.size(), 40u);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const auto one = single.propose(1);
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_EQ(space.key(batch[i]), space.key(one[0])) << "proposal " << i;
+  }
+}
+
+// In simulation mode a study may observe valid configurations that are not candidates (a
+// sweep's baseline, measurements added from outside): those do not use up the candidates.
+TEST(Strategies, ObservationsOutsideTheCandidatesLeaveTheStudyUnexhausted) {
+  auto space = test_space();
+  const auto& all = space.valid_configurations();
+  SessionOptions opts;
+  opts.strategy = "random";
+  opts.candidates.assign(all.begin(), all.begin() + 7);
+  Session session(space, opts);
+  for (std::size_t i = 7; i < 17; ++i) session.observe(all[i], Measurement::success(1.0));
+  EXPECT_FALSE(session.exhausted());
+  const auto batch = session.propose(20);
+  EXPECT_EQ(batch.size(), 7u);
+  EXPECT_TRUE(session.exhausted());
+}
+
+// Having gone round to what was given back, exhaustive goes on from there: another given back
+// ahead of it comes first, one behind it when the rest is taken (as before it went round).
+TEST(Strategies, ExhaustiveGoesOnFromWhereItWentRoundTo) {
+  auto space = test_space();
+  SessionOptions opts;
+  opts.strategy = "exhaustive";
+  Session session(space, opts);
+  const auto& valid = space.valid_configurations();
+  for (std::size_t i = 0; i < valid.size(); ++i) ASSERT_EQ(session.propose(1).size(), 1u);
+  session.release(valid[3]);
+  session.release(valid[5]);
+  std::vector<std::string> order;
+  const auto next = [&] {
+    const auto batch = session.propose(1);
+    order.push_back(batch.empty() ? "none" : space.key(batch.front()));
+  };
+  next();
+  session.release(valid[1]);
+  next();
+  next();
+  next();
+  EXPECT_EQ(order, (std::vector<std::string>{space.key(valid[3]), space.key(valid[5]),
+                                             space.key(valid[1]), "none"}));
+}
+
+// bo's local step stays within one parameter step of the best configuration; changing a
+// categorical parameter is one step although it changes two one-hot columns.
+TEST(Strategies, BoLocalStepMayChangeACategoricalParameter) {
+  const auto space = SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
+      {"name": "method", "type": "categorical", "values": ["a", "b", "c"]},
+      {"name": "x", "type": "integer", "low": 0, "high": 4}]})"));
+  SessionOptions opts;
+  opts.strategy = "bo";
+  Session session(space, opts);
+  // Every x of method a (the best at x = 2), and one of b: what is one step from the best and
+  // free is b or c at x = 2.
+  for (std::int64_t x = 0; x <= 4; ++x) {
+    session.observe({std::string("a"), x}, Measurement::success(1.0 + std::abs(x - 2.0)));
+  }
+  session.observe({std::string("b"), std::int64_t{0}}, Measurement::success(5.0));
+  const auto batch = session.propose(1);
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(session.diagnostics()["phase"], "model");
+  EXPECT_EQ(session.diagnostics()["local"], true) << session.diagnostics().dump();
+  EXPECT_NE(std::get<std::string>(batch[0][0]), "a");
+  EXPECT_EQ(std::get<std::int64_t>(batch[0][1]), 2);
+}
+
+// prior-best's picks and the design fill one batch: the design does not snap to a pick of the
+// same batch (which was then dropped, and the batch came back short).
+TEST(Strategies, PriorBestFillsABatchWithTheDesign) {
+  SearchSpace space({integer_range("a", 0, 3)}, {});
+  Prior prior;
+  prior.source = "other";
+  for (const auto& c : space.valid_configurations()) {
+    prior.observations.push_back({c, Measurement::success(1.0 + as_double(c[0]))});
+  }
+  for (std::uint64_t seed = 0; seed < 8; ++seed) {
+    SessionOptions opts;
+    opts.strategy = "prior-best";
+    opts.strategy_options = {{"prior_best", 3}};
+    opts.seed = seed;
+    opts.priors.push_back(prior);
+    Session session(space, opts);
+    EXPECT_EQ(session.propose(4).size(), 4u) << "seed " << seed;
+  }
+}
+
+// Pending configurations and a batch's earlier picks are fantasised in the model, at most as
+// many as leave it within max_model_points (the most recent ones): a thousand live leases made
+// each proposal condition the GP on a thousand more points.
+TEST(Strategies, BoFantasisesNoMoreThanTheModelPointsAllow) {
+  SearchSpace space({integer_range("x", 0, 39), integer_range("y", 0, 39)}, {});
+  SessionOptions opts;
+  opts.strategy = "bo";
+  opts.strategy_options = {{"max_model_points", 60}};
+  Session session(space, opts);
+  const auto& all = space.valid_configurations();
+  for (std::size_t i = 0; i < 20; ++i) {
+    const auto& c = all[80 * i];
+    session.observe(c, Measurement::success(1.0 + as_double(c[0]) + as_double(c[1])));
+  }
+  for (std::size_t i = 0; i < 100; ++i) session.hold(all[16 * i + 1]);
+  for (const std::size_t n : {1, 50}) {
+    const auto batch = session.propose(n);
+    EXPECT_EQ(batch.size(), n);
+    const auto d = session.diagnostics();
+    ASSERT_TRUE(d.contains("fantasies")) << d.dump();
+    EXPECT_EQ(d["model_points"], 20) << d.dump();
+    EXPECT_LE(d["fantasies"].get<std::size_t>(), 40u) << d.dump();
+    EXPECT_GT(d["fantasies"].get<std::size_t>(), 0u) << d.dump();
+  }
+}
+
 }  // namespace
 }  // namespace tunebase
