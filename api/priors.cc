@@ -178,12 +178,15 @@ nlohmann::json predicted_best_json(const std::string& kernel, const std::string&
           {"based_on", std::move(based_on)}};
 }
 
-std::optional<PredictedBest> predict_best(const db::Store& store, const std::string& kernel_name,
-                                          std::optional<db::MachineId> machine,
-                                          std::optional<db::TaskId> task, db::Direction direction,
-                                          const std::string& objective,
-                                          const nlohmann::json& input_features,
-                                          const std::string& input_version) {
+namespace {
+
+// predict_best; `pool_inputs` false: an input without features that other machines measured
+// is predicted from their measurements of it only (`*restricted` says whether it was).
+std::optional<PredictedBest> predict_best_from(
+    const db::Store& store, const std::string& kernel_name, std::optional<db::MachineId> machine,
+    std::optional<db::TaskId> task, db::Direction direction, const std::string& objective,
+    const nlohmann::json& input_features, const std::string& input_version, bool pool_inputs,
+    bool* restricted) {
   // An input is measured under the kernel version its studies used (a kernel's space may
   // depend on its input: PETSc offers cg and icc only for symmetric matrices); without one,
   // the latest version.
@@ -213,11 +216,13 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   // measurement, this machine's of other inputs too, to predict from.
   const bool new_input = !task && !input_version.empty();
   // Sources that measure time in different units are read in the one most of the kernel
-  // version's studies use.
-  std::map<std::string, std::size_t> time_units;
+  // version's successful trials are in.
+  std::map<std::string, std::int64_t> time_units;
   for (const auto& study : studies) {
     const auto unit = db::objective_unit(study);
-    if (study.kernel_version == kernel->version && is_time_unit(unit)) ++time_units[unit];
+    if (study.kernel_version == kernel->version && is_time_unit(unit)) {
+      time_units[unit] += store.trial_counts(study.id).ok;
+    }
   }
   const auto most_used =
       std::max_element(time_units.begin(), time_units.end(),
@@ -228,12 +233,15 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   } else if (machine && !new_input) {
     query.exclude_machine = *machine;
   }
-  if (task && target_features.empty()) {
+  if (!pool_inputs && task && target_features.empty()) {
     // An input without features cannot be told from the others by the model: when other
     // machines measured it, their measurements of it are what predicts it.
     auto same_input = query;
     same_input.task = *task;
-    if (has_priors(store, same_input)) query.task = *task;
+    if (has_priors(store, same_input)) {
+      query.task = *task;
+      *restricted = true;
+    }
   }
   auto priors = priors_from_store(store, space, query);
   if (priors.empty()) return std::nullopt;
@@ -343,6 +351,26 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
   const auto diagnostics = session.diagnostics();
   if (diagnostics.contains("rgpe_weights")) out.weights = diagnostics["rgpe_weights"];
   return out;
+}
+
+}  // namespace
+
+std::optional<PredictedBest> predict_best(const db::Store& store, const std::string& kernel_name,
+                                          std::optional<db::MachineId> machine,
+                                          std::optional<db::TaskId> task, db::Direction direction,
+                                          const std::string& objective,
+                                          const nlohmann::json& input_features,
+                                          const std::string& input_version) {
+  bool restricted = false;
+  auto predicted = predict_best_from(store, kernel_name, machine, task, direction, objective,
+                                     input_features, input_version, false, &restricted);
+  // Too few measurements of the input elsewhere to predict from: every input's, as for one
+  // measured nowhere else.
+  if (!predicted && restricted) {
+    predicted = predict_best_from(store, kernel_name, machine, task, direction, objective,
+                                  input_features, input_version, true, &restricted);
+  }
+  return predicted;
 }
 
 }  // namespace tunebase::api

@@ -266,15 +266,43 @@ nlohmann::json study_schema() {
        "trials"});
 }
 
-// The unit the studies of `kernel` with objective `objective` are in, when they agree on one.
+// Notes for one answer, in one string.
+std::string joined_notes(const std::vector<std::string>& notes) {
+  std::string out;
+  for (const auto& n : notes) out += (out.empty() ? "" : "; ") + n;
+  return out;
+}
+
+// The unit a study of `kernel` created without one takes: the one its studies of the same
+// objective and direction agree on (an import's ms; "s" and "seconds" agree), none when some
+// have none or their units are not all of time. Studies that measure time in different units
+// leave no way to tell a new study's: FieldError asking for one.
 std::optional<std::string> kernel_unit(const db::Store& store, const std::string& kernel,
-                                       const std::string& objective) {
-  std::set<std::string> units;
+                                       const std::string& objective, db::Direction direction) {
+  std::vector<std::string> units;
   for (const auto& study : store.list_studies(kernel)) {
-    if (study.objective == objective) units.insert(db::objective_unit(study));
+    if (study.objective == objective && study.direction == direction) {
+      units.push_back(db::objective_unit(study));
+    }
   }
-  if (units.size() != 1 || units.begin()->empty()) return std::nullopt;
-  return *units.begin();
+  if (units.empty()) return std::nullopt;
+  const auto same = [&](const std::string& u) {
+    return u == units.front() || (is_time_unit(u) && is_time_unit(units.front()) &&
+                                  time_unit_factor(u, units.front()) == 1.0);
+  };
+  if (std::all_of(units.begin(), units.end(), same)) {
+    return units.front().empty() ? std::nullopt : std::optional(units.front());
+  }
+  if (std::all_of(units.begin(), units.end(), [](const auto& u) { return is_time_unit(u); })) {
+    const std::set<std::string> named(units.begin(), units.end());
+    std::string list;
+    for (const auto& u : named) list += (list.empty() ? "" : ", ") + u;
+    throw FieldError("unit", "the studies of kernel \"" + kernel + "\" measure \"" + objective +
+                                 "\" in " + list +
+                                 ": give this study's \"unit\" (s, ms, us, ns) so that its "
+                                 "values are compared with theirs as times");
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -409,8 +437,9 @@ void Service::add_routes() {
            {"description",
             "unit of the objective (\"s\", \"ms\", \"us\", \"ns\", \"GFLOP/s\"); times in "
             "different units are converted when compared or learned from. Default: the unit "
-            "of the kernel's other studies of this objective when they agree on one (imports "
-            "are in milliseconds), else none"}}}},
+            "of the kernel's other studies of this objective and direction when they agree on "
+            "one (imports are in milliseconds), else none; refused (400) when they measure time "
+            "in different units. \"\": none (plain numbers)"}}}},
         {"kernel", "machine"});
     r.success_status = 201;
     r.response_schema = study_schema();
@@ -656,8 +685,15 @@ void Service::add_routes() {
          {"note",
           {{"type", "string"},
            {"description",
-            "(predicted) present when the machine is not registered but one whose name "
-            "differs only in case or surrounding spaces is: which one"}}},
+            "what to know about the answer, when there is something: the machine is not "
+            "registered but one of a similar name is; the input is measured nowhere; several "
+            "stored inputs have the task_features given; features no stored input has; "
+            "studies of both directions measured the kernel there"}}},
+         {"task_features",
+          {{"type", "object"},
+           {"description",
+            "(predicted) the task_features asked for, of an input measured "
+            "nowhere"}}},
          {"lower",
           {{"type", "number"},
            {"description",
@@ -1025,6 +1061,10 @@ Response Service::create_study(Request& request) {
     });
   }
   if (task_features) check_task_features(store_, kernel_name, task, *task_features);
+  // Values reported without a unit are taken to be in the one the kernel's data is in (an
+  // imported Kernel Tuner cache's milliseconds, for one); "" given: plain numbers.
+  const auto unit_taken = unit ? (unit->empty() ? std::nullopt : unit)
+                               : kernel_unit(store_, kernel_name, study.objective, study.direction);
   const auto kernel = store_.upsert_kernel(kernel_name, *space);
   const auto task_record =
       store_.upsert_task(kernel_name, task ? *task : nlohmann::json::object(),
@@ -1035,13 +1075,7 @@ Response Service::create_study(Request& request) {
   study.settings = {{"transfer", transfer}, {"strategy_options", options}};
   if (prior_machines) study.settings["prior_machines"] = *prior_machines;
   if (seed) study.settings["seed"] = *seed;
-  if (unit && !unit->empty()) {
-    study.settings["unit"] = *unit;
-  } else if (const auto inherited = kernel_unit(store_, kernel_name, study.objective)) {
-    // Values reported without a unit are taken to be in the one the kernel's data is in: an
-    // imported Kernel Tuner cache's milliseconds, for one.
-    study.settings["unit"] = *inherited;
-  }
+  if (unit_taken) study.settings["unit"] = *unit_taken;
   if (strategy) {
     study.strategy = *strategy;
   } else {
@@ -1403,17 +1437,51 @@ Response Service::best(Request& request) {
   // A machine the store does not know yet measured nothing: it gets a prediction, which is
   // what a build system asks for on a new machine at configure time.
   const auto machine = reader().find_machine(machine_name);
+  // An input given by its features: the stored input with those features (one this machine
+  // measured, when several have them), before the direction is read from its studies.
+  std::vector<std::string> notes;
+  if (features) {
+    std::vector<db::TaskId> matching;
+    std::set<std::string> known_names;
+    for (const auto& t : reader().list_tasks(kernel)) {
+      const auto f = task_features_of(t);
+      for (const auto& [name, value] : f.items()) known_names.insert(name);
+      if (f == *features) matching.push_back(t.id);
+    }
+    const auto measured_here = [&](db::TaskId t) {
+      if (!machine) return false;
+      for (const auto& s : reader().list_studies(kernel)) {
+        if (s.machine_id == machine->id && s.task_id == t) return true;
+      }
+      return false;
+    };
+    if (!matching.empty()) {
+      const auto here = std::find_if(matching.begin(), matching.end(), measured_here);
+      task = here != matching.end() ? *here : matching.front();
+      if (matching.size() > 1) {
+        notes.push_back(std::to_string(matching.size()) +
+                        " stored inputs have these task_features; answered for task " +
+                        std::to_string(task->value) + " (task=ID asks for another)");
+      }
+    }
+    std::string unknown;
+    for (const auto& [name, value] : features->items()) {
+      if (!known_names.count(name)) unknown += (unknown.empty() ? "\"" : ", \"") + name + "\"";
+    }
+    if (!unknown.empty() && matching.empty()) {
+      std::string names;
+      for (const auto& n : known_names) names += (names.empty() ? "" : ", ") + n;
+      notes.push_back("no stored input of kernel \"" + kernel + "\" has the feature " + unknown +
+                      ", which the model leaves out (theirs: " +
+                      (names.empty() ? std::string("none") : names) + ")");
+    }
+  }
+  const bool new_input = features && !task;
   // Left out, the direction of this machine's studies of the kernel, else of all of them.
   const auto kernel_direction = studies_direction(
       reader(), kernel, objective, machine ? std::optional(machine->id) : std::nullopt, task);
   const auto direction =
       asked_direction.value_or(kernel_direction.value_or(db::Direction::minimize));
-  if (features) {
-    for (const auto& t : reader().list_tasks(kernel)) {
-      if (!task && task_features_of(t) == *features) task = t.id;
-    }
-  }
-  const bool new_input = features && !task;
   if (task) {
     const auto t = reader().get_task(*task);
     if (t.kernel_name != kernel) {
@@ -1444,10 +1512,11 @@ Response Service::best(Request& request) {
         direction == db::Direction::minimize ? db::Direction::maximize : db::Direction::minimize;
     if (!asked_direction && reader().best_trial(kernel, machine->id, task, other, objective)) {
       const std::string name(db::to_string(other));
-      j["note"] = "studies of both directions measured kernel \"" + kernel + "\" on \"" +
-                  machine_name + "\": this is the " + std::string(db::to_string(direction)) +
-                  " one; direction=" + name + " gives the other";
+      notes.push_back("studies of both directions measured kernel \"" + kernel + "\" on \"" +
+                      machine_name + "\": this is the " + std::string(db::to_string(direction)) +
+                      " one; direction=" + name + " gives the other");
     }
+    if (!notes.empty()) j["note"] = joined_notes(notes);
     return remember(Response::json(j), options_.best_cache_ttl, false);
   }
   // A prediction stays cached longer (it needs a model fit), but never past a measurement on
@@ -1458,19 +1527,22 @@ Response Service::best(Request& request) {
   // the answer, which is a new machine's prediction all the same.
   const auto predicted_answer = [&](const PredictedBest& prediction) {
     auto j = predicted_best_json(kernel, machine_name, prediction);
+    auto said = notes;
     if (new_input) {
       j["task_features"] = *features;
-      j["note"] =
+      said.push_back(
           "an input measured nowhere: predicted from the inputs measured, by their features; "
           "its objective may lie far outside the interval, which is the measured inputs' "
-          "(the configuration is the better guess)";
+          "(the configuration is the better guess)");
     }
-    if (machine) return j;
-    if (const auto similar = similar_machine_name(reader(), machine_name); !similar.empty()) {
-      j["note"] = "machine \"" + machine_name +
-                  "\" is not registered: predicted as for a new machine; did you mean \"" +
-                  similar + "\"?";
+    if (!machine) {
+      if (const auto similar = similar_machine_name(reader(), machine_name); !similar.empty()) {
+        said.push_back("machine \"" + machine_name +
+                       "\" is not registered: predicted as for a new machine; did you mean \"" +
+                       similar + "\"?");
+      }
     }
+    if (!said.empty()) j["note"] = joined_notes(said);
     return j;
   };
   // A machine the store does not know gets the same prediction under any name: one model fit

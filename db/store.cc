@@ -1368,10 +1368,16 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
   };
   const std::pair<TrialRecord, std::string>* best = nullptr;
   for (const auto& b : bests) {
+    // Converted values that differ only by the rounding of the conversion (0.9 ms against
+    // 900 us) are a tie: the earlier trial.
+    const auto tie = [&] {
+      return std::abs(value(b) - value(*best)) <=
+             1e-12 * std::max(std::abs(value(b)), std::abs(value(*best)));
+    };
     const bool better =
-        !best ||
-        (direction == Direction::maximize ? value(b) > value(*best) : value(b) < value(*best)) ||
-        (value(b) == value(*best) && b.first.id < best->first.id);
+        !best || (tie() ? b.first.id < best->first.id
+                        : (direction == Direction::maximize ? value(b) > value(*best)
+                                                            : value(b) < value(*best)));
     if (better) best = &b;
   }
   if (!best) return std::nullopt;

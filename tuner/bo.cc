@@ -260,27 +260,58 @@ struct TaskFeatureScaling {
   }
 };
 
-// The values zero-shot forecasts of one source are told in, from its tasks' sorted values and
-// their squared distances to the study's input (scaled features): the study's own input's
-// when the source measured it, else the tasks' quantile functions averaged with weights
-// 1 / distance (in one feature, the linear interpolation between the two inputs around it).
-// Before, an input measured nowhere took the nearest task's values: a size between two
-// measured ones was forecast at the smaller one's times.
-std::vector<double> units_for_the_study(
-    std::vector<std::pair<double, std::vector<double>>> task_values) {
-  std::erase_if(task_values, [](const auto& t) { return t.second.empty(); });
-  if (task_values.empty()) return {};
-  const auto nearest =
-      std::min_element(task_values.begin(), task_values.end(),
-                       [](const auto& a, const auto& b) { return a.first < b.first; });
-  if (nearest->first == 0.0 || task_values.size() == 1) return std::move(nearest->second);
+// One task of a prior source: its input's scaled features and its sorted model values.
+struct TaskValues {
+  std::vector<double> features;
+  std::vector<double> values;
+};
+
+double squared_distance(const std::vector<double>& a, const std::vector<double>& b) {
+  double d = 0.0;
+  for (std::size_t f = 0; f < a.size(); ++f) d += (a[f] - b[f]) * (a[f] - b[f]);
+  return d;
+}
+
+// The values zero-shot forecasts of one source are told in: the study's own input's when the
+// source measured it, else its tasks' quantile functions averaged with Gaussian weights
+// exp(-d^2 / 2 l^2) of their distance d to the study's input, l the median distance between
+// neighbouring tasks. Between two inputs that blends their values (on the model's scale: log
+// times, a geometric mean); beyond the inputs measured the nearest one's dominate, so nothing
+// is extrapolated. Before, an input measured nowhere took the nearest task's values: a size
+// between two measured ones was forecast at the smaller one's times.
+std::vector<double> units_for_the_study(std::vector<TaskValues> tasks,
+                                        const std::vector<double>& study_features) {
+  std::erase_if(tasks, [](const TaskValues& t) { return t.values.empty(); });
+  if (tasks.empty()) return {};
+  std::vector<double> distance;
+  for (const auto& t : tasks) distance.push_back(squared_distance(t.features, study_features));
+  const auto nearest = static_cast<std::size_t>(std::min_element(distance.begin(), distance.end()) -
+                                                distance.begin());
+  if (distance[nearest] == 0.0 || tasks.size() == 1) return std::move(tasks[nearest].values);
+  // The spacing of the tasks: each one's squared distance to its nearest other (0 for tasks
+  // of equal features, which tell nothing of it).
+  std::vector<double> spacing;
+  for (std::size_t a = 0; a < tasks.size(); ++a) {
+    double closest = std::numeric_limits<double>::infinity();
+    for (std::size_t b = 0; b < tasks.size(); ++b) {
+      if (a != b)
+        closest = std::min(closest, squared_distance(tasks[a].features, tasks[b].features));
+    }
+    if (closest > 0.0) spacing.push_back(closest);
+  }
+  double scale = 1.0;  // every task at one point: equal weights
+  if (!spacing.empty()) {
+    std::nth_element(spacing.begin(), spacing.begin() + spacing.size() / 2, spacing.end());
+    scale = spacing[spacing.size() / 2];
+  }
   std::size_t size = 0;
-  for (const auto& t : task_values) size = std::max(size, t.second.size());
+  for (const auto& t : tasks) size = std::max(size, t.values.size());
   std::vector<double> out(size, 0.0);
   double total = 0.0;
-  for (const auto& [distance, values] : task_values) {
-    const double w = 1.0 / std::sqrt(distance);
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    const double w = std::exp(-(distance[t] - distance[nearest]) / (2.0 * scale));
     total += w;
+    const auto& values = tasks[t].values;
     const double k = static_cast<double>(values.size());
     for (std::size_t i = 0; i < size; ++i) {
       // The task's empirical quantile at level (i + 0.5) / size, linear between its values.
@@ -712,9 +743,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
     }
     for (const auto& source : order) {
       std::vector<std::vector<double>> rows;
-      // Each task's sorted values and its squared distance to the study's input, for units.
-      std::vector<std::pair<double, std::vector<double>>> task_values;
-      std::vector<double> y;  // copula values, each prior (task) on its own
+      std::vector<TaskValues> task_values;  // for the units of zero-shot forecasts
+      std::vector<double> y;                // copula values, each prior (task) on its own
       for (const Prior* p : groups[source]) {
         const auto scaled = features_.scale(p->task_features);
         // On the zero-shot scale; the copula below only reads their ranks.
@@ -746,12 +776,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
         if (!g_task.empty()) {
           const auto z = surrogates::gaussian_copula(g_task);
           y.insert(y.end(), z.begin(), z.end());
-          double distance = 0.0;
-          for (std::size_t f = 0; f < scaled.size(); ++f) {
-            distance += (scaled[f] - study_features_[f]) * (scaled[f] - study_features_[f]);
-          }
           std::sort(g_task.begin(), g_task.end());
-          task_values.emplace_back(distance, std::move(g_task));
+          task_values.push_back({scaled, std::move(g_task)});
         }
       }
       if (y.size() < kMinObservationsForModel) continue;
@@ -759,7 +785,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
       data.name = source;
       data.x = rows_to_matrix(rows, dim + features_.size());
       data.y = std::move(y);
-      source_inverse_.emplace_back(units_for_the_study(std::move(task_values)));
+      source_inverse_.emplace_back(units_for_the_study(std::move(task_values), study_features_));
       sources_.push_back(std::move(data));
     }
     if (sources_.empty()) return;

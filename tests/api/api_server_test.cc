@@ -783,6 +783,22 @@ TEST(ApiServer, TimesOfAKernelInDifferentUnitsAreComparedAsTimes) {
   const auto best = c.get("/v1/best?kernel=convolution&machine=gpu-a").json();
   EXPECT_DOUBLE_EQ(best["objective"].get<double>(), 1.0) << best;
   EXPECT_EQ(best["unit"], "ms");
+  // Now the kernel's times are in ms and in s: a study without a unit could be either, and
+  // one study of plain numbers among them would make every comparison one of numbers again.
+  auto r = c.post("/v1/studies", {{"kernel", "convolution"}, {"machine", "gpu-a"}}, server.token);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json()["error"]["field"], "unit");
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(), HasSubstr("in ms, s: give"));
+  // Said to be plain numbers, or of the other direction (a score): no unit taken.
+  r = c.post("/v1/studies", {{"kernel", "convolution"}, {"machine", "gpu-a"}, {"unit", ""}},
+             server.token);
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_TRUE(r.json()["unit"].is_null()) << r.body;
+  r = c.post("/v1/studies",
+             {{"kernel", "convolution"}, {"machine", "gpu-a"}, {"direction", "maximize"}},
+             server.token);
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_TRUE(r.json()["unit"].is_null()) << r.body;
   // The inherited unit is a unit of time: a negative value is refused there too.
   const auto lease_x = c.post("/v1/studies/" + inherited.json()["id"].dump() + "/suggestions",
                               {{"n", 1}, {"client_id", "w"}}, server.token);
@@ -816,6 +832,22 @@ TEST(ApiServer, APredictionForAnInputWithoutFeaturesComesFromThatInput) {
   EXPECT_EQ(predicted.json()["source"], "predicted");
   EXPECT_EQ(predicted.json()["config"]["block_size_x"], 16) << predicted.body;
   EXPECT_EQ(predicted.json()["based_on"]["inputs"], 1) << predicted.body;
+  // Input c, measured once elsewhere: too little to predict from, so every input's measurements.
+  const auto c_study = c.post(
+      "/v1/studies", {{"kernel", "convolution"}, {"machine", "gpu-b"}, {"task", {{"matrix", "c"}}}},
+      server.token);
+  ASSERT_EQ(c_study.status, 201) << c_study.body;
+  ASSERT_EQ(c.post("/v1/studies/" + c_study.json()["id"].dump() + "/measurements",
+                   {{"measurements",
+                     {{{"config", {{"block_size_x", 32}, {"block_size_y", 2}}}, {"value", 2.0}}}}},
+                   server.token)
+                .status,
+            201);
+  const auto few =
+      c.get("/v1/best?kernel=convolution&machine=gpu-new&task=" + c_study.json()["task_id"].dump());
+  ASSERT_EQ(few.status, 200) << few.body;
+  EXPECT_EQ(few.json()["source"], "predicted");
+  EXPECT_GT(few.json()["based_on"]["inputs"].get<int>(), 1) << few.body;
 }
 
 // A build system asks for the best configuration of an input by its features (a problem size):
@@ -875,6 +907,59 @@ TEST(ApiServer, BestForAnInputGivenByItsFeatures) {
     EXPECT_GT(r.json()["objective"].get<double>(), 1.2) << r.body;
     EXPECT_LT(r.json()["objective"].get<double>(), 3.0) << r.body;
   }
+  // Far beyond the inputs measured: the nearest one's times, nothing extrapolated (nor pulled
+  // back to the average of all).
+  r = best("m2", "%7B%22n%22%3A100%7D");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_GT(r.json()["objective"].get<double>(), 3.5) << r.body;
+  EXPECT_LT(r.json()["objective"].get<double>(), 4.6) << r.body;
+  // A feature no stored input has is said to be left out (a typo for "n").
+  r = best("m2", "%7B%22N%22%3A2%7D");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_THAT(r.json()["note"].get<std::string>(),
+              HasSubstr("no stored input of kernel \"demo\" has the feature \"N\""));
+  // Another input with the same features, measured on m3: each machine is answered with the
+  // one it measured, and told that two match.
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m3"}}, server.token).status, 201);
+  const auto other = c.post("/v1/studies",
+                            {{"kernel", "demo"},
+                             {"machine", "m3"},
+                             {"unit", "ms"},
+                             {"task", {{"size", "four"}}},
+                             {"task_features", {{"n", 4}}}},
+                            server.token);
+  ASSERT_EQ(other.status, 201) << other.body;
+  ASSERT_EQ(c.post("/v1/studies/" + other.json()["id"].dump() + "/measurements",
+                   {{"measurements", {{{"config", configs[0]}, {"value", 42.0}}}}}, server.token)
+                .status,
+            201);
+  r = best("m3", "%7B%22n%22%3A4%7D");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["source"], "measured");
+  EXPECT_DOUBLE_EQ(r.json()["objective"].get<double>(), 42.0);
+  EXPECT_THAT(r.json()["note"].get<std::string>(),
+              HasSubstr("2 stored inputs have these task_features"));
+  r = best("m1", "%7B%22n%22%3A4%7D");
+  EXPECT_DOUBLE_EQ(r.json()["objective"].get<double>(), 4.0) << r.body;
+  // An input whose studies maximize (a rate): its direction, as with task=.
+  const auto rate = c.post("/v1/studies",
+                           {{"kernel", "demo"},
+                            {"machine", "m1"},
+                            {"unit", "GFLOP/s"},
+                            {"objective", "GFLOP/s"},
+                            {"direction", "maximize"},
+                            {"task", {{"n", 8}}},
+                            {"task_features", {{"n", 8}}}},
+                           server.token);
+  ASSERT_EQ(rate.status, 201) << rate.body;
+  ASSERT_EQ(c.post("/v1/studies/" + rate.json()["id"].dump() + "/measurements",
+                   {{"measurements", {{{"config", configs[1]}, {"value", 20.0}}}}}, server.token)
+                .status,
+            201);
+  r = best("m1", "%7B%22n%22%3A8%7D");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["source"], "measured") << r.body;
+  EXPECT_DOUBLE_EQ(r.json()["objective"].get<double>(), 20.0);
   // Mistakes.
   r = c.get("/v1/best?kernel=demo&machine=m1&task=1&task_features=%7B%22n%22%3A2%7D");
   EXPECT_EQ(r.status, 400) << r.body;

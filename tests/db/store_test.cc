@@ -659,6 +659,22 @@ TEST_F(StoreTest, BestTrialComparesTimesInDifferentUnitsAsTimes) {
   EXPECT_EQ(store_.best_trial("demo", machine, std::nullopt, Direction::minimize)->id, smallest);
 }
 
+// Equal times in two units are a tie, whatever the rounding of the conversion (0.9 * 1e-3 is
+// not 900 * 1e-6 in doubles): the earlier trial is the best.
+TEST_F(StoreTest, EqualTimesInTwoUnitsAreATie) {
+  NewStudy n;
+  const auto in_ms = study_in("ms", n);
+  n.name = "in us";
+  n.settings = {{"unit", "us"}};
+  const auto in_us = store_.create_study(n);
+  const auto earlier = store_.add_trial(in_ms.id, testing::config_json(16, "row"), "16,row",
+                                        Measurement::success(0.9));
+  store_.add_trial(in_us.id, testing::config_json(32, "row"), "32,row",
+                   Measurement::success(900.0));
+  EXPECT_EQ(store_.best_trial("demo", in_ms.machine_id, std::nullopt, Direction::minimize)->id,
+            earlier);
+}
+
 // Priors are read in the unit the target measures: another unit of time is converted, a
 // value in a unit that is not one of time (or in none) is as stored.
 TEST_F(StoreTest, PriorTrialsAreConvertedToTheQuerysUnitOfTime) {
