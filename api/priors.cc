@@ -217,11 +217,15 @@ std::optional<PredictedBest> predict_best_from(
   const bool new_input = !task && !input_version.empty();
   // Sources that measure time in different units are read in the one most of the kernel
   // version's successful trials are in.
-  std::map<std::string, std::int64_t> time_units;
+  const auto same_question = [&](const db::StudyRecord& study) {
+    return study.kernel_version == kernel->version && study.direction == direction &&
+           (objective.empty() || study.objective == objective);
+  };
+  std::map<std::string, std::int64_t> time_units;  // by short name: "s" and "seconds" are one
   for (const auto& study : studies) {
     const auto unit = db::objective_unit(study);
-    if (study.kernel_version == kernel->version && is_time_unit(unit)) {
-      time_units[unit] += store.trial_counts(study.id).ok;
+    if (same_question(study) && is_time_unit(unit)) {
+      time_units[short_time_unit(unit)] += store.trial_counts(study.id).ok;
     }
   }
   const auto most_used =
@@ -258,7 +262,7 @@ std::optional<PredictedBest> predict_best_from(
   // The unit the sources' values are in, when their studies agree on one.
   std::unordered_set<std::string> units;
   for (const auto& study : studies) {
-    if (study.kernel_version == kernel->version && machines.count(study.machine_name)) {
+    if (same_question(study) && machines.count(study.machine_name)) {
       const auto unit = db::objective_unit(study);
       units.insert(is_time_unit(unit) && is_time_unit(query.unit) ? query.unit : unit);
     }

@@ -44,7 +44,13 @@ std::optional<db::Direction> studies_direction(const db::Store& store, const std
                                                const std::string& objective,
                                                std::optional<db::MachineId> machine,
                                                std::optional<db::TaskId> task) {
-  const auto studies = store.list_studies(kernel);
+  auto studies = store.list_studies(kernel);
+  // An input's direction is its own studies' (a rate measured of one input, times of the
+  // others), when it has some.
+  if (task && std::any_of(studies.begin(), studies.end(),
+                          [&](const auto& s) { return s.task_id == *task; })) {
+    std::erase_if(studies, [&](const auto& s) { return s.task_id != *task; });
+  }
   const auto direction_of = [&](bool machines_only) -> std::optional<db::Direction> {
     std::optional<db::Direction> direction;
     for (const auto& s : studies) {

@@ -29,7 +29,7 @@ std::string similar_machine_name(const db::Store& store, const std::string& name
 /// that machine's studies' direction when it has studies (a kernel measured as a time on one
 /// machine and as a rate on another is still asked for the rate where the rate was measured).
 /// When that machine's studies differ, the one direction of those that measured something
-/// there (of `task`, when given).
+/// there. With `task`, only that input's studies count, when it has some.
 std::optional<db::Direction> studies_direction(const db::Store& store, const std::string& kernel,
                                                const std::string& objective = "",
                                                std::optional<db::MachineId> machine = std::nullopt,

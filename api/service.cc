@@ -274,9 +274,9 @@ std::string joined_notes(const std::vector<std::string>& notes) {
 }
 
 // The unit a study of `kernel` created without one takes: the one its studies of the same
-// objective and direction agree on (an import's ms; "s" and "seconds" agree), none when some
-// have none or their units are not all of time. Studies that measure time in different units
-// leave no way to tell a new study's: FieldError asking for one.
+// objective and direction that have a unit agree on (an import's ms; "s" and "seconds"
+// agree), else none. Studies that measure time in different units leave no way to tell a new
+// study's: FieldError asking for one.
 std::optional<std::string> kernel_unit(const db::Store& store, const std::string& kernel,
                                        const std::string& objective, db::Direction direction) {
   std::vector<std::string> units;
@@ -285,14 +285,14 @@ std::optional<std::string> kernel_unit(const db::Store& store, const std::string
       units.push_back(db::objective_unit(study));
     }
   }
+  // Studies of plain numbers say nothing of a unit (best compares times among themselves).
+  std::erase(units, std::string());
   if (units.empty()) return std::nullopt;
   const auto same = [&](const std::string& u) {
     return u == units.front() || (is_time_unit(u) && is_time_unit(units.front()) &&
                                   time_unit_factor(u, units.front()) == 1.0);
   };
-  if (std::all_of(units.begin(), units.end(), same)) {
-    return units.front().empty() ? std::nullopt : std::optional(units.front());
-  }
+  if (std::all_of(units.begin(), units.end(), same)) return units.front();
   if (std::all_of(units.begin(), units.end(), [](const auto& u) { return is_time_unit(u); })) {
     const std::set<std::string> named(units.begin(), units.end());
     std::string list;
@@ -681,7 +681,11 @@ void Service::add_routes() {
          {"trial_id", {{"type", "integer"}, {"description", "(measured)"}}},
          {"study_id", {{"type", "integer"}, {"description", "(measured)"}}},
          {"study", {{"type", "string"}, {"description", "study name (measured)"}}},
-         {"task_id", {{"type", "integer"}, {"description", "(measured) the task measured"}}},
+         {"task_id",
+          {{"type", "integer"},
+           {"description",
+            "the task (input) answered for: measured, or asked for by task or "
+            "task_features"}}},
          {"note",
           {{"type", "string"},
            {"description",
@@ -1468,6 +1472,14 @@ Response Service::best(Request& request) {
     for (const auto& [name, value] : features->items()) {
       if (!known_names.count(name)) unknown += (unknown.empty() ? "\"" : ", \"") + name + "\"";
     }
+    std::string missing;
+    for (const auto& n : known_names) {
+      if (!features->contains(n)) missing += (missing.empty() ? "\"" : ", \"") + n + "\"";
+    }
+    if (!missing.empty() && matching.empty()) {
+      notes.push_back("task_features lacks " + missing +
+                      ", which stored inputs have: the model takes the middle of their range");
+    }
     if (!unknown.empty() && matching.empty()) {
       std::string names;
       for (const auto& n : known_names) names += (names.empty() ? "" : ", ") + n;
@@ -1527,6 +1539,7 @@ Response Service::best(Request& request) {
   // the answer, which is a new machine's prediction all the same.
   const auto predicted_answer = [&](const PredictedBest& prediction) {
     auto j = predicted_best_json(kernel, machine_name, prediction);
+    if (task) j["task_id"] = task->value;
     auto said = notes;
     if (new_input) {
       j["task_features"] = *features;

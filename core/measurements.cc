@@ -1055,6 +1055,13 @@ double milliseconds_per(const std::string& unit, const std::string& where) {
                      "nanoseconds (or s, ms, us, ns)");
 }
 
+std::string short_time_unit(std::string_view unit) {
+  for (const std::string_view name : {"s", "ms", "us", "ns"}) {
+    if (is_time_unit(unit) && time_unit_factor(unit, name) == 1.0) return std::string(name);
+  }
+  return {};
+}
+
 double time_unit_factor(std::string_view from, std::string_view to) {
   const auto a = milliseconds_exponent(from);
   const auto b = milliseconds_exponent(to);

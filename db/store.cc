@@ -1350,8 +1350,10 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
       sql({"SELECT ", kTrialColumns, " FROM trials t WHERE t.study_id = ?1 AND t.status = 'ok' ",
            "ORDER BY ", order, ", t.id LIMIT 1"}),
       what);
-  // Each study's best, with its unit: studies that all measure time are compared in seconds
-  // (an import in ms against a client's study in s); otherwise values are compared as stored.
+  // Each study's best, with its unit. Studies that measure time are compared in seconds (an
+  // import in ms against a client's study in s), and only they when there are any: a value in
+  // another unit, or in none, cannot be placed among times. Otherwise values are compared as
+  // stored.
   std::vector<std::pair<TrialRecord, std::string>> bests;
   while (studies.step()) {
     const auto study = read_study(studies, impl_->db);
@@ -1362,7 +1364,8 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
     }
   }
   const bool in_seconds =
-      std::all_of(bests.begin(), bests.end(), [](const auto& b) { return is_time_unit(b.second); });
+      std::any_of(bests.begin(), bests.end(), [](const auto& b) { return is_time_unit(b.second); });
+  if (in_seconds) std::erase_if(bests, [](const auto& b) { return !is_time_unit(b.second); });
   const auto value = [&](const std::pair<TrialRecord, std::string>& b) {
     return b.first.result.objective * (in_seconds ? time_unit_factor(b.second, "s") : 1.0);
   };

@@ -496,6 +496,8 @@ class Store {
   // --- queries across studies
   /// The best ok trial of any study of `kernel_name` (any version) on `machine` (and `task`
   /// when given) whose direction is `direction` (and objective name `objective` when given).
+  /// Times in different units are compared as times; when some studies measure time, studies
+  /// in other units or none are left out (they cannot be placed among times).
   std::optional<TrialRecord> best_trial(std::string_view kernel_name, MachineId machine,
                                         std::optional<TaskId> task, Direction direction,
                                         std::string_view objective = {}) const;

@@ -794,6 +794,19 @@ TEST(ApiServer, TimesOfAKernelInDifferentUnitsAreComparedAsTimes) {
              server.token);
   ASSERT_EQ(r.status, 201) << r.body;
   EXPECT_TRUE(r.json()["unit"].is_null()) << r.body;
+  // Its numbers cannot be placed among the times: best is still the fastest time, and a new
+  // study without a unit is still asked for one.
+  ASSERT_EQ(c.post("/v1/studies/" + r.json()["id"].dump() + "/measurements",
+                   {{"measurements",
+                     {{{"config", {{"block_size_x", 16}, {"block_size_y", 1}}}, {"value", 0.1}}}}},
+                   server.token)
+                .status,
+            201);
+  EXPECT_DOUBLE_EQ(
+      c.get("/v1/best?kernel=convolution&machine=gpu-a").json()["objective"].get<double>(), 1.0);
+  EXPECT_EQ(
+      c.post("/v1/studies", {{"kernel", "convolution"}, {"machine", "gpu-a"}}, server.token).status,
+      400);
   r = c.post("/v1/studies",
              {{"kernel", "convolution"}, {"machine", "gpu-a"}, {"direction", "maximize"}},
              server.token);
@@ -832,6 +845,7 @@ TEST(ApiServer, APredictionForAnInputWithoutFeaturesComesFromThatInput) {
   EXPECT_EQ(predicted.json()["source"], "predicted");
   EXPECT_EQ(predicted.json()["config"]["block_size_x"], 16) << predicted.body;
   EXPECT_EQ(predicted.json()["based_on"]["inputs"], 1) << predicted.body;
+  EXPECT_EQ(predicted.json()["task_id"], b);
   // Input c, measured once elsewhere: too little to predict from, so every input's measurements.
   const auto c_study = c.post(
       "/v1/studies", {{"kernel", "convolution"}, {"machine", "gpu-b"}, {"task", {{"matrix", "c"}}}},
@@ -918,6 +932,7 @@ TEST(ApiServer, BestForAnInputGivenByItsFeatures) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_THAT(r.json()["note"].get<std::string>(),
               HasSubstr("no stored input of kernel \"demo\" has the feature \"N\""));
+  EXPECT_THAT(r.json()["note"].get<std::string>(), HasSubstr("task_features lacks \"n\""));
   // Another input with the same features, measured on m3: each machine is answered with the
   // one it measured, and told that two match.
   ASSERT_EQ(c.post("/v1/machines", {{"name", "m3"}}, server.token).status, 201);
@@ -953,13 +968,26 @@ TEST(ApiServer, BestForAnInputGivenByItsFeatures) {
                            server.token);
   ASSERT_EQ(rate.status, 201) << rate.body;
   ASSERT_EQ(c.post("/v1/studies/" + rate.json()["id"].dump() + "/measurements",
-                   {{"measurements", {{{"config", configs[1]}, {"value", 20.0}}}}}, server.token)
+                   {{"measurements",
+                     {{{"config", configs[1]}, {"value", 20.0}},
+                      {{"config", configs[2]}, {"value", 10.0}},
+                      {{"config", configs[3]}, {"value", 5.0}},
+                      {{"config", configs[4]}, {"value", 2.0}}}}},
+                   server.token)
                 .status,
             201);
   r = best("m1", "%7B%22n%22%3A8%7D");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json()["source"], "measured") << r.body;
   EXPECT_DOUBLE_EQ(r.json()["objective"].get<double>(), 20.0);
+  // Also from a machine with no studies of the kernel: a prediction that maximizes the rate,
+  // in its unit, for that input.
+  r = best("m4", "%7B%22n%22%3A8%7D");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["source"], "predicted") << r.body;
+  EXPECT_EQ(r.json()["config"], configs[1]) << r.body;
+  EXPECT_EQ(r.json()["unit"], "GFLOP/s") << r.body;
+  EXPECT_EQ(r.json()["task_id"], rate.json()["task_id"]) << r.body;
   // Mistakes.
   r = c.get("/v1/best?kernel=demo&machine=m1&task=1&task_features=%7B%22n%22%3A2%7D");
   EXPECT_EQ(r.status, 400) << r.body;
