@@ -204,10 +204,26 @@ std::optional<PredictedBest> predict_best_from(
   const auto kernel = store.find_kernel(kernel_name, version);
   if (!kernel) return std::nullopt;
   const auto space = SearchSpace::from_json(kernel->space);
+  // One objective is predicted: the one asked for, else the one most successful trials of the
+  // version in this direction measure (a study of energy beside one of time would otherwise
+  // be one source with it).
+  std::string predicted_objective = objective;
+  if (predicted_objective.empty()) {
+    std::map<std::string, std::int64_t> measured;
+    for (const auto& study : studies) {
+      if (study.kernel_version == kernel->version && study.direction == direction) {
+        measured[study.objective] += store.trial_counts(study.id).ok;
+      }
+    }
+    const auto most =
+        std::max_element(measured.begin(), measured.end(),
+                         [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (most != measured.end()) predicted_objective = most->first;
+  }
   db::PriorQuery query;
   query.kernel_name = kernel_name;
   query.version = kernel->version;
-  query.objective = objective;
+  query.objective = predicted_objective;
   query.direction = direction;
   nlohmann::json target_features =
       input_features.is_object() ? input_features : nlohmann::json::object();
@@ -217,9 +233,10 @@ std::optional<PredictedBest> predict_best_from(
   const bool new_input = !task && !input_version.empty();
   // Sources that measure time in different units are read in the one most of the kernel
   // version's successful trials are in.
+  // Studies that measured what is predicted.
   const auto same_question = [&](const db::StudyRecord& study) {
     return study.kernel_version == kernel->version && study.direction == direction &&
-           (objective.empty() || study.objective == objective);
+           study.objective == predicted_objective && store.trial_counts(study.id).ok > 0;
   };
   std::map<std::string, std::int64_t> time_units;  // by short name: "s" and "seconds" are one
   for (const auto& study : studies) {
@@ -264,6 +281,7 @@ std::optional<PredictedBest> predict_best_from(
   for (const auto& study : studies) {
     if (same_question(study) && machines.count(study.machine_name)) {
       const auto unit = db::objective_unit(study);
+      if (is_time_unit(query.unit) && !is_time_unit(unit)) continue;  // not among the priors
       units.insert(is_time_unit(unit) && is_time_unit(query.unit) ? query.unit : unit);
     }
   }

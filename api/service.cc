@@ -274,35 +274,54 @@ std::string joined_notes(const std::vector<std::string>& notes) {
 }
 
 // The unit a study of `kernel` created without one takes: the one its studies of the same
-// objective and direction that have a unit agree on (an import's ms; "s" and "seconds"
-// agree), else none. Studies that measure time in different units leave no way to tell a new
-// study's: FieldError asking for one.
+// objective and direction that measured something agree on (an import's ms; "s" and
+// "seconds" agree), else none. Studies that measured times in different units leave no way to
+// tell a new study's: FieldError asking for one.
 std::optional<std::string> kernel_unit(const db::Store& store, const std::string& kernel,
                                        const std::string& objective, db::Direction direction) {
   std::vector<std::string> units;
   for (const auto& study : store.list_studies(kernel)) {
-    if (study.objective == objective && study.direction == direction) {
+    if (study.objective == objective && study.direction == direction &&
+        store.trial_counts(study.id).ok > 0) {
       units.push_back(db::objective_unit(study));
     }
   }
-  // Studies of plain numbers say nothing of a unit (best compares times among themselves).
-  std::erase(units, std::string());
   if (units.empty()) return std::nullopt;
   const auto same = [&](const std::string& u) {
-    return u == units.front() || (is_time_unit(u) && is_time_unit(units.front()) &&
-                                  time_unit_factor(u, units.front()) == 1.0);
+    return u == units.front() ||
+           (is_time_unit(u) && short_time_unit(u) == short_time_unit(units.front()));
   };
-  if (std::all_of(units.begin(), units.end(), same)) return units.front();
-  if (std::all_of(units.begin(), units.end(), [](const auto& u) { return is_time_unit(u); })) {
-    const std::set<std::string> named(units.begin(), units.end());
+  if (std::all_of(units.begin(), units.end(), same)) {
+    return units.front().empty() ? std::nullopt : std::optional(units.front());
+  }
+  std::set<std::string> times;
+  for (const auto& u : units) {
+    if (is_time_unit(u)) times.insert(short_time_unit(u));
+  }
+  if (times.size() > 1) {
     std::string list;
-    for (const auto& u : named) list += (list.empty() ? "" : ", ") + u;
-    throw FieldError("unit", "the studies of kernel \"" + kernel + "\" measure \"" + objective +
+    for (const auto& u : times) list += (list.empty() ? "" : ", ") + u;
+    throw FieldError("unit", "the studies of kernel \"" + kernel + "\" measured \"" + objective +
                                  "\" in " + list +
                                  ": give this study's \"unit\" (s, ms, us, ns) so that its "
                                  "values are compared with theirs as times");
   }
   return std::nullopt;
+}
+
+// A unit that is a unit of time written in another case or way ("MS", "Sec") is refused: it
+// would be taken for another unit and left out of comparisons with times.
+void check_unit_spelling(const std::string& unit) {
+  if (unit.empty() || is_time_unit(unit)) return;
+  std::string lower;
+  for (const unsigned char c : unit) lower += static_cast<char>(std::tolower(c));
+  if (is_time_unit(lower) || lower == "sec" || lower == "secs") {
+    throw FieldError("unit",
+                     "\"" + unit +
+                         "\" is a unit of time tunebase does not know by that "
+                         "name; write s, ms, us or ns (or seconds, milliseconds, microseconds, "
+                         "nanoseconds), so that its values are compared with other times");
+  }
 }
 
 }  // namespace
@@ -439,7 +458,8 @@ void Service::add_routes() {
             "different units are converted when compared or learned from. Default: the unit "
             "of the kernel's other studies of this objective and direction when they agree on "
             "one (imports are in milliseconds), else none; refused (400) when they measure time "
-            "in different units. \"\": none (plain numbers)"}}}},
+            "in different units. \"\": none (plain numbers). A unit of time written another "
+            "way (\"MS\", \"sec\") is refused; \"µs\" is microseconds"}}}},
         {"kernel", "machine"});
     r.success_status = 201;
     r.response_schema = study_schema();
@@ -1009,7 +1029,10 @@ Response Service::create_study(Request& request) {
                                  " bytes (\"s\", \"ms\", \"GFLOP/s\"), got " +
                                  std::to_string(unit->size()));
   }
-  if (unit && !unit->empty()) check_name_in(*unit, "unit", "\"unit\"");
+  if (unit && !unit->empty()) {
+    check_name_in(*unit, "unit", "\"unit\"");
+    check_unit_spelling(*unit);
+  }
   if (prior_machines) {
     for (std::size_t i = 0; i < prior_machines->size(); ++i) {
       if (!(*prior_machines)[i].is_string()) {

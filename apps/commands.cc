@@ -211,9 +211,10 @@ std::string options_text(const db::Store& store, const std::string& kernel,
 
 void print_predicted_best(const std::string& kernel, const std::string& machine,
                           const api::PredictedBest& p, const std::string& options,
-                          const std::string& input, bool json) {
+                          const std::string& input, std::optional<db::TaskId> task, bool json) {
   if (json) {
     auto j = api::predicted_best_json(kernel, machine, p);
+    if (task) j["task_id"] = task->value;  // as GET /v1/best answers
     if (!input.empty()) j["input"] = input;
     std::cout << j.dump(2) << "\n";
     return;
@@ -710,7 +711,7 @@ void add_query_commands(CLI::App& app) {
                     store.best_trial(args->kernel, machine->id, std::nullopt, direction)
                 ? task_text(store, *task) + " (not measured here, where other inputs were)"
                 : std::string(),
-            args->json);
+            task, args->json);
         return;
       }
       const auto study = store.get_study(best->study_id);

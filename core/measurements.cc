@@ -1023,7 +1023,7 @@ namespace {
 // The power of ten of a millisecond in each unit of time, so that factors between units are
 // exact (1000, not 1e-3 / 1e-6).
 std::optional<int> milliseconds_exponent(std::string_view unit) {
-  static constexpr std::array<std::pair<std::string_view, int>, 9> kExponents = {{
+  static constexpr std::array<std::pair<std::string_view, int>, 11> kExponents = {{
       {"milliseconds", 0},
       {"miliseconds", 0},
       {"ms", 0},
@@ -1031,6 +1031,8 @@ std::optional<int> milliseconds_exponent(std::string_view unit) {
       {"s", 3},
       {"microseconds", -3},
       {"us", -3},
+      {"\u00b5s", -3},  // micro sign
+      {"\u03bcs", -3},  // Greek mu
       {"nanoseconds", -6},
       {"ns", -6},
   }};

@@ -1456,7 +1456,10 @@ std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
       unit = units.emplace(p.study.value, objective_unit(study)).first;
     }
     p.unit = unit->second;
-    if (is_time_unit(q.unit) && is_time_unit(p.unit)) {
+    if (is_time_unit(q.unit)) {
+      // Times are learned from as times; a value in another unit, or none, cannot be placed
+      // among them.
+      if (!is_time_unit(p.unit)) continue;
       p.objective *= time_unit_factor(p.unit, q.unit);
       p.unit = q.unit;
     }

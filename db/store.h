@@ -219,8 +219,9 @@ struct PriorQuery {
   std::optional<TaskId> task;
   /// Objective name; empty: any.
   std::string objective;
-  /// The unit values are wanted in: a study's values in another unit of time are converted
-  /// when this is one too (others are as stored). Empty: as stored.
+  /// The unit values are wanted in. When it is a unit of time, studies in another unit of
+  /// time are converted and studies in other units, or none, are left out. Otherwise (empty
+  /// too) values are as stored.
   std::string unit;
   std::optional<Direction> direction;
   /// Successful trials only.

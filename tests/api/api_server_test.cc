@@ -822,6 +822,56 @@ TEST(ApiServer, TimesOfAKernelInDifferentUnitsAreComparedAsTimes) {
   EXPECT_EQ(negative.status, 400) << negative.body;
 }
 
+// The unit a study without one takes is read from the studies that measured something; a
+// unit of time written another way is refused or read as time; a prediction is of one
+// objective, in its unit.
+TEST(ApiServer, UnitsAreReadFromStudiesThatMeasuredAndSpeltAsTimes) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m1"}}, server.token).status, 201);
+  const auto study = [&](nlohmann::json body) {
+    body["kernel"] = "demo";
+    body["machine"] = "m1";
+    body["space"] = testing::demo_space();
+    const auto r = c.post("/v1/studies", body, server.token);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return r.json();
+  };
+  const auto measure = [&](const nlohmann::json& s, int bx, double value) {
+    const auto r =
+        c.post("/v1/studies/" + s["id"].dump() + "/measurements",
+               {{"measurements",
+                 {{{"config", {{"bx", bx}, {"by", 1}, {"unroll", 0}}}, {"value", value}}}}},
+               server.token);
+    EXPECT_EQ(r.status, 201) << r.body;
+  };
+  const auto plain = study({{"unit", ""}});
+  measure(plain, 1, 3.0);
+  const auto in_ms = study({{"unit", "ms"}});  // nothing measured yet
+  EXPECT_TRUE(study(nlohmann::json::object())["unit"].is_null());
+  measure(in_ms, 2, 1.0);
+  // "MS" would be read as another unit, and left out of comparisons with times.
+  auto r =
+      c.post("/v1/studies", {{"kernel", "demo"}, {"machine", "m1"}, {"unit", "MS"}}, server.token);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(), HasSubstr("write s, ms, us or ns"));
+  // The micro sign is microseconds: 500 us is faster than 1.0 ms.
+  const auto micro = study({{"unit", "\u00b5s"}});
+  measure(micro, 4, 500.0);
+  measure(micro, 1, 2000.0);
+  measure(in_ms, 8, 3.0);
+  const auto best = c.get("/v1/best?kernel=demo&machine=m1").json();
+  EXPECT_DOUBLE_EQ(best["objective"].get<double>(), 500.0) << best;
+  // A machine with nothing measured: a prediction of the time, in ms or us, not a blend with
+  // the energy measured beside it.
+  const auto energy = study({{"objective", "energy"}, {"unit", "J"}});
+  measure(energy, 16, 0.1);
+  const auto predicted = c.get("/v1/best?kernel=demo&machine=m9").json();
+  EXPECT_EQ(predicted["source"], "predicted") << predicted;
+  EXPECT_NE(predicted["config"]["bx"], 16) << predicted;
+  EXPECT_TRUE(predicted["unit"] == "ms" || predicted["unit"] == "us") << predicted;
+}
+
 // Inputs without features: a new machine's prediction for one of them comes from the other
 // machines' measurements of that input, not from every input's.
 TEST(ApiServer, APredictionForAnInputWithoutFeaturesComesFromThatInput) {

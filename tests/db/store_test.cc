@@ -675,7 +675,7 @@ TEST_F(StoreTest, EqualTimesInTwoUnitsAreATie) {
 }
 
 // Priors are read in the unit the target measures: another unit of time is converted, a
-// value in a unit that is not one of time (or in none) is as stored.
+// value in a unit that is not one of time (or in none) is left out among times.
 TEST_F(StoreTest, PriorTrialsAreConvertedToTheQuerysUnitOfTime) {
   NewStudy n;
   const auto in_ms = study_in("ms", n);
@@ -690,11 +690,12 @@ TEST_F(StoreTest, PriorTrialsAreConvertedToTheQuerysUnitOfTime) {
   q.exclude_study = StudyId{1};  // the fixture's first study, which has no trials anyway
   q.unit = "s";
   const auto priors = store_.prior_trials(q);
-  ASSERT_EQ(priors.size(), 2u);
+  ASSERT_EQ(priors.size(), 1u);  // a rate cannot be placed among times
   EXPECT_DOUBLE_EQ(priors[0].objective, 1.5);
   EXPECT_EQ(priors[0].unit, "s");
-  EXPECT_DOUBLE_EQ(priors[1].objective, 3.0);
-  EXPECT_EQ(priors[1].unit, "GFLOP/s");
+  q.unit = "GFLOP/s";  // not a unit of time: every value as stored
+  ASSERT_EQ(store_.prior_trials(q).size(), 2u);
+  EXPECT_EQ(store_.prior_trials(q)[1].unit, "GFLOP/s");
   q.unit = "";
   EXPECT_DOUBLE_EQ(store_.prior_trials(q)[0].objective, 1500.0);
   EXPECT_EQ(store_.prior_trials(q)[0].unit, "ms");
