@@ -309,21 +309,6 @@ std::optional<std::string> kernel_unit(const db::Store& store, const std::string
   return std::nullopt;
 }
 
-// A unit that is a unit of time written in another case or way ("MS", "Sec") is refused: it
-// would be taken for another unit and left out of comparisons with times.
-void check_unit_spelling(const std::string& unit) {
-  if (unit.empty() || is_time_unit(unit)) return;
-  std::string lower;
-  for (const unsigned char c : unit) lower += static_cast<char>(std::tolower(c));
-  if (is_time_unit(lower) || lower == "sec" || lower == "secs") {
-    throw FieldError("unit",
-                     "\"" + unit +
-                         "\" is a unit of time tunebase does not know by that "
-                         "name; write s, ms, us or ns (or seconds, milliseconds, microseconds, "
-                         "nanoseconds), so that its values are compared with other times");
-  }
-}
-
 }  // namespace
 
 Service::Service(db::Store& store, ServiceOptions options)
@@ -458,8 +443,8 @@ void Service::add_routes() {
             "different units are converted when compared or learned from. Default: the unit "
             "of the kernel's other studies of this objective and direction when they agree on "
             "one (imports are in milliseconds), else none; refused (400) when they measure time "
-            "in different units. \"\": none (plain numbers). A unit of time written another "
-            "way (\"MS\", \"sec\") is refused; \"µs\" is microseconds"}}}},
+            "in different units. \"\": none (plain numbers). A unit of time however written "
+            "(\"sec\", \"MS\", \"µs\") is stored by its short name"}}}},
         {"kernel", "machine"});
     r.success_status = 201;
     r.response_schema = study_schema();
@@ -1029,10 +1014,7 @@ Response Service::create_study(Request& request) {
                                  " bytes (\"s\", \"ms\", \"GFLOP/s\"), got " +
                                  std::to_string(unit->size()));
   }
-  if (unit && !unit->empty()) {
-    check_name_in(*unit, "unit", "\"unit\"");
-    check_unit_spelling(*unit);
-  }
+  if (unit && !unit->empty()) check_name_in(*unit, "unit", "\"unit\"");
   if (prior_machines) {
     for (std::size_t i = 0; i < prior_machines->size(); ++i) {
       if (!(*prior_machines)[i].is_string()) {
@@ -1090,8 +1072,15 @@ Response Service::create_study(Request& request) {
   if (task_features) check_task_features(store_, kernel_name, task, *task_features);
   // Values reported without a unit are taken to be in the one the kernel's data is in (an
   // imported Kernel Tuner cache's milliseconds, for one); "" given: plain numbers.
-  const auto unit_taken = unit ? (unit->empty() ? std::nullopt : unit)
-                               : kernel_unit(store_, kernel_name, study.objective, study.direction);
+  // A unit of time however written ("sec", "MS", "µs") is stored by its short name, as
+  // tunebase sweep --unit stores it.
+  std::optional<std::string> unit_taken;
+  if (!unit) {
+    unit_taken = kernel_unit(store_, kernel_name, study.objective, study.direction);
+  } else if (!unit->empty()) {
+    const auto time = short_time_unit(*unit);
+    unit_taken = time.empty() ? *unit : time;
+  }
   const auto kernel = store_.upsert_kernel(kernel_name, *space);
   const auto task_record =
       store_.upsert_task(kernel_name, task ? *task : nlohmann::json::object(),

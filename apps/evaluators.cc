@@ -32,16 +32,9 @@ constexpr std::int64_t kMaxSize = 1'000'000'000;
 // better higher: without --maximize it would be minimised, and the slowest configuration
 // reported as the best, so it is refused.
 std::string command_unit(const std::string& unit, bool maximize) {
+  if (auto time = short_time_unit(unit); !time.empty()) return time;
   std::string lower;
   for (char c : unit) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  static const std::vector<std::pair<std::string, std::vector<std::string>>> kTimes = {
-      {"s", {"s", "sec", "secs", "second", "seconds"}},
-      {"ms", {"ms", "msec", "msecs", "millisecond", "milliseconds"}},
-      {"us", {"us", "\u00b5s", "\u03bcs", "usec", "usecs", "microsecond", "microseconds"}},
-      {"ns", {"ns", "nsec", "nsecs", "nanosecond", "nanoseconds"}}};
-  for (const auto& [canonical, spellings] : kTimes) {
-    if (std::find(spellings.begin(), spellings.end(), lower) != spellings.end()) return canonical;
-  }
   // Per second (GB/s, items/sec), or FLOPS; "ms/step" or "us/sample" is a time per item.
   const auto ends_with = [&](std::string_view end) { return lower.ends_with(end); };
   const bool rate = ends_with("/s") || ends_with("/sec") || ends_with("/second") ||

@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -1058,8 +1059,17 @@ double milliseconds_per(const std::string& unit, const std::string& where) {
 }
 
 std::string short_time_unit(std::string_view unit) {
-  for (const std::string_view name : {"s", "ms", "us", "ns"}) {
-    if (is_time_unit(unit) && time_unit_factor(unit, name) == 1.0) return std::string(name);
+  std::string lower;
+  for (const unsigned char c : unit) lower += static_cast<char>(std::tolower(c));
+  static const std::array<std::pair<std::string_view, std::array<std::string_view, 7>>, 4> kTimes =
+      {{{"s", {"s", "sec", "secs", "second", "seconds"}},
+        {"ms", {"ms", "msec", "msecs", "millisecond", "milliseconds", "miliseconds"}},
+        {"us", {"us", "\u00b5s", "\u03bcs", "usec", "usecs", "microsecond", "microseconds"}},
+        {"ns", {"ns", "nsec", "nsecs", "nanosecond", "nanoseconds"}}}};
+  for (const auto& [name, spellings] : kTimes) {
+    for (const auto spelling : spellings) {
+      if (!spelling.empty() && spelling == lower) return std::string(name);
+    }
   }
   return {};
 }

@@ -61,7 +61,8 @@ inline bool is_time_unit(std::string_view unit) { return milliseconds_in(unit).h
 /// What a value in the unit of time `from` is multiplied by to be in `to` (an exact power of
 /// ten); 1 when either is not a unit of time: such values are not converted.
 double time_unit_factor(std::string_view from, std::string_view to);
-/// The short name (s, ms, us, ns) of a unit of time, spelt either way; empty for another unit.
+/// The short name (s, ms, us, ns) of a unit of time, however written ("sec", "MS", "µs",
+/// "microseconds"); empty for another unit.
 std::string short_time_unit(std::string_view unit);
 
 /// Gunzips bytes that start with the gzip magic; returns other bytes unchanged.
