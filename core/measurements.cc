@@ -1021,25 +1021,14 @@ MeasuredDataset parse_t4(const json& root, const std::string& text, const std::s
 
 namespace {
 
-// The power of ten of a millisecond in each unit of time, so that factors between units are
-// exact (1000, not 1e-3 / 1e-6).
+// The power of ten of a millisecond in each unit of time (short_time_unit names them), so
+// that factors between units are exact (1000, not 1e-3 / 1e-6).
 std::optional<int> milliseconds_exponent(std::string_view unit) {
-  static constexpr std::array<std::pair<std::string_view, int>, 11> kExponents = {{
-      {"milliseconds", 0},
-      {"miliseconds", 0},
-      {"ms", 0},
-      {"seconds", 3},
-      {"s", 3},
-      {"microseconds", -3},
-      {"us", -3},
-      {"\u00b5s", -3},  // micro sign
-      {"\u03bcs", -3},  // Greek mu
-      {"nanoseconds", -6},
-      {"ns", -6},
-  }};
-  for (const auto& [name, exponent] : kExponents) {
-    if (name == unit) return exponent;
-  }
+  const auto name = short_time_unit(unit);
+  if (name == "s") return 3;
+  if (name == "ms") return 0;
+  if (name == "us") return -3;
+  if (name == "ns") return -6;
   return std::nullopt;
 }
 

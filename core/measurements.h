@@ -51,9 +51,10 @@ MeasuredDataset parse_measurements(const std::string& bytes, const std::string& 
 /// user gives is read whatever its size).
 std::string read_maybe_gzipped(const std::string& path,
                                std::size_t max_text_bytes = kMaxMeasurementTextBytes);
-/// Milliseconds per time unit (s, ms, us, ns, or spelt out as T4 files do: seconds, ...,
-/// and Kernel Tuner's misspelt "miliseconds"); results are converted to milliseconds like
-/// Kernel Tuner's caches. InvalidInput, starting with `where`, for anything else.
+/// Milliseconds per time unit (s, ms, us, ns, or any spelling short_time_unit reads: spelt
+/// out as T4 files do, seconds, ..., Kernel Tuner's misspelt "miliseconds", sec, µs);
+/// results are converted to milliseconds like Kernel Tuner's caches. InvalidInput, starting
+/// with `where`, for anything else.
 double milliseconds_per(const std::string& unit, const std::string& where);
 /// The same, none for a unit that is not one of time.
 std::optional<double> milliseconds_in(std::string_view unit);
