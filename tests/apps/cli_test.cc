@@ -536,6 +536,14 @@ TEST_F(Cli, ACommandsUnitIsReadAsPeopleWriteIt) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["unit"], "ms");
   EXPECT_EQ(j["best"]["config"]["x"], 1);
+  // Measured both ways here: best --json says which one it answers, as GET /v1/best does.
+  r = run("best --kernel command --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto best = nlohmann::json::parse(r.out);
+  EXPECT_EQ(best["unit"], "ms") << r.out;
+  EXPECT_NE(best.value("note", "").find("this is the minimize one; --maximize gives the other"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(Cli, AResumedStudyKeepsItsDirectionAndUnit) {
