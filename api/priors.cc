@@ -204,22 +204,37 @@ std::optional<PredictedBest> predict_best_from(
   const auto kernel = store.find_kernel(kernel_name, version);
   if (!kernel) return std::nullopt;
   const auto space = SearchSpace::from_json(kernel->space);
-  // One objective is predicted: the one asked for, else the one most successful trials of the
-  // version in this direction measure (a study of energy beside one of time would otherwise
-  // be one source with it).
-  std::string predicted_objective = objective;
-  if (predicted_objective.empty()) {
+  // Successful trials of each study of this version and direction, counted once.
+  std::unordered_map<std::int64_t, std::int64_t> successes;
+  for (const auto& study : studies) {
+    if (study.kernel_version == kernel->version && study.direction == direction) {
+      successes[study.id.value] = store.trial_counts(study.id).ok;
+    }
+  }
+  const auto successes_of = [&](const db::StudyRecord& study) -> std::int64_t {
+    const auto it = successes.find(study.id.value);
+    return it == successes.end() ? 0 : it->second;
+  };
+  // The name most successful trials give, of those `name_of` names (empty: not counted).
+  const auto most_measured = [&](const auto& name_of) {
     std::map<std::string, std::int64_t> measured;
     for (const auto& study : studies) {
-      if (study.kernel_version == kernel->version && study.direction == direction) {
-        measured[study.objective] += store.trial_counts(study.id).ok;
+      if (const std::string name = name_of(study); !name.empty()) {
+        measured[name] += successes_of(study);
       }
     }
     const auto most =
         std::max_element(measured.begin(), measured.end(),
                          [](const auto& a, const auto& b) { return a.second < b.second; });
-    if (most != measured.end()) predicted_objective = most->first;
-  }
+    return most == measured.end() ? std::string() : most->first;
+  };
+  // One objective is predicted: the one asked for, else the one most successful trials of the
+  // version in this direction measure (a study of energy beside one of time would otherwise
+  // be one source with it).
+  const std::string predicted_objective =
+      !objective.empty() ? objective : most_measured([&](const db::StudyRecord& study) {
+        return successes_of(study) > 0 ? study.objective : std::string();
+      });
   db::PriorQuery query;
   query.kernel_name = kernel_name;
   query.version = kernel->version;
@@ -231,24 +246,15 @@ std::optional<PredictedBest> predict_best_from(
   // What the target measured is no prior of itself; an input measured nowhere leaves every
   // measurement, this machine's of other inputs too, to predict from.
   const bool new_input = !task && !input_version.empty();
-  // Sources that measure time in different units are read in the one most of the kernel
-  // version's successful trials are in.
   // Studies that measured what is predicted.
   const auto same_question = [&](const db::StudyRecord& study) {
-    return study.kernel_version == kernel->version && study.direction == direction &&
-           study.objective == predicted_objective && store.trial_counts(study.id).ok > 0;
+    return study.objective == predicted_objective && successes_of(study) > 0;
   };
-  std::map<std::string, std::int64_t> time_units;  // by short name: "s" and "seconds" are one
-  for (const auto& study : studies) {
-    const auto unit = db::objective_unit(study);
-    if (same_question(study) && is_time_unit(unit)) {
-      time_units[short_time_unit(unit)] += store.trial_counts(study.id).ok;
-    }
-  }
-  const auto most_used =
-      std::max_element(time_units.begin(), time_units.end(),
-                       [](const auto& a, const auto& b) { return a.second < b.second; });
-  if (most_used != time_units.end()) query.unit = most_used->first;
+  // Sources that measure time in different units are read in the one most of the kernel
+  // version's successful trials are in (by short name: "s" and "seconds" are one).
+  query.unit = most_measured([&](const db::StudyRecord& study) {
+    return same_question(study) ? short_time_unit(db::objective_unit(study)) : std::string();
+  });
   if (machine && task) {
     query.exclude_target = std::make_pair(*machine, *task);
   } else if (machine && !new_input) {

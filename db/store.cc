@@ -1433,10 +1433,34 @@ std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
   st.bind(11, static_cast<std::int64_t>(q.limit));
   if (q.task) st.bind(12, q.task->value);
   std::vector<PriorTrial> out;
-  std::unordered_map<std::int64_t, std::string> units;  // a study's unit, read once
+  // How each study's values are read, worked out once a study (not once a trial): the unit
+  // they are given in, the factor into it, or left out. Times are learned from as times; a
+  // value in another unit, or none, cannot be placed among them.
+  struct Reading {
+    std::string unit;
+    double factor = 1.0;
+    bool left_out = false;
+  };
+  const bool in_time = is_time_unit(q.unit);
+  std::unordered_map<std::int64_t, Reading> readings;
   while (st.step()) {
+    const StudyId study_id{st.column_int64(0)};
+    auto reading = readings.find(study_id.value);
+    if (reading == readings.end()) {
+      StudyRecord study;
+      study.settings = parse_json_column(st.column_text(12), impl_->db, "studies.settings");
+      study.strategy = st.column_text(13);
+      Reading r{.unit = objective_unit(study)};
+      if (in_time) {
+        r.left_out = !is_time_unit(r.unit);
+        r.factor = time_unit_factor(r.unit, q.unit);
+        r.unit = q.unit;
+      }
+      reading = readings.emplace(study_id.value, std::move(r)).first;
+    }
+    if (reading->second.left_out) continue;
     PriorTrial p;
-    p.study = StudyId{st.column_int64(0)};
+    p.study = study_id;
     p.machine = MachineId{st.column_int64(1)};
     p.machine_name = st.column_text(2);
     p.task = TaskId{st.column_int64(3)};
@@ -1447,22 +1471,8 @@ std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
     p.config = parse_json_column(st.column_text(8), impl_->db, "trials.config");
     p.config_key = st.column_text(9);
     p.status = trial_status_from_string(st.column_text(10));
-    p.objective = st.column_double(11);
-    auto unit = units.find(p.study.value);
-    if (unit == units.end()) {
-      StudyRecord study;
-      study.settings = parse_json_column(st.column_text(12), impl_->db, "studies.settings");
-      study.strategy = st.column_text(13);
-      unit = units.emplace(p.study.value, objective_unit(study)).first;
-    }
-    p.unit = unit->second;
-    if (is_time_unit(q.unit)) {
-      // Times are learned from as times; a value in another unit, or none, cannot be placed
-      // among them.
-      if (!is_time_unit(p.unit)) continue;
-      p.objective *= time_unit_factor(p.unit, q.unit);
-      p.unit = q.unit;
-    }
+    p.objective = st.column_double(11) * reading->second.factor;
+    p.unit = reading->second.unit;
     out.push_back(std::move(p));
   }
   return out;
