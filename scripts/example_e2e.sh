@@ -21,6 +21,9 @@ fail() { echo "example_e2e: FAILED: $*" >&2; [ -f "$work/serve.log" ] && cat "$w
 db="$work/tunebase.db"
 token=$("$tunebase" token create e2e --db "$db" 2>/dev/null)
 start_server() {  # start_server [SERVE_OPTIONS...]: sets server_pid and url
+  # The log exists before the first look: the background job's redirection may come later, and
+  # a sed that cannot read it would end the script (set -e).
+  : >"$work/serve.log"
   "$tunebase" serve --db "$db" --port 0 --threads 1 --compute-threads 1 "$@" \
     >"$work/serve.log" 2>&1 &
   server_pid=$!
