@@ -443,7 +443,8 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
   }
   if (!key_matches(key, obs.config)) {
     std::string python_key;
-    for (const auto& v : obs.config) python_key += (python_key.empty() ? "" : ",") + python_text(v);
+    for (std::size_t i = 0; i < obs.config.size(); ++i)
+      python_key += (i > 0 ? "," : "") + python_text(obs.config[i]);
     throw InvalidInput(where + " does not match its values: they give the key \"" + python_key +
                        "\" (the key must be the values of tune_params_keys joined by commas)");
   }

@@ -187,9 +187,11 @@ std::optional<std::string> kernel_tuner_key(const TrialRecord& t,
                                             const std::vector<std::string>& names) {
   if (t.result.status == TrialStatus::pending || t.lease_expired()) return std::nullopt;
   std::string key;
-  for (const auto& name : names) {
-    if (!t.config.contains(name)) return std::nullopt;
-    key += (key.empty() ? "" : ",") + python_text(value_from_json(t.config[name]));
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (!t.config.contains(names[i])) return std::nullopt;
+    // By position, not by what is written so far: a first value of "" still takes its comma.
+    if (i > 0) key += ',';
+    key += python_text(value_from_json(t.config[names[i]]));
   }
   return key;
 }

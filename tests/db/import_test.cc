@@ -145,6 +145,29 @@ TEST(Import, AKernelTunerExportKeysRealsAsPythonWritesThem) {
   EXPECT_TRUE(j["cache"].contains("100000.0,-O2")) << j["cache"].dump();
 }
 
+// Kernel Tuner joins str() of every value with commas: a first value of "" still leaves its
+// comma (",1"), and the export reads back.
+TEST(Import, AKernelTunerExportKeysAnEmptyFirstValueWithItsComma) {
+  MeasuredDataset d;
+  d.device_name = "gpu";
+  d.kernel_name = "k";
+  d.format = "kernel_tuner";
+  d.space = SearchSpace({categorical("flags", {Value{std::string()}, Value{std::string("-O3")}}),
+                         ordinal("n", ints({1}))},
+                        {});
+  for (const auto& config : d.space.valid_configurations()) {
+    d.entries.push_back({config, Measurement::success(1.0, {1.0})});
+  }
+  TempDir dir;
+  Store store(dir.file("t.db"));
+  const auto result = store.import_dataset(d);
+  const auto text = export_study(store, result.study, ExportFormat::kernel_tuner);
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_TRUE(j["cache"].contains(",1")) << j["cache"].dump();
+  EXPECT_TRUE(j["cache"].contains("-O3,1")) << j["cache"].dump();
+  EXPECT_EQ(parse_measurements(text, "export").entries.size(), 2u);
+}
+
 TEST(Import, AFileWithoutItsInputLearnsItFromItsTwinAndLeavesNoTaskBehind) {
   TempDir dir;
   const auto path = dir.file("t.db");
