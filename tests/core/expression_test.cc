@@ -165,6 +165,15 @@ TEST(Expression, UnsupportedSyntaxIsNamedWithWhatToUse) {
                       "too large; integers must fit in 64 bits"),
             std::string::npos)
       << error("a < 99999999999999999999");
+  // Python refuses 07 rather than read it as octal or decimal; zeros alone are zero.
+  EXPECT_NE(error("a <= 07").find("integer '07' at position 5: leading zeros are not allowed in a "
+                                  "decimal integer (as in Python); write 7, or 0o7"),
+            std::string::npos)
+      << error("a <= 07");
+  EXPECT_NE(error("a < 010").find("leading zeros"), std::string::npos) << error("a < 010");
+  for (const char* text : {"a > 00", "a > 0_0", "a > 0", "a > 07.5", "a > 0e1", "a > 0o7"}) {
+    EXPECT_EQ(error(text), "parsed") << text;
+  }
   EXPECT_NE(error("a < 1e400").find("number '1e400' at position 4: out of range"),
             std::string::npos)
       << error("a < 1e400");
