@@ -19,10 +19,11 @@ std::string without_exception_tag(const char* what) {
 
 namespace {
 
-// A first pass over JSON text that builds nothing: it refuses nesting past kMaxJsonDepth and,
-// when asked, a key named twice in one object. (A parser callback could check the same while
-// building, but nlohmann's callback parser scans an object's members each time a member object
-// closes: quadratic in a Kernel Tuner cache's entries, minutes for 100,000 of them.)
+// A first pass over JSON text that builds nothing: it refuses nesting past kMaxJsonDepth, an
+// integer beyond 64 bits and, when asked, a key named twice in one object. (A parser callback could
+// check the same while building, but nlohmann's callback parser scans an object's members each time
+// a member object closes: quadratic in a Kernel Tuner cache's entries, minutes for 100,000 of
+// them.)
 class JsonChecker {
  public:
   JsonChecker(std::string_view what, DuplicateKeys duplicates)
@@ -32,7 +33,17 @@ class JsonChecker {
   bool boolean(bool) { return true; }
   bool number_integer(nlohmann::json::number_integer_t) { return true; }
   bool number_unsigned(nlohmann::json::number_unsigned_t) { return true; }
-  bool number_float(nlohmann::json::number_float_t, const std::string&) { return true; }
+  // nlohmann reads an integer literal beyond 64 bits as the nearest double:
+  // 99999999999999999999 would become 1e+20, another value, without a word.
+  bool number_float(nlohmann::json::number_float_t, const std::string& text) {
+    if (text.find_first_of(".eE") == std::string::npos) {
+      throw InvalidInput(std::string(what_) + " holds the integer " + text +
+                         ", beyond 64 bits; integers must lie within -9223372036854775808 .. "
+                         "18446744073709551615 (write it as a real, such as 1e20, if a float is "
+                         "meant)");
+    }
+    return true;
+  }
   bool string(std::string&) { return true; }
   bool binary(nlohmann::json::binary_t&) { return true; }
   bool start_object(std::size_t) {

@@ -21,8 +21,8 @@ enum class DuplicateKeys {
 
 /// Parses `text` as JSON. `what` names it in messages ("the request body", "cache.json").
 /// Throws ParseError (with the byte offset) when the text is not JSON, and InvalidInput when
-/// it nests deeper than kMaxJsonDepth, holds a number beyond a double's range, or (refuse)
-/// names a key twice in one object.
+/// it nests deeper than kMaxJsonDepth, holds a number beyond a double's range or an integer
+/// beyond 64 bits, or (refuse) names a key twice in one object.
 template <class Json = nlohmann::json>
 Json parse_json_text(std::string_view text, std::string_view what,
                      DuplicateKeys duplicates = DuplicateKeys::last_wins);

@@ -52,6 +52,25 @@ TEST(RequestBodies, PythonsNanAndInfinityAreNamedAsSuch) {
   EXPECT_THAT(error_of(R"({"value": NaNa})"), Not(HasSubstr("NaN and Infinity")));
 }
 
+// nlohmann reads an integer literal beyond 64 bits as the nearest double; it would be stored as
+// another value (1e+20 for 99999999999999999999) without a word.
+TEST(RequestBodies, IntegersBeyondSixtyFourBitsAreRefusedNotRounded) {
+  for (const char* text : {R"({"x": 99999999999999999999})", R"([-9223372036854775809])"}) {
+    try {
+      (void)parse_json_text(text, "the request body");
+      ADD_FAILURE() << text << " was read";
+    } catch (const InvalidInput& e) {
+      EXPECT_THAT(e.what(), HasSubstr("the request body holds the integer ")) << text;
+      EXPECT_THAT(e.what(), HasSubstr(", beyond 64 bits; integers must lie within")) << text;
+    }
+  }
+  // What 64 bits hold, and reals however large, are read.
+  EXPECT_EQ(parse_json_text(R"([18446744073709551615, -9223372036854775808, 1e20, 1.5E3])",
+                            "the request body")
+                .dump(),
+            "[18446744073709551615,-9223372036854775808,1e+20,1500.0]");
+}
+
 TEST(Router, MatchesLiteralAndParameterSegments) {
   Router router;
   router.add(make_route("GET", "/v1/studies"));
