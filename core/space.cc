@@ -98,11 +98,30 @@ nlohmann::json python_list(const nlohmann::json& v, const std::string& where) {
     for (std::size_t pos; (pos = s.find(from)) != std::string::npos;)
       s.replace(pos, from.size(), to);
   }
-  auto j = nlohmann::json::parse(s, nullptr, false);
-  if (j.is_discarded() || !j.is_array()) {
-    throw InvalidInput(where + ": cannot read Values \"" + v.get<std::string>() +
-                       "\" as a list such as [1, 2, 4]");
+  // A tuple, (1, 2), and a comma before the closing bracket, [1, 2,], are Python lists too.
+  const auto first = s.find_first_not_of(" \t\r\n");
+  const auto last = s.find_last_not_of(" \t\r\n");
+  if (first != std::string::npos && s[first] == '(' && s[last] == ')') {
+    s[first] = '[';
+    s[last] = ']';
   }
+  if (last != std::string::npos && s[last] == ']') {
+    const auto before = s.find_last_not_of(" \t\r\n", last - 1);
+    if (before != std::string::npos && before > first && s[before] == ',') s.erase(before, 1);
+  }
+  const auto unreadable = [&] {
+    return InvalidInput(where + ": cannot read Values \"" + v.get<std::string>() +
+                        "\" as a list such as [1, 2, 4]");
+  };
+  nlohmann::json j;
+  try {
+    j = parse_json_text(s, "Values");
+  } catch (const ParseError&) {
+    throw unreadable();
+  } catch (const InvalidInput& e) {
+    throw InvalidInput(where + ": " + e.what());
+  }
+  if (!j.is_array()) throw unreadable();
   for (auto& e : j) {
     if (e.is_boolean()) e = e.get<bool>() ? 1 : 0;
   }
@@ -221,7 +240,15 @@ Parameter ordinal(std::string name, std::vector<Value> values, std::optional<Val
   p.kind = ParamKind::ordinal;
   p.values = std::move(values);
   p.log_scale = log_scale;
-  if (!p.values.empty()) p.default_value = default_value ? *default_value : p.values.front();
+  if (p.values.empty()) return p;
+  p.default_value = p.values.front();
+  if (default_value) {
+    // The listed value itself, not 2.0 for a listed 2: one configuration has one spelling, in
+    // the key, the command line and every export.
+    const auto listed = std::find_if(p.values.begin(), p.values.end(),
+                                     [&](const Value& v) { return same_value(v, *default_value); });
+    p.default_value = listed != p.values.end() ? *listed : *default_value;
+  }
   return p;
 }
 

@@ -72,6 +72,46 @@ TEST(SearchSpace, T1NumbersWrittenAsStringsAreNumbersAndTwoFormatsAtOnceAreRefus
                InvalidInput);
 }
 
+// A default written 2.0 for a listed 2 (or 1 for a listed 1.0) is the listed value: the
+// baseline is not a second configuration that a search then measures again as 2.
+TEST(SearchSpace, ADefaultIsStoredAsTheListedValue) {
+  const auto t1 = SearchSpace::from_document(nlohmann::ordered_json::parse(
+      R"({"ConfigurationSpace": {"TuningParameters": [{"Name": "b", "Type": "float",
+          "Values": "[1.0, 2.5]", "Default": 1}], "Conditions": []}})"));
+  EXPECT_EQ(t1.config_to_json(t1.default_configuration())["b"].dump(), "1.0");
+  EXPECT_EQ(t1.key(t1.default_configuration()), t1.key(t1.valid_configurations()[0]));
+  const auto own = SearchSpace::from_document(nlohmann::ordered_json::parse(
+      R"({"parameters": [{"name": "a", "type": "ordinal", "values": [1, 2], "default": 2.0}]})"));
+  EXPECT_EQ(own.config_to_json(own.default_configuration())["a"].dump(), "2");
+}
+
+// Python reads a tuple and a comma before the closing bracket as it reads a list; an integer
+// beyond 64 bits is refused, not rounded to a double.
+TEST(SearchSpace, T1ValuesReadPythonsTuplesAndTrailingCommas) {
+  const auto t1 = [](const std::string& values) {
+    return SearchSpace::from_document(nlohmann::ordered_json::parse(
+        R"({"ConfigurationSpace": {"TuningParameters": [{"Name": "bx", "Type": "int",
+            "Values": ")" +
+        values + R"("}], "Conditions": []}})"));
+  };
+  for (const char* values : {"[1, 2,]", "(1, 2)", " ( 1 , 2 , ) "}) {
+    EXPECT_EQ(t1(values).parameter(0).values,
+              (std::vector<Value>{std::int64_t{1}, std::int64_t{2}}))
+        << values;
+  }
+  EXPECT_EQ(t1("(4,)").parameter(0).values, std::vector<Value>{std::int64_t{4}});
+  try {
+    (void)t1("[99999999999999999999, 1]");
+    FAIL() << "an integer beyond 64 bits was read";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("holds the integer 99999999999999999999, beyond 64 bits"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW((void)t1("[1, 2"), InvalidInput);
+  EXPECT_THROW((void)t1("(1, 2]"), InvalidInput);
+}
+
 TEST(SearchSpace, EnumeratesExactlyTheValidConfigurations) {
   auto s = discrete_space();
   EXPECT_DOUBLE_EQ(s.cartesian_size(), 64.0);
