@@ -169,7 +169,7 @@ void print_sweep_summary(const SweepSummary& s) {
     std::cout << "best:       none (no successful evaluation)\n";
     return;
   }
-  std::cout << "best:       " << s.best_config.dump() << "\n";
+  std::cout << "best:       " << s.best_config_text << "\n";
   if (!s.best_options.empty()) std::cout << "options:    " << s.best_options << "\n";
   std::cout << "objective:  " << format_objective(s.best->result.objective, s.unit)
             << throughput(s.best->result.metrics) << "\n";
@@ -201,16 +201,22 @@ void print_sweep_summary(const SweepSummary& s) {
   }
 }
 
-// kernel_options_text of a stored configuration, in the space of the kernel version it is of.
-std::string options_text(const db::Store& store, const std::string& kernel,
+// How a stored configuration reads in listings, in the space of the kernel version it is of:
+// its parameters in declared order, and kernel_options_text.
+struct ConfigTexts {
+  std::string config, options;
+};
+
+ConfigTexts config_texts(const db::Store& store, const std::string& kernel,
                          const std::string& version, const nlohmann::json& config) {
   const auto record = store.find_kernel(kernel, version);
-  return record ? kernel_options_text(kernel, SearchSpace::from_json(record->space), config)
-                : std::string();
+  if (!record) return {config.dump(), {}};
+  return {config_text(config, record->space),
+          kernel_options_text(kernel, SearchSpace::from_json(record->space), config)};
 }
 
 void print_predicted_best(const std::string& kernel, const std::string& machine,
-                          const api::PredictedBest& p, const std::string& options,
+                          const api::PredictedBest& p, const ConfigTexts& texts,
                           const std::string& input, std::optional<db::TaskId> task, bool json) {
   if (json) {
     auto j = api::predicted_best_json(kernel, machine, p);
@@ -231,8 +237,8 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
                                  : std::string("; nothing measured here yet"))
             << ")";
   if (!input.empty()) std::cout << "\ninput:     " << input;
-  std::cout << "\nconfig:    " << p.config.dump();
-  if (!options.empty()) std::cout << "\noptions:   " << options;
+  std::cout << "\nconfig:    " << texts.config;
+  if (!texts.options.empty()) std::cout << "\noptions:   " << texts.options;
   if (p.from_measurements) {
     std::cout << "\nchosen:    ran on " << p.sources_that_ran_it << " of " << p.sources
               << " other machines and inputs; ";
@@ -699,7 +705,7 @@ void add_query_commands(CLI::App& app) {
         }
         print_predicted_best(
             args->kernel, machine_name, *predicted,
-            options_text(store, args->kernel, predicted->kernel_version, predicted->config),
+            config_texts(store, args->kernel, predicted->kernel_version, predicted->config),
             unmeasured_input
                 ? "matrix " + input_name +
                       (other_content && !task
@@ -739,10 +745,10 @@ void add_query_commands(CLI::App& app) {
       }
       std::cout << "kernel:    " << args->kernel << "\nmachine:   " << machine_name
                 << "\nsource:    measured (study " << study.name << ", trial " << best->id.value
-                << ")\ninput:     " << task_text(store, study.task_id)
-                << "\nconfig:    " << best->config.dump();
-      const auto options = options_text(store, args->kernel, study.kernel_version, best->config);
-      if (!options.empty()) std::cout << "\noptions:   " << options;
+                << ")\ninput:     " << task_text(store, study.task_id) << "\nconfig:    ";
+      const auto texts = config_texts(store, args->kernel, study.kernel_version, best->config);
+      std::cout << texts.config;
+      if (!texts.options.empty()) std::cout << "\noptions:   " << texts.options;
       std::cout << "\nobjective: " << objective_text(study, best->result.objective) << "\n";
       if (!task) {
         // Times of different inputs do not compare: say when others were measured here.
@@ -783,6 +789,8 @@ void add_query_commands(CLI::App& app) {
       }
       std::cout << "study " << study.name << ": " << study.kernel_name << " on "
                 << study.machine_name << ", strategy " << study.strategy << "\n";
+      const auto kernel = store.find_kernel(study.kernel_name, study.kernel_version);
+      const auto space = kernel ? kernel->space : nlohmann::json();
       std::optional<double> best;
       const bool minimize = study.direction == db::Direction::minimize;
       for (const auto& t : trials) {
@@ -797,7 +805,7 @@ void add_query_commands(CLI::App& app) {
                   << (t.lease_expired() ? "ended" : to_string(t.result.status)) << "  "
                   << std::setw(12)
                   << (t.result.ok() ? objective_text(study, t.result.objective) : "-") << "  "
-                  << t.config.dump();
+                  << config_text(t.config, space);
         if (t.result.status == TrialStatus::pending && t.lease_expires_at) {
           std::cout << "  (leased to " << t.client_id << " until " << *t.lease_expires_at << ")";
         } else if (!t.result.ok() && !t.result.message.empty()) {
@@ -856,10 +864,10 @@ void add_query_commands(CLI::App& app) {
           out.push_back(api::forecast_json(space->config_to_json(configs[i]), f));
           continue;
         }
-        std::cout << space->config_to_json(configs[i]).dump() << "  "
-                  << objective_text(study, f.mean) << " (68% interval "
-                  << objective_text(study, f.lower) << " .. " << objective_text(study, f.upper)
-                  << "), P(runs) " << std::setprecision(2) << f.probability_feasible << "\n";
+        std::cout << space->config_text(configs[i]) << "  " << objective_text(study, f.mean)
+                  << " (68% interval " << objective_text(study, f.lower) << " .. "
+                  << objective_text(study, f.upper) << "), P(runs) " << std::setprecision(2)
+                  << f.probability_feasible << "\n";
       }
       if (args->json) {
         std::cout << nlohmann::json{{"study_id", study.id.value},

@@ -764,7 +764,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     try {
       space.check(default_config);
     } catch (const InvalidInput& e) {
-      std::cerr << "note: the default configuration " << space.config_to_json(default_config).dump()
+      std::cerr << "note: the default configuration " << space.config_text(default_config)
                 << " is not measured, so there is no baseline to compare with: " << e.what()
                 << " (give valid defaults in the space file)\n";
     }
@@ -780,7 +780,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
       evaluate_and_store(default_config);
     } else if (session.observations().empty()) {
       // A replayed file that never measured it (Kernel Tuner's first values).
-      std::cerr << "note: the default configuration " << space.config_to_json(default_config).dump()
+      std::cerr << "note: the default configuration " << space.config_text(default_config)
                 << " is not among the configurations the evaluator can measure (the replayed "
                    "file has no entry for it), so there is no baseline to compare with\n";
     }
@@ -854,6 +854,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   summary.best = session.best();
   if (summary.best) {
     summary.best_config = space.config_to_json(summary.best->config);
+    summary.best_config_text = space.config_text(summary.best->config);
     summary.best_options = kernel_options_text(kernel.name, space, summary.best_config);
   }
   return summary;

@@ -60,8 +60,9 @@ struct SweepSummary {
   std::optional<Observation> best;
   std::optional<Observation> default_result;
   nlohmann::json best_config;
-  std::string best_options;  ///< kernel_options_text of best_config
-  std::string unit = "s";    ///< of the objective
+  std::string best_config_text;  ///< best_config with its parameters in declared order
+  std::string best_options;      ///< kernel_options_text of best_config
+  std::string unit = "s";        ///< of the objective
   bool minimize = true;
 
   /// How many times better the best is than the default configuration (default / best when

@@ -542,7 +542,7 @@ void SearchSpace::check(const Configuration& c) const {
   }
   for (const auto& constraint : constraints_) {
     if (!constraint.expression.holds(c)) {
-      throw InvalidInput("configuration " + config_to_json(c).dump() + " violates constraint \"" +
+      throw InvalidInput("configuration " + config_text(c) + " violates constraint \"" +
                          constraint.text + "\"");
     }
   }
@@ -658,6 +658,29 @@ Configuration SearchSpace::config_from_json(const nlohmann::json& j, bool fill_d
   }
   check(c);
   return c;
+}
+
+std::string SearchSpace::config_text(const Configuration& c) const {
+  nlohmann::ordered_json in_order = nlohmann::ordered_json::object();
+  for (std::size_t i = 0; i < parameters_.size() && i < c.size(); ++i)
+    in_order[parameters_[i].name] = tunebase::to_json(c[i]);
+  return in_order.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string config_text(const nlohmann::json& config, const nlohmann::json& space) {
+  if (!config.is_object()) return config.dump();
+  nlohmann::ordered_json in_order = nlohmann::ordered_json::object();
+  if (space.is_object() && space.contains("parameters") && space["parameters"].is_array()) {
+    for (const auto& p : space["parameters"]) {
+      if (!p.is_object() || !p.contains("name") || !p["name"].is_string()) continue;
+      const auto& name = p["name"].get_ref<const std::string&>();
+      if (const auto it = config.find(name); it != config.end()) in_order[name] = *it;
+    }
+  }
+  for (const auto& [name, value] : config.items()) {
+    if (!in_order.contains(name)) in_order[name] = value;
+  }
+  return in_order.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string SearchSpace::key(const Configuration& c) const {

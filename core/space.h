@@ -168,6 +168,9 @@ class SearchSpace {
   /// their default when `fill_defaults`.
   nlohmann::json config_to_json(const Configuration& c) const;
   Configuration config_from_json(const nlohmann::json& j, bool fill_defaults = false) const;
+  /// A configuration as compact JSON with its parameters in declared order (a JSON object
+  /// sorts them), for people to read: {"block_size_x": 32, "block_size_y": 4, ...}.
+  std::string config_text(const Configuration& c) const;
   /// Kernel Tuner cache key: the values joined by commas, in parameter order. Commas and
   /// backslashes inside string values are escaped with a backslash (Kernel Tuner's own keys
   /// are not), so that distinct configurations never share a key; never empty (a single
@@ -205,6 +208,10 @@ Parameter real_interval(std::string name, double low, double high, bool log_scal
 /// The value of real parameter `p` at `u` in [0, 1] along its declared scale (log when
 /// log_scale): 0 and 1 give low and high exactly, and rounding never leaves the interval.
 double unit_to_real(const Parameter& p, double u);
+
+/// A stored configuration as compact JSON with the parameters of `space` (a space as to_json
+/// writes it) first, in declared order, then any others, sorted: what people read in listings.
+std::string config_text(const nlohmann::json& config, const nlohmann::json& space);
 
 /// Sorts `items` by the key of their configuration (`config_of(item)`), so that what is read
 /// from files or the store (candidates of a replay, observations of a prior) does not depend

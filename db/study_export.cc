@@ -333,19 +333,10 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
   if (format_ == ExportFormat::kernel_tuner) {
     const auto key = kernel_tuner_key(t, names_);
     if (!key) return;
-    nlohmann::json entry = nlohmann::json::object();
+    // As Kernel Tuner writes an entry: the parameters in their order, then time and times,
+    // then the rest.
+    nlohmann::ordered_json entry = nlohmann::ordered_json::object();
     for (const auto& name : names_) entry[name] = to_json(value_from_json(t.config[name]));
-    // Metrics as they came (an imported cache's compile_time, GFLOP/s...); the time and the
-    // parameters are the trial's own.
-    // A number that is not finite (stored as null) would be written as null, which Kernel Tuner
-    // cannot add up.
-    for (const auto& [name, value] : t.result.metrics.items()) {
-      const bool finite =
-          !value.is_null() && (!value.is_number_float() || std::isfinite(value.get<double>()));
-      if (!entry.contains(name) && name != "time" && name != "times" && finite) {
-        entry[name] = value;
-      }
-    }
     if (t.result.ok()) {
       entry["time"] = in_milliseconds(t.result.objective, to_milliseconds_);
     } else {
@@ -358,8 +349,15 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
       times_ms += times.back().get<double>();
     }
     if (!times.empty()) entry["times"] = std::move(times);
-    // What the evaluation cost, where it is known, nothing of the cache's own says it, and its
-    // times are not all of it (what a reader of the cache takes then).
+    // Metrics as they came (an imported cache's compile_time, GFLOP/s...); the time and the
+    // parameters are the trial's own.
+    // A number that is not finite (stored as null) would be written as null, which Kernel Tuner
+    // cannot add up.
+    for (const auto& [name, value] : t.result.metrics.items()) {
+      const bool finite =
+          !value.is_null() && (!value.is_number_float() || std::isfinite(value.get<double>()));
+      if (!entry.contains(name) && name != "times" && finite) entry[name] = value;
+    }
     const bool cost_known = entry.contains("compile_time") || entry.contains("benchmark_time") ||
                             entry.contains("verification_time");
     const double cost_ms = t.result.cost_seconds * 1000.0;
@@ -368,7 +366,8 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
     }
     out += any_trial_ ? ",\n  " : "\n  ";
     any_trial_ = true;
-    out += text_of(*key, -1) + ": " + text_of(entry, -1);
+    out += text_of(*key, -1) + ": " +
+           entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return;
   }
   // Fields are appended one by one: a row is `trial_id,<parameters...>,status,...`.

@@ -546,6 +546,30 @@ TEST_F(Cli, ACommandsUnitIsReadAsPeopleWriteIt) {
       << r.out;
 }
 
+// Listings show a configuration's parameters as the space declares them, not sorted by name as
+// a JSON object would have them.
+TEST_F(Cli, ListingsShowParametersInTheirDeclaredOrder) {
+  const auto space = dir_.file("zyx.json");
+  std::ofstream(space) << R"({"parameters": [
+      {"name": "z", "type": "ordinal", "values": [2, 1]},
+      {"name": "b", "type": "ordinal", "values": [1]},
+      {"name": "a", "type": "categorical", "values": ["p"]}]})";
+  auto r = run("sweep --kernel command --space " + space +
+               " --cmd 'echo {z}' --strategy exhaustive --budget 2 --no-progress --study zyx "
+               "--db " +
+               db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string best = R"({"z":1,"b":1,"a":"p"})";
+  EXPECT_NE(r.out.find("best:       " + best), std::string::npos) << r.out;
+  r = run("best --kernel command --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("config:    " + best), std::string::npos) << r.out;
+  r = run("trials --study zyx --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(R"(  {"z":2,"b":1,"a":"p"})"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  " + best), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, AResumedStudyKeepsItsDirectionAndUnit) {
   const auto space = x_space(9);
   const std::string sweep = "sweep --kernel command --space " + space +

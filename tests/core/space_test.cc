@@ -112,6 +112,20 @@ TEST(SearchSpace, T1ValuesReadPythonsTuplesAndTrailingCommas) {
   EXPECT_THROW((void)t1("(1, 2]"), InvalidInput);
 }
 
+// What people read lists a configuration's parameters as declared; a JSON object sorts them.
+TEST(SearchSpace, ConfigTextKeepsTheDeclaredOrder) {
+  const SearchSpace space({ordinal("z", {Value{std::int64_t{1}}}),
+                           categorical("a", {Value{std::string("p")}}), ordinal("m", {Value{0.5}})},
+                          {});
+  const auto c = space.default_configuration();
+  EXPECT_EQ(space.config_text(c), R"({"z":1,"a":"p","m":0.5})");
+  // A stored configuration, with a name the space no longer has: declared ones first.
+  auto stored = space.config_to_json(c);
+  stored["old"] = 3;
+  EXPECT_EQ(config_text(stored, space.to_json()), R"({"z":1,"a":"p","m":0.5,"old":3})");
+  EXPECT_EQ(config_text(stored, nlohmann::json()), stored.dump());
+}
+
 TEST(SearchSpace, EnumeratesExactlyTheValidConfigurations) {
   auto s = discrete_space();
   EXPECT_DOUBLE_EQ(s.cartesian_size(), 64.0);

@@ -153,7 +153,7 @@ TEST(Import, AKernelTunerExportKeysAnEmptyFirstValueWithItsComma) {
   d.kernel_name = "k";
   d.format = "kernel_tuner";
   d.space = SearchSpace({categorical("flags", {Value{std::string()}, Value{std::string("-O3")}}),
-                         ordinal("n", ints({1}))},
+                         ordinal("a", ints({1}))},
                         {});
   for (const auto& config : d.space.valid_configurations()) {
     d.entries.push_back({config, Measurement::success(1.0, {1.0})});
@@ -164,6 +164,9 @@ TEST(Import, AKernelTunerExportKeysAnEmptyFirstValueWithItsComma) {
   const auto text = export_study(store, result.study, ExportFormat::kernel_tuner);
   const auto j = nlohmann::json::parse(text);
   EXPECT_TRUE(j["cache"].contains(",1")) << j["cache"].dump();
+  // An entry as Kernel Tuner writes it: the parameters in their order, then time and times.
+  EXPECT_NE(text.find(R"(",1": {"flags":"","a":1,"time":1.0,"times":[1.0])"), std::string::npos)
+      << text;
   EXPECT_TRUE(j["cache"].contains("-O3,1")) << j["cache"].dump();
   EXPECT_EQ(parse_measurements(text, "export").entries.size(), 2u);
 }
