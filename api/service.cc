@@ -219,8 +219,10 @@ nlohmann::json machine_schema() {
                        {"id", "name", "fingerprint", "created_at"});
 }
 nlohmann::json lease_seconds_schema() {
+  // OpenAPI 3.0's form of > 0 (3.1 writes "exclusiveMinimum": 0).
   return {{"type", "number"},
-          {"exclusiveMinimum", 0},
+          {"minimum", 0},
+          {"exclusiveMinimum", true},
           {"maximum", kMaxLeaseSeconds},
           {"default", kDefaultLeaseSeconds},
           {"description",

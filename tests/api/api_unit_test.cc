@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <set>
+#include <string_view>
 
 #include "api/errors.h"
 #include "api/json_reader.h"
@@ -246,6 +249,104 @@ TEST(OpenApi, DocumentsEveryRegisteredRoute) {
     EXPECT_TRUE(doc["paths"].contains(path) && doc["paths"][path].contains(method))
         << method << " " << path;
   }
+}
+
+// What OpenAPI 3.0 (JSON Schema draft 4/5) cannot read in a schema object, at `at`; "" when
+// nothing. 3.1 (JSON Schema 2020-12) wrote these differently or added them.
+std::string openapi_31_form(const nlohmann::json& schema, const std::string& at) {
+  if (!schema.is_object()) return at + " is not a schema object";
+  for (const char* key :
+       {"const", "examples", "prefixItems", "$defs", "$schema", "$id", "if", "then", "else",
+        "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
+        "contentMediaType", "contentEncoding", "patternProperties", "propertyNames"}) {
+    if (schema.contains(key)) return at + " has \"" + key + "\" (not in OpenAPI 3.0)";
+  }
+  if (schema.contains("type") && !schema["type"].is_string()) {
+    return at + ": \"type\" is " + schema["type"].dump() + "; 3.0 takes one type (and nullable)";
+  }
+  for (const char* bound : {"exclusiveMinimum", "exclusiveMaximum"}) {
+    if (!schema.contains(bound)) continue;
+    if (!schema[bound].is_boolean()) {
+      return at + ": \"" + bound + "\" is " + schema[bound].dump() +
+             "; 3.0 takes a boolean beside minimum / maximum";
+    }
+    const char* limit = std::string_view(bound) == "exclusiveMinimum" ? "minimum" : "maximum";
+    if (!schema.contains(limit)) return at + ": \"" + bound + "\" without \"" + limit + "\"";
+  }
+  if (schema.contains("$ref") && schema.size() > 1) {
+    return at + ": \"$ref\" beside other keys, which 3.0 ignores";
+  }
+  if (schema.contains("enum") && !schema.contains("nullable") &&
+      std::find(schema["enum"].begin(), schema["enum"].end(), nullptr) != schema["enum"].end()) {
+    return at + ": null in an enum without nullable";
+  }
+  const auto each = [&](const char* key) -> std::string {
+    if (!schema.contains(key)) return "";
+    for (std::size_t i = 0; i < schema[key].size(); ++i) {
+      auto why = openapi_31_form(schema[key][i], at + "." + key + "[" + std::to_string(i) + "]");
+      if (!why.empty()) return why;
+    }
+    return "";
+  };
+  for (const char* key : {"allOf", "anyOf", "oneOf"}) {
+    if (auto why = each(key); !why.empty()) return why;
+  }
+  for (const char* key : {"items", "not"}) {
+    if (!schema.contains(key)) continue;
+    if (auto why = openapi_31_form(schema[key], at + "." + key); !why.empty()) return why;
+  }
+  if (schema.contains("additionalProperties") && schema["additionalProperties"].is_object()) {
+    auto why = openapi_31_form(schema["additionalProperties"], at + ".additionalProperties");
+    if (!why.empty()) return why;
+  }
+  const auto properties = schema.value("properties", nlohmann::json::object());
+  for (const auto& [name, property] : properties.items()) {
+    if (auto why = openapi_31_form(property, at + ".properties." + name); !why.empty()) return why;
+  }
+  return "";
+}
+
+// Every schema of the document: the values of "schema" keys (parameters, bodies, responses)
+// and of components.schemas.
+void each_schema(const nlohmann::json& node, const std::string& at,
+                 const std::function<void(const nlohmann::json&, const std::string&)>& f) {
+  if (node.is_array()) {
+    for (std::size_t i = 0; i < node.size(); ++i)
+      each_schema(node[i], at + "[" + std::to_string(i) + "]", f);
+  }
+  if (!node.is_object()) return;
+  for (const auto& [key, value] : node.items()) {
+    if (key == "schema") {
+      f(value, at + "." + key);
+    } else if (key == "schemas" && at == "$.components") {
+      for (const auto& [name, schema] : value.items()) f(schema, at + ".schemas." + name);
+    } else {
+      each_schema(value, at + "." + key, f);
+    }
+  }
+}
+
+TEST(OpenApi, EverySchemaIsWrittenInTheFormOfTheVersionDeclared) {
+  tunebase::testing::TempDir dir;
+  db::Store store(dir.file("o.db"));
+  Service service(store);
+  for (const bool auth_reads : {false, true}) {
+    const auto doc = openapi_document(service.router(), auth_reads);
+    ASSERT_EQ(doc["openapi"], "3.0.3");
+    std::size_t schemas = 0;
+    each_schema(doc, "$", [&](const nlohmann::json& schema, const std::string& at) {
+      ++schemas;
+      EXPECT_EQ(openapi_31_form(schema, at), "");
+    });
+    EXPECT_GT(schemas, 50u);
+  }
+  // The walk finds what 3.0 cannot read.
+  EXPECT_NE(openapi_31_form({{"type", "number"}, {"exclusiveMinimum", 0}}, "$"), "");
+  EXPECT_NE(openapi_31_form({{"type", {"string", "null"}}}, "$"), "");
+  EXPECT_NE(openapi_31_form({{"properties", {{"a", {{"const", 1}}}}}}, "$"), "");
+  EXPECT_NE(openapi_31_form({{"items", {{"examples", {1, 2}}}}}, "$"), "");
+  EXPECT_EQ(openapi_31_form({{"type", "number"}, {"minimum", 0}, {"exclusiveMinimum", true}}, "$"),
+            "");
 }
 
 TEST(Routes, RepliesThatGrowWithAStudyAreBuiltOffTheIoThreads) {
