@@ -260,7 +260,8 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
     }
     responses[std::to_string(r.success_status)] = {
         {"description", r.may_update ? "created" : "success"}, {"content", std::move(content)}};
-    const nlohmann::json error_content = {{"application/json", {{"schema", error_schema()}}}};
+    const nlohmann::json error_content = {
+        {"application/json", {{"schema", {{"$ref", "#/components/schemas/Error"}}}}}};
     auto error = [&](int status, const std::string& why) {
       responses[std::to_string(status)] = {{"description", why}, {"content", error_content}};
     };
@@ -294,6 +295,8 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
             "the database is unavailable (busy, read-only, or found corrupt); nothing was "
             "written");
     }
+    error(500,
+          "an internal error (a bug): the message hides its details, which the server log has");
     op["responses"] = responses;
     std::string method = r.method;
     std::transform(method.begin(), method.end(), method.begin(), ::tolower);

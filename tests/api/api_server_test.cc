@@ -638,12 +638,20 @@ TEST(ApiServer, AnUploadThatDecompressesPastTheLimitIsRefused) {
 
 // What a validating client checks of a reply against the published schema (the subset of
 // JSON Schema the document uses): the first difference, or "" when it conforms.
+// `root`: the document whose components a "$ref" names.
 std::string schema_mismatch(const nlohmann::json& v, const nlohmann::json& schema,
-                            const std::string& at = "$") {
+                            const nlohmann::json& root, const std::string& at = "$") {
+  if (schema.contains("$ref")) {
+    const auto ref = schema["$ref"].get<std::string>();
+    if (!ref.starts_with("#/") || !root.contains(nlohmann::json::json_pointer(ref.substr(1)))) {
+      return at + ": \"$ref\" " + ref + " names nothing in the document";
+    }
+    return schema_mismatch(v, root[nlohmann::json::json_pointer(ref.substr(1))], root, at);
+  }
   if (v.is_null() && schema.value("nullable", false)) return "";
   if (schema.contains("allOf")) {
     for (const auto& part : schema["allOf"]) {
-      if (auto why = schema_mismatch(v, part, at); !why.empty()) return why;
+      if (auto why = schema_mismatch(v, part, root, at); !why.empty()) return why;
     }
   }
   if (schema.contains("enum") &&
@@ -663,7 +671,7 @@ std::string schema_mismatch(const nlohmann::json& v, const nlohmann::json& schem
     }
     for (const auto& [key, value] : v.items()) {
       if (properties.contains(key)) {
-        if (auto why = schema_mismatch(value, properties[key], at + "." + key); !why.empty())
+        if (auto why = schema_mismatch(value, properties[key], root, at + "." + key); !why.empty())
           return why;
       } else if (!schema.value("additionalProperties", true)) {
         return at + ": \"" + key + "\" is not in the schema";
@@ -672,7 +680,8 @@ std::string schema_mismatch(const nlohmann::json& v, const nlohmann::json& schem
   }
   if (v.is_array() && schema.contains("items")) {
     for (std::size_t i = 0; i < v.size(); ++i) {
-      if (auto why = schema_mismatch(v[i], schema["items"], at + "[" + std::to_string(i) + "]");
+      if (auto why =
+              schema_mismatch(v[i], schema["items"], root, at + "[" + std::to_string(i) + "]");
           !why.empty())
         return why;
     }
@@ -691,7 +700,7 @@ TEST(ApiServer, RepliesMatchTheSchemasTheServerPublishes) {
     ASSERT_TRUE(responses.contains(std::to_string(reply.status))) << reply.body;
     const auto& schema =
         responses[std::to_string(reply.status)]["content"]["application/json"]["schema"];
-    EXPECT_EQ(schema_mismatch(reply.json(), schema), "") << reply.body;
+    EXPECT_EQ(schema_mismatch(reply.json(), schema, doc), "") << reply.body;
   };
   check("get", "/healthz", c.get("/healthz"));
   check(

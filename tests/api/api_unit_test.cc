@@ -217,6 +217,15 @@ TEST(OpenApi, DocumentsEveryRegisteredRoute) {
     if (r.pattern.find("{id}") != std::string::npos) {
       EXPECT_EQ(op["parameters"][0]["in"], "path") << r.pattern;
     }
+    // Any route may fail inside (api/errors.cc answers 500 "internal"); every error body is
+    // the one Error schema.
+    EXPECT_TRUE(op["responses"].contains("500")) << r.pattern;
+    for (const auto& [status, response] : op["responses"].items()) {
+      if (status < "400" || (r.own_unavailable_answer && status == "503")) continue;
+      EXPECT_EQ(response["content"]["application/json"]["schema"],
+                nlohmann::json({{"$ref", "#/components/schemas/Error"}}))
+          << method << " " << r.pattern << " " << status;
+    }
   }
   // A study that is active is refused deletion with 409; /healthz answers 503 with its own body.
   EXPECT_TRUE(doc["paths"]["/v1/studies/{id}"]["delete"]["responses"].contains("409"));
