@@ -10,6 +10,44 @@ namespace tunebase::api {
 
 namespace {
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Decodes %XX (and '+' as a space in a query); the offset of a bad escape, or npos.
+std::size_t decode_percent(std::string_view text, bool plus_is_space, std::string& out) {
+  out.clear();
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '%') {
+      const bool complete = i + 2 < text.size();
+      const int hi = complete ? hex_digit(text[i + 1]) : -1;
+      const int lo = complete ? hex_digit(text[i + 2]) : -1;
+      if (hi < 0 || lo < 0) return i;
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      out.push_back(' ');
+    } else {
+      out.push_back(c);
+    }
+  }
+  return std::string_view::npos;
+}
+
+std::string percent_decode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  if (const auto bad = decode_percent(text, plus_is_space, out); bad != std::string_view::npos) {
+    throw FieldError("target", "bad percent-encoding in the request target near \"" +
+                                   std::string(text.substr(bad, 3)) + "\"");
+  }
+  return out;
+}
+
 std::vector<std::string_view> segments(std::string_view path) {
   std::vector<std::string_view> out;
   std::size_t start = 0;
@@ -26,52 +64,23 @@ bool is_param(std::string_view segment) {
   return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
 }
 
+// `path` as sent: split at its slashes first, then each segment decoded (RFC 3986), so that
+// an encoded slash (%2F) is part of a segment, never a separator.
 bool matches(std::string_view pattern, std::string_view path,
              std::map<std::string, std::string>* params) {
   const auto want = segments(pattern);
   const auto got = segments(path);
   if (want.size() != got.size()) return false;
+  std::string decoded;
   for (std::size_t i = 0; i < want.size(); ++i) {
+    if (decode_percent(got[i], false, decoded) != std::string_view::npos) return false;
     if (is_param(want[i])) {
-      if (params) {
-        (*params)[std::string(want[i].substr(1, want[i].size() - 2))] = std::string(got[i]);
-      }
-    } else if (want[i] != got[i]) {
+      if (params) (*params)[std::string(want[i].substr(1, want[i].size() - 2))] = decoded;
+    } else if (want[i] != decoded) {
       return false;
     }
   }
   return true;
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string percent_decode(std::string_view text, bool plus_is_space) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '%') {
-      const bool complete = i + 2 < text.size();
-      const int hi = complete ? hex_digit(text[i + 1]) : -1;
-      const int lo = complete ? hex_digit(text[i + 2]) : -1;
-      if (hi < 0 || lo < 0) {
-        throw FieldError("target", "bad percent-encoding in the request target near \"" +
-                                       std::string(text.substr(i, 3)) + "\"");
-      }
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else if (c == '+' && plus_is_space) {
-      out.push_back(' ');
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
 }
 
 nlohmann::json error_schema() {
@@ -165,7 +174,10 @@ std::size_t Router::body_limit(std::string_view method, std::string_view path) c
 void split_target(std::string_view target, std::string& path,
                   std::map<std::string, std::string>& query) {
   const auto q = target.find('?');
-  path = percent_decode(target.substr(0, q), false);
+  // The path stays as sent: the router splits it, then decodes each segment. Its escapes are
+  // checked here, so that a bad one is named rather than matching no route.
+  path = std::string(target.substr(0, q));
+  for (const auto segment : segments(path)) percent_decode(segment, false);
   query.clear();
   if (q == std::string_view::npos) return;
   std::string_view rest = target.substr(q + 1);

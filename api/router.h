@@ -144,8 +144,9 @@ class Router {
   std::vector<Route> routes_;
 };
 
-/// Splits "/a/b?x=1&y=%20" into a decoded path and query map. Throws FieldError for bad
-/// percent-encoding or a repeated query parameter.
+/// Splits "/a/b?x=1&y=%20" into the path (left encoded: Router::match splits it at '/', then
+/// decodes each segment, so "%2F" never separates segments) and the decoded query map. Throws
+/// FieldError for bad percent-encoding or a repeated query parameter.
 void split_target(std::string_view target, std::string& path,
                   std::map<std::string, std::string>& query);
 

@@ -56,6 +56,21 @@ TEST(ApiServer, HealthOpenapiAndUnknownRoutes) {
   EXPECT_EQ(method.status, 405);
 }
 
+// An encoded slash is part of a path segment (RFC 3986), not a separator.
+TEST(ApiServer, AnEncodedSlashDoesNotSeparatePathSegments) {
+  TestServer server;
+  auto c = server.client();
+  const auto id = create_demo_study(c, server.token, "random", 5);
+  ASSERT_EQ(c.get("/v1/studies/" + std::to_string(id)).status, 200);
+  const auto encoded = c.get("/v1/studies%2F" + std::to_string(id));
+  EXPECT_EQ(encoded.status, 404) << encoded.body;
+  EXPECT_EQ(encoded.json()["error"]["code"], "unknown_route");
+  const auto in_id = c.get("/v1/studies/" + std::to_string(id) + "%2Ftrials");
+  EXPECT_EQ(in_id.status, 400) << in_id.body;
+  EXPECT_EQ(in_id.json()["error"]["field"], "id");
+  EXPECT_EQ(c.get("/v1/studies/" + std::to_string(id) + "/%74rials").status, 200);
+}
+
 TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
   TestServer server;
   auto c = server.client();

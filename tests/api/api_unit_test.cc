@@ -83,6 +83,26 @@ TEST(Router, SplitsAndDecodesTheTarget) {
   EXPECT_THROW(split_target("/v1/best?kernel=%zz", path, query), FieldError);
   EXPECT_THROW(split_target("/v1/best?kernel=%4", path, query), FieldError);
   EXPECT_THROW(split_target("/v1/best?a=1&a=2", path, query), FieldError);
+  EXPECT_THROW(split_target("/v1/studies/%G1", path, query), FieldError);
+}
+
+// RFC 3986: the path is split at its slashes, then each segment decoded; an encoded slash is
+// part of a segment.
+TEST(Router, DecodesEachSegmentAfterSplittingThePath) {
+  Router router;
+  router.add(make_route("GET", "/v1/studies"));
+  router.add(make_route("GET", "/v1/studies/{id}"));
+  std::string path;
+  std::map<std::string, std::string> query;
+  split_target("/v1/studies%2F3?x=a%2Fb", path, query);
+  EXPECT_EQ(path, "/v1/studies%2F3");
+  EXPECT_EQ(query.at("x"), "a/b");
+  EXPECT_THROW(router.match("GET", path), UnknownRoute);
+  EXPECT_THROW(router.match("GET", "/v1%2Fstudies"), UnknownRoute);
+  const auto m = router.match("GET", "/v1/%73tudies/4%32");
+  EXPECT_EQ(m.index, 1u);
+  EXPECT_EQ(m.params.at("id"), "42");
+  EXPECT_EQ(router.match("GET", "/v1/studies/a%2Fb").params.at("id"), "a/b");
 }
 
 TEST(Router, ChecksQueryParameters) {
