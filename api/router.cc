@@ -60,6 +60,11 @@ std::vector<std::string_view> segments(std::string_view path) {
   return out;
 }
 
+// HEAD is GET without the body (RFC 9110): it takes the GET routes, and a refusal names HEAD.
+std::string_view routed_method(std::string_view method) {
+  return method == "HEAD" ? std::string_view("GET") : method;
+}
+
 bool is_param(std::string_view segment) {
   return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
 }
@@ -144,7 +149,7 @@ Router::Match Router::match(std::string_view method, std::string_view path) cons
   for (std::size_t i = 0; i < routes_.size(); ++i) {
     const auto& r = routes_[i];
     if (!matches(r.pattern, path, nullptr)) continue;
-    if (r.method == method) {
+    if (r.method == routed_method(method)) {
       Match m;
       m.route = &r;
       m.index = i;
@@ -166,7 +171,7 @@ Router::Match Router::match(std::string_view method, std::string_view path) cons
 
 std::size_t Router::body_limit(std::string_view method, std::string_view path) const {
   for (const auto& r : routes_) {
-    if (r.method == method && matches(r.pattern, path, nullptr)) return r.body_limit;
+    if (r.method == routed_method(method) && matches(r.pattern, path, nullptr)) return r.body_limit;
   }
   return kMaxBodyBytes;
 }

@@ -35,8 +35,8 @@ enum class Runs {
 
 /// An HTTP request as handlers see it (independent of Boost.Beast).
 struct Request {
-  std::string method;  ///< "GET", "POST", ...
-  std::string path;    ///< decoded path without the query
+  std::string method;  ///< "GET", "POST", ... ("HEAD" takes the GET routes)
+  std::string path;    ///< path without the query, as sent: the router decodes each segment
   std::map<std::string, std::string> query;
   /// Values of {name} segments of the matched pattern.
   std::map<std::string, std::string> params;

@@ -849,7 +849,7 @@ void Service::authorize(const Route& route, Request& request) const {
 std::string Service::authorize_headers(const std::string& method, const std::string& target,
                                        const std::string& authorization) const {
   Request request;
-  request.method = method == "HEAD" ? "GET" : method;
+  request.method = method;
   request.authorization = authorization;
   try {
     split_target(target, request.path, request.query);

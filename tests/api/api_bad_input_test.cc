@@ -465,6 +465,21 @@ TEST(Unauthorized, AHeadIsRefusedWithoutABody) {
   EXPECT_EQ(reply.substr(end_of_headers + 4), "") << reply;
 }
 
+// HEAD takes the GET routes; where a path has none, the refusal names HEAD, the method sent
+// (curl -I), not the GET it is routed as.
+TEST(MethodNotAllowed, AHeadOnAPostOnlyRouteIsRefusedAsHead) {
+  testing::TestServer server;
+  const auto reply = testing::raw_exchange(
+      server.port(), "HEAD /v1/predict HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(reply, ::testing::StartsWith("HTTP/1.1 405"));
+  EXPECT_THAT(reply, HasSubstr("X-Tunebase-Message: HEAD is not allowed on /v1/predict"));
+  EXPECT_THAT(reply, HasSubstr("Allow: POST\r\n"));
+  EXPECT_THAT(reply, ::testing::Not(HasSubstr("GET is not allowed")));
+  const auto head = testing::raw_exchange(
+      server.port(), "HEAD /v1/studies HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(head, ::testing::StartsWith("HTTP/1.1 200"));
+}
+
 TEST_F(BadInput, SlowClientsGet408AndOthersAreServedMeanwhile) {
   namespace net = boost::asio;
   const auto before = snapshot();

@@ -71,6 +71,14 @@ TEST(Router, MatchesLiteralAndParameterSegments) {
   } catch (const MethodNotAllowed& e) {
     EXPECT_EQ(e.allow(), "GET, HEAD");  // the server answers HEAD wherever GET is
   }
+  EXPECT_EQ(router.match("HEAD", "/v1/studies/3").index, 1u);
+  try {
+    router.match("HEAD", "/v1/studies/3/suggestions");
+    FAIL() << "expected 405";
+  } catch (const MethodNotAllowed& e) {
+    EXPECT_THAT(e.what(), HasSubstr("HEAD is not allowed on /v1/studies/3/suggestions"));
+    EXPECT_EQ(e.allow(), "POST");
+  }
 }
 
 TEST(Router, SplitsAndDecodesTheTarget) {
