@@ -1104,7 +1104,9 @@ Response Service::create_study(Request& request) {
                                               study.direction, study.settings)));
   }
   const auto created = store_.create_study(study);
-  return Response::json(study_json(reader(), created, true), 201);
+  auto response = Response::json(study_json(reader(), created, true), 201);
+  response.headers.emplace_back("Location", "/v1/studies/" + std::to_string(created.id.value));
+  return response;
 }
 
 Response Service::list_studies(Request& request) {
@@ -1680,19 +1682,24 @@ Response Service::import_file(Request& request) {
                               "kernel=", "input={\"problem_size\": [...]}")) {
     notes.push_back(std::move(n));
   }
-  return Response::json({{"machine_id", result.machine.value},
-                         {"kernel_id", result.kernel.value},
-                         {"kernel", result.kernel_name},
-                         {"task_id", result.task.value},
-                         {"study_id", result.study.value},
-                         {"trials", result.trials},
-                         {"failed", result.failed},
-                         {"format", dataset.format},
-                         {"other_kernel_versions", result.other_kernel_versions},
-                         {"already_stored", result.already_stored},
-                         {"input_added", result.input_added},
-                         {"notes", notes}},
-                        result.imported_before() ? 200 : 201);
+  auto response = Response::json({{"machine_id", result.machine.value},
+                                  {"kernel_id", result.kernel.value},
+                                  {"kernel", result.kernel_name},
+                                  {"task_id", result.task.value},
+                                  {"study_id", result.study.value},
+                                  {"trials", result.trials},
+                                  {"failed", result.failed},
+                                  {"format", dataset.format},
+                                  {"other_kernel_versions", result.other_kernel_versions},
+                                  {"already_stored", result.already_stored},
+                                  {"input_added", result.input_added},
+                                  {"notes", notes}},
+                                 result.imported_before() ? 200 : 201);
+  // The study the new measurements are stored in.
+  if (response.status == 201) {
+    response.headers.emplace_back("Location", "/v1/studies/" + std::to_string(result.study.value));
+  }
+  return response;
 }
 
 Response Service::export_study(Request& request) {

@@ -775,6 +775,51 @@ TEST(ApiServer, RepliesMatchTheSchemasTheServerPublishes) {
   check("get", "/v1/trials/{id}", c.get("/v1/trials/999999"));
 }
 
+// A POST sent as raw bytes (the client keeps no headers): the whole reply, headers first.
+std::string raw_post(const TestServer& server, const std::string& target, const std::string& body,
+                     const std::string& token) {
+  return testing::raw_exchange(
+      server.port(), "POST " + target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                         "\r\nContent-Type: application/json\r\n"
+                         "Content-Length: " +
+                         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+}
+
+// The value of header `name` in a raw reply, or "none".
+std::string header_value(const std::string& reply, const std::string& name) {
+  const auto end = reply.find("\r\n\r\n");
+  const auto at = reply.substr(0, end).find("\r\n" + name + ": ");
+  if (at == std::string::npos) return "none";
+  const auto start = at + name.size() + 4;
+  return reply.substr(start, reply.find("\r\n", start) - start);
+}
+
+// 201 Created says where the resource is: a study, the study an import made.
+TEST(ApiServer, ACreatedStudySaysWhereItIs) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  const auto created = raw_post(
+      server, "/v1/studies",
+      nlohmann::json{{"kernel", "demo"}, {"space", testing::demo_space()}, {"machine", "m"}}.dump(),
+      server.token);
+  ASSERT_THAT(created, ::testing::StartsWith("HTTP/1.1 201")) << created;
+  const auto study = nlohmann::json::parse(created.substr(created.find("\r\n\r\n") + 4));
+  EXPECT_EQ(header_value(created, "Location"), "/v1/studies/" + study["id"].dump());
+  EXPECT_EQ(c.get(header_value(created, "Location")).json()["id"], study["id"]);
+
+  const auto imported =
+      raw_post(server, "/v1/import?machine=gpu-a", kernel_tuner_cache("GPU A", 1.0), server.token);
+  ASSERT_THAT(imported, ::testing::StartsWith("HTTP/1.1 201")) << imported;
+  const auto import = nlohmann::json::parse(imported.substr(imported.find("\r\n\r\n") + 4));
+  EXPECT_EQ(header_value(imported, "Location"), "/v1/studies/" + import["study_id"].dump());
+  // Imported before: nothing created.
+  const auto again =
+      raw_post(server, "/v1/import?machine=gpu-a", kernel_tuner_cache("GPU A", 1.0), server.token);
+  ASSERT_THAT(again, ::testing::StartsWith("HTTP/1.1 200")) << again;
+  EXPECT_EQ(header_value(again, "Location"), "none");
+}
+
 // Imports are in ms; a study created without a unit takes the kernel's, and one in seconds is
 // compared with them as times, not as numbers.
 TEST(ApiServer, TimesOfAKernelInDifferentUnitsAreComparedAsTimes) {

@@ -18,6 +18,7 @@
 #include "core/json.h"
 #include "core/machine.h"
 #include "core/measurements.h"
+#include "db/sqlite.h"
 #include "db/store.h"
 #include "tests/support/shared_data.h"
 
@@ -194,6 +195,20 @@ TEST(Errors, EachErrorTypeHasItsStatus) {
   EXPECT_EQ(status(Conflict("x")), 409);
   EXPECT_EQ(status(PayloadTooLarge("x")), 413);
   EXPECT_EQ(status(StorageError("x")), 503);
+  // A locked database may be free a moment later, which Retry-After says; other storage
+  // errors (a corrupt or read-only file) are not mended by waiting.
+  const auto retry_after = [](const auto& error) {
+    const auto r = error_reply(std::make_exception_ptr(error));
+    EXPECT_EQ(r.status, 503);
+    for (const auto& [name, value] : r.headers) {
+      if (name == "Retry-After") return value;
+    }
+    return std::string("none");
+  };
+  EXPECT_EQ(retry_after(db::SqliteError("database x is locked", SQLITE_BUSY)), "1");
+  EXPECT_EQ(retry_after(db::SqliteError("database x is locked", SQLITE_LOCKED)), "1");
+  EXPECT_EQ(retry_after(db::SqliteError("database x is corrupt", SQLITE_CORRUPT)), "none");
+  EXPECT_EQ(retry_after(StorageError("x")), "none");
   EXPECT_EQ(status(IoError("x")), 500);
   EXPECT_EQ(status(std::runtime_error("secret detail")), 500);
 
