@@ -264,7 +264,7 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
     }
     if (!parameters.empty()) op["parameters"] = parameters;
     if (!r.request_schema.is_null()) {
-      op["requestBody"] = {{"required", true},
+      op["requestBody"] = {{"required", r.request_body_required},
                            {"content", {{r.request_content_type, {{"schema", r.request_schema}}}}}};
     }
     nlohmann::json responses = nlohmann::json::object();

@@ -106,6 +106,8 @@ struct Route {
   /// JSON schema of the body (null: no body). Non-JSON uploads give request_content_type.
   nlohmann::json request_schema;
   std::string request_content_type = "application/json";
+  /// Whether a request must carry the body (false: an empty body is taken as {}).
+  bool request_body_required = true;
   int success_status = 200;
   /// The route answers success_status when it creates the resource and 200 when the resource
   /// already existed (an update, or nothing to change); the handler sets which.

@@ -501,6 +501,9 @@ void Service::add_routes() {
                     "leases are still taken (409 for a completed study)",
                     Access::write, bind(&Service::stop_study));
     r.runs = Runs::writer;
+    // Nothing to say: no body, or an empty object (what a client that always sends JSON sends).
+    r.request_schema = object_schema(nlohmann::json::object());
+    r.request_body_required = false;
     r.response_schema = study_schema();
   }
   {
@@ -519,6 +522,7 @@ void Service::add_routes() {
                           "the study's new budget: at least its results and live leases, and one "
                           "more to take up a study that is not active"}}}},
                       {});
+    r.request_body_required = false;  // no body: the budget stays
     r.response_schema = study_schema();
   }
   {
@@ -1713,7 +1717,8 @@ Response Service::export_study(Request& request) {
                                                                    : "-cache.json");
   // NotFound (and a study Kernel Tuner's format cannot hold) before any byte is sent; the
   // trials follow a page at a time.
-  auto source = std::make_shared<db::StudyExport>(reader(), id, format);
+  auto source = in_field("query.format",
+                         [&] { return std::make_shared<db::StudyExport>(reader(), id, format); });
   std::string first;
   source->next(first);
   auto response =

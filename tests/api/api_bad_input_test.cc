@@ -339,6 +339,7 @@ TEST_F(BadInput, EachJsonBodysSchemaHasExactlyTheFieldsTheServerAccepts) {
       {"/v1/machines", {{"name", "schema-probe"}}},
       {"/v1/studies", {{"kernel", "demo"}, {"machine", "test-machine"}}},
       {"/v1/studies/{id}/resume", nlohmann::json::object()},
+      {"/v1/studies/{id}/stop", nlohmann::json::object()},
       {"/v1/studies/{id}/suggestions", {{"client_id", "probe"}}},
       {"/v1/trials/{id}/result", {{"client_id", "probe"}, {"value", 1.0}}},
       {"/v1/trials/{id}/release", {{"client_id", "probe"}}},
@@ -361,6 +362,10 @@ TEST_F(BadInput, EachJsonBodysSchemaHasExactlyTheFieldsTheServerAccepts) {
     const std::string refusal = "unknown field \"" + where + "zz_unknown\"; allowed: ";
     const auto at = message.find(refusal);
     std::set<std::string> names;
+    if (message.find("unknown field \"" + where + "zz_unknown\"; this body takes no fields") !=
+        std::string::npos) {
+      return names;
+    }
     if (at == std::string::npos) {
       ADD_FAILURE() << target << " did not refuse the unknown field: " << reply.body;
       return names;

@@ -545,12 +545,35 @@ TEST(ApiServer, AStoppedStudySuggestsNothingButTakesTheResultsOfItsLeases) {
   EXPECT_EQ(c.get(base).json()["trials"]["ok"], 1);
   EXPECT_EQ(c.post(base + "/stop", nlohmann::json::object(), server.token).status, 200);
   EXPECT_EQ(c.post(base + "/stop", {{"now", true}}, server.token).status, 400);
+  EXPECT_EQ(c.request("POST", base + "/stop", "", server.token).status, 200);  // no body
   EXPECT_EQ(c.post("/v1/studies/999/stop", nlohmann::json::object(), server.token).status, 404);
   // A study whose budget is spent has nothing to stop.
   const auto done = create_demo_study(c, server.token, "random", 1, "test-machine", "one");
   const std::string one = "/v1/studies/" + std::to_string(done);
   tell(c, server.token, lease_one(c, one, server.token, "w", 3600)["trial_id"], "w", 1.0);
   EXPECT_EQ(c.post(one + "/stop", nlohmann::json::object(), server.token).status, 409);
+}
+
+// A study Kernel Tuner's cache cannot hold (it maximizes) is refused on the query parameter
+// that asked for the format, as other query errors are.
+TEST(ApiServer, AnExportFormatThatCannotHoldTheStudyIsRefusedOnTheQuery) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  const auto study = c.post("/v1/studies",
+                            {{"kernel", "demo"},
+                             {"space", testing::demo_space()},
+                             {"machine", "m"},
+                             {"direction", "maximize"},
+                             {"unit", "GFLOP/s"}},
+                            server.token);
+  ASSERT_EQ(study.status, 201) << study.body;
+  const std::string base = "/v1/studies/" + study.json()["id"].dump();
+  const auto refused = c.get(base + "/export?format=kernel_tuner");
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(refused.json()["error"]["field"], "query.format");
+  EXPECT_THAT(refused.error_message(), HasSubstr("export it as json or csv"));
+  EXPECT_EQ(c.get(base + "/export?format=csv").status, 200);
 }
 
 TEST(ApiServer, WritesNeedAValidTokenAndResultsTheirOwnClient) {

@@ -270,6 +270,16 @@ TEST(OpenApi, DocumentsEveryRegisteredRoute) {
           << method << " " << r.pattern << " " << status;
     }
   }
+  EXPECT_EQ(doc["components"]["schemas"]["Error"]["required"], nlohmann::json({"error"}));
+  // A body the route takes when given, and does without (resume: the budget stays; stop:
+  // nothing to say, {} at most).
+  const auto& paths = doc["paths"];
+  EXPECT_EQ(paths["/v1/studies/{id}/resume"]["post"]["requestBody"]["required"], false);
+  EXPECT_EQ(paths["/v1/studies/{id}/stop"]["post"]["requestBody"]["required"], false);
+  EXPECT_EQ(paths["/v1/studies/{id}/stop"]["post"]["requestBody"]["content"]["application/json"]
+                 ["schema"]["properties"],
+            nlohmann::json::object());
+  EXPECT_EQ(paths["/v1/studies"]["post"]["requestBody"]["required"], true);
   // A study that is active is refused deletion with 409; /healthz answers 503 with its own body.
   EXPECT_TRUE(doc["paths"]["/v1/studies/{id}"]["delete"]["responses"].contains("409"));
   EXPECT_EQ(doc["paths"]["/healthz"]["get"]["responses"]["503"]["content"]["application/json"]
