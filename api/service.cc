@@ -277,15 +277,21 @@ std::string joined_notes(const std::vector<std::string>& notes) {
 
 // The unit a study of `kernel` created without one takes: the one its studies of the same
 // objective and direction that measured something agree on (an import's ms; "s" and
-// "seconds" agree), else none. Studies that measured times in different units leave no way to
+// "seconds" agree), else none. With no objective given, the studies compared are those whose
+// objective is named by their unit (default_objective_name): the name the new study takes
+// follows the unit it finds. Studies that measured times in different units leave no way to
 // tell a new study's: FieldError asking for one.
 std::optional<std::string> kernel_unit(const db::Store& store, const std::string& kernel,
-                                       const std::string& objective, db::Direction direction) {
+                                       const std::optional<std::string>& objective,
+                                       db::Direction direction) {
+  const bool minimize = direction == db::Direction::minimize;
   std::vector<std::string> units;
   for (const auto& study : store.list_studies(kernel)) {
-    if (study.objective == objective && study.direction == direction &&
+    const auto unit = db::objective_unit(study);
+    const auto name = objective.value_or(default_objective_name(unit, minimize));
+    if (study.objective == name && study.direction == direction &&
         store.trial_counts(study.id).ok > 0) {
-      units.push_back(db::objective_unit(study));
+      units.push_back(unit);
     }
   }
   if (units.empty()) return std::nullopt;
@@ -303,7 +309,9 @@ std::optional<std::string> kernel_unit(const db::Store& store, const std::string
   if (times.size() > 1) {
     std::string list;
     for (const auto& u : times) list += (list.empty() ? "" : ", ") + u;
-    throw FieldError("unit", "the studies of kernel \"" + kernel + "\" measured \"" + objective +
+    // Different units of time: of objective "time" when none was given.
+    throw FieldError("unit", "the studies of kernel \"" + kernel + "\" measured \"" +
+                                 objective.value_or(default_objective_name("s", minimize)) +
                                  "\" in " + list +
                                  ": give this study's \"unit\" (s, ms, us, ns) so that its "
                                  "values are compared with theirs as times");
@@ -429,7 +437,13 @@ void Service::add_routes() {
          {"machine", kString},
          {"task", kAnyObject},
          {"task_features", kAnyObject},
-         {"objective", kString},
+         {"objective",
+          {{"type", "string"},
+           {"description",
+            "the objective's name (GET /v1/best?objective= filters by it). Default: named by "
+            "the unit taken, as tunebase sweep names it: \"time\" for a time or a plain number "
+            "minimized, the unit for another (\"GFLOP/s\"), \"value\" for a plain number "
+            "maximized"}}},
          {"direction", {{"type", "string"}, {"enum", {"minimize", "maximize"}}}},
          {"strategy", {{"type", "string"}, {"enum", strategy_names()}}},
          {"strategy_options", kAnyObject},
@@ -443,8 +457,9 @@ void Service::add_routes() {
            {"description",
             "unit of the objective (\"s\", \"ms\", \"us\", \"ns\", \"GFLOP/s\"); times in "
             "different units are converted when compared or learned from. Default: the unit "
-            "of the kernel's other studies of this objective and direction when they agree on "
-            "one (imports are in milliseconds), else none; refused (400) when they measure time "
+            "of the kernel's other studies of this objective (when none is given, of those "
+            "named by their unit) and direction when they agree on one (imports are in "
+            "milliseconds), else none; refused (400) when they measure time "
             "in different units. \"\": none (plain numbers). A unit of time however written "
             "(\"sec\", \"MS\", \"µs\") is stored by its short name"}}}},
         {"kernel", "machine"});
@@ -1004,7 +1019,7 @@ Response Service::create_study(Request& request) {
   const auto machine_name = checked_name(r, "machine", true);
   const auto* task = r.optional_object("task");
   const auto* task_features = r.optional_object("task_features");
-  study.objective = r.optional_string("objective").value_or("time");
+  const auto objective = r.optional_string("objective");
   study.direction = db::direction_from_string(
       r.optional_choice("direction", {"minimize", "maximize"}).value_or("minimize"));
   const auto strategy = r.optional_choice("strategy", strategy_names());
@@ -1082,11 +1097,15 @@ Response Service::create_study(Request& request) {
   // tunebase sweep --unit stores it.
   std::optional<std::string> unit_taken;
   if (!unit) {
-    unit_taken = kernel_unit(store_, kernel_name, study.objective, study.direction);
+    unit_taken = kernel_unit(store_, kernel_name, objective, study.direction);
   } else if (!unit->empty()) {
     const auto time = short_time_unit(*unit);
     unit_taken = time.empty() ? *unit : time;
   }
+  // Left out, the objective is named by the unit taken, as tunebase sweep names it ("time",
+  // "GFLOP/s", "value"): GET /v1/best?objective= finds it by that name.
+  study.objective = objective.value_or(
+      default_objective_name(unit_taken.value_or(""), study.direction == db::Direction::minimize));
   const auto kernel = store_.upsert_kernel(kernel_name, *space);
   const auto task_record =
       store_.upsert_task(kernel_name, task ? *task : nlohmann::json::object(),

@@ -285,6 +285,41 @@ nlohmann::json lease_one(HttpClient& c, const std::string& base, const std::stri
       .json()["suggestions"][0];
 }
 
+// Left unnamed, an objective is named by its unit as tunebase sweep names it, the unit taken
+// from the kernel's studies included: GET /v1/best?objective= then finds it by that name.
+TEST(ApiServer, AnObjectiveLeftUnnamedIsNamedByItsUnitAsASweepNamesIt) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  const auto create = [&](const std::string& kernel, nlohmann::json more) {
+    more["kernel"] = kernel;
+    more["space"] = testing::demo_space();
+    more["machine"] = "m";
+    const auto reply = c.post("/v1/studies", more, server.token);
+    EXPECT_EQ(reply.status, 201) << reply.body;
+    return reply.json();
+  };
+  const auto rate = create("demo", {{"unit", "GFLOP/s"}, {"direction", "maximize"}});
+  EXPECT_EQ(rate["objective"], "GFLOP/s");
+  EXPECT_EQ(rate["unit"], "GFLOP/s");
+  const std::string base = "/v1/studies/" + rate["id"].dump();
+  tell(c, server.token, lease_one(c, base, server.token, "w", 60)["trial_id"], "w", 12.5);
+  const auto best = c.get("/v1/best?kernel=demo&machine=m&objective=GFLOP%2Fs");
+  ASSERT_EQ(best.status, 200) << best.body;
+  EXPECT_EQ(best.json()["objective_name"], "GFLOP/s");
+  EXPECT_EQ(best.json()["objective"], 12.5);
+  // No unit: the one the kernel's studies that maximize a rate took, and its name with it.
+  const auto inherited = create("demo", {{"direction", "maximize"}});
+  EXPECT_EQ(inherited["unit"], "GFLOP/s");
+  EXPECT_EQ(inherited["objective"], "GFLOP/s");
+  // A plain number: "value" made larger, "time" made smaller; a time is "time" either way.
+  EXPECT_EQ(create("other", {{"direction", "maximize"}})["objective"], "value");
+  EXPECT_EQ(create("other", {{"unit", ""}, {"direction", "minimize"}})["objective"], "time");
+  EXPECT_EQ(create("other", {{"unit", "us"}, {"direction", "maximize"}})["objective"], "time");
+  // Named, it keeps its name.
+  EXPECT_EQ(create("other", {{"unit", "GFLOP/s"}, {"objective", "rate"}})["objective"], "rate");
+}
+
 TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedWhileUntaken) {
   TestServer server;
   auto c = server.client();
