@@ -285,6 +285,51 @@ nlohmann::json lease_one(HttpClient& c, const std::string& base, const std::stri
       .json()["suggestions"][0];
 }
 
+// The same results get the same forecasts on every call, whatever the study's session proposed
+// meanwhile, and the ones a new process (tunebase predict) makes from them.
+TEST(ApiServer, APredictionOfTheSameResultsIsTheSameOnEveryCall) {
+  TestServer server;
+  auto c = server.client();
+  // Under 20 results a model is refitted at every step; budget left to propose more.
+  const auto study = create_demo_study(c, server.token, "bo", 30);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  for (int i = 0; i < 8; ++i) {
+    const auto s = lease_one(c, base, server.token, "w", 600);
+    tell(c, server.token, s["trial_id"], "w", demo_objective(s["config"]));
+  }
+  const nlohmann::json configs = {{{"bx", 4}, {"by", 2}, {"unroll", 1}},
+                                  {{"bx", 16}, {"by", 1}, {"unroll", 0}}};
+  const auto predict = [&] {
+    const auto reply = c.post("/v1/predict", {{"study_id", study}, {"configs", configs}});
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return reply.json()["predictions"];
+  };
+  const auto first = predict();
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(predict(), first);
+  // A proposal refits the session's model; the forecasts stay.
+  const auto lease = lease_one(c, base, server.token, "w", 600);
+  EXPECT_EQ(predict(), first);
+  // What tunebase predict answers: a study manager of its own, on the same database.
+  db::Store reader(server.db_path());
+  StudyManager fresh(reader);
+  std::vector<Configuration> asked;
+  const auto space = fresh.space(db::StudyId{study});
+  for (const auto& config : configs) asked.push_back(space->config_from_json(config));
+  const auto forecasts = fresh.predict(db::StudyId{study}, asked);
+  ASSERT_EQ(forecasts.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(forecasts[i].mean, first[i]["mean"].get<double>()) << i;
+    EXPECT_EQ(forecasts[i].lower, first[i]["lower"].get<double>()) << i;
+    EXPECT_EQ(forecasts[i].upper, first[i]["upper"].get<double>()) << i;
+  }
+  // A new result: a new model, again the same on every call.
+  tell(c, server.token, lease["trial_id"], "w", demo_objective(lease["config"]));
+  const auto second = predict();
+  EXPECT_NE(second, first);
+  EXPECT_EQ(predict(), second);
+}
+
 // Left unnamed, an objective is named by its unit as tunebase sweep names it, the unit taken
 // from the kernel's studies included: GET /v1/best?objective= then finds it by that name.
 TEST(ApiServer, AnObjectiveLeftUnnamedIsNamedByItsUnitAsASweepNamesIt) {
