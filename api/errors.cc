@@ -2,6 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <string>
+
+#include "db/sqlite.h"
+
 namespace tunebase::api {
 
 namespace {
@@ -53,6 +57,13 @@ ErrorReply error_reply(std::exception_ptr error) {
     return reply(408, "request_timeout", e.what());
   } catch (const Conflict& e) {
     return reply(409, "conflict", e.what());
+  } catch (const db::SqliteError& e) {
+    auto r = reply(503, "storage_unavailable", e.what());
+    // Another connection holds the write lock: the same request may succeed once it is done.
+    if (e.busy()) {
+      r.headers.emplace_back("Retry-After", std::to_string(ErrorReply::kRetryAfterBusySeconds));
+    }
+    return r;
   } catch (const StorageError& e) {
     // The database is busy or unusable: the request may succeed later, nothing was written.
     return reply(503, "storage_unavailable", e.what());

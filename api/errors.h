@@ -67,15 +67,19 @@ struct ErrorReply {
   nlohmann::json body;
   /// Headers: X-Tunebase-Error (the code) and X-Tunebase-Message (the message, printable
   /// ASCII, cut at kMaxMessageHeaderBytes), for clients that see no body of an error (CMake's
-  /// file(DOWNLOAD)); Allow and WWW-Authenticate where they apply.
+  /// file(DOWNLOAD)); Allow, WWW-Authenticate and Retry-After where they apply.
   std::vector<std::pair<std::string, std::string>> headers;
   static constexpr std::size_t kMaxMessageHeaderBytes = 1000;
+  /// Retry-After of a 503 for a database another connection holds locked (a write transaction
+  /// lasts milliseconds; the request already waited the busy timeout).
+  static constexpr int kRetryAfterBusySeconds = 1;
 };
 
 /// Maps the exception being handled (pass std::current_exception()) to its reply:
 /// InvalidInput / ParseError 400, Unauthorized 401, Forbidden 403, NotFound 404,
 /// MethodNotAllowed 405, RequestTimeout 408, Conflict 409, PayloadTooLarge 413,
-/// StorageError 503, anything else 500 (its message is not shown: it may leak internals).
+/// StorageError 503 (with Retry-After when the database is locked), anything else 500 (its message
+/// is not shown: it may leak internals).
 ErrorReply error_reply(std::exception_ptr error);
 
 /// Runs `f`, re-throwing a tunebase::InvalidInput it raises as a FieldError on `field` (the

@@ -10,6 +10,44 @@ namespace tunebase::api {
 
 namespace {
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Decodes %XX (and '+' as a space in a query); the offset of a bad escape, or npos.
+std::size_t decode_percent(std::string_view text, bool plus_is_space, std::string& out) {
+  out.clear();
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '%') {
+      const bool complete = i + 2 < text.size();
+      const int hi = complete ? hex_digit(text[i + 1]) : -1;
+      const int lo = complete ? hex_digit(text[i + 2]) : -1;
+      if (hi < 0 || lo < 0) return i;
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else if (c == '+' && plus_is_space) {
+      out.push_back(' ');
+    } else {
+      out.push_back(c);
+    }
+  }
+  return std::string_view::npos;
+}
+
+std::string percent_decode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  if (const auto bad = decode_percent(text, plus_is_space, out); bad != std::string_view::npos) {
+    throw FieldError("target", "bad percent-encoding in the request target near \"" +
+                                   std::string(text.substr(bad, 3)) + "\"");
+  }
+  return out;
+}
+
 std::vector<std::string_view> segments(std::string_view path) {
   std::vector<std::string_view> out;
   std::size_t start = 0;
@@ -22,56 +60,32 @@ std::vector<std::string_view> segments(std::string_view path) {
   return out;
 }
 
+// HEAD is GET without the body (RFC 9110): it takes the GET routes, and a refusal names HEAD.
+std::string_view routed_method(std::string_view method) {
+  return method == "HEAD" ? std::string_view("GET") : method;
+}
+
 bool is_param(std::string_view segment) {
   return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
 }
 
+// `path` as sent: split at its slashes first, then each segment decoded (RFC 3986), so that
+// an encoded slash (%2F) is part of a segment, never a separator.
 bool matches(std::string_view pattern, std::string_view path,
              std::map<std::string, std::string>* params) {
   const auto want = segments(pattern);
   const auto got = segments(path);
   if (want.size() != got.size()) return false;
+  std::string decoded;
   for (std::size_t i = 0; i < want.size(); ++i) {
+    if (decode_percent(got[i], false, decoded) != std::string_view::npos) return false;
     if (is_param(want[i])) {
-      if (params) {
-        (*params)[std::string(want[i].substr(1, want[i].size() - 2))] = std::string(got[i]);
-      }
-    } else if (want[i] != got[i]) {
+      if (params) (*params)[std::string(want[i].substr(1, want[i].size() - 2))] = decoded;
+    } else if (want[i] != decoded) {
       return false;
     }
   }
   return true;
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string percent_decode(std::string_view text, bool plus_is_space) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '%') {
-      const bool complete = i + 2 < text.size();
-      const int hi = complete ? hex_digit(text[i + 1]) : -1;
-      const int lo = complete ? hex_digit(text[i + 2]) : -1;
-      if (hi < 0 || lo < 0) {
-        throw FieldError("target", "bad percent-encoding in the request target near \"" +
-                                       std::string(text.substr(i, 3)) + "\"");
-      }
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else if (c == '+' && plus_is_space) {
-      out.push_back(' ');
-    } else {
-      out.push_back(c);
-    }
-  }
-  return out;
 }
 
 nlohmann::json error_schema() {
@@ -135,7 +149,7 @@ Router::Match Router::match(std::string_view method, std::string_view path) cons
   for (std::size_t i = 0; i < routes_.size(); ++i) {
     const auto& r = routes_[i];
     if (!matches(r.pattern, path, nullptr)) continue;
-    if (r.method == method) {
+    if (r.method == routed_method(method)) {
       Match m;
       m.route = &r;
       m.index = i;
@@ -157,7 +171,7 @@ Router::Match Router::match(std::string_view method, std::string_view path) cons
 
 std::size_t Router::body_limit(std::string_view method, std::string_view path) const {
   for (const auto& r : routes_) {
-    if (r.method == method && matches(r.pattern, path, nullptr)) return r.body_limit;
+    if (r.method == routed_method(method) && matches(r.pattern, path, nullptr)) return r.body_limit;
   }
   return kMaxBodyBytes;
 }
@@ -165,7 +179,10 @@ std::size_t Router::body_limit(std::string_view method, std::string_view path) c
 void split_target(std::string_view target, std::string& path,
                   std::map<std::string, std::string>& query) {
   const auto q = target.find('?');
-  path = percent_decode(target.substr(0, q), false);
+  // The path stays as sent: the router splits it, then decodes each segment. Its escapes are
+  // checked here, so that a bad one is named rather than matching no route.
+  path = std::string(target.substr(0, q));
+  for (const auto segment : segments(path)) percent_decode(segment, false);
   query.clear();
   if (q == std::string_view::npos) return;
   std::string_view rest = target.substr(q + 1);
@@ -247,7 +264,7 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
     }
     if (!parameters.empty()) op["parameters"] = parameters;
     if (!r.request_schema.is_null()) {
-      op["requestBody"] = {{"required", true},
+      op["requestBody"] = {{"required", r.request_body_required},
                            {"content", {{r.request_content_type, {{"schema", r.request_schema}}}}}};
     }
     nlohmann::json responses = nlohmann::json::object();
@@ -260,7 +277,8 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
     }
     responses[std::to_string(r.success_status)] = {
         {"description", r.may_update ? "created" : "success"}, {"content", std::move(content)}};
-    const nlohmann::json error_content = {{"application/json", {{"schema", error_schema()}}}};
+    const nlohmann::json error_content = {
+        {"application/json", {{"schema", {{"$ref", "#/components/schemas/Error"}}}}}};
     auto error = [&](int status, const std::string& why) {
       responses[std::to_string(status)] = {{"description", why}, {"content", error_content}};
     };
@@ -294,6 +312,8 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
             "the database is unavailable (busy, read-only, or found corrupt); nothing was "
             "written");
     }
+    error(500,
+          "an internal error (a bug): the message hides its details, which the server log has");
     op["responses"] = responses;
     std::string method = r.method;
     std::transform(method.begin(), method.end(), method.begin(), ::tolower);

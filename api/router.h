@@ -35,8 +35,8 @@ enum class Runs {
 
 /// An HTTP request as handlers see it (independent of Boost.Beast).
 struct Request {
-  std::string method;  ///< "GET", "POST", ...
-  std::string path;    ///< decoded path without the query
+  std::string method;  ///< "GET", "POST", ... ("HEAD" takes the GET routes)
+  std::string path;    ///< path without the query, as sent: the router decodes each segment
   std::map<std::string, std::string> query;
   /// Values of {name} segments of the matched pattern.
   std::map<std::string, std::string> params;
@@ -106,6 +106,8 @@ struct Route {
   /// JSON schema of the body (null: no body). Non-JSON uploads give request_content_type.
   nlohmann::json request_schema;
   std::string request_content_type = "application/json";
+  /// Whether a request must carry the body (false: an empty body is taken as {}).
+  bool request_body_required = true;
   int success_status = 200;
   /// The route answers success_status when it creates the resource and 200 when the resource
   /// already existed (an update, or nothing to change); the handler sets which.
@@ -144,8 +146,9 @@ class Router {
   std::vector<Route> routes_;
 };
 
-/// Splits "/a/b?x=1&y=%20" into a decoded path and query map. Throws FieldError for bad
-/// percent-encoding or a repeated query parameter.
+/// Splits "/a/b?x=1&y=%20" into the path (left encoded: Router::match splits it at '/', then
+/// decodes each segment, so "%2F" never separates segments) and the decoded query map. Throws
+/// FieldError for bad percent-encoding or a repeated query parameter.
 void split_target(std::string_view target, std::string& path,
                   std::map<std::string, std::string>& query);
 

@@ -282,9 +282,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     keep_alive_ = message.keep_alive();
     version_ = message.version();
     auto request = std::make_shared<Request>();
-    // HEAD is GET without the body (RFC 9110): routed as GET, answered with its headers.
+    // HEAD is GET without the body (RFC 9110): the router gives it the GET routes, and the
+    // reply is sent with its headers only.
     head_ = message.method() == http::verb::head;
-    request->method = head_ ? "GET" : std::string(message.method_string());
+    request->method = std::string(message.method_string());
     request->authorization = std::string(message[http::field::authorization]);
     request->token_name = std::move(token_name_);
     request->content_type = std::string(message[http::field::content_type]);

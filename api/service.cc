@@ -219,8 +219,10 @@ nlohmann::json machine_schema() {
                        {"id", "name", "fingerprint", "created_at"});
 }
 nlohmann::json lease_seconds_schema() {
+  // OpenAPI 3.0's form of > 0 (3.1 writes "exclusiveMinimum": 0).
   return {{"type", "number"},
-          {"exclusiveMinimum", 0},
+          {"minimum", 0},
+          {"exclusiveMinimum", true},
           {"maximum", kMaxLeaseSeconds},
           {"default", kDefaultLeaseSeconds},
           {"description",
@@ -275,15 +277,21 @@ std::string joined_notes(const std::vector<std::string>& notes) {
 
 // The unit a study of `kernel` created without one takes: the one its studies of the same
 // objective and direction that measured something agree on (an import's ms; "s" and
-// "seconds" agree), else none. Studies that measured times in different units leave no way to
+// "seconds" agree), else none. With no objective given, the studies compared are those whose
+// objective is named by their unit (default_objective_name): the name the new study takes
+// follows the unit it finds. Studies that measured times in different units leave no way to
 // tell a new study's: FieldError asking for one.
 std::optional<std::string> kernel_unit(const db::Store& store, const std::string& kernel,
-                                       const std::string& objective, db::Direction direction) {
+                                       const std::optional<std::string>& objective,
+                                       db::Direction direction) {
+  const bool minimize = direction == db::Direction::minimize;
   std::vector<std::string> units;
   for (const auto& study : store.list_studies(kernel)) {
-    if (study.objective == objective && study.direction == direction &&
+    const auto unit = db::objective_unit(study);
+    const auto name = objective.value_or(default_objective_name(unit, minimize));
+    if (study.objective == name && study.direction == direction &&
         store.trial_counts(study.id).ok > 0) {
-      units.push_back(db::objective_unit(study));
+      units.push_back(unit);
     }
   }
   if (units.empty()) return std::nullopt;
@@ -301,7 +309,9 @@ std::optional<std::string> kernel_unit(const db::Store& store, const std::string
   if (times.size() > 1) {
     std::string list;
     for (const auto& u : times) list += (list.empty() ? "" : ", ") + u;
-    throw FieldError("unit", "the studies of kernel \"" + kernel + "\" measured \"" + objective +
+    // Different units of time: of objective "time" when none was given.
+    throw FieldError("unit", "the studies of kernel \"" + kernel + "\" measured \"" +
+                                 objective.value_or(default_objective_name("s", minimize)) +
                                  "\" in " + list +
                                  ": give this study's \"unit\" (s, ms, us, ns) so that its "
                                  "values are compared with theirs as times");
@@ -427,7 +437,13 @@ void Service::add_routes() {
          {"machine", kString},
          {"task", kAnyObject},
          {"task_features", kAnyObject},
-         {"objective", kString},
+         {"objective",
+          {{"type", "string"},
+           {"description",
+            "the objective's name (GET /v1/best?objective= filters by it). Default: named by "
+            "the unit taken, as tunebase sweep names it: \"time\" for a time or a plain number "
+            "minimized, the unit for another (\"GFLOP/s\"), \"value\" for a plain number "
+            "maximized"}}},
          {"direction", {{"type", "string"}, {"enum", {"minimize", "maximize"}}}},
          {"strategy", {{"type", "string"}, {"enum", strategy_names()}}},
          {"strategy_options", kAnyObject},
@@ -441,8 +457,9 @@ void Service::add_routes() {
            {"description",
             "unit of the objective (\"s\", \"ms\", \"us\", \"ns\", \"GFLOP/s\"); times in "
             "different units are converted when compared or learned from. Default: the unit "
-            "of the kernel's other studies of this objective and direction when they agree on "
-            "one (imports are in milliseconds), else none; refused (400) when they measure time "
+            "of the kernel's other studies of this objective (when none is given, of those "
+            "named by their unit) and direction when they agree on one (imports are in "
+            "milliseconds), else none; refused (400) when they measure time "
             "in different units. \"\": none (plain numbers). A unit of time however written "
             "(\"sec\", \"MS\", \"µs\") is stored by its short name"}}}},
         {"kernel", "machine"});
@@ -499,6 +516,9 @@ void Service::add_routes() {
                     "leases are still taken (409 for a completed study)",
                     Access::write, bind(&Service::stop_study));
     r.runs = Runs::writer;
+    // Nothing to say: no body, or an empty object (what a client that always sends JSON sends).
+    r.request_schema = object_schema(nlohmann::json::object());
+    r.request_body_required = false;
     r.response_schema = study_schema();
   }
   {
@@ -517,6 +537,7 @@ void Service::add_routes() {
                           "the study's new budget: at least its results and live leases, and one "
                           "more to take up a study that is not active"}}}},
                       {});
+    r.request_body_required = false;  // no body: the budget stays
     r.response_schema = study_schema();
   }
   {
@@ -847,7 +868,7 @@ void Service::authorize(const Route& route, Request& request) const {
 std::string Service::authorize_headers(const std::string& method, const std::string& target,
                                        const std::string& authorization) const {
   Request request;
-  request.method = method == "HEAD" ? "GET" : method;
+  request.method = method;
   request.authorization = authorization;
   try {
     split_target(target, request.path, request.query);
@@ -998,7 +1019,7 @@ Response Service::create_study(Request& request) {
   const auto machine_name = checked_name(r, "machine", true);
   const auto* task = r.optional_object("task");
   const auto* task_features = r.optional_object("task_features");
-  study.objective = r.optional_string("objective").value_or("time");
+  const auto objective = r.optional_string("objective");
   study.direction = db::direction_from_string(
       r.optional_choice("direction", {"minimize", "maximize"}).value_or("minimize"));
   const auto strategy = r.optional_choice("strategy", strategy_names());
@@ -1076,11 +1097,15 @@ Response Service::create_study(Request& request) {
   // tunebase sweep --unit stores it.
   std::optional<std::string> unit_taken;
   if (!unit) {
-    unit_taken = kernel_unit(store_, kernel_name, study.objective, study.direction);
+    unit_taken = kernel_unit(store_, kernel_name, objective, study.direction);
   } else if (!unit->empty()) {
     const auto time = short_time_unit(*unit);
     unit_taken = time.empty() ? *unit : time;
   }
+  // Left out, the objective is named by the unit taken, as tunebase sweep names it ("time",
+  // "GFLOP/s", "value"): GET /v1/best?objective= finds it by that name.
+  study.objective = objective.value_or(
+      default_objective_name(unit_taken.value_or(""), study.direction == db::Direction::minimize));
   const auto kernel = store_.upsert_kernel(kernel_name, *space);
   const auto task_record =
       store_.upsert_task(kernel_name, task ? *task : nlohmann::json::object(),
@@ -1102,7 +1127,9 @@ Response Service::create_study(Request& request) {
                                               study.direction, study.settings)));
   }
   const auto created = store_.create_study(study);
-  return Response::json(study_json(reader(), created, true), 201);
+  auto response = Response::json(study_json(reader(), created, true), 201);
+  response.headers.emplace_back("Location", "/v1/studies/" + std::to_string(created.id.value));
+  return response;
 }
 
 Response Service::list_studies(Request& request) {
@@ -1678,19 +1705,24 @@ Response Service::import_file(Request& request) {
                               "kernel=", "input={\"problem_size\": [...]}")) {
     notes.push_back(std::move(n));
   }
-  return Response::json({{"machine_id", result.machine.value},
-                         {"kernel_id", result.kernel.value},
-                         {"kernel", result.kernel_name},
-                         {"task_id", result.task.value},
-                         {"study_id", result.study.value},
-                         {"trials", result.trials},
-                         {"failed", result.failed},
-                         {"format", dataset.format},
-                         {"other_kernel_versions", result.other_kernel_versions},
-                         {"already_stored", result.already_stored},
-                         {"input_added", result.input_added},
-                         {"notes", notes}},
-                        result.imported_before() ? 200 : 201);
+  auto response = Response::json({{"machine_id", result.machine.value},
+                                  {"kernel_id", result.kernel.value},
+                                  {"kernel", result.kernel_name},
+                                  {"task_id", result.task.value},
+                                  {"study_id", result.study.value},
+                                  {"trials", result.trials},
+                                  {"failed", result.failed},
+                                  {"format", dataset.format},
+                                  {"other_kernel_versions", result.other_kernel_versions},
+                                  {"already_stored", result.already_stored},
+                                  {"input_added", result.input_added},
+                                  {"notes", notes}},
+                                 result.imported_before() ? 200 : 201);
+  // The study the new measurements are stored in.
+  if (response.status == 201) {
+    response.headers.emplace_back("Location", "/v1/studies/" + std::to_string(result.study.value));
+  }
+  return response;
 }
 
 Response Service::export_study(Request& request) {
@@ -1704,7 +1736,8 @@ Response Service::export_study(Request& request) {
                                                                    : "-cache.json");
   // NotFound (and a study Kernel Tuner's format cannot hold) before any byte is sent; the
   // trials follow a page at a time.
-  auto source = std::make_shared<db::StudyExport>(reader(), id, format);
+  auto source = in_field("query.format",
+                         [&] { return std::make_shared<db::StudyExport>(reader(), id, format); });
   std::string first;
   source->next(first);
   auto response =

@@ -22,6 +22,7 @@
 #include "apps/evaluators.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "core/measurements.h"
 #include "db/sqlite.h"
 #include "kernels/petsc_solver.h"
 #include "kernels/replay.h"
@@ -243,15 +244,6 @@ void check_same_objective(const db::StudyRecord& study, bool minimize, const std
                  " (or choose another --study name for a new study)");
 }
 
-// The name a new study gives its objective: "time" for a time (or a plain number made
-// smaller), else the unit it is measured in ("GFLOP/s"), or "value" for a plain number made
-// larger. GET /v1/best?objective= filters by it.
-std::string objective_name(const std::string& unit, bool minimize) {
-  if (is_time_unit(unit)) return "time";
-  if (unit.empty()) return minimize ? "time" : "value";
-  return unit;
-}
-
 db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
                              const db::KernelRecord& kernel, const db::MachineRecord& machine,
                              const db::TaskRecord& task, bool minimize, const std::string& strategy,
@@ -262,7 +254,7 @@ db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
   study.machine = machine.id;
   study.task = task.id;
   study.direction = minimize ? db::Direction::minimize : db::Direction::maximize;
-  study.objective = objective_name(unit, minimize);
+  study.objective = default_objective_name(unit, minimize);
   study.strategy = strategy;
   study.budget = static_cast<std::int64_t>(options.budget.value_or(kDefaultSweepBudget));
   study.settings = transfer_settings(options);
@@ -573,10 +565,10 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   // Priors: other machines' and tasks' measurements of this kernel version, and files.
   std::vector<Prior> priors;
   const auto direction = evaluator.minimize() ? db::Direction::minimize : db::Direction::maximize;
-  if (const auto query =
-          api::target_prior_query(kernel, machine.id, task.id,
-                                  objective_name(evaluator.objective_unit(), evaluator.minimize()),
-                                  direction, transfer_settings(chosen))) {
+  if (const auto query = api::target_prior_query(
+          kernel, machine.id, task.id,
+          default_objective_name(evaluator.objective_unit(), evaluator.minimize()), direction,
+          transfer_settings(chosen))) {
     api::load_fitted_models(store);
     priors = api::priors_from_store(store, space, *query);
   }

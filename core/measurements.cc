@@ -1064,6 +1064,12 @@ std::string short_time_unit(std::string_view unit) {
   return {};
 }
 
+std::string default_objective_name(std::string_view unit, bool minimize) {
+  if (is_time_unit(unit)) return "time";
+  if (unit.empty()) return minimize ? "time" : "value";
+  return std::string(unit);
+}
+
 double time_unit_factor(std::string_view from, std::string_view to) {
   const auto a = milliseconds_exponent(from);
   const auto b = milliseconds_exponent(to);

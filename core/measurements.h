@@ -66,6 +66,12 @@ double time_unit_factor(std::string_view from, std::string_view to);
 /// "microseconds"); empty for another unit.
 std::string short_time_unit(std::string_view unit);
 
+/// The name a study gives its objective when none is given, from the unit it is measured in:
+/// "time" for a time (or a plain number made smaller), else the unit ("GFLOP/s"), or "value"
+/// for a plain number made larger. tunebase sweep and POST /v1/studies name it so, and
+/// GET /v1/best?objective= filters by it.
+std::string default_objective_name(std::string_view unit, bool minimize);
+
 /// Gunzips bytes that start with the gzip magic; returns other bytes unchanged.
 std::string gunzip_if_needed(const std::string& bytes, const std::string& origin,
                              std::size_t max_text_bytes = kMaxMeasurementTextBytes);

@@ -1,6 +1,7 @@
 #include "tuner/bo.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -8,6 +9,7 @@
 #include <numeric>
 #include <optional>
 #include <span>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -536,7 +538,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     prepare_transfer(state);
     if (!transfer_ready() && state.ok_count() < kMinObservationsForModel) return {};
     Rng rng(seed_ ^ state.observations.size());
-    update_model(state, rng);
+    if (modelled_state_ != observations_fingerprint(state)) update_model(state, rng);
     std::vector<std::vector<double>> rows;
     for (const auto& c : configs) rows.push_back(encode(state, c));
     const Matrix x = rows_to_matrix(rows, model_dimension(state));
@@ -601,7 +603,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     // Results that all have one value tell the parameters apart no more than none do.
     if (!transfer_ready() && all_successes_equal(state)) return {};
     Rng rng(seed_ ^ state.observations.size());
-    update_model(state, rng);
+    if (modelled_state_ != observations_fingerprint(state)) update_model(state, rng);
     if (fitted_at_ == 0 || !hyperparameters_) return {};
     const auto& lengthscales = hyperparameters_->covariance.lengthscales;
     std::vector<ParameterRelevance> out;
@@ -715,6 +717,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     if (state.priors == prepared_from_ && total == prepared_size_) return;
     prepared_from_ = state.priors;
     prepared_size_ = total;
+    modelled_state_.clear();  // other priors: the model is to be made again
     sources_.clear();
     prior_failed_.clear();
     source_inverse_.clear();
@@ -1063,7 +1066,27 @@ class BayesianOptimization final : public ModelBasedStrategy {
     feasible = std::move(kept_feasible);
   }
 
+  // What update_model saw of `state`: the direction and every observation (configuration,
+  // status, objective).
+  static std::string observations_fingerprint(const TuningState& state) {
+    std::string out = state.minimize ? "minimize" : "maximize";
+    for (const auto& o : state.observations) {
+      out += '\n';
+      out += state.space->key(o.config);
+      out += ' ';
+      out += to_string(o.result.status);
+      if (!o.result.ok()) continue;
+      char digits[32];  // the shortest text that reads back as the same double
+      const auto end = std::to_chars(digits, digits + sizeof digits, o.result.objective).ptr;
+      out += ' ';
+      out.append(digits, end);
+    }
+    return out;
+  }
+
   void update_model(const TuningState& state, Rng& rng) {
+    auto fingerprint = observations_fingerprint(state);
+    modelled_state_.clear();  // until it is brought up to date
     const std::size_t dim = model_dimension(state);
     std::vector<std::vector<double>> ok_rows;
     std::vector<std::vector<double>> all_rows;
@@ -1179,6 +1202,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
                                                                *feasibility_covariance_);
       }
     }
+    modelled_state_ = std::move(fingerprint);
   }
 
   void update_weights(Rng& rng) {
@@ -1598,6 +1622,10 @@ class BayesianOptimization final : public ModelBasedStrategy {
   std::optional<surrogates::FeasibilityModel> feasibility_;
   std::optional<surrogates::Covariance> feasibility_covariance_;
   std::vector<std::size_t> active_;  // encoded columns the model sees
+  // observations_fingerprint of the state the model was last brought up to date with:
+  // forecasts and relevance on the same observations use it as it is. Refitted again, from
+  // its own optimum, its hyperparameters (and every answer) would move a little at each call.
+  std::string modelled_state_;
 
   // ---- transfer: the priors as model data, their fitted models (shared through the cache)
   const std::vector<Prior>* prepared_from_ = nullptr;

@@ -339,6 +339,7 @@ TEST_F(BadInput, EachJsonBodysSchemaHasExactlyTheFieldsTheServerAccepts) {
       {"/v1/machines", {{"name", "schema-probe"}}},
       {"/v1/studies", {{"kernel", "demo"}, {"machine", "test-machine"}}},
       {"/v1/studies/{id}/resume", nlohmann::json::object()},
+      {"/v1/studies/{id}/stop", nlohmann::json::object()},
       {"/v1/studies/{id}/suggestions", {{"client_id", "probe"}}},
       {"/v1/trials/{id}/result", {{"client_id", "probe"}, {"value", 1.0}}},
       {"/v1/trials/{id}/release", {{"client_id", "probe"}}},
@@ -361,6 +362,10 @@ TEST_F(BadInput, EachJsonBodysSchemaHasExactlyTheFieldsTheServerAccepts) {
     const std::string refusal = "unknown field \"" + where + "zz_unknown\"; allowed: ";
     const auto at = message.find(refusal);
     std::set<std::string> names;
+    if (message.find("unknown field \"" + where + "zz_unknown\"; this body takes no fields") !=
+        std::string::npos) {
+      return names;
+    }
     if (at == std::string::npos) {
       ADD_FAILURE() << target << " did not refuse the unknown field: " << reply.body;
       return names;
@@ -463,6 +468,21 @@ TEST(Unauthorized, AHeadIsRefusedWithoutABody) {
   const auto end_of_headers = reply.find("\r\n\r\n");
   ASSERT_NE(end_of_headers, std::string::npos) << reply;
   EXPECT_EQ(reply.substr(end_of_headers + 4), "") << reply;
+}
+
+// HEAD takes the GET routes; where a path has none, the refusal names HEAD, the method sent
+// (curl -I), not the GET it is routed as.
+TEST(MethodNotAllowed, AHeadOnAPostOnlyRouteIsRefusedAsHead) {
+  testing::TestServer server;
+  const auto reply = testing::raw_exchange(
+      server.port(), "HEAD /v1/predict HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(reply, ::testing::StartsWith("HTTP/1.1 405"));
+  EXPECT_THAT(reply, HasSubstr("X-Tunebase-Message: HEAD is not allowed on /v1/predict"));
+  EXPECT_THAT(reply, HasSubstr("Allow: POST\r\n"));
+  EXPECT_THAT(reply, ::testing::Not(HasSubstr("GET is not allowed")));
+  const auto head = testing::raw_exchange(
+      server.port(), "HEAD /v1/studies HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(head, ::testing::StartsWith("HTTP/1.1 200"));
 }
 
 TEST_F(BadInput, SlowClientsGet408AndOthersAreServedMeanwhile) {

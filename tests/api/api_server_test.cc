@@ -56,6 +56,21 @@ TEST(ApiServer, HealthOpenapiAndUnknownRoutes) {
   EXPECT_EQ(method.status, 405);
 }
 
+// An encoded slash is part of a path segment (RFC 3986), not a separator.
+TEST(ApiServer, AnEncodedSlashDoesNotSeparatePathSegments) {
+  TestServer server;
+  auto c = server.client();
+  const auto id = create_demo_study(c, server.token, "random", 5);
+  ASSERT_EQ(c.get("/v1/studies/" + std::to_string(id)).status, 200);
+  const auto encoded = c.get("/v1/studies%2F" + std::to_string(id));
+  EXPECT_EQ(encoded.status, 404) << encoded.body;
+  EXPECT_EQ(encoded.json()["error"]["code"], "unknown_route");
+  const auto in_id = c.get("/v1/studies/" + std::to_string(id) + "%2Ftrials");
+  EXPECT_EQ(in_id.status, 400) << in_id.body;
+  EXPECT_EQ(in_id.json()["error"]["field"], "id");
+  EXPECT_EQ(c.get("/v1/studies/" + std::to_string(id) + "/%74rials").status, 200);
+}
+
 TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
   TestServer server;
   auto c = server.client();
@@ -268,6 +283,86 @@ nlohmann::json lease_one(HttpClient& c, const std::string& base, const std::stri
       .post(base + "/suggestions", {{"n", 1}, {"client_id", client}, {"lease_seconds", seconds}},
             token)
       .json()["suggestions"][0];
+}
+
+// The same results get the same forecasts on every call, whatever the study's session proposed
+// meanwhile, and the ones a new process (tunebase predict) makes from them.
+TEST(ApiServer, APredictionOfTheSameResultsIsTheSameOnEveryCall) {
+  TestServer server;
+  auto c = server.client();
+  // Under 20 results a model is refitted at every step; budget left to propose more.
+  const auto study = create_demo_study(c, server.token, "bo", 30);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  for (int i = 0; i < 8; ++i) {
+    const auto s = lease_one(c, base, server.token, "w", 600);
+    tell(c, server.token, s["trial_id"], "w", demo_objective(s["config"]));
+  }
+  const nlohmann::json configs = {{{"bx", 4}, {"by", 2}, {"unroll", 1}},
+                                  {{"bx", 16}, {"by", 1}, {"unroll", 0}}};
+  const auto predict = [&] {
+    const auto reply = c.post("/v1/predict", {{"study_id", study}, {"configs", configs}});
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return reply.json()["predictions"];
+  };
+  const auto first = predict();
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_EQ(predict(), first);
+  // A proposal refits the session's model; the forecasts stay.
+  const auto lease = lease_one(c, base, server.token, "w", 600);
+  EXPECT_EQ(predict(), first);
+  // What tunebase predict answers: a study manager of its own, on the same database.
+  db::Store reader(server.db_path());
+  StudyManager fresh(reader);
+  std::vector<Configuration> asked;
+  const auto space = fresh.space(db::StudyId{study});
+  for (const auto& config : configs) asked.push_back(space->config_from_json(config));
+  const auto forecasts = fresh.predict(db::StudyId{study}, asked);
+  ASSERT_EQ(forecasts.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(forecasts[i].mean, first[i]["mean"].get<double>()) << i;
+    EXPECT_EQ(forecasts[i].lower, first[i]["lower"].get<double>()) << i;
+    EXPECT_EQ(forecasts[i].upper, first[i]["upper"].get<double>()) << i;
+  }
+  // A new result: a new model, again the same on every call.
+  tell(c, server.token, lease["trial_id"], "w", demo_objective(lease["config"]));
+  const auto second = predict();
+  EXPECT_NE(second, first);
+  EXPECT_EQ(predict(), second);
+}
+
+// Left unnamed, an objective is named by its unit as tunebase sweep names it, the unit taken
+// from the kernel's studies included: GET /v1/best?objective= then finds it by that name.
+TEST(ApiServer, AnObjectiveLeftUnnamedIsNamedByItsUnitAsASweepNamesIt) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  const auto create = [&](const std::string& kernel, nlohmann::json more) {
+    more["kernel"] = kernel;
+    more["space"] = testing::demo_space();
+    more["machine"] = "m";
+    const auto reply = c.post("/v1/studies", more, server.token);
+    EXPECT_EQ(reply.status, 201) << reply.body;
+    return reply.json();
+  };
+  const auto rate = create("demo", {{"unit", "GFLOP/s"}, {"direction", "maximize"}});
+  EXPECT_EQ(rate["objective"], "GFLOP/s");
+  EXPECT_EQ(rate["unit"], "GFLOP/s");
+  const std::string base = "/v1/studies/" + rate["id"].dump();
+  tell(c, server.token, lease_one(c, base, server.token, "w", 60)["trial_id"], "w", 12.5);
+  const auto best = c.get("/v1/best?kernel=demo&machine=m&objective=GFLOP%2Fs");
+  ASSERT_EQ(best.status, 200) << best.body;
+  EXPECT_EQ(best.json()["objective_name"], "GFLOP/s");
+  EXPECT_EQ(best.json()["objective"], 12.5);
+  // No unit: the one the kernel's studies that maximize a rate took, and its name with it.
+  const auto inherited = create("demo", {{"direction", "maximize"}});
+  EXPECT_EQ(inherited["unit"], "GFLOP/s");
+  EXPECT_EQ(inherited["objective"], "GFLOP/s");
+  // A plain number: "value" made larger, "time" made smaller; a time is "time" either way.
+  EXPECT_EQ(create("other", {{"direction", "maximize"}})["objective"], "value");
+  EXPECT_EQ(create("other", {{"unit", ""}, {"direction", "minimize"}})["objective"], "time");
+  EXPECT_EQ(create("other", {{"unit", "us"}, {"direction", "maximize"}})["objective"], "time");
+  // Named, it keeps its name.
+  EXPECT_EQ(create("other", {{"unit", "GFLOP/s"}, {"objective", "rate"}})["objective"], "rate");
 }
 
 TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedWhileUntaken) {
@@ -530,12 +625,35 @@ TEST(ApiServer, AStoppedStudySuggestsNothingButTakesTheResultsOfItsLeases) {
   EXPECT_EQ(c.get(base).json()["trials"]["ok"], 1);
   EXPECT_EQ(c.post(base + "/stop", nlohmann::json::object(), server.token).status, 200);
   EXPECT_EQ(c.post(base + "/stop", {{"now", true}}, server.token).status, 400);
+  EXPECT_EQ(c.request("POST", base + "/stop", "", server.token).status, 200);  // no body
   EXPECT_EQ(c.post("/v1/studies/999/stop", nlohmann::json::object(), server.token).status, 404);
   // A study whose budget is spent has nothing to stop.
   const auto done = create_demo_study(c, server.token, "random", 1, "test-machine", "one");
   const std::string one = "/v1/studies/" + std::to_string(done);
   tell(c, server.token, lease_one(c, one, server.token, "w", 3600)["trial_id"], "w", 1.0);
   EXPECT_EQ(c.post(one + "/stop", nlohmann::json::object(), server.token).status, 409);
+}
+
+// A study Kernel Tuner's cache cannot hold (it maximizes) is refused on the query parameter
+// that asked for the format, as other query errors are.
+TEST(ApiServer, AnExportFormatThatCannotHoldTheStudyIsRefusedOnTheQuery) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  const auto study = c.post("/v1/studies",
+                            {{"kernel", "demo"},
+                             {"space", testing::demo_space()},
+                             {"machine", "m"},
+                             {"direction", "maximize"},
+                             {"unit", "GFLOP/s"}},
+                            server.token);
+  ASSERT_EQ(study.status, 201) << study.body;
+  const std::string base = "/v1/studies/" + study.json()["id"].dump();
+  const auto refused = c.get(base + "/export?format=kernel_tuner");
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_EQ(refused.json()["error"]["field"], "query.format");
+  EXPECT_THAT(refused.error_message(), HasSubstr("export it as json or csv"));
+  EXPECT_EQ(c.get(base + "/export?format=csv").status, 200);
 }
 
 TEST(ApiServer, WritesNeedAValidTokenAndResultsTheirOwnClient) {
@@ -638,12 +756,20 @@ TEST(ApiServer, AnUploadThatDecompressesPastTheLimitIsRefused) {
 
 // What a validating client checks of a reply against the published schema (the subset of
 // JSON Schema the document uses): the first difference, or "" when it conforms.
+// `root`: the document whose components a "$ref" names.
 std::string schema_mismatch(const nlohmann::json& v, const nlohmann::json& schema,
-                            const std::string& at = "$") {
+                            const nlohmann::json& root, const std::string& at = "$") {
+  if (schema.contains("$ref")) {
+    const auto ref = schema["$ref"].get<std::string>();
+    if (!ref.starts_with("#/") || !root.contains(nlohmann::json::json_pointer(ref.substr(1)))) {
+      return at + ": \"$ref\" " + ref + " names nothing in the document";
+    }
+    return schema_mismatch(v, root[nlohmann::json::json_pointer(ref.substr(1))], root, at);
+  }
   if (v.is_null() && schema.value("nullable", false)) return "";
   if (schema.contains("allOf")) {
     for (const auto& part : schema["allOf"]) {
-      if (auto why = schema_mismatch(v, part, at); !why.empty()) return why;
+      if (auto why = schema_mismatch(v, part, root, at); !why.empty()) return why;
     }
   }
   if (schema.contains("enum") &&
@@ -663,7 +789,7 @@ std::string schema_mismatch(const nlohmann::json& v, const nlohmann::json& schem
     }
     for (const auto& [key, value] : v.items()) {
       if (properties.contains(key)) {
-        if (auto why = schema_mismatch(value, properties[key], at + "." + key); !why.empty())
+        if (auto why = schema_mismatch(value, properties[key], root, at + "." + key); !why.empty())
           return why;
       } else if (!schema.value("additionalProperties", true)) {
         return at + ": \"" + key + "\" is not in the schema";
@@ -672,7 +798,8 @@ std::string schema_mismatch(const nlohmann::json& v, const nlohmann::json& schem
   }
   if (v.is_array() && schema.contains("items")) {
     for (std::size_t i = 0; i < v.size(); ++i) {
-      if (auto why = schema_mismatch(v[i], schema["items"], at + "[" + std::to_string(i) + "]");
+      if (auto why =
+              schema_mismatch(v[i], schema["items"], root, at + "[" + std::to_string(i) + "]");
           !why.empty())
         return why;
     }
@@ -691,7 +818,7 @@ TEST(ApiServer, RepliesMatchTheSchemasTheServerPublishes) {
     ASSERT_TRUE(responses.contains(std::to_string(reply.status))) << reply.body;
     const auto& schema =
         responses[std::to_string(reply.status)]["content"]["application/json"]["schema"];
-    EXPECT_EQ(schema_mismatch(reply.json(), schema), "") << reply.body;
+    EXPECT_EQ(schema_mismatch(reply.json(), schema, doc), "") << reply.body;
   };
   check("get", "/healthz", c.get("/healthz"));
   check(
@@ -749,6 +876,51 @@ TEST(ApiServer, RepliesMatchTheSchemasTheServerPublishes) {
   // Errors too.
   check("post", "/v1/studies", c.post("/v1/studies", {{"kernel", 3}}, server.token));
   check("get", "/v1/trials/{id}", c.get("/v1/trials/999999"));
+}
+
+// A POST sent as raw bytes (the client keeps no headers): the whole reply, headers first.
+std::string raw_post(const TestServer& server, const std::string& target, const std::string& body,
+                     const std::string& token) {
+  return testing::raw_exchange(
+      server.port(), "POST " + target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                         "\r\nContent-Type: application/json\r\n"
+                         "Content-Length: " +
+                         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+}
+
+// The value of header `name` in a raw reply, or "none".
+std::string header_value(const std::string& reply, const std::string& name) {
+  const auto end = reply.find("\r\n\r\n");
+  const auto at = reply.substr(0, end).find("\r\n" + name + ": ");
+  if (at == std::string::npos) return "none";
+  const auto start = at + name.size() + 4;
+  return reply.substr(start, reply.find("\r\n", start) - start);
+}
+
+// 201 Created says where the resource is: a study, the study an import made.
+TEST(ApiServer, ACreatedStudySaysWhereItIs) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  const auto created = raw_post(
+      server, "/v1/studies",
+      nlohmann::json{{"kernel", "demo"}, {"space", testing::demo_space()}, {"machine", "m"}}.dump(),
+      server.token);
+  ASSERT_THAT(created, ::testing::StartsWith("HTTP/1.1 201")) << created;
+  const auto study = nlohmann::json::parse(created.substr(created.find("\r\n\r\n") + 4));
+  EXPECT_EQ(header_value(created, "Location"), "/v1/studies/" + study["id"].dump());
+  EXPECT_EQ(c.get(header_value(created, "Location")).json()["id"], study["id"]);
+
+  const auto imported =
+      raw_post(server, "/v1/import?machine=gpu-a", kernel_tuner_cache("GPU A", 1.0), server.token);
+  ASSERT_THAT(imported, ::testing::StartsWith("HTTP/1.1 201")) << imported;
+  const auto import = nlohmann::json::parse(imported.substr(imported.find("\r\n\r\n") + 4));
+  EXPECT_EQ(header_value(imported, "Location"), "/v1/studies/" + import["study_id"].dump());
+  // Imported before: nothing created.
+  const auto again =
+      raw_post(server, "/v1/import?machine=gpu-a", kernel_tuner_cache("GPU A", 1.0), server.token);
+  ASSERT_THAT(again, ::testing::StartsWith("HTTP/1.1 200")) << again;
+  EXPECT_EQ(header_value(again, "Location"), "none");
 }
 
 // Imports are in ms; a study created without a unit takes the kernel's, and one in seconds is

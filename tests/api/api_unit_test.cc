@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <set>
+#include <string_view>
 
 #include "api/errors.h"
 #include "api/json_reader.h"
@@ -15,6 +18,7 @@
 #include "core/json.h"
 #include "core/machine.h"
 #include "core/measurements.h"
+#include "db/sqlite.h"
 #include "db/store.h"
 #include "tests/support/shared_data.h"
 
@@ -87,6 +91,14 @@ TEST(Router, MatchesLiteralAndParameterSegments) {
   } catch (const MethodNotAllowed& e) {
     EXPECT_EQ(e.allow(), "GET, HEAD");  // the server answers HEAD wherever GET is
   }
+  EXPECT_EQ(router.match("HEAD", "/v1/studies/3").index, 1u);
+  try {
+    router.match("HEAD", "/v1/studies/3/suggestions");
+    FAIL() << "expected 405";
+  } catch (const MethodNotAllowed& e) {
+    EXPECT_THAT(e.what(), HasSubstr("HEAD is not allowed on /v1/studies/3/suggestions"));
+    EXPECT_EQ(e.allow(), "POST");
+  }
 }
 
 TEST(Router, SplitsAndDecodesTheTarget) {
@@ -99,6 +111,26 @@ TEST(Router, SplitsAndDecodesTheTarget) {
   EXPECT_THROW(split_target("/v1/best?kernel=%zz", path, query), FieldError);
   EXPECT_THROW(split_target("/v1/best?kernel=%4", path, query), FieldError);
   EXPECT_THROW(split_target("/v1/best?a=1&a=2", path, query), FieldError);
+  EXPECT_THROW(split_target("/v1/studies/%G1", path, query), FieldError);
+}
+
+// RFC 3986: the path is split at its slashes, then each segment decoded; an encoded slash is
+// part of a segment.
+TEST(Router, DecodesEachSegmentAfterSplittingThePath) {
+  Router router;
+  router.add(make_route("GET", "/v1/studies"));
+  router.add(make_route("GET", "/v1/studies/{id}"));
+  std::string path;
+  std::map<std::string, std::string> query;
+  split_target("/v1/studies%2F3?x=a%2Fb", path, query);
+  EXPECT_EQ(path, "/v1/studies%2F3");
+  EXPECT_EQ(query.at("x"), "a/b");
+  EXPECT_THROW(router.match("GET", path), UnknownRoute);
+  EXPECT_THROW(router.match("GET", "/v1%2Fstudies"), UnknownRoute);
+  const auto m = router.match("GET", "/v1/%73tudies/4%32");
+  EXPECT_EQ(m.index, 1u);
+  EXPECT_EQ(m.params.at("id"), "42");
+  EXPECT_EQ(router.match("GET", "/v1/studies/a%2Fb").params.at("id"), "a/b");
 }
 
 TEST(Router, ChecksQueryParameters) {
@@ -182,6 +214,20 @@ TEST(Errors, EachErrorTypeHasItsStatus) {
   EXPECT_EQ(status(Conflict("x")), 409);
   EXPECT_EQ(status(PayloadTooLarge("x")), 413);
   EXPECT_EQ(status(StorageError("x")), 503);
+  // A locked database may be free a moment later, which Retry-After says; other storage
+  // errors (a corrupt or read-only file) are not mended by waiting.
+  const auto retry_after = [](const auto& error) {
+    const auto r = error_reply(std::make_exception_ptr(error));
+    EXPECT_EQ(r.status, 503);
+    for (const auto& [name, value] : r.headers) {
+      if (name == "Retry-After") return value;
+    }
+    return std::string("none");
+  };
+  EXPECT_EQ(retry_after(db::SqliteError("database x is locked", SQLITE_BUSY)), "1");
+  EXPECT_EQ(retry_after(db::SqliteError("database x is locked", SQLITE_LOCKED)), "1");
+  EXPECT_EQ(retry_after(db::SqliteError("database x is corrupt", SQLITE_CORRUPT)), "none");
+  EXPECT_EQ(retry_after(StorageError("x")), "none");
   EXPECT_EQ(status(IoError("x")), 500);
   EXPECT_EQ(status(std::runtime_error("secret detail")), 500);
 
@@ -233,7 +279,26 @@ TEST(OpenApi, DocumentsEveryRegisteredRoute) {
     if (r.pattern.find("{id}") != std::string::npos) {
       EXPECT_EQ(op["parameters"][0]["in"], "path") << r.pattern;
     }
+    // Any route may fail inside (api/errors.cc answers 500 "internal"); every error body is
+    // the one Error schema.
+    EXPECT_TRUE(op["responses"].contains("500")) << r.pattern;
+    for (const auto& [status, response] : op["responses"].items()) {
+      if (status < "400" || (r.own_unavailable_answer && status == "503")) continue;
+      EXPECT_EQ(response["content"]["application/json"]["schema"],
+                nlohmann::json({{"$ref", "#/components/schemas/Error"}}))
+          << method << " " << r.pattern << " " << status;
+    }
   }
+  EXPECT_EQ(doc["components"]["schemas"]["Error"]["required"], nlohmann::json({"error"}));
+  // A body the route takes when given, and does without (resume: the budget stays; stop:
+  // nothing to say, {} at most).
+  const auto& paths = doc["paths"];
+  EXPECT_EQ(paths["/v1/studies/{id}/resume"]["post"]["requestBody"]["required"], false);
+  EXPECT_EQ(paths["/v1/studies/{id}/stop"]["post"]["requestBody"]["required"], false);
+  EXPECT_EQ(paths["/v1/studies/{id}/stop"]["post"]["requestBody"]["content"]["application/json"]
+                 ["schema"]["properties"],
+            nlohmann::json::object());
+  EXPECT_EQ(paths["/v1/studies"]["post"]["requestBody"]["required"], true);
   // A study that is active is refused deletion with 409; /healthz answers 503 with its own body.
   EXPECT_TRUE(doc["paths"]["/v1/studies/{id}"]["delete"]["responses"].contains("409"));
   EXPECT_EQ(doc["paths"]["/healthz"]["get"]["responses"]["503"]["content"]["application/json"]
@@ -265,6 +330,104 @@ TEST(OpenApi, DocumentsEveryRegisteredRoute) {
     EXPECT_TRUE(doc["paths"].contains(path) && doc["paths"][path].contains(method))
         << method << " " << path;
   }
+}
+
+// What OpenAPI 3.0 (JSON Schema draft 4/5) cannot read in a schema object, at `at`; "" when
+// nothing. 3.1 (JSON Schema 2020-12) wrote these differently or added them.
+std::string openapi_31_form(const nlohmann::json& schema, const std::string& at) {
+  if (!schema.is_object()) return at + " is not a schema object";
+  for (const char* key :
+       {"const", "examples", "prefixItems", "$defs", "$schema", "$id", "if", "then", "else",
+        "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
+        "contentMediaType", "contentEncoding", "patternProperties", "propertyNames"}) {
+    if (schema.contains(key)) return at + " has \"" + key + "\" (not in OpenAPI 3.0)";
+  }
+  if (schema.contains("type") && !schema["type"].is_string()) {
+    return at + ": \"type\" is " + schema["type"].dump() + "; 3.0 takes one type (and nullable)";
+  }
+  for (const char* bound : {"exclusiveMinimum", "exclusiveMaximum"}) {
+    if (!schema.contains(bound)) continue;
+    if (!schema[bound].is_boolean()) {
+      return at + ": \"" + bound + "\" is " + schema[bound].dump() +
+             "; 3.0 takes a boolean beside minimum / maximum";
+    }
+    const char* limit = std::string_view(bound) == "exclusiveMinimum" ? "minimum" : "maximum";
+    if (!schema.contains(limit)) return at + ": \"" + bound + "\" without \"" + limit + "\"";
+  }
+  if (schema.contains("$ref") && schema.size() > 1) {
+    return at + ": \"$ref\" beside other keys, which 3.0 ignores";
+  }
+  if (schema.contains("enum") && !schema.contains("nullable") &&
+      std::find(schema["enum"].begin(), schema["enum"].end(), nullptr) != schema["enum"].end()) {
+    return at + ": null in an enum without nullable";
+  }
+  const auto each = [&](const char* key) -> std::string {
+    if (!schema.contains(key)) return "";
+    for (std::size_t i = 0; i < schema[key].size(); ++i) {
+      auto why = openapi_31_form(schema[key][i], at + "." + key + "[" + std::to_string(i) + "]");
+      if (!why.empty()) return why;
+    }
+    return "";
+  };
+  for (const char* key : {"allOf", "anyOf", "oneOf"}) {
+    if (auto why = each(key); !why.empty()) return why;
+  }
+  for (const char* key : {"items", "not"}) {
+    if (!schema.contains(key)) continue;
+    if (auto why = openapi_31_form(schema[key], at + "." + key); !why.empty()) return why;
+  }
+  if (schema.contains("additionalProperties") && schema["additionalProperties"].is_object()) {
+    auto why = openapi_31_form(schema["additionalProperties"], at + ".additionalProperties");
+    if (!why.empty()) return why;
+  }
+  const auto properties = schema.value("properties", nlohmann::json::object());
+  for (const auto& [name, property] : properties.items()) {
+    if (auto why = openapi_31_form(property, at + ".properties." + name); !why.empty()) return why;
+  }
+  return "";
+}
+
+// Every schema of the document: the values of "schema" keys (parameters, bodies, responses)
+// and of components.schemas.
+void each_schema(const nlohmann::json& node, const std::string& at,
+                 const std::function<void(const nlohmann::json&, const std::string&)>& f) {
+  if (node.is_array()) {
+    for (std::size_t i = 0; i < node.size(); ++i)
+      each_schema(node[i], at + "[" + std::to_string(i) + "]", f);
+  }
+  if (!node.is_object()) return;
+  for (const auto& [key, value] : node.items()) {
+    if (key == "schema") {
+      f(value, at + "." + key);
+    } else if (key == "schemas" && at == "$.components") {
+      for (const auto& [name, schema] : value.items()) f(schema, at + ".schemas." + name);
+    } else {
+      each_schema(value, at + "." + key, f);
+    }
+  }
+}
+
+TEST(OpenApi, EverySchemaIsWrittenInTheFormOfTheVersionDeclared) {
+  tunebase::testing::TempDir dir;
+  db::Store store(dir.file("o.db"));
+  Service service(store);
+  for (const bool auth_reads : {false, true}) {
+    const auto doc = openapi_document(service.router(), auth_reads);
+    ASSERT_EQ(doc["openapi"], "3.0.3");
+    std::size_t schemas = 0;
+    each_schema(doc, "$", [&](const nlohmann::json& schema, const std::string& at) {
+      ++schemas;
+      EXPECT_EQ(openapi_31_form(schema, at), "");
+    });
+    EXPECT_GT(schemas, 50u);
+  }
+  // The walk finds what 3.0 cannot read.
+  EXPECT_NE(openapi_31_form({{"type", "number"}, {"exclusiveMinimum", 0}}, "$"), "");
+  EXPECT_NE(openapi_31_form({{"type", {"string", "null"}}}, "$"), "");
+  EXPECT_NE(openapi_31_form({{"properties", {{"a", {{"const", 1}}}}}}, "$"), "");
+  EXPECT_NE(openapi_31_form({{"items", {{"examples", {1, 2}}}}}, "$"), "");
+  EXPECT_EQ(openapi_31_form({{"type", "number"}, {"minimum", 0}, {"exclusiveMinimum", true}}, "$"),
+            "");
 }
 
 TEST(Routes, RepliesThatGrowWithAStudyAreBuiltOffTheIoThreads) {

@@ -584,5 +584,15 @@ TEST(BrokenFiles, MissingFileIsAnIoError) {
   EXPECT_THROW(read_maybe_gzipped(dir.path().string()), IoError);
 }
 
+// The name a study gives an objective left unnamed: sweeps and the API name it alike.
+TEST(Units, AnObjectiveIsNamedByItsUnit) {
+  EXPECT_EQ(default_objective_name("ms", true), "time");
+  EXPECT_EQ(default_objective_name("seconds", false), "time");
+  EXPECT_EQ(default_objective_name("", true), "time");
+  EXPECT_EQ(default_objective_name("", false), "value");
+  EXPECT_EQ(default_objective_name("GFLOP/s", false), "GFLOP/s");
+  EXPECT_EQ(default_objective_name("GFLOP/s", true), "GFLOP/s");
+}
+
 }  // namespace
 }  // namespace tunebase
