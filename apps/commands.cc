@@ -467,7 +467,9 @@ void add_query_commands(CLI::App& app) {
     cmd->add_flag("--json", args->json, "Print JSON");
     cmd->callback([args] {
       const auto space = SearchSpace::load(args->file);
-      const auto summary = space_summary(space);
+      auto summary = space_summary(space);
+      for (const auto& note : space.notes()) std::cerr << "note: " << note << "\n";
+      if (!space.notes().empty()) summary["notes"] = space.notes();
       if (args->json) {
         std::cout << summary.dump(2) << "\n";
         return;

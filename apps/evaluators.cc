@@ -19,6 +19,13 @@ namespace tunebase::cli {
 
 namespace {
 
+// A space file; what reading it changed is said on stderr (a T1 Default outside its Values).
+SearchSpace load_space(const std::string& path) {
+  auto space = SearchSpace::load(path);
+  for (const auto& note : space.notes()) std::cerr << "note: " << path << ": " << note << "\n";
+  return space;
+}
+
 // Grid points per side of the generated Laplacian when neither --matrix nor --size is given:
 // 64^3 = 262,144 rows, large enough to be memory bound, small enough for a quick sweep.
 constexpr std::int64_t kDefaultGridSize = 64;
@@ -247,8 +254,7 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
       }
       options.kernel_name = spec.kernel_name;
     }
-    return std::make_unique<CommandEvaluator>(SearchSpace::load(spec.space_file), spec.command,
-                                              options);
+    return std::make_unique<CommandEvaluator>(load_space(spec.space_file), spec.command, options);
   }
   if (spec.kernel == "replay") {
     if (spec.replay_file.empty()) {
@@ -257,8 +263,7 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
     auto replay = ReplayEvaluator::from_file(spec.replay_file, spec.kernel_name);
     if (spec.space_file.empty()) return std::make_unique<ReplayEvaluator>(std::move(replay));
     // Kernel Tuner's simulation mode with restrictions: the file's configurations they allow.
-    auto within =
-        std::make_unique<ReplayInSpace>(std::move(replay), SearchSpace::load(spec.space_file));
+    auto within = std::make_unique<ReplayInSpace>(std::move(replay), load_space(spec.space_file));
     if (within->left_out() > 0) {
       std::cerr << "note: " << spec.space_file << " leaves out " << within->left_out() << " of "
                 << spec.replay_file << "'s configurations; the sweep searches the other "

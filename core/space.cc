@@ -390,12 +390,14 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
 SearchSpace::SearchSpace(const SearchSpace& other)
     : parameters_(other.parameters_),
       constraints_(other.constraints_),
+      notes_(other.notes_),
       cache_(other.cache_ ? other.cache_ : std::make_shared<Cache>()) {}
 
 SearchSpace& SearchSpace::operator=(const SearchSpace& other) {
   if (this != &other) {
     parameters_ = other.parameters_;
     constraints_ = other.constraints_;
+    notes_ = other.notes_;
     cache_ = other.cache_ ? other.cache_ : std::make_shared<Cache>();
   }
   return *this;
@@ -929,6 +931,7 @@ SearchSpace SearchSpace::from_t1(const nlohmann::json& j) {
     throw InvalidInput("a T1 file needs ConfigurationSpace.TuningParameters (a list)");
   }
   std::vector<Parameter> params;
+  std::vector<std::string> notes;
   for (const auto& tp : (*cs)["TuningParameters"]) {
     if (!tp.contains("Name") || !tp["Name"].is_string()) {
       throw InvalidInput("a T1 tuning parameter needs a string Name");
@@ -965,7 +968,11 @@ SearchSpace SearchSpace::from_t1(const nlohmann::json& j) {
     }
     if (def && !std::any_of(values.begin(), values.end(),
                             [&](const Value& v) { return same_value(v, *def); })) {
-      def.reset();  // T1 files in the wild carry defaults outside their value lists.
+      // T1 files in the wild carry defaults outside their value lists.
+      notes.push_back(here + ": its Default " + tunebase::to_json(*def).dump() +
+                      " is not among its Values; the first value, " +
+                      tunebase::to_json(values.front()).dump() + ", is its default");
+      def.reset();
     }
     params.push_back(list_parameter(name, std::move(values), def));
   }
@@ -981,7 +988,9 @@ SearchSpace SearchSpace::from_t1(const nlohmann::json& j) {
       }
     }
   }
-  return SearchSpace(std::move(params), constraints);
+  SearchSpace space(std::move(params), constraints);
+  space.notes_ = std::move(notes);
+  return space;
 }
 
 SearchSpace SearchSpace::from_kernel_tuner(const nlohmann::json& tune_params,

@@ -116,6 +116,11 @@ class SearchSpace {
   /// Reads a file in any of the formats above, detected from its content.
   static SearchSpace load(const std::string& path);
 
+  /// What reading the file changed without refusing it, for people to read: a T1 Default that
+  /// is not among its Values, replaced by the first value. Not part of the space (to_json,
+  /// fingerprint).
+  const std::vector<std::string>& notes() const { return notes_; }
+
   /// Our JSON format; `from_json(to_json())` gives an equal space.
   nlohmann::json to_json() const;
   /// Stable hash of the canonical JSON: a changed space is a new kernel version.
@@ -188,6 +193,7 @@ class SearchSpace {
  private:
   std::vector<Parameter> parameters_;
   std::vector<Constraint> constraints_;
+  std::vector<std::string> notes_;
   void enumerate_once() const;
 
   struct Cache;

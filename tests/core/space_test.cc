@@ -85,6 +85,21 @@ TEST(SearchSpace, ADefaultIsStoredAsTheListedValue) {
   EXPECT_EQ(own.config_to_json(own.default_configuration())["a"].dump(), "2");
 }
 
+// A T1 Default outside its Values is replaced by the first value, and the space says so.
+TEST(SearchSpace, AT1DefaultOutsideItsValuesIsReplacedAndNoted) {
+  const auto space = SearchSpace::from_document(nlohmann::ordered_json::parse(
+      R"({"ConfigurationSpace": {"TuningParameters": [
+          {"Name": "bx", "Type": "int", "Values": "[1, 2, 4]", "Default": 3},
+          {"Name": "s", "Type": "string", "Values": "['x', 'y']", "Default": "y"}],
+          "Conditions": []}})"));
+  EXPECT_EQ(space.config_text(space.default_configuration()), R"({"bx":1,"s":"y"})");
+  EXPECT_EQ(space.notes(),
+            std::vector<std::string>{"T1 parameter 'bx': its Default 3 is not among its Values; "
+                                     "the first value, 1, is its default"});
+  const SearchSpace copy = space;
+  EXPECT_EQ(copy.notes(), space.notes());
+}
+
 // Python reads a tuple and a comma before the closing bracket as it reads a list; an integer
 // beyond 64 bits is refused, not rounded to a double.
 TEST(SearchSpace, T1ValuesReadPythonsTuplesAndTrailingCommas) {
