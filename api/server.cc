@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -15,8 +16,11 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
+#include <ctime>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -35,6 +39,22 @@ using tcp = net::ip::tcp;
 using error_code = beast::error_code;
 
 namespace {
+
+// The Date header's form (RFC 9110 IMF-fixdate): "Tue, 24 Nov 2026 07:49:00 GMT".
+std::string http_date(std::chrono::system_clock::time_point when) {
+  static constexpr std::array<const char*, 7> kDays{"Sun", "Mon", "Tue", "Wed",
+                                                    "Thu", "Fri", "Sat"};
+  static constexpr std::array<const char*, 12> kMonths{"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  const std::time_t t = std::chrono::system_clock::to_time_t(when);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char text[40];
+  std::snprintf(text, sizeof text, "%s, %02d %s %04d %02d:%02d:%02d GMT", kDays[tm.tm_wday],
+                tm.tm_mday, kMonths[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
+                tm.tm_sec);
+  return text;
+}
 
 constexpr const char* kServerName = "tunebase/0.1";
 // Niceness of compute threads relative to the I/O threads (0): 10 gives them about a tenth of
@@ -338,6 +358,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     auto res = std::make_shared<http::response<Body>>(static_cast<http::status>(response.status),
                                                       version_ ? version_ : 11);
     res->set(http::field::server, kServerName);
+    res->set(http::field::date, http_date(std::chrono::system_clock::now()));
     res->set(http::field::content_type, response.content_type);
     for (const auto& [name, value] : response.headers) res->set(name, value);
     return res;

@@ -909,6 +909,13 @@ TEST(ApiServer, ACreatedStudySaysWhereItIs) {
   ASSERT_THAT(created, ::testing::StartsWith("HTTP/1.1 201")) << created;
   const auto study = nlohmann::json::parse(created.substr(created.find("\r\n\r\n") + 4));
   EXPECT_EQ(header_value(created, "Location"), "/v1/studies/" + study["id"].dump());
+  // Every reply says when it was made (RFC 9110 requires Date of a server with a clock).
+  EXPECT_THAT(
+      header_value(created, "Date"),
+      ::testing::MatchesRegex("(Mon|Tue|Wed|Thu|Fri|Sat|Sun), [0-9][0-9] "
+                              "(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) 20[0-9][0-9] "
+                              "[0-2][0-9]:[0-5][0-9]:[0-6][0-9] GMT"))
+      << created;
   EXPECT_EQ(c.get(header_value(created, "Location")).json()["id"], study["id"]);
 
   const auto imported =
