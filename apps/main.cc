@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
   } catch (const IoError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return cli::kIo;
+  } catch (const EvaluationInterrupted& e) {
+    // Stopped with its command: an interruption, not an error.
+    std::cerr << "note: " << e.what() << "\n";
+    return 128 + cli::g_interrupt_signal;
   } catch (const Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return cli::kError;

@@ -215,6 +215,18 @@ bool has_exited(pid_t pid) {
          info.si_pid == pid;
 }
 
+// Whether a run ended as a program stopped by a signal ends: killed by SIGINT, SIGTERM, SIGHUP
+// or SIGKILL (a second interrupt kills the command's group with it, as a service manager does
+// past its stop timeout), or exited with 128 + one of them (a shell's or a program's own
+// handler reports it so).
+bool ended_by_stop_signal(const CommandResult& run) {
+  constexpr int kShellSignalBase = 128;
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGKILL}) {
+    if (run.signal == sig || run.exit_code == kShellSignalBase + sig) return true;
+  }
+  return false;
+}
+
 int milliseconds_left(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, kPollMilliseconds));
@@ -640,6 +652,13 @@ Measurement CommandEvaluator::evaluate(const Configuration& config) {
       message << "`" << command << "` timed out after " << options_.timeout_seconds << " s"
               << err_tail;
       return fail(TrialStatus::timeout, message.str());
+    }
+    if (options_.stopping && options_.stopping->load() && ended_by_stop_signal(run)) {
+      throw EvaluationInterrupted("`" + command + "` was stopped with tunebase (" +
+                                  (run.signal != 0
+                                       ? "killed by signal " + std::to_string(run.signal)
+                                       : "exit code " + std::to_string(run.exit_code)) +
+                                  "): no result of its configuration");
     }
     if (run.signal != 0) {
       return fail(TrialStatus::failed, "`" + command + "` was killed by signal " +

@@ -1,6 +1,7 @@
 // Makes any program tunable: a command template is filled in with a configuration and run.
 #pragma once
 
+#include <atomic>
 #include <optional>
 #include <regex>
 #include <string>
@@ -38,6 +39,10 @@ struct CommandOptions {
   /// other (another command line is another input), so two different programs should have two
   /// names.
   std::string kernel_name = "command";
+  /// Set once this process is being stopped (by SIGINT, SIGTERM or SIGHUP); null: never. A
+  /// command that then dies of such a signal (or of SIGKILL, or exits with 128 + one of them)
+  /// was stopped with tunebase rather than failing: evaluate() throws EvaluationInterrupted.
+  const std::atomic<bool>* stopping = nullptr;
 };
 
 /// What one run of a command did.

@@ -1154,6 +1154,50 @@ TEST_F(Cli, ASecondInterruptEndsAtOnceAndTakesTheCommandWithIt) {
   if (!gone) kill(sleeper, SIGKILL);
 }
 
+TEST_F(Cli, ACommandStoppedWithTunebaseIsGivenBackNotStoredAsAFailure) {
+  // The command writes its process group (its shell's pid) and takes 3 s.
+  const auto group_file = dir_.file("group");
+  const std::string cmd = std::string(TUNEBASE_CLI) + " sweep --kernel command --space " +
+                          x_space(9) + " --cmd 'echo $$ > " + group_file +
+                          "; sleep 3; echo {x}' --budget 3 --study stopped --no-progress --db " +
+                          db() + " >" + dir_.file("o") + " 2>" + dir_.file("e");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  pid_t group = 0;
+  for (int k = 0; k < 100 && group == 0; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream(group_file) >> group;
+  }
+  ASSERT_GT(group, 0) << slurp(dir_.file("e"));
+  // A stop that reaches the command's group too (systemd's KillMode=control-group, kill 0):
+  // tunebase first, as they come.
+  kill(pid, SIGTERM);
+  for (int k = 0; k < 100 && slurp(dir_.file("e")).find("interrupted:") == std::string::npos; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(-group, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143) << slurp(dir_.file("e"));
+  // Not a failure of the default configuration, which would never be measured again: its lease
+  // is released, and the next sweep measures it.
+  {
+    db::Store store(db(), {.read_only = true});
+    const auto stored = store.trials(store.find_study("stopped")->id);
+    ASSERT_EQ(stored.size(), 1u);
+    EXPECT_TRUE(stored[0].lease_expired())
+        << to_string(stored[0].result.status) << " " << stored[0].result.message;
+  }
+  EXPECT_NE(slurp(dir_.file("e")).find("was stopped with tunebase (killed by signal 15)"),
+            std::string::npos)
+      << slurp(dir_.file("e"));
+}
+
 // A Kernel Tuner cache of a toy kernel on `device`: t(a, b) = scale * (1 + (a - 3)^2 + (b -
 // best_b)^2) ms over a, b in 0..7.
 std::string toy_cache(const std::string& device, double scale, int best_b) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -356,6 +357,27 @@ TEST(CommandEvaluator, NoFreeDescriptorStopsTheSweepInsteadOfFailingEveryTrial) 
     EXPECT_THROW((void)e.evaluate(config(8, "fast")), EvaluatorUnavailable);
   }
   EXPECT_TRUE(e.evaluate(config(8, "fast")).ok());
+}
+
+TEST(CommandEvaluator, ACommandStoppedWithTunebaseIsNoFailureOfItsConfiguration) {
+  std::atomic<bool> stopping{false};
+  CommandOptions o = quick();
+  o.stopping = &stopping;
+  CommandEvaluator e(make_space(), "kill -TERM $$", o);
+  // Killed by its own doing while tunebase runs on: the configuration's failure.
+  const Measurement m = e.evaluate(config(8, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("killed by signal 15"), std::string::npos) << m.message;
+  // The same signal while tunebase is being stopped (it reached the whole group): no result.
+  stopping = true;
+  EXPECT_THROW((void)e.evaluate(config(8, "fast")), EvaluationInterrupted);
+  for (const char* stopped : {"kill -INT $$", "kill -HUP $$", "kill -KILL $$", "exit 143"}) {
+    CommandEvaluator other(make_space(), stopped, o);
+    EXPECT_THROW((void)other.evaluate(config(8, "fast")), EvaluationInterrupted) << stopped;
+  }
+  // Other failures while stopping are the configuration's.
+  CommandEvaluator failing(make_space(), "exit 3", o);
+  EXPECT_EQ(failing.evaluate(config(8, "fast")).status, TrialStatus::failed);
 }
 
 TEST(CommandEvaluator, InvalidConfigurationIsATrial) {
