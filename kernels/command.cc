@@ -261,10 +261,12 @@ class RunningGroup {
 
 }  // namespace
 
-void kill_running_commands() noexcept {
+std::size_t kill_running_commands() noexcept {
+  std::size_t killed = 0;
   for (auto& slot : g_running) {
-    if (const pid_t group = slot.load(); group > 0) ::kill(-group, SIGKILL);
+    if (const pid_t group = slot.load(); group > 0 && ::kill(-group, SIGKILL) == 0) ++killed;
   }
+  return killed;
 }
 
 CommandResult run_command(const std::string& command, const std::vector<std::string>& environment,

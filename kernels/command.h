@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <optional>
 #include <regex>
 #include <string>
@@ -63,10 +64,11 @@ struct CommandResult {
 CommandResult run_command(const std::string& command, const std::vector<std::string>& environment,
                           double timeout_seconds, const std::string& working_directory = "");
 
-/// Kills (SIGKILL) the process groups of the commands run_command is running now. Async-signal
-/// safe: for a signal handler that is about to end the process, so that no command outlives
-/// it (they run in their own groups, which a terminal's Ctrl-C does not reach).
-void kill_running_commands() noexcept;
+/// Kills (SIGKILL) the process groups of the commands run_command is running now, and returns
+/// how many it killed. Async-signal safe: for a signal handler that stops the process, so that
+/// no command outlives it (they run in their own groups, which a terminal's Ctrl-C does not
+/// reach).
+std::size_t kill_running_commands() noexcept;
 
 /// The last number (integer, decimal or exponent form, optionally signed) in `text` that is
 /// not part of a word (the 64 in "x86_64" does not count; "1.5ms" gives 1.5). Nullopt, with

@@ -1080,6 +1080,7 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
     const pid_t pid = fork();
     EXPECT_GE(pid, 0);
     if (pid == 0) {
+      ::signal(SIGHUP, SIG_DFL);  // as in a terminal, whatever the test runner set
       execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -1105,6 +1106,13 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
   EXPECT_EQ(interrupted_after(SIGTERM), 143) << slurp(dir_.file("e"));
   stored = trials("interrupted");
   EXPECT_GT(stored.size(), before);
+  for (const auto& t : stored) EXPECT_EQ(t["status"], "ok") << t.dump();
+  // So does SIGHUP (a closed terminal, a dropped ssh connection), instead of ending tunebase
+  // at once with the command left running and its trial leased.
+  const auto before_hangup = stored.size();
+  EXPECT_EQ(interrupted_after(SIGHUP), 129) << slurp(dir_.file("e"));
+  stored = trials("interrupted");
+  EXPECT_GT(stored.size(), before_hangup);
   for (const auto& t : stored) EXPECT_EQ(t["status"], "ok") << t.dump();
 }
 
@@ -1152,6 +1160,19 @@ TEST_F(Cli, ASecondInterruptEndsAtOnceAndTakesTheCommandWithIt) {
   }
   EXPECT_TRUE(gone) << "the command's process " << sleeper << " outlived tunebase";
   if (!gone) kill(sleeper, SIGKILL);
+  // The trial under way is given back at once, not left leased for the lease's hour, and it is
+  // no failure of its configuration.
+  db::Store store(db(), {.read_only = true});
+  const auto studies = store.list_studies();
+  ASSERT_EQ(studies.size(), 1u);
+  const auto stored = store.trials(studies[0].id);
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_TRUE(stored[0].lease_expired()) << to_string(stored[0].result.status);
+  EXPECT_NE(stored[0].result.message.find("released by client"), std::string::npos)
+      << stored[0].result.message;
+  EXPECT_NE(slurp(dir_.file("e")).find("interrupted again: the command under way is killed"),
+            std::string::npos)
+      << slurp(dir_.file("e"));
 }
 
 TEST_F(Cli, ACommandStoppedWithTunebaseIsGivenBackNotStoredAsAFailure) {
