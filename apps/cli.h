@@ -30,6 +30,9 @@ inline constexpr const char* kDefaultDb = "tunebase.db";
 /// This machine's host name ("unknown-host" when it cannot be read): in client ids.
 std::string host_name();
 
+/// A failure message (a program's stderr, say) on one line: control characters become spaces.
+std::string one_line(std::string text);
+
 /// The largest --budget any command takes: the store's limit.
 inline constexpr auto kMaxBudget = static_cast<std::size_t>(db::kMaxStudyBudget);
 

@@ -33,6 +33,13 @@
 
 namespace tunebase::cli {
 
+std::string one_line(std::string text) {
+  for (auto& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return text;
+}
+
 namespace {
 
 db::StudyRecord resolve_study(const db::Store& store, const std::string& study) {
@@ -71,15 +78,6 @@ std::string task_text(const db::Store& store, db::TaskId id) {
     }
     if (description.size() > 80) description = description.substr(0, 77) + "...";
     text += " " + description;
-  }
-  return text;
-}
-
-// A failure message (a program's stderr, say) on one table line: control characters become
-// spaces.
-std::string one_line(std::string text) {
-  for (auto& c : text) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
   }
   return text;
 }

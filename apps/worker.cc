@@ -408,7 +408,10 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
       fail_reply("reporting the result of trial " + std::to_string(trial_id), told);
     }
     ++summary.evaluated;
-    if (!m.ok()) ++summary.failed;
+    if (!m.ok()) {
+      ++summary.failed;
+      summary.last_failure = m.message;
+    }
     if (!options.quiet) {
       std::cerr << "trial " << trial_id << " " << suggestion["config"].dump() << " -> "
                 << (m.ok() ? format_objective(m.objective, evaluator.objective_unit())
@@ -530,6 +533,14 @@ void add_worker_command(CLI::App& app) {
                                         " results refused after their lease expired"
                                   : std::string())
               << "); stopped: " << summary.stop_reason << "\n";
+    // As for a sweep: every evaluation failing is a problem with the set-up more often than
+    // with the space, and a script must not take it for work done.
+    if (summary.evaluated > 0 && summary.failed == summary.evaluated && !summary.interrupted) {
+      throw Error("none of the " + std::to_string(summary.evaluated) +
+                  " trials this worker evaluated succeeded (the last: " +
+                  one_line(summary.last_failure) + "); GET /v1/studies/" +
+                  std::to_string(args->worker.study) + "/trials shows every message");
+    }
   });
 }
 

@@ -623,6 +623,46 @@ CommandEvaluator::Objective CommandEvaluator::objective_of(const std::string& ou
   return objective;
 }
 
+std::optional<std::string> CommandEvaluator::program_that_cannot_run(
+    const CommandResult& run, const Configuration& config) const {
+  // POSIX shells exit with 127 for a program not found and 126 for one found but not
+  // executable, saying so on stderr after their name (run_command's /bin/sh): "/bin/sh: 1:
+  // ./bench: not found" (dash), "/bin/sh: line 1: ./bench: No such file or directory" (bash),
+  // "/bin/sh: 1: ./bench: Permission denied".
+  constexpr int kNotExecutable = 126;
+  constexpr int kNotFound = 127;
+  if (run.exit_code != kNotExecutable && run.exit_code != kNotFound) return std::nullopt;
+  std::string_view line(run.err);
+  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) {
+    line.remove_suffix(1);
+  }
+  if (const auto nl = line.rfind('\n'); nl != std::string_view::npos) line.remove_prefix(nl + 1);
+  if (!line.starts_with("/bin/sh: ")) return std::nullopt;
+  std::optional<std::string> program;
+  for (const std::string_view said :
+       {": not found", ": command not found", ": No such file or directory", ": Permission denied",
+        ": Is a directory"}) {
+    if (!line.ends_with(said)) continue;
+    auto rest = line.substr(0, line.size() - said.size());
+    if (const auto colon = rest.rfind(": "); colon != std::string_view::npos) {
+      program = std::string(rest.substr(colon + 2));
+    }
+    break;
+  }
+  if (!program || program->empty()) return std::nullopt;
+  // Written in the template itself, the program is every configuration's; else a value filled
+  // in ({compiler}, $variant) may name a program that only this configuration lacks.
+  std::string literal;
+  for (const auto& piece : pieces_) {
+    if (!piece.parameter) literal += piece.text;
+  }
+  if (literal.find(*program) != std::string::npos) return program;
+  for (const auto& value : config) {
+    if (program->find(to_string(value)) != std::string::npos) return std::nullopt;
+  }
+  return program;
+}
+
 Measurement CommandEvaluator::evaluate(const Configuration& config) {
   const auto start = Clock::now();
   if (!space_.is_valid(config)) {
@@ -647,6 +687,16 @@ Measurement CommandEvaluator::evaluate(const Configuration& config) {
   for (int r = 0; r < options_.repeats; ++r) {
     const CommandResult run =
         run_command(command, env, options_.timeout_seconds, options_.working_directory);
+    if (!ran_before_.exchange(true)) {
+      if (const auto program = program_that_cannot_run(run, config)) {
+        ran_before_ = false;
+        throw EvaluatorUnavailable(
+            "the command cannot be run: `" + command + "` exited with code " +
+            std::to_string(run.exit_code) + " at its first run, the shell saying: " +
+            tail(printable_utf8(run.err)) + "; check that --cmd names a program that exists (" +
+            *program + ", from the working directory) and is executable; no trial was stored");
+      }
+    }
     wall.push_back(run.seconds);
     const std::string err_tail = run.err.empty() ? "" : "; stderr: " + tail(run.err);
     if (run.timed_out) {

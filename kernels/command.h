@@ -90,6 +90,11 @@ class CommandEvaluator : public Evaluator {
   std::string kernel_name() const override { return options_.kernel_name; }
   const SearchSpace& space() const override { return space_; }
   nlohmann::json task() const override;
+  /// Runs the command for `config`. Its first run throws EvaluatorUnavailable (no trial is
+  /// stored) when the shell cannot run the program the template names (exit code 127 "not
+  /// found" or 126 "Permission denied", in the shell's own words): no configuration could be
+  /// measured until --cmd is fixed. A program that ran before, or whose name a parameter
+  /// fills in, fails as the configuration's trial.
   Measurement evaluate(const Configuration& config) override;
   bool minimize() const override { return options_.minimize; }
   /// The unit the user named (CommandOptions::unit): a number a program prints has none we
@@ -117,11 +122,19 @@ class CommandEvaluator : public Evaluator {
   };
   Objective objective_of(const std::string& out) const;
 
+  /// The program the shell could not run at all, when `run` failed so and the program's name
+  /// is not filled in from `config` (which would make it this configuration's failure).
+  std::optional<std::string> program_that_cannot_run(const CommandResult& run,
+                                                     const Configuration& config) const;
+
   SearchSpace space_;
   std::string template_;
   CommandOptions options_;
   std::vector<Piece> pieces_;
   std::optional<std::regex> regex_;
+  /// Whether a run of the command has ended: a program that cannot run at the first run is the
+  /// set-up's fault; one that could run before says something of the configuration.
+  std::atomic<bool> ran_before_{false};
 };
 
 }  // namespace tunebase

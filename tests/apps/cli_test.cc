@@ -131,7 +131,43 @@ class Cli : public ::testing::Test {
     }
     return keys;
   }
+  /// Starts `tunebase serve` on a free port of this test's database, stopped when the test
+  /// ends; returns its URL and sets token_.
+  std::string start_server() {
+    const auto r = run("token create test --db " + db());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    token_ = r.out.substr(0, r.out.find('\n'));
+    const auto out = dir_.file("serve.out");
+    const std::string cmd = std::string(TUNEBASE_CLI) + " serve --port 0 --db " + db() + " >" +
+                            out + " 2>" + dir_.file("serve.err");
+    server_ = fork();
+    EXPECT_GE(server_, 0);
+    if (server_ == 0) {
+      execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    const std::string listening = "listening on ";
+    for (int k = 0; k < 200; ++k) {
+      const auto text = slurp(out);
+      if (const auto at = text.find(listening); at != std::string::npos) {
+        const auto end = text.find_first_of(" \n", at + listening.size());
+        if (end != std::string::npos)
+          return text.substr(at + listening.size(), end - at - listening.size());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "the server did not start: " << slurp(dir_.file("serve.err"));
+    return "";
+  }
+  void TearDown() override {
+    if (server_ > 0) {
+      kill(server_, SIGTERM);
+      waitpid(server_, nullptr, 0);
+    }
+  }
   testing::TempDir dir_;
+  pid_t server_ = 0;
+  std::string token_;
 };
 
 TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
@@ -1217,6 +1253,68 @@ TEST_F(Cli, ACommandStoppedWithTunebaseIsGivenBackNotStoredAsAFailure) {
   EXPECT_NE(slurp(dir_.file("e")).find("was stopped with tunebase (killed by signal 15)"),
             std::string::npos)
       << slurp(dir_.file("e"));
+}
+
+TEST_F(Cli, ACommandThatCannotRunStopsTheSweepAndStoresNothing) {
+  const auto program = dir_.file("bench.sh");
+  auto r = sweep_x4("missing", program + " {x}", 4);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("the command cannot be run"), std::string::npos) << r.err;
+  // In the shell's words: "/bin/sh: 1: PROGRAM: not found" (dash), "No such file or directory"
+  // (bash).
+  EXPECT_NE(r.err.find("the shell saying: /bin/sh: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(program + ": "), std::string::npos) << r.err;
+  {
+    // No failure stored, and the study not completed: its configurations are measured once the
+    // program is there.
+    db::Store store(db(), {.read_only = true});
+    const auto study = *store.find_study("missing");
+    EXPECT_EQ(study.status, db::StudyStatus::active);
+    for (const auto& t : store.trials(study.id)) {
+      EXPECT_FALSE(t.finished_at.has_value()) << t.result.message;
+    }
+  }
+  std::ofstream(program) << "#!/bin/sh\necho $1\n";
+  r = sweep_x4("missing", program + " {x}", 4);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // found, but not executable
+  EXPECT_NE(r.err.find(program + ": Permission denied"), std::string::npos) << r.err;
+  std::filesystem::permissions(program, std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  r = sweep_x4("missing", program + " {x}", 4, "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["evaluated"], 4);
+  EXPECT_EQ(j["failed"], 0);
+}
+
+TEST_F(Cli, AWorkerThatCannotRunItsCommandOrMeasuresNothingExitsNonZero) {
+  const auto url = start_server();
+  const auto worker = [&](const std::string& study, const std::string& cmd) {
+    return run("worker --kernel command --server " + url + " --token " + token_ + " --space " +
+               x4_space() + " --cmd '" + cmd + "' --kernel-name " + study + " --create-study " +
+               study + " -q");
+  };
+  // One misconfigured node must not fail the study for every worker.
+  auto r = worker("missing", dir_.file("nosuch") + " {x}");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("the command cannot be run"), std::string::npos) << r.err;
+  {
+    db::Store store(db(), {.read_only = true});
+    const auto study = *store.find_study("missing");
+    EXPECT_EQ(study.status, db::StudyStatus::active);
+    for (const auto& t : store.trials(study.id)) {
+      EXPECT_FALSE(t.finished_at.has_value()) << t.result.message;
+      EXPECT_TRUE(t.lease_expired()) << "a lease left for its hour";
+    }
+  }
+  // A command that runs but never succeeds: stored (failures are data), and said with a
+  // non-zero exit, as a sweep does.
+  r = worker("failing", "false {x}");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("4 trials evaluated (4 failed)"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("none of the 4 trials this worker evaluated succeeded (the last: "),
+            std::string::npos)
+      << r.err;
 }
 
 // A Kernel Tuner cache of a toy kernel on `device`: t(a, b) = scale * (1 + (a - 3)^2 + (b -

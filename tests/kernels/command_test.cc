@@ -380,6 +380,44 @@ TEST(CommandEvaluator, ACommandStoppedWithTunebaseIsNoFailureOfItsConfiguration)
   EXPECT_EQ(failing.evaluate(config(8, "fast")).status, TrialStatus::failed);
 }
 
+TEST(CommandEvaluator, AProgramTheShellCannotRunAtTheFirstRunStopsTheSweep) {
+  TempDir dir;
+  const auto not_executable = dir.file("bench.sh");
+  std::ofstream(not_executable) << "#!/bin/sh\necho 1\n";
+  for (const std::string& command : {dir.file("nosuch") + " {bs}", not_executable + " {bs}",
+                                     std::string("nosuch-program-xyz --bs {bs}")}) {
+    CommandEvaluator e(make_space(), command, quick());
+    try {
+      const auto m = e.evaluate(config(8, "fast"));
+      ADD_FAILURE() << command << " was stored as a trial: " << m.message;
+    } catch (const EvaluatorUnavailable& error) {
+      EXPECT_NE(std::string(error.what()).find("cannot be run"), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find("/bin/sh: "), std::string::npos) << error.what();
+    }
+  }
+}
+
+TEST(CommandEvaluator, AProgramThatExitsAsTheShellWouldIsStillATrial) {
+  TempDir dir;
+  const auto marker = dir.file("ran");
+  // Exits 127 after it ran once (its binary removed meanwhile, or its own exit code): the
+  // configuration's failure, not the set-up's.
+  CommandEvaluator later(
+      make_space(),
+      "if [ -e " + marker + " ]; then nosuch-program-xyz; else touch " + marker + "; echo 1; fi",
+      quick());
+  EXPECT_TRUE(later.evaluate(config(8, "fast")).ok());
+  const Measurement m = later.evaluate(config(16, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("exited with code 127"), std::string::npos) << m.message;
+  // 127 with a message that is not the shell's.
+  CommandEvaluator own(make_space(), "echo 'input: not found' >&2; exit 127", quick());
+  EXPECT_EQ(own.evaluate(config(8, "fast")).status, TrialStatus::failed);
+  // A program a parameter names, which this configuration only may lack.
+  CommandEvaluator named(make_space(), "nosuch-{bs}-xyz", quick());
+  EXPECT_EQ(named.evaluate(config(8, "fast")).status, TrialStatus::failed);
+}
+
 TEST(CommandEvaluator, InvalidConfigurationIsATrial) {
   CommandEvaluator e(make_space(), "echo {bs}", quick());
   const Measurement m = e.evaluate(config(7, "fast"));
