@@ -115,6 +115,18 @@ std::optional<double> relative_spread(std::vector<double> raw) {
   return (quantile(raw, 0.75) - quantile(raw, 0.25)) / median;
 }
 
+// The largest ratio written with its decimals: past it, "%.2f" of a program's absurd time
+// (1e308) would print hundreds of digits.
+constexpr double kMaxPlainRatio = 1e6;
+
+// "1.66", or "1.23e+308" past kMaxPlainRatio: a speedup for people. Formatted apart, so that
+// the streams keep their flags and precision.
+std::string ratio_text(double ratio) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ratio < kMaxPlainRatio ? "%.2f" : "%.3g", ratio);
+  return buf;
+}
+
 // Repeats that vary by more than this are worth a word: the machine is busy, or the kernel's
 // time depends on more than its configuration.
 constexpr double kNoisySpread = 0.10;
@@ -191,8 +203,7 @@ void print_sweep_summary(const SweepSummary& s) {
     std::cout << "default:    " << format_objective(s.default_result->result.objective, s.unit)
               << throughput(s.default_result->result.metrics) << "\n";
     if (const auto speedup = s.speedup()) {
-      std::cout << "speedup:    " << std::fixed << std::setprecision(2) << *speedup
-                << "x over the default configuration\n";
+      std::cout << "speedup:    " << ratio_text(*speedup) << "x over the default configuration\n";
     }
   } else if (s.default_result) {
     std::cout << "default:    failed (" << one_line(s.default_result->result.message) << ")\n";

@@ -1317,6 +1317,14 @@ TEST_F(Cli, AWorkerThatCannotRunItsCommandOrMeasuresNothingExitsNonZero) {
       << r.err;
 }
 
+TEST_F(Cli, AnAbsurdSpeedupIsPrintedInAFewDigits) {
+  // The default configuration (x = 0) prints 1e308, the others 1.
+  const auto r = sweep_x4("absurd", "if [ {x} = 0 ]; then echo 1e308; else echo 1; fi", 2);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\nspeedup:    1e+308x over the default configuration\n"), std::string::npos)
+      << r.out;
+}
+
 // A Kernel Tuner cache of a toy kernel on `device`: t(a, b) = scale * (1 + (a - 3)^2 + (b -
 // best_b)^2) ms over a, b in 0..7.
 std::string toy_cache(const std::string& device, double scale, int best_b) {
