@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/measurements.h"
 
 extern char** environ;
 
@@ -730,6 +731,14 @@ Measurement CommandEvaluator::evaluate(const Configuration& config) {
                    " (if the program prints its result on stderr, end the command with 2>&1)";
       }
       return fail(TrialStatus::failed, message);
+    }
+    // A plain number or a score may be negative; a time cannot be: a program that prints one
+    // is broken (an overflowed counter, a clock read backwards), and it must not become the best.
+    if (*objective.value < 0.0 && is_time_unit(options_.unit)) {
+      std::ostringstream message;
+      message << "`" << command << "`: the output was a negative time (" << *objective.value << " "
+              << options_.unit << "), which no run takes; stdout: " << tail(run.out);
+      return fail(TrialStatus::failed, message.str());
     }
     raw.push_back(*objective.value);
   }

@@ -418,6 +418,25 @@ TEST(CommandEvaluator, AProgramThatExitsAsTheShellWouldIsStillATrial) {
   EXPECT_EQ(named.evaluate(config(8, "fast")).status, TrialStatus::failed);
 }
 
+TEST(CommandEvaluator, ANegativeTimeIsAFailedTrial) {
+  CommandOptions ms = quick();
+  ms.unit = "ms";
+  CommandEvaluator time(make_space(), "echo -2.5", ms);
+  const Measurement m = time.evaluate(config(8, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("the output was a negative time"), std::string::npos) << m.message;
+  // A plain number, or another unit, may be negative.
+  CommandEvaluator plain(make_space(), "echo -2.5", quick());
+  EXPECT_EQ(plain.evaluate(config(8, "fast")).objective, -2.5);
+  CommandOptions score = quick();
+  score.unit = "dB";
+  CommandEvaluator other(make_space(), "echo -2.5", score);
+  EXPECT_EQ(other.evaluate(config(8, "fast")).objective, -2.5);
+  // Zero or positive times are times.
+  CommandEvaluator zero(make_space(), "echo 0", ms);
+  EXPECT_TRUE(zero.evaluate(config(8, "fast")).ok());
+}
+
 TEST(CommandEvaluator, InvalidConfigurationIsATrial) {
   CommandEvaluator e(make_space(), "echo {bs}", quick());
   const Measurement m = e.evaluate(config(7, "fast"));
