@@ -20,7 +20,8 @@ enum ExitCode : int {
   kStorage = 4,       ///< the database cannot be used (locked, read-only, not SQLite)
   kConflict = 5,      ///< a request that contradicts the stored state
   kIo = 6,  ///< a file or connection could not be read or written (missing, denied, disk full)
-  kInterrupted = 130,  ///< Ctrl-C (128 + SIGINT; SIGTERM gives 143): every finished trial is stored
+  /// Ctrl-C (128 + SIGINT; SIGTERM gives 143, SIGHUP 129): every finished trial is stored
+  kInterrupted = 130,
 };
 
 /// The database every command uses without --db.
@@ -29,12 +30,15 @@ inline constexpr const char* kDefaultDb = "tunebase.db";
 /// This machine's host name ("unknown-host" when it cannot be read): in client ids.
 std::string host_name();
 
+/// A failure message (a program's stderr, say) on one line: control characters become spaces.
+std::string one_line(std::string text);
+
 /// The largest --budget any command takes: the store's limit.
 inline constexpr auto kMaxBudget = static_cast<std::size_t>(db::kMaxStudyBudget);
 
-/// Set by SIGINT/SIGTERM; long loops finish the current step, store it, and stop.
+/// Set by SIGINT/SIGTERM/SIGHUP; long loops finish the current step, store it, and stop.
 extern std::atomic<bool> g_interrupted;
-/// The signal that set g_interrupted (SIGINT or SIGTERM): the exit status is 128 + it.
+/// The signal that set g_interrupted (SIGINT, SIGTERM or SIGHUP): the exit status is 128 + it.
 extern std::atomic<int> g_interrupt_signal;
 /// Installs the handler: the first signal sets g_interrupted, a second one ends the process.
 void install_interrupt_handler();

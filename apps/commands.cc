@@ -33,6 +33,13 @@
 
 namespace tunebase::cli {
 
+std::string one_line(std::string text) {
+  for (auto& c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  }
+  return text;
+}
+
 namespace {
 
 db::StudyRecord resolve_study(const db::Store& store, const std::string& study) {
@@ -75,15 +82,6 @@ std::string task_text(const db::Store& store, db::TaskId id) {
   return text;
 }
 
-// A failure message (a program's stderr, say) on one table line: control characters become
-// spaces.
-std::string one_line(std::string text) {
-  for (auto& c : text) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
-  }
-  return text;
-}
-
 // "  GFLOP/s 9.13  GB/s 70.3" from an evaluator's metrics, when it reports them.
 std::string throughput(const nlohmann::json& metrics) {
   std::ostringstream os;
@@ -115,6 +113,18 @@ std::optional<double> relative_spread(std::vector<double> raw) {
   const double median = quantile(raw, 0.5);
   if (!(median > 0.0)) return std::nullopt;
   return (quantile(raw, 0.75) - quantile(raw, 0.25)) / median;
+}
+
+// The largest ratio written with its decimals: past it, "%.2f" of a program's absurd time
+// (1e308) would print hundreds of digits.
+constexpr double kMaxPlainRatio = 1e6;
+
+// "1.66", or "1.23e+308" past kMaxPlainRatio: a speedup for people. Formatted apart, so that
+// the streams keep their flags and precision.
+std::string ratio_text(double ratio) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ratio < kMaxPlainRatio ? "%.2f" : "%.3g", ratio);
+  return buf;
 }
 
 // Repeats that vary by more than this are worth a word: the machine is busy, or the kernel's
@@ -193,8 +203,7 @@ void print_sweep_summary(const SweepSummary& s) {
     std::cout << "default:    " << format_objective(s.default_result->result.objective, s.unit)
               << throughput(s.default_result->result.metrics) << "\n";
     if (const auto speedup = s.speedup()) {
-      std::cout << "speedup:    " << std::fixed << std::setprecision(2) << *speedup
-                << "x over the default configuration\n";
+      std::cout << "speedup:    " << ratio_text(*speedup) << "x over the default configuration\n";
     }
   } else if (s.default_result) {
     std::cout << "default:    failed (" << one_line(s.default_result->result.message) << ")\n";

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "apps/cli.h"
 #include "core/error.h"
 #include "kernels/command.h"
 #include "kernels/gpu_evaluators.h"
@@ -245,6 +246,8 @@ std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
     if (spec.repeats > 0) options.repeats = spec.repeats;
     options.minimize = !spec.maximize;
     options.unit = command_unit(spec.unit, spec.maximize);
+    // A command stopped by the signal that stops tunebase has not failed.
+    options.stopping = &g_interrupted;
     if (!spec.kernel_name.empty()) {
       // A built-in kernel's name would mix a program's measurements into that kernel's.
       if (spec.kernel_name != "command" &&

@@ -1,4 +1,5 @@
 // tunebase: autotuning for sparse solvers and GPU kernels.
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -18,6 +19,10 @@ std::atomic<bool> g_interrupted{false};
 std::atomic<int> g_interrupt_signal{SIGINT};
 
 namespace {
+// The signal of a second interrupt that killed the commands under way (0: none): the process
+// ends by it once the main thread has given their configurations back.
+std::atomic<int> g_stopped_at_once_by{0};
+
 extern "C" void on_signal(int sig) {
   if (!g_interrupted.exchange(true)) {
     g_interrupt_signal = sig;
@@ -26,8 +31,30 @@ extern "C" void on_signal(int sig) {
         "\ninterrupted: stopping after the evaluation under way, if any (a sweep stores its "
         "result); interrupt again to stop at once\n";
     [[maybe_unused]] const auto written = write(STDERR_FILENO, kNote, sizeof kNote - 1);
-  } else {
-    kill_running_commands();  // they run in their own process groups: none may outlive us
+    return;
+  }
+  // Again: the commands under way are killed (they run in their own process groups: none may
+  // outlive us). Their evaluations end at once, and the main thread gives their configurations
+  // back (a sweep's lease in its database, a worker's on the server) rather than leave them
+  // leased for the lease's length. A third signal, or a second while no command runs, ends
+  // the process at once.
+  if (kill_running_commands() > 0 && g_stopped_at_once_by.exchange(sig) == 0) {
+    constexpr char kNote[] =
+        "\ninterrupted again: the command under way is killed and its configuration given "
+        "back; interrupt once more to end at once\n";
+    [[maybe_unused]] const auto written = write(STDERR_FILENO, kNote, sizeof kNote - 1);
+    return;
+  }
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+// Ends the process by the signal of a second interrupt that killed the commands under way, as
+// it would have ended at once without them: a shell sees the signal, not an exit status.
+void end_by_second_interrupt() {
+  if (const int sig = g_stopped_at_once_by.load(); sig != 0) {
+    std::cout.flush();
+    std::cerr.flush();
     std::signal(sig, SIG_DFL);
     std::raise(sig);
   }
@@ -37,11 +64,20 @@ extern "C" void on_signal(int sig) {
 void install_interrupt_handler() {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  // A closed terminal or a dropped ssh connection (SIGHUP) stops tunebase as SIGTERM does:
+  // ended by it, tunebase would leave the command's process group running with no time limit,
+  // and its lease held. Under nohup (SIGHUP ignored) it stays ignored.
+  struct sigaction hangup {};
+  if (sigaction(SIGHUP, nullptr, &hangup) == 0 && hangup.sa_handler != SIG_IGN) {
+    std::signal(SIGHUP, on_signal);
+  }
 }
 
 }  // namespace tunebase::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+int run_command_line(int argc, char** argv) {
   using namespace tunebase;
   CLI::App app{"tunebase: autotuning of sparse solvers and GPU kernels with Gaussian processes"};
   app.require_subcommand(1);
@@ -114,6 +150,10 @@ int main(int argc, char** argv) {
   } catch (const IoError& e) {
     std::cerr << "error: " << e.what() << "\n";
     return cli::kIo;
+  } catch (const EvaluationInterrupted& e) {
+    // Stopped with its command: an interruption, not an error.
+    std::cerr << "note: " << e.what() << "\n";
+    return 128 + cli::g_interrupt_signal;
   } catch (const Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return cli::kError;
@@ -122,4 +162,12 @@ int main(int argc, char** argv) {
     std::cerr << "error: internal: " << e.what() << "\n";
     return cli::kError;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int code = run_command_line(argc, argv);
+  tunebase::cli::end_by_second_interrupt();
+  return code;
 }

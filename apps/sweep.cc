@@ -713,6 +713,19 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
       m = evaluator.evaluate(config);
     } catch (const BackendError& e) {
       m = Measurement::failure(TrialStatus::failed, e.what());
+    } catch (const EvaluationInterrupted& e) {
+      // Stopped with tunebase (g_interrupted is set, so the sweep ends): no result, and no
+      // failure of the configuration, which goes back to whoever proposes it next.
+      try {
+        store.release_lease(trial);
+        std::cerr << "\nnote: " << e.what() << "; its lease is released\n";
+      } catch (const Error& released) {
+        std::cerr << "\nnote: " << e.what() << "; its lease could not be released ("
+                  << released.what()
+                  << "): the next sweep of the study on this host takes it back\n";
+      }
+      session.release(config);
+      return;
     } catch (...) {
       // No result: the configuration goes back to whoever proposes it next.
       store.release_lease(trial);

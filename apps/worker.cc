@@ -327,23 +327,33 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
     Measurement m;
     const auto evaluation_start = std::chrono::steady_clock::now();
     bool lease_lost = false;
-    try {
-      const LeaseKeeper keeper(client, trial_id, client_id, options);
-      m = evaluator.evaluate(config);
-      lease_lost = keeper.lost();
-    } catch (const BackendError& e) {
-      m = Measurement::failure(TrialStatus::failed, e.what());
-    } catch (const EvaluatorUnavailable&) {
-      // The evaluator cannot run at all (its set-up failed): the lease goes back at once, so
-      // that other workers measure the configuration instead of waiting for the lease to end.
-      // (Any other error keeps it until it ends: a configuration that breaks the evaluator
-      // must not go from worker to worker at once.)
+    // The lease goes back at once, so that other workers measure the configuration instead of
+    // waiting for the lease to end.
+    const auto release = [&] {
       try {
         (void)client.post("/v1/trials/" + std::to_string(trial_id) + "/release",
                           {{"client_id", client_id}}, options.token);
       } catch (const std::exception&) {
         // The server is away: the lease ends by itself.
       }
+    };
+    try {
+      const LeaseKeeper keeper(client, trial_id, client_id, options);
+      m = evaluator.evaluate(config);
+      lease_lost = keeper.lost();
+    } catch (const BackendError& e) {
+      m = Measurement::failure(TrialStatus::failed, e.what());
+    } catch (const EvaluationInterrupted& e) {
+      // Stopped with the worker (g_interrupted is set): no result, and no failure of the
+      // configuration.
+      release();
+      std::cerr << "note: " << e.what() << "; trial " << trial_id << " is given back\n";
+      break;
+    } catch (const EvaluatorUnavailable&) {
+      // The evaluator cannot run at all (its set-up failed). (Any other error keeps the lease
+      // until it ends: a configuration that breaks the evaluator must not go from worker to
+      // worker at once.)
+      release();
       throw;
     }
     const double evaluation_seconds =
@@ -398,7 +408,10 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
       fail_reply("reporting the result of trial " + std::to_string(trial_id), told);
     }
     ++summary.evaluated;
-    if (!m.ok()) ++summary.failed;
+    if (!m.ok()) {
+      ++summary.failed;
+      summary.last_failure = m.message;
+    }
     if (!options.quiet) {
       std::cerr << "trial " << trial_id << " " << suggestion["config"].dump() << " -> "
                 << (m.ok() ? format_objective(m.objective, evaluator.objective_unit())
@@ -520,6 +533,14 @@ void add_worker_command(CLI::App& app) {
                                         " results refused after their lease expired"
                                   : std::string())
               << "); stopped: " << summary.stop_reason << "\n";
+    // As for a sweep: every evaluation failing is a problem with the set-up more often than
+    // with the space, and a script must not take it for work done.
+    if (summary.evaluated > 0 && summary.failed == summary.evaluated && !summary.interrupted) {
+      throw Error("none of the " + std::to_string(summary.evaluated) +
+                  " trials this worker evaluated succeeded (the last: " +
+                  one_line(summary.last_failure) + "); GET /v1/studies/" +
+                  std::to_string(args->worker.study) + "/trials shows every message");
+    }
   });
 }
 

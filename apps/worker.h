@@ -31,6 +31,8 @@ struct WorkerOptions {
 struct WorkerSummary {
   std::size_t evaluated = 0;
   std::size_t failed = 0;
+  /// The message of the last failed evaluation; empty when none failed.
+  std::string last_failure;
   /// Results the server refused (the lease had expired and the configuration was taken again).
   std::size_t refused = 0;
   bool interrupted = false;

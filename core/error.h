@@ -82,4 +82,13 @@ class EvaluatorUnavailable : public Error {
   using Error::Error;
 };
 
+/// An evaluation cut short because tunebase itself is being stopped: the stop signal reached
+/// the program measured too (a service manager stopping the whole group, `kill 0`). It says
+/// nothing of the configuration: no trial is stored for it, its lease goes back, and the sweep
+/// or worker stops as interrupted.
+class EvaluationInterrupted : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace tunebase

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/measurements.h"
 
 extern char** environ;
 
@@ -215,6 +216,18 @@ bool has_exited(pid_t pid) {
          info.si_pid == pid;
 }
 
+// Whether a run ended as a program stopped by a signal ends: killed by SIGINT, SIGTERM, SIGHUP
+// or SIGKILL (a second interrupt kills the command's group with it, as a service manager does
+// past its stop timeout), or exited with 128 + one of them (a shell's or a program's own
+// handler reports it so).
+bool ended_by_stop_signal(const CommandResult& run) {
+  constexpr int kShellSignalBase = 128;
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP, SIGKILL}) {
+    if (run.signal == sig || run.exit_code == kShellSignalBase + sig) return true;
+  }
+  return false;
+}
+
 int milliseconds_left(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
   return static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, kPollMilliseconds));
@@ -249,10 +262,12 @@ class RunningGroup {
 
 }  // namespace
 
-void kill_running_commands() noexcept {
+std::size_t kill_running_commands() noexcept {
+  std::size_t killed = 0;
   for (auto& slot : g_running) {
-    if (const pid_t group = slot.load(); group > 0) ::kill(-group, SIGKILL);
+    if (const pid_t group = slot.load(); group > 0 && ::kill(-group, SIGKILL) == 0) ++killed;
   }
+  return killed;
 }
 
 CommandResult run_command(const std::string& command, const std::vector<std::string>& environment,
@@ -609,6 +624,46 @@ CommandEvaluator::Objective CommandEvaluator::objective_of(const std::string& ou
   return objective;
 }
 
+std::optional<std::string> CommandEvaluator::program_that_cannot_run(
+    const CommandResult& run, const Configuration& config) const {
+  // POSIX shells exit with 127 for a program not found and 126 for one found but not
+  // executable, saying so on stderr after their name (run_command's /bin/sh): "/bin/sh: 1:
+  // ./bench: not found" (dash), "/bin/sh: line 1: ./bench: No such file or directory" (bash),
+  // "/bin/sh: 1: ./bench: Permission denied".
+  constexpr int kNotExecutable = 126;
+  constexpr int kNotFound = 127;
+  if (run.exit_code != kNotExecutable && run.exit_code != kNotFound) return std::nullopt;
+  std::string_view line(run.err);
+  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) {
+    line.remove_suffix(1);
+  }
+  if (const auto nl = line.rfind('\n'); nl != std::string_view::npos) line.remove_prefix(nl + 1);
+  if (!line.starts_with("/bin/sh: ")) return std::nullopt;
+  std::optional<std::string> program;
+  for (const std::string_view said :
+       {": not found", ": command not found", ": No such file or directory", ": Permission denied",
+        ": Is a directory"}) {
+    if (!line.ends_with(said)) continue;
+    auto rest = line.substr(0, line.size() - said.size());
+    if (const auto colon = rest.rfind(": "); colon != std::string_view::npos) {
+      program = std::string(rest.substr(colon + 2));
+    }
+    break;
+  }
+  if (!program || program->empty()) return std::nullopt;
+  // Written in the template itself, the program is every configuration's; else a value filled
+  // in ({compiler}, $variant) may name a program that only this configuration lacks.
+  std::string literal;
+  for (const auto& piece : pieces_) {
+    if (!piece.parameter) literal += piece.text;
+  }
+  if (literal.find(*program) != std::string::npos) return program;
+  for (const auto& value : config) {
+    if (program->find(to_string(value)) != std::string::npos) return std::nullopt;
+  }
+  return program;
+}
+
 Measurement CommandEvaluator::evaluate(const Configuration& config) {
   const auto start = Clock::now();
   if (!space_.is_valid(config)) {
@@ -633,6 +688,16 @@ Measurement CommandEvaluator::evaluate(const Configuration& config) {
   for (int r = 0; r < options_.repeats; ++r) {
     const CommandResult run =
         run_command(command, env, options_.timeout_seconds, options_.working_directory);
+    if (!ran_before_.exchange(true)) {
+      if (const auto program = program_that_cannot_run(run, config)) {
+        ran_before_ = false;
+        throw EvaluatorUnavailable(
+            "the command cannot be run: `" + command + "` exited with code " +
+            std::to_string(run.exit_code) + " at its first run, the shell saying: " +
+            tail(printable_utf8(run.err)) + "; check that --cmd names a program that exists (" +
+            *program + ", from the working directory) and is executable; no trial was stored");
+      }
+    }
     wall.push_back(run.seconds);
     const std::string err_tail = run.err.empty() ? "" : "; stderr: " + tail(run.err);
     if (run.timed_out) {
@@ -640,6 +705,13 @@ Measurement CommandEvaluator::evaluate(const Configuration& config) {
       message << "`" << command << "` timed out after " << options_.timeout_seconds << " s"
               << err_tail;
       return fail(TrialStatus::timeout, message.str());
+    }
+    if (options_.stopping && options_.stopping->load() && ended_by_stop_signal(run)) {
+      throw EvaluationInterrupted("`" + command + "` was stopped with tunebase (" +
+                                  (run.signal != 0
+                                       ? "killed by signal " + std::to_string(run.signal)
+                                       : "exit code " + std::to_string(run.exit_code)) +
+                                  "): no result of its configuration");
     }
     if (run.signal != 0) {
       return fail(TrialStatus::failed, "`" + command + "` was killed by signal " +
@@ -659,6 +731,14 @@ Measurement CommandEvaluator::evaluate(const Configuration& config) {
                    " (if the program prints its result on stderr, end the command with 2>&1)";
       }
       return fail(TrialStatus::failed, message);
+    }
+    // A plain number or a score may be negative; a time cannot be: a program that prints one
+    // is broken (an overflowed counter, a clock read backwards), and it must not become the best.
+    if (*objective.value < 0.0 && is_time_unit(options_.unit)) {
+      std::ostringstream message;
+      message << "`" << command << "`: the output was a negative time (" << *objective.value << " "
+              << options_.unit << "), which no run takes; stdout: " << tail(run.out);
+      return fail(TrialStatus::failed, message.str());
     }
     raw.push_back(*objective.value);
   }

@@ -1,6 +1,8 @@
 // Makes any program tunable: a command template is filled in with a configuration and run.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <optional>
 #include <regex>
 #include <string>
@@ -38,6 +40,10 @@ struct CommandOptions {
   /// other (another command line is another input), so two different programs should have two
   /// names.
   std::string kernel_name = "command";
+  /// Set once this process is being stopped (by SIGINT, SIGTERM or SIGHUP); null: never. A
+  /// command that then dies of such a signal (or of SIGKILL, or exits with 128 + one of them)
+  /// was stopped with tunebase rather than failing: evaluate() throws EvaluationInterrupted.
+  const std::atomic<bool>* stopping = nullptr;
 };
 
 /// What one run of a command did.
@@ -58,10 +64,11 @@ struct CommandResult {
 CommandResult run_command(const std::string& command, const std::vector<std::string>& environment,
                           double timeout_seconds, const std::string& working_directory = "");
 
-/// Kills (SIGKILL) the process groups of the commands run_command is running now. Async-signal
-/// safe: for a signal handler that is about to end the process, so that no command outlives
-/// it (they run in their own groups, which a terminal's Ctrl-C does not reach).
-void kill_running_commands() noexcept;
+/// Kills (SIGKILL) the process groups of the commands run_command is running now, and returns
+/// how many it killed. Async-signal safe: for a signal handler that stops the process, so that
+/// no command outlives it (they run in their own groups, which a terminal's Ctrl-C does not
+/// reach).
+std::size_t kill_running_commands() noexcept;
 
 /// The last number (integer, decimal or exponent form, optionally signed) in `text` that is
 /// not part of a word (the 64 in "x86_64" does not count; "1.5ms" gives 1.5). Nullopt, with
@@ -83,6 +90,11 @@ class CommandEvaluator : public Evaluator {
   std::string kernel_name() const override { return options_.kernel_name; }
   const SearchSpace& space() const override { return space_; }
   nlohmann::json task() const override;
+  /// Runs the command for `config`. Its first run throws EvaluatorUnavailable (no trial is
+  /// stored) when the shell cannot run the program the template names (exit code 127 "not
+  /// found" or 126 "Permission denied", in the shell's own words): no configuration could be
+  /// measured until --cmd is fixed. A program that ran before, or whose name a parameter
+  /// fills in, fails as the configuration's trial.
   Measurement evaluate(const Configuration& config) override;
   bool minimize() const override { return options_.minimize; }
   /// The unit the user named (CommandOptions::unit): a number a program prints has none we
@@ -110,11 +122,19 @@ class CommandEvaluator : public Evaluator {
   };
   Objective objective_of(const std::string& out) const;
 
+  /// The program the shell could not run at all, when `run` failed so and the program's name
+  /// is not filled in from `config` (which would make it this configuration's failure).
+  std::optional<std::string> program_that_cannot_run(const CommandResult& run,
+                                                     const Configuration& config) const;
+
   SearchSpace space_;
   std::string template_;
   CommandOptions options_;
   std::vector<Piece> pieces_;
   std::optional<std::regex> regex_;
+  /// Whether a run of the command has ended: a program that cannot run at the first run is the
+  /// set-up's fault; one that could run before says something of the configuration.
+  std::atomic<bool> ran_before_{false};
 };
 
 }  // namespace tunebase

@@ -23,8 +23,10 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
 /// Measurement with their status and message. evaluate() throws EvaluatorUnavailable when no
 /// configuration can be evaluated now (a solver process or command that cannot start, a lost
 /// device context): nothing is stored for it and the sweep or worker stops. It may throw
-/// BackendError for a back-end failure while evaluating, which callers store as a failed trial;
-/// any other exception ends the sweep or worker without storing the configuration.
+/// BackendError for a back-end failure while evaluating, which callers store as a failed trial,
+/// and EvaluationInterrupted when tunebase is being stopped and the evaluation was cut short by
+/// it (nothing is stored, the lease goes back, the caller stops as interrupted); any other
+/// exception ends the sweep or worker without storing the configuration.
 class Evaluator {
  public:
   virtual ~Evaluator() = default;

@@ -174,6 +174,39 @@ class UnavailableEvaluator : public ReplayEvaluator {
   }
 };
 
+// A command that the signal stopping the worker reached too (a service manager stopping the
+// whole group).
+class StoppedEvaluator : public ReplayEvaluator {
+ public:
+  StoppedEvaluator() : ReplayEvaluator(measured_dataset("conv"), "generated.json") {}
+  Measurement evaluate(const Configuration&) override {
+    cli::g_interrupted = true;
+    throw EvaluationInterrupted("`bench` was stopped with tunebase (killed by signal 15)");
+  }
+};
+
+TEST(Worker, AnEvaluationStoppedWithTheWorkerGivesItsLeaseBackAndStoresNoFailure) {
+  testing::TestServer server;
+  StoppedEvaluator evaluator;
+  auto client = server.client();
+  const auto study = create_study(client, server.token, evaluator, 5);
+  cli::WorkerOptions options;
+  options.study = study;
+  options.token = server.token;
+  options.client_id = "stopped";
+  options.quiet = true;
+  struct Resume {
+    ~Resume() { cli::g_interrupted = false; }  // for the tests after this one
+  } resume;
+  const auto summary = cli::run_worker(evaluator, client, options);
+  EXPECT_TRUE(summary.interrupted);
+  EXPECT_EQ(summary.evaluated, 0u);
+  const auto trials = server.store().trials(db::StudyId{study});
+  ASSERT_EQ(trials.size(), 1u);
+  EXPECT_TRUE(trials[0].lease_expired()) << to_string(trials[0].result.status);
+  EXPECT_THAT(trials[0].result.message, HasSubstr("released by client 'stopped'"));
+}
+
 TEST(Worker, AnEvaluatorThatCannotRunGivesItsLeaseBack) {
   testing::TestServer server;
   UnavailableEvaluator evaluator;

@@ -131,7 +131,43 @@ class Cli : public ::testing::Test {
     }
     return keys;
   }
+  /// Starts `tunebase serve` on a free port of this test's database, stopped when the test
+  /// ends; returns its URL and sets token_.
+  std::string start_server() {
+    const auto r = run("token create test --db " + db());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    token_ = r.out.substr(0, r.out.find('\n'));
+    const auto out = dir_.file("serve.out");
+    const std::string cmd = std::string(TUNEBASE_CLI) + " serve --port 0 --db " + db() + " >" +
+                            out + " 2>" + dir_.file("serve.err");
+    server_ = fork();
+    EXPECT_GE(server_, 0);
+    if (server_ == 0) {
+      execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    const std::string listening = "listening on ";
+    for (int k = 0; k < 200; ++k) {
+      const auto text = slurp(out);
+      if (const auto at = text.find(listening); at != std::string::npos) {
+        const auto end = text.find_first_of(" \n", at + listening.size());
+        if (end != std::string::npos)
+          return text.substr(at + listening.size(), end - at - listening.size());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ADD_FAILURE() << "the server did not start: " << slurp(dir_.file("serve.err"));
+    return "";
+  }
+  void TearDown() override {
+    if (server_ > 0) {
+      kill(server_, SIGTERM);
+      waitpid(server_, nullptr, 0);
+    }
+  }
   testing::TempDir dir_;
+  pid_t server_ = 0;
+  std::string token_;
 };
 
 TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
@@ -1080,6 +1116,7 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
     const pid_t pid = fork();
     EXPECT_GE(pid, 0);
     if (pid == 0) {
+      ::signal(SIGHUP, SIG_DFL);  // as in a terminal, whatever the test runner set
       execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
@@ -1105,6 +1142,13 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
   EXPECT_EQ(interrupted_after(SIGTERM), 143) << slurp(dir_.file("e"));
   stored = trials("interrupted");
   EXPECT_GT(stored.size(), before);
+  for (const auto& t : stored) EXPECT_EQ(t["status"], "ok") << t.dump();
+  // So does SIGHUP (a closed terminal, a dropped ssh connection), instead of ending tunebase
+  // at once with the command left running and its trial leased.
+  const auto before_hangup = stored.size();
+  EXPECT_EQ(interrupted_after(SIGHUP), 129) << slurp(dir_.file("e"));
+  stored = trials("interrupted");
+  EXPECT_GT(stored.size(), before_hangup);
   for (const auto& t : stored) EXPECT_EQ(t["status"], "ok") << t.dump();
 }
 
@@ -1152,6 +1196,133 @@ TEST_F(Cli, ASecondInterruptEndsAtOnceAndTakesTheCommandWithIt) {
   }
   EXPECT_TRUE(gone) << "the command's process " << sleeper << " outlived tunebase";
   if (!gone) kill(sleeper, SIGKILL);
+  // The trial under way is given back at once, not left leased for the lease's hour, and it is
+  // no failure of its configuration.
+  db::Store store(db(), {.read_only = true});
+  const auto studies = store.list_studies();
+  ASSERT_EQ(studies.size(), 1u);
+  const auto stored = store.trials(studies[0].id);
+  ASSERT_EQ(stored.size(), 1u);
+  EXPECT_TRUE(stored[0].lease_expired()) << to_string(stored[0].result.status);
+  EXPECT_NE(stored[0].result.message.find("released by client"), std::string::npos)
+      << stored[0].result.message;
+  EXPECT_NE(slurp(dir_.file("e")).find("interrupted again: the command under way is killed"),
+            std::string::npos)
+      << slurp(dir_.file("e"));
+}
+
+TEST_F(Cli, ACommandStoppedWithTunebaseIsGivenBackNotStoredAsAFailure) {
+  // The command writes its process group (its shell's pid) and takes 3 s.
+  const auto group_file = dir_.file("group");
+  const std::string cmd = std::string(TUNEBASE_CLI) + " sweep --kernel command --space " +
+                          x_space(9) + " --cmd 'echo $$ > " + group_file +
+                          "; sleep 3; echo {x}' --budget 3 --study stopped --no-progress --db " +
+                          db() + " >" + dir_.file("o") + " 2>" + dir_.file("e");
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  pid_t group = 0;
+  for (int k = 0; k < 100 && group == 0; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream(group_file) >> group;
+  }
+  ASSERT_GT(group, 0) << slurp(dir_.file("e"));
+  // A stop that reaches the command's group too (systemd's KillMode=control-group, kill 0):
+  // tunebase first, as they come.
+  kill(pid, SIGTERM);
+  for (int k = 0; k < 100 && slurp(dir_.file("e")).find("interrupted:") == std::string::npos; ++k) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(-group, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 143) << slurp(dir_.file("e"));
+  // Not a failure of the default configuration, which would never be measured again: its lease
+  // is released, and the next sweep measures it.
+  {
+    db::Store store(db(), {.read_only = true});
+    const auto stored = store.trials(store.find_study("stopped")->id);
+    ASSERT_EQ(stored.size(), 1u);
+    EXPECT_TRUE(stored[0].lease_expired())
+        << to_string(stored[0].result.status) << " " << stored[0].result.message;
+  }
+  EXPECT_NE(slurp(dir_.file("e")).find("was stopped with tunebase (killed by signal 15)"),
+            std::string::npos)
+      << slurp(dir_.file("e"));
+}
+
+TEST_F(Cli, ACommandThatCannotRunStopsTheSweepAndStoresNothing) {
+  const auto program = dir_.file("bench.sh");
+  auto r = sweep_x4("missing", program + " {x}", 4);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("the command cannot be run"), std::string::npos) << r.err;
+  // In the shell's words: "/bin/sh: 1: PROGRAM: not found" (dash), "No such file or directory"
+  // (bash).
+  EXPECT_NE(r.err.find("the shell saying: /bin/sh: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(program + ": "), std::string::npos) << r.err;
+  {
+    // No failure stored, and the study not completed: its configurations are measured once the
+    // program is there.
+    db::Store store(db(), {.read_only = true});
+    const auto study = *store.find_study("missing");
+    EXPECT_EQ(study.status, db::StudyStatus::active);
+    for (const auto& t : store.trials(study.id)) {
+      EXPECT_FALSE(t.finished_at.has_value()) << t.result.message;
+    }
+  }
+  std::ofstream(program) << "#!/bin/sh\necho $1\n";
+  r = sweep_x4("missing", program + " {x}", 4);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // found, but not executable
+  EXPECT_NE(r.err.find(program + ": Permission denied"), std::string::npos) << r.err;
+  std::filesystem::permissions(program, std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  r = sweep_x4("missing", program + " {x}", 4, "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["evaluated"], 4);
+  EXPECT_EQ(j["failed"], 0);
+}
+
+TEST_F(Cli, AWorkerThatCannotRunItsCommandOrMeasuresNothingExitsNonZero) {
+  const auto url = start_server();
+  const auto worker = [&](const std::string& study, const std::string& cmd) {
+    return run("worker --kernel command --server " + url + " --token " + token_ + " --space " +
+               x4_space() + " --cmd '" + cmd + "' --kernel-name " + study + " --create-study " +
+               study + " -q");
+  };
+  // One misconfigured node must not fail the study for every worker.
+  auto r = worker("missing", dir_.file("nosuch") + " {x}");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("the command cannot be run"), std::string::npos) << r.err;
+  {
+    db::Store store(db(), {.read_only = true});
+    const auto study = *store.find_study("missing");
+    EXPECT_EQ(study.status, db::StudyStatus::active);
+    for (const auto& t : store.trials(study.id)) {
+      EXPECT_FALSE(t.finished_at.has_value()) << t.result.message;
+      EXPECT_TRUE(t.lease_expired()) << "a lease left for its hour";
+    }
+  }
+  // A command that runs but never succeeds: stored (failures are data), and said with a
+  // non-zero exit, as a sweep does.
+  r = worker("failing", "false {x}");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("4 trials evaluated (4 failed)"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("none of the 4 trials this worker evaluated succeeded (the last: "),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(Cli, AnAbsurdSpeedupIsPrintedInAFewDigits) {
+  // The default configuration (x = 0) prints 1e308, the others 1.
+  const auto r = sweep_x4("absurd", "if [ {x} = 0 ]; then echo 1e308; else echo 1; fi", 2);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\nspeedup:    1e+308x over the default configuration\n"), std::string::npos)
+      << r.out;
 }
 
 // A Kernel Tuner cache of a toy kernel on `device`: t(a, b) = scale * (1 + (a - 3)^2 + (b -

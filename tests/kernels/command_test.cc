@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -356,6 +357,84 @@ TEST(CommandEvaluator, NoFreeDescriptorStopsTheSweepInsteadOfFailingEveryTrial) 
     EXPECT_THROW((void)e.evaluate(config(8, "fast")), EvaluatorUnavailable);
   }
   EXPECT_TRUE(e.evaluate(config(8, "fast")).ok());
+}
+
+TEST(CommandEvaluator, ACommandStoppedWithTunebaseIsNoFailureOfItsConfiguration) {
+  std::atomic<bool> stopping{false};
+  CommandOptions o = quick();
+  o.stopping = &stopping;
+  CommandEvaluator e(make_space(), "kill -TERM $$", o);
+  // Killed by its own doing while tunebase runs on: the configuration's failure.
+  const Measurement m = e.evaluate(config(8, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("killed by signal 15"), std::string::npos) << m.message;
+  // The same signal while tunebase is being stopped (it reached the whole group): no result.
+  stopping = true;
+  EXPECT_THROW((void)e.evaluate(config(8, "fast")), EvaluationInterrupted);
+  for (const char* stopped : {"kill -INT $$", "kill -HUP $$", "kill -KILL $$", "exit 143"}) {
+    CommandEvaluator other(make_space(), stopped, o);
+    EXPECT_THROW((void)other.evaluate(config(8, "fast")), EvaluationInterrupted) << stopped;
+  }
+  // Other failures while stopping are the configuration's.
+  CommandEvaluator failing(make_space(), "exit 3", o);
+  EXPECT_EQ(failing.evaluate(config(8, "fast")).status, TrialStatus::failed);
+}
+
+TEST(CommandEvaluator, AProgramTheShellCannotRunAtTheFirstRunStopsTheSweep) {
+  TempDir dir;
+  const auto not_executable = dir.file("bench.sh");
+  std::ofstream(not_executable) << "#!/bin/sh\necho 1\n";
+  for (const std::string& command : {dir.file("nosuch") + " {bs}", not_executable + " {bs}",
+                                     std::string("nosuch-program-xyz --bs {bs}")}) {
+    CommandEvaluator e(make_space(), command, quick());
+    try {
+      const auto m = e.evaluate(config(8, "fast"));
+      ADD_FAILURE() << command << " was stored as a trial: " << m.message;
+    } catch (const EvaluatorUnavailable& error) {
+      EXPECT_NE(std::string(error.what()).find("cannot be run"), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find("/bin/sh: "), std::string::npos) << error.what();
+    }
+  }
+}
+
+TEST(CommandEvaluator, AProgramThatExitsAsTheShellWouldIsStillATrial) {
+  TempDir dir;
+  const auto marker = dir.file("ran");
+  // Exits 127 after it ran once (its binary removed meanwhile, or its own exit code): the
+  // configuration's failure, not the set-up's.
+  CommandEvaluator later(
+      make_space(),
+      "if [ -e " + marker + " ]; then nosuch-program-xyz; else touch " + marker + "; echo 1; fi",
+      quick());
+  EXPECT_TRUE(later.evaluate(config(8, "fast")).ok());
+  const Measurement m = later.evaluate(config(16, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("exited with code 127"), std::string::npos) << m.message;
+  // 127 with a message that is not the shell's.
+  CommandEvaluator own(make_space(), "echo 'input: not found' >&2; exit 127", quick());
+  EXPECT_EQ(own.evaluate(config(8, "fast")).status, TrialStatus::failed);
+  // A program a parameter names, which this configuration only may lack.
+  CommandEvaluator named(make_space(), "nosuch-{bs}-xyz", quick());
+  EXPECT_EQ(named.evaluate(config(8, "fast")).status, TrialStatus::failed);
+}
+
+TEST(CommandEvaluator, ANegativeTimeIsAFailedTrial) {
+  CommandOptions ms = quick();
+  ms.unit = "ms";
+  CommandEvaluator time(make_space(), "echo -2.5", ms);
+  const Measurement m = time.evaluate(config(8, "fast"));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("the output was a negative time"), std::string::npos) << m.message;
+  // A plain number, or another unit, may be negative.
+  CommandEvaluator plain(make_space(), "echo -2.5", quick());
+  EXPECT_EQ(plain.evaluate(config(8, "fast")).objective, -2.5);
+  CommandOptions score = quick();
+  score.unit = "dB";
+  CommandEvaluator other(make_space(), "echo -2.5", score);
+  EXPECT_EQ(other.evaluate(config(8, "fast")).objective, -2.5);
+  // Zero or positive times are times.
+  CommandEvaluator zero(make_space(), "echo 0", ms);
+  EXPECT_TRUE(zero.evaluate(config(8, "fast")).ok());
 }
 
 TEST(CommandEvaluator, InvalidConfigurationIsATrial) {
