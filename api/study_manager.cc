@@ -107,11 +107,7 @@ struct StudyManager::Entry {
   // Held while proposing or predicting (seconds for a large study).
   std::mutex session_mutex;
   std::unique_ptr<Session> session;
-  // Forecasts and relevance come from models of their own, made from `modelled_results`
-  // (results_key): the session's model moves with every proposal.
-  std::unique_ptr<Session> forecast_session;
   std::unique_ptr<SearchStrategy> predictor;
-  std::string modelled_results;
 
   // Held for bookkeeping only, never while a model is fitted.
   mutable std::mutex state_mutex;
@@ -243,11 +239,6 @@ void StudyManager::ensure_session(Entry& entry) {
 // The trials are read after session_starting is set: a result stored before the read is among
 // them, one stored after is queued as well (a session ignores what it already has).
 void StudyManager::build_session(Entry& entry) {
-  entry.session = new_session(entry, store_.trials(entry.record.id));
-}
-
-std::unique_ptr<Session> StudyManager::new_session(
-    const Entry& entry, const std::vector<db::TrialRecord>& trials) const {
   const auto& record = entry.record;
   SessionOptions options;
   options.strategy = record.strategy;
@@ -269,7 +260,7 @@ std::unique_ptr<Session> StudyManager::new_session(
 
   std::vector<Observation> finished;
   std::vector<Configuration> pending;
-  for (const auto& t : trials) {
+  for (const auto& t : store_.trials(record.id)) {
     if (!t.finished_at && t.result.status != TrialStatus::pending) continue;  // expired lease
     try {
       auto config = entry.space->config_from_json(t.config);
@@ -284,7 +275,7 @@ std::unique_ptr<Session> StudyManager::new_session(
     }
   }
   session->restore(finished, pending);
-  return session;
+  entry.session = std::move(session);
 }
 
 void StudyManager::take_in_events(Entry& entry) {
@@ -865,56 +856,29 @@ std::vector<ParameterRelevance> StudyManager::relevance(db::StudyId study) {
   });
 }
 
-namespace {
-
-// What a study's forecasting models are made from: whether it is active (a session's model,
-// with priors) and its results as stored.
-std::string results_key(bool active, const std::vector<db::TrialRecord>& trials) {
-  std::string key = active ? "active" : "inactive";
-  for (const auto& t : trials) {
-    if (!t.finished_at) continue;
-    key += '\n' + std::to_string(t.id.value) + ' ' + std::string(to_string(t.result.status)) + ' ' +
-           db::format_number(t.result.objective);
-  }
-  return key;
-}
-
-}  // namespace
-
-// While the study is active, a session made from its stored trials, as a new process makes
-// one (its model as tunebase predict fits it; with priors it answers before any observation);
-// else, or when that model has nothing to say yet, a bo model on the study's finished trials
-// (a random subset of the imported ones beyond kMaxModelObservations). Both are made afresh
-// when the results change and kept while they do not, so that the same results get the same
-// answer: a model refitted at each call, from where the last fit ended, moves a little each
-// time. `use(model, state)` answers; a non-empty answer is returned.
+// The study's own session while it is active (its model as the study fitted it; with priors
+// it answers before any observation); else, or when the session has nothing to say yet, a bo
+// model on the study's finished trials (a random subset of the imported ones beyond
+// kMaxModelObservations). `use(model, state)` answers; a non-empty answer is returned.
 template <typename Use>
 auto StudyManager::with_model(db::StudyId study, Use use)
     -> decltype(use(std::declval<ModelBasedStrategy&>(), std::declval<const TuningState&>())) {
   auto entry = load(study);
   std::lock_guard session_lock(entry->session_mutex);
   sync_with_store(*entry);
-  const bool active = entry->record.status == db::StudyStatus::active;
-  const auto trials = store_.trials(study);
-  auto key = results_key(active, trials);
-  if (key != entry->modelled_results) {
-    entry->modelled_results.clear();
-    entry->predictor.reset();
-    entry->forecast_session = active ? new_session(*entry, trials) : nullptr;
-    entry->modelled_results = std::move(key);
-  }
   std::vector<Observation> observations;
-  if (active) {
-    auto& session = *entry->forecast_session;
-    if (auto* model = session.model()) {
-      if (auto answer = use(*model, session.state()); !answer.empty()) {
+  if (entry->record.status == db::StudyStatus::active) {
+    ensure_session(*entry);
+    take_in_events(*entry);
+    if (auto* model = entry->session->model()) {
+      if (auto answer = use(*model, entry->session->state()); !answer.empty()) {
         save_fitted_models(store_);
         return answer;
       }
     }
-    observations = session.observations();
+    observations = entry->session->observations();
   } else {
-    for (const auto& t : trials) {
+    for (const auto& t : store_.trials(study)) {
       if (!t.finished_at) continue;
       try {
         observations.push_back({entry->space->config_from_json(t.config), t.result});

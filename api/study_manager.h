@@ -20,10 +20,6 @@
 #include "db/store.h"
 #include "tuner/bo.h"
 
-namespace tunebase {
-class Session;
-}  // namespace tunebase
-
 namespace tunebase::api {
 
 /// Session options a study does not store explicitly.
@@ -144,9 +140,7 @@ class StudyManager {
   std::shared_ptr<const SearchSpace> space(db::StudyId study);
 
   /// Forecasts of the objective of `configs` from a GP fitted on the study's results. Empty
-  /// when the study has too few results for a model. The model is made afresh when the results
-  /// change, as a new process (tunebase predict) makes it, and kept while they do not: the
-  /// same results get the same forecasts, whatever the study's session proposed meanwhile.
+  /// when the study has too few results for a model.
   std::vector<Forecast> predict(db::StudyId study, const std::vector<Configuration>& configs);
   /// How much each parameter moves the objective, by the same model (most relevant first);
   /// empty when the study has too few results for fitted hyperparameters.
@@ -186,9 +180,6 @@ class StudyManager {
   void complete_if_spent(db::StudyId study);
   void ensure_session(Entry& entry);
   void build_session(Entry& entry);
-  /// A session of the study's stored trials, with its priors, as a new process starts one.
-  std::unique_ptr<Session> new_session(const Entry& entry,
-                                       const std::vector<db::TrialRecord>& trials) const;
   void take_in_events(Entry& entry);
   /// FieldError for a negative time reported to a study whose unit is a time; null otherwise.
   std::exception_ptr negative_time(const Report& r) const;
