@@ -240,15 +240,7 @@ Parameter ordinal(std::string name, std::vector<Value> values, std::optional<Val
   p.kind = ParamKind::ordinal;
   p.values = std::move(values);
   p.log_scale = log_scale;
-  if (p.values.empty()) return p;
-  p.default_value = p.values.front();
-  if (default_value) {
-    // The listed value itself, not 2.0 for a listed 2: one configuration has one spelling, in
-    // the key, the command line and every export.
-    const auto listed = std::find_if(p.values.begin(), p.values.end(),
-                                     [&](const Value& v) { return same_value(v, *default_value); });
-    p.default_value = listed != p.values.end() ? *listed : *default_value;
-  }
+  if (!p.values.empty()) p.default_value = default_value ? *default_value : p.values.front();
   return p;
 }
 
@@ -607,9 +599,19 @@ std::optional<Configuration> SearchSpace::try_sample(Rng& rng, std::size_t& draw
   return std::nullopt;
 }
 
+// A parameter's default in a configuration: the listed value itself, not 2.0 for a listed 2,
+// so that one configuration has one spelling in its key, on a command line and in every export.
+// (The default stays as written in the space itself: its fingerprint, and so the studies made
+// with it, do not change.)
+Value SearchSpace::default_of(const Parameter& p) {
+  if (p.kind == ParamKind::real) return p.default_value;
+  const auto i = p.index_of(p.default_value);
+  return i ? p.values[*i] : p.default_value;
+}
+
 Configuration SearchSpace::default_configuration() const {
   Configuration c;
-  for (const auto& p : parameters_) c.push_back(p.default_value);
+  for (const auto& p : parameters_) c.push_back(default_of(p));
   return c;
 }
 
@@ -637,7 +639,7 @@ Configuration SearchSpace::config_from_json(const nlohmann::json& j, bool fill_d
     auto it = j.find(p.name);
     if (it == j.end()) {
       if (!fill_defaults) throw InvalidInput("parameter '" + p.name + "' is missing");
-      c.push_back(p.default_value);
+      c.push_back(default_of(p));
       continue;
     }
     Value v;

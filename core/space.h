@@ -195,6 +195,7 @@ class SearchSpace {
   std::vector<Constraint> constraints_;
   std::vector<std::string> notes_;
   void enumerate_once() const;
+  static Value default_of(const Parameter& p);
 
   struct Cache;
   // Shared by copies: the space is immutable, so its enumeration is the same.

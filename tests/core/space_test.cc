@@ -72,9 +72,11 @@ TEST(SearchSpace, T1NumbersWrittenAsStringsAreNumbersAndTwoFormatsAtOnceAreRefus
                InvalidInput);
 }
 
-// A default written 2.0 for a listed 2 (or 1 for a listed 1.0) is the listed value: the
-// baseline is not a second configuration that a search then measures again as 2.
-TEST(SearchSpace, ADefaultIsStoredAsTheListedValue) {
+// A default written 2.0 for a listed 2 (or 1 for a listed 1.0) gives the listed value in a
+// configuration: the baseline is not a second configuration that a search then measures again
+// as 2. The space keeps the default as written: its fingerprint, which studies made with it
+// were stored under, stays.
+TEST(SearchSpace, ADefaultOfAnotherTypeGivesTheListedValue) {
   const auto t1 = SearchSpace::from_document(nlohmann::ordered_json::parse(
       R"({"ConfigurationSpace": {"TuningParameters": [{"Name": "b", "Type": "float",
           "Values": "[1.0, 2.5]", "Default": 1}], "Conditions": []}})"));
@@ -83,6 +85,9 @@ TEST(SearchSpace, ADefaultIsStoredAsTheListedValue) {
   const auto own = SearchSpace::from_document(nlohmann::ordered_json::parse(
       R"({"parameters": [{"name": "a", "type": "ordinal", "values": [1, 2], "default": 2.0}]})"));
   EXPECT_EQ(own.config_to_json(own.default_configuration())["a"].dump(), "2");
+  EXPECT_EQ(own.config_to_json(own.config_from_json(nlohmann::json::object(), true))["a"].dump(),
+            "2");
+  EXPECT_EQ(own.to_json()["parameters"][0]["default"].dump(), "2.0");
 }
 
 // A T1 Default outside its Values is replaced by the first value, and the space says so.
