@@ -122,10 +122,11 @@ Token read_number(std::string_view s, std::size_t& i) {
   // Python refuses 07 (a C programmer's octal) rather than guess; 0, 00 and 0_0 are zero.
   if (base == 10 && digits.size() > 1 && digits.front() == '0' &&
       digits.find_first_not_of('0') != std::string::npos) {
+    const auto significant = digits.substr(digits.find_first_not_of('0'));
+    const bool octal = significant.find_first_not_of("01234567") == std::string::npos;
     number_error("integer", text, start,
                  "leading zeros are not allowed in a decimal integer (as in Python); write " +
-                     digits.substr(digits.find_first_not_of('0')) + ", or 0o" + digits.substr(1) +
-                     " for an octal number");
+                     significant + (octal ? ", or 0o" + significant + " for an octal number" : ""));
   }
   std::int64_t v = 0;
   auto [p, ec] = std::from_chars(first, last, v, base);

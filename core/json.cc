@@ -29,29 +29,32 @@ class JsonChecker {
   JsonChecker(std::string_view what, DuplicateKeys duplicates)
       : what_(what), duplicates_(duplicates) {}
 
-  bool null() { return true; }
-  bool boolean(bool) { return true; }
-  bool number_integer(nlohmann::json::number_integer_t) { return true; }
-  bool number_unsigned(nlohmann::json::number_unsigned_t) { return true; }
+  bool null() { return value(); }
+  bool boolean(bool) { return value(); }
+  bool number_integer(nlohmann::json::number_integer_t) { return value(); }
+  bool number_unsigned(nlohmann::json::number_unsigned_t) { return value(); }
   // nlohmann reads an integer literal beyond 64 bits as the nearest double:
   // 99999999999999999999 would become 1e+20, another value, without a word.
   bool number_float(nlohmann::json::number_float_t, const std::string& text) {
+    value();
     if (text.find_first_of(".eE") == std::string::npos) {
-      throw InvalidInput(std::string(what_) + " holds the integer " + text +
+      throw InvalidInput(std::string(what_) + " holds the integer " + text + where() +
                          ", beyond 64 bits; integers must lie within -9223372036854775808 .. "
                          "18446744073709551615 (write it as a real, such as 1e20, if a float is "
                          "meant)");
     }
     return true;
   }
-  bool string(std::string&) { return true; }
-  bool binary(nlohmann::json::binary_t&) { return true; }
+  bool string(std::string&) { return value(); }
+  bool binary(nlohmann::json::binary_t&) { return value(); }
   bool start_object(std::size_t) {
-    open();
+    value();
+    open(false);
     if (duplicates_ == DuplicateKeys::refuse) objects_.emplace_back();
     return true;
   }
   bool key(std::string& key) {
+    path_.back().key = key;
     if (duplicates_ == DuplicateKeys::refuse && !objects_.back().insert(key).second) {
       throw InvalidInput(std::string(what_) + " names the key \"" + key +
                          "\" twice in one object; which value is meant is unclear: give it once");
@@ -59,16 +62,17 @@ class JsonChecker {
     return true;
   }
   bool end_object() {
-    --depth_;
+    close();
     if (duplicates_ == DuplicateKeys::refuse) objects_.pop_back();
     return true;
   }
   bool start_array(std::size_t) {
-    open();
+    value();
+    open(true);
     return true;
   }
   bool end_array() {
-    --depth_;
+    close();
     return true;
   }
   // Syntax errors are left to the parse that builds the value, which reports them.
@@ -77,18 +81,40 @@ class JsonChecker {
   }
 
  private:
-  void open() {
-    if (depth_ >= kMaxJsonDepth) {
+  // Where the parse is, for messages: the key in each open object, the position in each array.
+  struct Level {
+    bool array = false;
+    std::string key;
+    std::size_t items = 0;
+  };
+
+  void open(bool array) {
+    if (path_.size() >= static_cast<std::size_t>(kMaxJsonDepth)) {
       throw InvalidInput(std::string(what_) + " nests arrays and objects deeper than " +
                          std::to_string(kMaxJsonDepth) + " levels; at most " +
                          std::to_string(kMaxJsonDepth) + " are allowed");
     }
-    ++depth_;
+    path_.push_back({array, {}, 0});
+  }
+  void close() { path_.pop_back(); }
+  // A value begins: in an array, the next item.
+  bool value() {
+    if (!path_.empty() && path_.back().array) ++path_.back().items;
+    return true;
+  }
+  // " at [\"cache\"][\"16,1\"][\"flops\"]" (nothing at the top level).
+  std::string where() const {
+    std::string out;
+    for (const auto& level : path_) {
+      out += level.array ? "[" + std::to_string(level.items - 1) + "]"
+                         : "[" + nlohmann::json(level.key).dump() + "]";
+    }
+    return out.empty() ? out : " at " + out;
   }
 
   std::string_view what_;
   DuplicateKeys duplicates_;
-  int depth_ = 0;
+  std::vector<Level> path_;
   std::vector<std::unordered_set<std::string>> objects_;  // keys of each open object
 };
 

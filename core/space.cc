@@ -101,7 +101,9 @@ nlohmann::json python_list(const nlohmann::json& v, const std::string& where) {
   // A tuple, (1, 2), and a comma before the closing bracket, [1, 2,], are Python lists too.
   const auto first = s.find_first_not_of(" \t\r\n");
   const auto last = s.find_last_not_of(" \t\r\n");
-  if (first != std::string::npos && s[first] == '(' && s[last] == ')') {
+  // (1) is the number 1 in Python; a tuple has a comma.
+  if (first != std::string::npos && s[first] == '(' && s[last] == ')' &&
+      s.find(',') != std::string::npos) {
     s[first] = '[';
     s[last] = ']';
   }

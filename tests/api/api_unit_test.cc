@@ -59,6 +59,15 @@ TEST(RequestBodies, PythonsNanAndInfinityAreNamedAsSuch) {
 // nlohmann reads an integer literal beyond 64 bits as the nearest double; it would be stored as
 // another value (1e+20 for 99999999999999999999) without a word.
 TEST(RequestBodies, IntegersBeyondSixtyFourBitsAreRefusedNotRounded) {
+  // Where it is, in a document of thousands of entries.
+  try {
+    (void)parse_json_text(
+        R"({"cache": {"16,1": {"time": 1.5, "n": [1, 2, 123456789012345678901]}}})", "cache.json");
+    ADD_FAILURE() << "read";
+  } catch (const InvalidInput& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cache.json holds the integer 123456789012345678901 at "
+                                    "[\"cache\"][\"16,1\"][\"n\"][2], beyond 64 bits"));
+  }
   for (const char* text : {R"({"x": 99999999999999999999})", R"([-9223372036854775809])"}) {
     try {
       (void)parse_json_text(text, "the request body");

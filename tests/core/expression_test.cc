@@ -171,6 +171,10 @@ TEST(Expression, UnsupportedSyntaxIsNamedWithWhatToUse) {
             std::string::npos)
       << error("a <= 07");
   EXPECT_NE(error("a < 010").find("leading zeros"), std::string::npos) << error("a < 010");
+  // 9 is no octal digit: no 0o9 is suggested.
+  EXPECT_NE(error("a >= 09").find("(as in Python); write 9"), std::string::npos)
+      << error("a >= 09");
+  EXPECT_EQ(error("a >= 09").find("0o"), std::string::npos) << error("a >= 09");
   for (const char* text : {"a > 00", "a > 0_0", "a > 0", "a > 07.5", "a > 0e1", "a > 0o7"}) {
     EXPECT_EQ(error(text), "parsed") << text;
   }

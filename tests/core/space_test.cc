@@ -124,12 +124,14 @@ TEST(SearchSpace, T1ValuesReadPythonsTuplesAndTrailingCommas) {
     (void)t1("[99999999999999999999, 1]");
     FAIL() << "an integer beyond 64 bits was read";
   } catch (const InvalidInput& e) {
-    EXPECT_NE(std::string(e.what()).find("holds the integer 99999999999999999999, beyond 64 bits"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("holds the integer 99999999999999999999 at [0], beyond 64 bits"),
+        std::string::npos)
         << e.what();
   }
   EXPECT_THROW((void)t1("[1, 2"), InvalidInput);
   EXPECT_THROW((void)t1("(1, 2]"), InvalidInput);
+  EXPECT_THROW((void)t1("(1)"), InvalidInput);  // the number 1 in Python, no tuple
 }
 
 // What people read lists a configuration's parameters as declared; a JSON object sorts them.
