@@ -1,5 +1,6 @@
 // tunebase: autotuning for sparse solvers and GPU kernels.
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -86,6 +87,8 @@ int run_command_line(int argc, char** argv) {
   cli::add_query_commands(app);
   cli::add_benchmark_command(app);
   cli::add_service_commands(app);
+  // Logs go to stderr: stdout is the command's answer (--json output a program parses).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tunebase"));
   spdlog::set_pattern("%^%l%$: %v");
 
   // CLI11 answers a mistyped command ("tunebase show", "tunebase token creat") with "A subcommand

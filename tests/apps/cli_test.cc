@@ -886,6 +886,29 @@ TEST_F(Cli, RepeatsThatVaryMuchAreShownAndPointedOut) {
   EXPECT_EQ(steady.err.find("repeats vary"), std::string::npos) << steady.err;
 }
 
+// Logs and warnings go to stderr: stdout is the answer, and with --json a program parses it.
+TEST_F(Cli, WarningsGoToStderrAndLeaveTheJsonAlone) {
+  const auto space = x_space(10);
+  const std::string sweep = "sweep --kernel command --space " + space +
+                            " --cmd 'echo {x}' --no-progress --json --db " + db();
+  auto r = run(sweep + " --machine A --study a --budget 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run(sweep + " --machine B --study b --budget 3");  // transfer from A: a model is saved
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Models saved by another build are ignored with a warning.
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open(db().c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "UPDATE fitted_models SET parameters = '{\"junk\": 1}'", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  EXPECT_GT(sqlite3_changes(other), 0);
+  sqlite3_close(other);
+  r = run(sweep + " --machine B --study b --budget 5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: ignoring the fitted models saved in"), std::string::npos) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["trials"], 5) << r.out;
+}
+
 TEST_F(Cli, PredictForecastsConfigurationsOfAStudy) {
   auto r = sweep_x4("forecast", "echo $(( ({x} - 2) * ({x} - 2) + 1 ))", 4);
   ASSERT_EQ(r.exit_code, 0) << r.err;
