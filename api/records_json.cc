@@ -77,10 +77,17 @@ std::optional<db::Direction> studies_direction(const db::Store& store, const std
 }
 
 Conflict too_few_for_a_model(const db::Store& store, db::StudyId study) {
+  // Only an active study's model starts from other machines' measurements (its session's
+  // priors); a finished one's is fitted on its own results.
+  const bool active = store.get_study(study).status == db::StudyStatus::active;
   return Conflict("study " + std::to_string(study.value) + " has " +
                   std::to_string(store.trial_counts(study).ok) +
-                  " successful results, too few for a model (it needs 3, or measurements of the "
-                  "kernel on other machines or inputs to start from); measure more first");
+                  " successful results, too few for a model (it needs 3" +
+                  (active ? std::string(", or measurements of the kernel on other machines or "
+                                        "inputs to start from")
+                          : std::string("; a study that is no longer active is modelled from "
+                                        "its own results only")) +
+                  "); measure more first");
 }
 
 std::vector<std::string> import_notes(const db::ImportResult& result, bool input_given,

@@ -923,6 +923,15 @@ TEST_F(Cli, PredictForecastsConfigurationsOfAStudy) {
   }
   // The optimum (1 at x = 2) is forecast below the edge (5 at x = 0).
   EXPECT_LT(j["predictions"][0]["mean"].get<double>(), j["predictions"][1]["mean"].get<double>());
+  // A finished study is modelled from its own results: other machines' would not help.
+  r = sweep_x4("short", "echo {x}", 1);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("predict --study short --config '{\"x\": 2}' --db " + db());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("too few for a model (it needs 3; a study that is no longer active is "
+                       "modelled from its own results only)"),
+            std::string::npos)
+      << r.err;
   r = run("predict --study forecast --config '{\"x\": 9}' --db " + db());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("value 9 of parameter 'x' is not allowed"), std::string::npos) << r.err;
