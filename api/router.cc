@@ -277,6 +277,12 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
     }
     responses[std::to_string(r.success_status)] = {
         {"description", r.may_update ? "created" : "success"}, {"content", std::move(content)}};
+    if (r.created_location) {
+      responses[std::to_string(r.success_status)]["headers"] = {
+          {"Location",
+           {{"description", "the path of the study created (/v1/studies/{id})"},
+            {"schema", {{"type", "string"}}}}}};
+    }
     const nlohmann::json error_content = {
         {"application/json", {{"schema", {{"$ref", "#/components/schemas/Error"}}}}}};
     auto error = [&](int status, const std::string& why) {
@@ -311,6 +317,12 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
       error(503,
             "the database is unavailable (busy, read-only, or found corrupt); nothing was "
             "written");
+      responses["503"]["headers"] = {
+          {"Retry-After",
+           {{"description",
+             "seconds to wait before trying again, when another connection held the database "
+             "(absent when waiting would not help)"},
+            {"schema", {{"type", "integer"}}}}}};
     }
     error(500,
           "an internal error (a bug): the message hides its details, which the server log has");

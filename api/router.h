@@ -112,6 +112,8 @@ struct Route {
   /// The route answers success_status when it creates the resource and 200 when the resource
   /// already existed (an update, or nothing to change); the handler sets which.
   bool may_update = false;
+  /// The created resource's path is in a Location header of success_status (a created study).
+  bool created_location = false;
   std::string response_content_type = "application/json";
   nlohmann::json response_schema = nlohmann::json::object();
   /// Other media types the success may have ({"text/csv": schema}), chosen by the query.

@@ -420,6 +420,7 @@ void Service::add_routes() {
                     "Create a study: a kernel and its space tuned on a machine and task (the "
                     "machine registered first, POST /v1/machines)",
                     Access::write, bind(&Service::create_study));
+    r.created_location = true;
     // Checking a space may enumerate its valid configurations.
     r.runs = Runs::compute;
     r.request_schema = object_schema(
@@ -782,6 +783,7 @@ void Service::add_routes() {
                     "Upload a Kernel Tuner cache (.json or .json.gz) or T4 file as the "
                     "measurements of a machine",
                     Access::write, bind(&Service::import_file));
+    r.created_location = true;
     r.runs = Runs::compute;
     r.changes_measurements = true;
     r.body_limit = kMaxImportBytes;

@@ -909,6 +909,14 @@ TEST(ApiServer, ACreatedStudySaysWhereItIs) {
   ASSERT_THAT(imported, ::testing::StartsWith("HTTP/1.1 201")) << imported;
   const auto import = nlohmann::json::parse(imported.substr(imported.find("\r\n\r\n") + 4));
   EXPECT_EQ(header_value(imported, "Location"), "/v1/studies/" + import["study_id"].dump());
+  // The document says so, for a generated client to read it.
+  const auto doc = c.get("/openapi.json").json();
+  for (const char* path : {"/v1/studies", "/v1/import"}) {
+    EXPECT_TRUE(doc["paths"][path]["post"]["responses"]["201"]["headers"].contains("Location"))
+        << path;
+  }
+  EXPECT_TRUE(
+      doc["paths"]["/v1/studies"]["get"]["responses"]["503"]["headers"].contains("Retry-After"));
   // Imported before: nothing created.
   const auto again =
       raw_post(server, "/v1/import?machine=gpu-a", kernel_tuner_cache("GPU A", 1.0), server.token);
