@@ -554,17 +554,34 @@ class BayesianOptimization final : public ModelBasedStrategy {
     // What a measurement would give: the latent function's uncertainty and the noise the
     // target's measurements showed (zero-shot, the spread between machines stands for both).
     const double noise = target_.sorted_g.empty() ? 0.0 : gp_.hyperparameters().noise_variance;
+    // One level measured here (one success, or several alike): the study's own values would map
+    // every forecast to it, with no interval. The priors' values, as for a machine with nothing
+    // measured, moved to pass through what was measured, say more.
+    const bool one_level = transfer_ready() && !target_.sorted_g.empty() &&
+                           target_.sorted_g.front() == target_.sorted_g.back() &&
+                           !source_inverse_.empty() && log_ == zero_shot_log_;
+    double shift = 0.0;
+    if (one_level) {
+      const Prediction at_measured = predict_combined(target_.x);
+      for (std::size_t i = 0; i < target_.g.size(); ++i)
+        shift += target_.g[i] - sources_log_units(at_measured.mean[i]);
+      shift /= static_cast<double>(target_.g.size());
+    }
+    const auto log_units = [&](double z) {
+      return one_level ? sources_log_units(z) + shift : to_log_units(z);
+    };
+    const bool from_sources = target_.sorted_g.empty() || one_level;
     std::vector<Forecast> out;
     for (std::size_t i = 0; i < configs.size(); ++i) {
       const double sd = std::sqrt(std::max(prediction.variance[i], 0.0) + noise);
       const double z = prediction.mean[i];
-      const double g = to_log_units(z);
-      // Zero-shot values come from the priors, on their scale (to_log_units): how far this
+      const double g = log_units(z);
+      // Values that come from the priors are on their scale (log_units): how far this
       // machine's level may lie from theirs widens the interval on both sides.
-      const double spread = target_.sorted_g.empty() ? between_sources_sd(z) : 0.0;
-      const double g_lo = g - std::hypot(g - to_log_units(z - sd), spread);
-      const double g_hi = g + std::hypot(to_log_units(z + sd) - g, spread);
-      const bool log = target_.sorted_g.empty() ? zero_shot_log_ : log_;
+      const double spread = from_sources ? between_sources_sd(z) : 0.0;
+      const double g_lo = g - std::hypot(g - log_units(z - sd), spread);
+      const double g_hi = g + std::hypot(log_units(z + sd) - g, spread);
+      const bool log = from_sources ? zero_shot_log_ : log_;
       Forecast f;
       f.mean = objective_value(g, log, state.minimize);
       const double a = objective_value(g_lo, log, state.minimize);
@@ -898,7 +915,12 @@ class BayesianOptimization final : public ModelBasedStrategy {
     if (!target_.sorted_g.empty()) {
       return copula_ ? target_.inverse(z) : transform_.inverse(z);
     }
-    // Zero-shot: the sources' own quantiles (their times), weighted as the model weighs them.
+    return sources_log_units(z);
+  }
+
+  // Zero-shot: the sources' own quantiles (their times), weighted as the model weighs them
+  // (alike when the study's own model holds every weight).
+  double sources_log_units(double z) const {
     double g = 0.0;
     double total = 0.0;
     for (std::size_t s = 0; s < source_inverse_.size(); ++s) {
@@ -906,7 +928,11 @@ class BayesianOptimization final : public ModelBasedStrategy {
       g += w * source_inverse_[s](z);
       total += w;
     }
-    return total > 0.0 ? g / total : z;
+    if (total > 0.0) return g / total;
+    if (source_inverse_.empty()) return z;
+    g = 0.0;
+    for (const auto& inverse : source_inverse_) g += inverse(z);
+    return g / static_cast<double>(source_inverse_.size());
   }
 
   // Zero-shot: the standard deviation of a new machine's value at quantile z around the

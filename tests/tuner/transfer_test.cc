@@ -275,7 +275,16 @@ TEST(ZeroShot, ForecastsComeFromThePriorsAndAreMarkedSo) {
   // Once the study has measured something, forecasts are its own.
   const auto c = session.propose(1).at(0);
   session.observe(c, Measurement::success(objective(c)));
-  EXPECT_FALSE(session.forecast({ranked.front()}).at(0).from_priors);
+  const auto one = session.forecast({ranked.front(), ranked.back(), c});
+  ASSERT_EQ(one.size(), 3u);
+  EXPECT_FALSE(one[0].from_priors);
+  // One result alone does not make every forecast that result, with no interval: the priors'
+  // shape stays, moved to pass through it.
+  EXPECT_GT(one[1].mean, 2.0 * one[0].mean);
+  EXPECT_LT(one[0].lower, one[0].upper);
+  EXPECT_NEAR(one[2].mean, objective(c), 0.05 * objective(c));
+  EXPECT_LE(one[2].lower, objective(c));
+  EXPECT_GE(one[2].upper, objective(c));
   // Without priors, plain bo has nothing to say yet.
   Session plain(s, SessionOptions{});
   EXPECT_TRUE(plain.forecast({ranked.front()}).empty());
