@@ -371,7 +371,7 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
     const auto body = result_body(m, client_id);
     // What to send again by hand when the server stays away: the measurement is not lost.
     const auto undelivered_text = [&](const std::string& why) {
-      return "the result of trial " + std::to_string(trial_id) + " " + suggestion["config"].dump() +
+      return "the result of trial " + std::to_string(trial_id) + " " + space.config_text(config) +
              " was not delivered: " + why + "; to store it, POST to the server's " + trial_path +
              "/result the body " + db::json_text(body);
     };
@@ -413,7 +413,7 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
       summary.last_failure = m.message;
     }
     if (!options.quiet) {
-      std::cerr << "trial " << trial_id << " " << suggestion["config"].dump() << " -> "
+      std::cerr << "trial " << trial_id << " " << space.config_text(config) << " -> "
                 << (m.ok() ? format_objective(m.objective, evaluator.objective_unit())
                            : std::string(to_string(m.status)) + " (" + m.message + ")")
                 << "\n";
