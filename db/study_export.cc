@@ -41,7 +41,13 @@ std::string csv_free_text(std::string_view s) {
 std::string csv_value(const nlohmann::json& v) {
   if (v.is_null()) return {};
   if (v.is_string()) return csv_field(v.get<std::string>());
-  if (v.is_number_float()) return format_number(v.get<double>());
+  if (v.is_number_float()) {
+    // A real stays a real (2.0, not 2), so that a reader tells it from an integer, as the
+    // JSON and Kernel Tuner exports do.
+    auto text = format_number(v.get<double>());
+    if (text.find_first_of(".eEni") == std::string::npos) text += ".0";
+    return text;
+  }
   if (v.is_number() || v.is_boolean()) return json_text(v);
   return csv_field(json_text(v));
 }

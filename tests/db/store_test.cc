@@ -985,6 +985,14 @@ TEST_F(StoreTest, CsvExportKeepsValuesAndNeutralisesFormulasInFreeText) {
   EXPECT_THAT(row1, ::testing::EndsWith(",'-1+2 @SUM(A1),,,\r"));
   EXPECT_THAT(row2, ::testing::StartsWith("2,4,-O3,failed,,0,w=2,"));
   EXPECT_THAT(row2, ::testing::EndsWith(",'\tcmd,,,\r"));
+  // A real stays a real: 2.0, not 2.
+  store_.add_trial(s.id, {{"block", 2.0}, {"layout", "row"}}, "2.0,row",
+                   Measurement::failure(TrialStatus::failed, "x"));
+  store_.add_trial(s.id, {{"block", 0.5}, {"layout", "row"}}, "0.5,row",
+                   Measurement::failure(TrialStatus::failed, "x"));
+  const auto csv = export_study(store_, s.id, ExportFormat::csv);
+  EXPECT_THAT(csv, HasSubstr("\n3,2.0,row,failed,")) << csv;
+  EXPECT_THAT(csv, HasSubstr("\n4,0.5,row,failed,")) << csv;
 }
 
 TEST_F(StoreTest, CsvRowsCarryTheUnitAndTheMetrics) {
