@@ -157,9 +157,7 @@ RunResult run_one(const ReplayEvaluator& target, const SearchSpace& space,
         space_differs ? target.lookup_json(space.config_to_json(config)) : target.lookup(config);
     session.observe(config, m);
     trace.objectives.push_back(m.ok() ? m.objective : std::nan(""));
-    const auto as_json = space.config_to_json(config);
-    auto& ordered = result.configs.emplace_back();
-    for (const auto& p : space.parameters()) ordered[p.name] = as_json.at(p.name);
+    result.configs.push_back(space.config_to_ordered_json(config));
   }
   return result;
 }

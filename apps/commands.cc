@@ -548,10 +548,7 @@ void add_query_commands(CLI::App& app) {
                     << "% of 100000 random points; estimated, as there are too many to count)\n";
         }
       }
-      // In the parameters' order, as the file lists them (a JSON object sorts them).
-      nlohmann::ordered_json in_order;
-      for (const auto& p : space.parameters()) in_order[p.name] = summary["default"][p.name];
-      std::cout << "default:     " << in_order.dump()
+      std::cout << "default:     " << space.config_text(space.default_configuration())
                 << (summary["default_valid"].get<bool>()
                         ? " (valid)"
                         : " (invalid: " + summary["default_violates"].get<std::string>() + ")")

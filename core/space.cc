@@ -666,11 +666,15 @@ Configuration SearchSpace::config_from_json(const nlohmann::json& j, bool fill_d
   return c;
 }
 
-std::string SearchSpace::config_text(const Configuration& c) const {
+nlohmann::ordered_json SearchSpace::config_to_ordered_json(const Configuration& c) const {
   nlohmann::ordered_json in_order = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < parameters_.size() && i < c.size(); ++i)
     in_order[parameters_[i].name] = tunebase::to_json(c[i]);
-  return in_order.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return in_order;
+}
+
+std::string SearchSpace::config_text(const Configuration& c) const {
+  return config_to_ordered_json(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string config_text(const nlohmann::json& config, const nlohmann::json& space) {

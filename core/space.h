@@ -173,8 +173,10 @@ class SearchSpace {
   /// their default when `fill_defaults`.
   nlohmann::json config_to_json(const Configuration& c) const;
   Configuration config_from_json(const nlohmann::json& j, bool fill_defaults = false) const;
-  /// A configuration as compact JSON with its parameters in declared order (a JSON object
-  /// sorts them), for people to read: {"block_size_x": 32, "block_size_y": 4, ...}.
+  /// As config_to_json, with the parameters in declared order (a JSON object sorts them).
+  nlohmann::ordered_json config_to_ordered_json(const Configuration& c) const;
+  /// config_to_ordered_json as compact text, for people to read:
+  /// {"block_size_x": 32, "block_size_y": 4, ...}.
   std::string config_text(const Configuration& c) const;
   /// Kernel Tuner cache key: the values joined by commas, in parameter order. Commas and
   /// backslashes inside string values are escaped with a backslash (Kernel Tuner's own keys

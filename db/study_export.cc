@@ -209,8 +209,9 @@ double in_milliseconds(double value, double milliseconds_per_unit) {
   return value / std::round(1.0 / milliseconds_per_unit);
 }
 
-std::string text_of(const nlohmann::json& j, int indent) {
-  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+template <class Json>  // nlohmann::json, or ordered_json where the order is the format's
+std::string text_of(const Json& j, int indent) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -300,7 +301,7 @@ void StudyExport::begin(std::string& out) {
     return;
   }
   if (format_ == ExportFormat::kernel_tuner) {
-    auto header = kt_header_.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
+    auto header = text_of(kt_header_, 1);
     header.resize(header.size() - 2);  // "\n}"
     out += header;
     out += ",\n \"cache\": {";
@@ -372,8 +373,7 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
     }
     out += any_trial_ ? ",\n  " : "\n  ";
     any_trial_ = true;
-    out += text_of(*key, -1) + ": " +
-           entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    out += text_of(nlohmann::json(*key), -1) + ": " + text_of(entry, -1);
     return;
   }
   // Fields are appended one by one: a row is `trial_id,<parameters...>,status,...`.

@@ -537,8 +537,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     if (configs.empty()) return {};
     prepare_transfer(state);
     if (!transfer_ready() && state.ok_count() < kMinObservationsForModel) return {};
-    Rng rng(seed_ ^ state.observations.size());
-    if (modelled_state_ != observations_fingerprint(state)) update_model(state, rng);
+    model_for_answers(state);
     std::vector<std::vector<double>> rows;
     for (const auto& c : configs) rows.push_back(encode(state, c));
     const Matrix x = rows_to_matrix(rows, model_dimension(state));
@@ -619,8 +618,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     if (!transfer_ready() && state.ok_count() < needed) return {};
     // Results that all have one value tell the parameters apart no more than none do.
     if (!transfer_ready() && all_successes_equal(state)) return {};
-    Rng rng(seed_ ^ state.observations.size());
-    if (modelled_state_ != observations_fingerprint(state)) update_model(state, rng);
+    model_for_answers(state);
     if (fitted_at_ == 0 || !hyperparameters_) return {};
     const auto& lengthscales = hyperparameters_->covariance.lengthscales;
     std::vector<ParameterRelevance> out;
@@ -1110,9 +1108,19 @@ class BayesianOptimization final : public ModelBasedStrategy {
     return out;
   }
 
-  void update_model(const TuningState& state, Rng& rng) {
+  // The model forecasts and relevance answer from: brought up to date unless it already is for
+  // these observations. Refitted again, from its own optimum, its hyperparameters (and every
+  // answer) would move a little at each call.
+  void model_for_answers(const TuningState& state) {
     auto fingerprint = observations_fingerprint(state);
-    modelled_state_.clear();  // until it is brought up to date
+    if (fingerprint == modelled_state_) return;
+    Rng rng(seed_ ^ state.observations.size());
+    update_model(state, rng);
+    modelled_state_ = std::move(fingerprint);
+  }
+
+  void update_model(const TuningState& state, Rng& rng) {
+    modelled_state_.clear();  // a proposal's refit moves the model: answers fit it again
     const std::size_t dim = model_dimension(state);
     std::vector<std::vector<double>> ok_rows;
     std::vector<std::vector<double>> all_rows;
@@ -1228,7 +1236,6 @@ class BayesianOptimization final : public ModelBasedStrategy {
                                                                *feasibility_covariance_);
       }
     }
-    modelled_state_ = std::move(fingerprint);
   }
 
   void update_weights(Rng& rng) {
@@ -1648,9 +1655,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
   std::optional<surrogates::FeasibilityModel> feasibility_;
   std::optional<surrogates::Covariance> feasibility_covariance_;
   std::vector<std::size_t> active_;  // encoded columns the model sees
-  // observations_fingerprint of the state the model was last brought up to date with:
-  // forecasts and relevance on the same observations use it as it is. Refitted again, from
-  // its own optimum, its hyperparameters (and every answer) would move a little at each call.
+  // observations_fingerprint of the state model_for_answers last brought the model up to date
+  // with (empty once anything else has updated it).
   std::string modelled_state_;
 
   // ---- transfer: the priors as model data, their fitted models (shared through the cache)

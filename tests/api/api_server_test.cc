@@ -116,12 +116,10 @@ TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
   // Studies of both directions there, only the maximized one measured: the default direction
   // is the one of what was measured.
   const auto study_of = [&](const std::string& direction) {
-    auto created = c.post("/v1/studies",
-                          {{"kernel", "rates"},
-                           {"space", testing::demo_space()},
-                           {"machine", "test-machine"},
-                           {"direction", direction}},
-                          server.token);
+    auto created = c.post(
+        "/v1/studies",
+        testing::demo_study_body("test-machine", {{"kernel", "rates"}, {"direction", direction}}),
+        server.token);
     EXPECT_EQ(created.status, 201) << created.body;
     return created.json()["id"].get<std::int64_t>();
   };
@@ -486,12 +484,10 @@ TEST(ApiServer, BestTakesTheKernelsDirectionAndSaysWhatIsWrongWithAQuestion) {
   // A throughput kernel: every study of it maximizes.
   ASSERT_EQ(c.post("/v1/machines", {{"name", "box"}}, server.token).status, 201);
   const auto created = c.post("/v1/studies",
-                              {{"kernel", "rate"},
-                               {"machine", "box"},
-                               {"space", testing::demo_space()},
-                               {"direction", "maximize"},
-                               {"objective", "GFLOP/s"},
-                               {"strategy", "random"}},
+                              testing::demo_study_body("box", {{"kernel", "rate"},
+                                                               {"direction", "maximize"},
+                                                               {"objective", "GFLOP/s"},
+                                                               {"strategy", "random"}}),
                               server.token);
   ASSERT_EQ(created.status, 201) << created.body;
   const std::string base = "/v1/studies/" + std::to_string(created.json()["id"].get<int>());
@@ -626,13 +622,10 @@ TEST(ApiServer, AnExportFormatThatCannotHoldTheStudyIsRefusedOnTheQuery) {
   TestServer server;
   auto c = server.client();
   ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
-  const auto study = c.post("/v1/studies",
-                            {{"kernel", "demo"},
-                             {"space", testing::demo_space()},
-                             {"machine", "m"},
-                             {"direction", "maximize"},
-                             {"unit", "GFLOP/s"}},
-                            server.token);
+  const auto study =
+      c.post("/v1/studies",
+             testing::demo_study_body("m", {{"direction", "maximize"}, {"unit", "GFLOP/s"}}),
+             server.token);
   ASSERT_EQ(study.status, 201) << study.body;
   const std::string base = "/v1/studies/" + study.json()["id"].dump();
   const auto refused = c.get(base + "/export?format=kernel_tuner");
@@ -888,10 +881,8 @@ TEST(ApiServer, ACreatedStudySaysWhereItIs) {
   TestServer server;
   auto c = server.client();
   ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
-  const auto created = raw_post(
-      server, "/v1/studies",
-      nlohmann::json{{"kernel", "demo"}, {"space", testing::demo_space()}, {"machine", "m"}}.dump(),
-      server.token);
+  const auto created =
+      raw_post(server, "/v1/studies", testing::demo_study_body("m").dump(), server.token);
   ASSERT_THAT(created, ::testing::StartsWith("HTTP/1.1 201")) << created;
   const auto study = nlohmann::json::parse(created.substr(created.find("\r\n\r\n") + 4));
   EXPECT_EQ(header_value(created, "Location"), "/v1/studies/" + study["id"].dump());
@@ -1102,14 +1093,11 @@ TEST(ApiServer, BestForAnInputGivenByItsFeatures) {
   }
   std::map<int, std::int64_t> tasks;
   for (int n : {1, 4}) {
-    const auto created = c.post("/v1/studies",
-                                {{"kernel", "demo"},
-                                 {"space", testing::demo_space()},
-                                 {"machine", "m1"},
-                                 {"unit", "ms"},
-                                 {"task", {{"n", n}}},
-                                 {"task_features", {{"n", n}}}},
-                                server.token);
+    const auto created =
+        c.post("/v1/studies",
+               testing::demo_study_body(
+                   "m1", {{"unit", "ms"}, {"task", {{"n", n}}}, {"task_features", {{"n", n}}}}),
+               server.token);
     ASSERT_EQ(created.status, 201) << created.body;
     tasks[n] = created.json()["task_id"].get<std::int64_t>();
     nlohmann::json measurements = nlohmann::json::array();
@@ -1437,14 +1425,11 @@ TEST(ApiServer, AStudyDeletedByAnotherProcessLeavesTheServersPriors) {
     ASSERT_EQ(c.post("/v1/machines", {{"name", m}}, server.token).status, 201);
   }
   const auto study = [&](const char* name, const char* machine) {
-    const auto r = c.post("/v1/studies",
-                          {{"name", name},
-                           {"kernel", "demo"},
-                           {"space", testing::demo_space()},
-                           {"machine", machine},
-                           {"strategy", "bo-transfer"},
-                           {"budget", 20}},
-                          server.token);
+    const auto r =
+        c.post("/v1/studies",
+               testing::demo_study_body(
+                   machine, {{"name", name}, {"strategy", "bo-transfer"}, {"budget", 20}}),
+               server.token);
     EXPECT_EQ(r.status, 201) << r.body;
     return "/v1/studies/" + r.json()["id"].dump();
   };
@@ -1556,13 +1541,9 @@ TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
               "every successful result has the same value: nothing tells the parameters apart");
   }
   // A study of times (its unit says so) takes no negative one.
-  const auto unit_study = c.post("/v1/studies",
-                                 {{"kernel", "demo"},
-                                  {"space", testing::demo_space()},
-                                  {"machine", "test-machine"},
-                                  {"unit", "ms"},
-                                  {"name", "timed"}},
-                                 server.token);
+  const auto unit_study = c.post(
+      "/v1/studies", testing::demo_study_body("test-machine", {{"unit", "ms"}, {"name", "timed"}}),
+      server.token);
   ASSERT_EQ(unit_study.status, 201) << unit_study.body;
   const auto negative =
       c.post("/v1/studies/" + std::to_string(unit_study.json()["id"].get<int>()) + "/measurements",

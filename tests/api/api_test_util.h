@@ -86,6 +86,15 @@ inline double demo_objective(const nlohmann::json& config) {
          (config["unroll"].get<int>() == 1 ? 0.0 : 0.25);
 }
 
+/// The body of POST /v1/studies for kernel "demo" (demo_space) on `machine`, with the fields
+/// of `extra` added or replacing them.
+inline nlohmann::json demo_study_body(const std::string& machine,
+                                      const nlohmann::json& extra = nlohmann::json::object()) {
+  nlohmann::json body{{"kernel", "demo"}, {"space", demo_space()}, {"machine", machine}};
+  body.update(extra);
+  return body;
+}
+
 /// Registers machine `machine` and creates a study of kernel "demo"; returns its id.
 inline std::int64_t create_demo_study(HttpClient& client, const std::string& token,
                                       const std::string& strategy, std::int64_t budget,
@@ -94,8 +103,7 @@ inline std::int64_t create_demo_study(HttpClient& client, const std::string& tok
   auto m =
       client.post("/v1/machines", {{"name", machine}, {"fingerprint", {{"cpu", "test"}}}}, token);
   EXPECT_TRUE(m.status == 201 || m.status == 200) << m.body;  // 200: registered before
-  nlohmann::json body{{"kernel", "demo"},     {"space", demo_space()}, {"machine", machine},
-                      {"strategy", strategy}, {"budget", budget},      {"seed", 7}};
+  auto body = demo_study_body(machine, {{"strategy", strategy}, {"budget", budget}, {"seed", 7}});
   if (!name.empty()) body["name"] = name;
   auto s = client.post("/v1/studies", body, token);
   EXPECT_EQ(s.status, 201) << s.body;

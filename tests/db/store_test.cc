@@ -42,6 +42,13 @@ class StoreTest : public ::testing::Test {
     n.settings = {{"unit", unit}};
     return store_.create_study(n);
   }
+  /// Another study like `n` (study_in's kernel, machine and task), named `name`, in `unit`
+  /// ("": none).
+  StudyRecord also_in(const std::string& unit, const std::string& name, NewStudy& n) {
+    n.name = name;
+    n.settings = unit.empty() ? nlohmann::json::object() : nlohmann::json{{"unit", unit}};
+    return store_.create_study(n);
+  }
   TempDir dir_;
   Store store_{dir_.file("tunebase.db")};
 };
@@ -627,9 +634,7 @@ TEST_F(StoreTest, BestTrialForMinimiseAndMaximise) {
 TEST_F(StoreTest, BestTrialComparesTimesInDifferentUnitsAsTimes) {
   NewStudy n;
   const auto in_ms = study_in("ms", n);
-  n.name = "in s";
-  n.settings = {{"unit", "s"}};
-  const auto in_s = store_.create_study(n);
+  const auto in_s = also_in("s", "in s", n);
   const auto fastest = store_.add_trial(in_ms.id, testing::config_json(16, "row"), "16,row",
                                         Measurement::success(1.4));  // 1.4 ms
   store_.add_trial(in_s.id, testing::config_json(32, "row"), "32,row",
@@ -638,12 +643,8 @@ TEST_F(StoreTest, BestTrialComparesTimesInDifferentUnitsAsTimes) {
   EXPECT_EQ(store_.best_trial("demo", machine, std::nullopt, Direction::minimize)->id, fastest);
   // Maximised times: the slowest.
   n.direction = Direction::maximize;
-  n.name = "max in ms";
-  n.settings = {{"unit", "ms"}};
-  const auto max_ms = store_.create_study(n);
-  n.name = "max in s";
-  n.settings = {{"unit", "s"}};
-  const auto max_s = store_.create_study(n);
+  const auto max_ms = also_in("ms", "max in ms", n);
+  const auto max_s = also_in("s", "max in s", n);
   store_.add_trial(max_ms.id, testing::config_json(16, "row"), "16,row",
                    Measurement::success(900.0));  // 0.9 s
   const auto slowest = store_.add_trial(max_s.id, testing::config_json(16, "row"), "16,row",
@@ -651,9 +652,7 @@ TEST_F(StoreTest, BestTrialComparesTimesInDifferentUnitsAsTimes) {
   EXPECT_EQ(store_.best_trial("demo", machine, std::nullopt, Direction::maximize)->id, slowest);
   // A study without a unit cannot be placed among times: left out while there are some.
   n.direction = Direction::minimize;
-  n.name = "plain";
-  n.settings = nlohmann::json::object();
-  const auto plain = store_.create_study(n);
+  const auto plain = also_in("", "plain", n);
   store_.add_trial(plain.id, testing::config_json(64, "row"), "64,row", Measurement::success(0.1));
   EXPECT_EQ(store_.best_trial("demo", machine, std::nullopt, Direction::minimize)->id, fastest);
 }
@@ -663,9 +662,7 @@ TEST_F(StoreTest, BestTrialComparesTimesInDifferentUnitsAsTimes) {
 TEST_F(StoreTest, EqualTimesInTwoUnitsAreATie) {
   NewStudy n;
   const auto in_ms = study_in("ms", n);
-  n.name = "in us";
-  n.settings = {{"unit", "us"}};
-  const auto in_us = store_.create_study(n);
+  const auto in_us = also_in("us", "in us", n);
   const auto earlier = store_.add_trial(in_ms.id, testing::config_json(16, "row"), "16,row",
                                         Measurement::success(0.9));
   store_.add_trial(in_us.id, testing::config_json(32, "row"), "32,row",
@@ -679,9 +676,7 @@ TEST_F(StoreTest, EqualTimesInTwoUnitsAreATie) {
 TEST_F(StoreTest, PriorTrialsAreConvertedToTheQuerysUnitOfTime) {
   NewStudy n;
   const auto in_ms = study_in("ms", n);
-  n.name = "score";
-  n.settings = {{"unit", "GFLOP/s"}};
-  const auto score = store_.create_study(n);
+  const auto score = also_in("GFLOP/s", "score", n);
   store_.add_trial(in_ms.id, testing::config_json(16, "row"), "16,row",
                    Measurement::success(1500.0));
   store_.add_trial(score.id, testing::config_json(16, "row"), "16,row", Measurement::success(3.0));
@@ -821,13 +816,9 @@ TEST_F(StoreTest, ExportAsAKernelTunerCache) {
   EXPECT_EQ(back.entries[1].result.status, TrialStatus::failed);
 
   // A rate, and a score it maximizes, are no times.
-  n.name = "rate";
-  n.settings = {{"unit", "GFLOP/s"}};
-  const auto rate = store_.create_study(n);
-  n.name = "score";
-  n.settings = nlohmann::json::object();
+  const auto rate = also_in("GFLOP/s", "rate", n);
   n.direction = Direction::maximize;
-  const auto score = store_.create_study(n);
+  const auto score = also_in("", "score", n);
   for (const auto& [id, says] :
        {std::pair{rate.id,
                   "measures \"time\" in GFLOP/s (time units: s, ms, us, ns): export "
