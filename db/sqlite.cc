@@ -209,6 +209,7 @@ Statement Database::prepare(std::string_view sql, std::string_view what) {
 std::int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_.get()); }
 
 std::int64_t Database::changes() const { return sqlite3_changes64(db_.get()); }
+std::int64_t Database::total_changes() const { return sqlite3_total_changes64(db_.get()); }
 
 bool Database::in_transaction() const { return sqlite3_get_autocommit(db_.get()) == 0; }
 

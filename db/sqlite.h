@@ -75,6 +75,8 @@ class Database {
   std::int64_t last_insert_rowid() const;
   /// Rows changed by the most recent INSERT, UPDATE or DELETE.
   std::int64_t changes() const;
+  /// Rows changed through this connection since it opened.
+  std::int64_t total_changes() const;
   bool in_transaction() const;
 
   const std::string& path() const { return path_; }

@@ -846,6 +846,17 @@ void Store::set_study_status(StudyId id, StudyStatus status) {
   }
 }
 
+void Store::set_study_strategy(StudyId id, std::string_view strategy) {
+  std::lock_guard lock(impl_->mutex);
+  const std::string what = "setting the strategy of study " + std::to_string(id.value);
+  impl_->require_writable(what);
+  auto st = impl_->db.prepare("UPDATE studies SET strategy = ?1 WHERE id = ?2", what);
+  st.bind(1, strategy).bind(2, id.value).run();
+  if (impl_->db.changes() == 0) {
+    throw NotFound("study " + std::to_string(id.value) + " does not exist");
+  }
+}
+
 std::size_t Store::delete_study(StudyId id) {
   std::lock_guard lock(impl_->mutex);
   const std::string what = "deleting study " + std::to_string(id.value);
@@ -1289,6 +1300,11 @@ std::int64_t Store::data_version() const {
   return st.column_int64(0);
 }
 
+std::int64_t Store::changes_made() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->db.total_changes();
+}
+
 TrialCounts Store::trial_counts(StudyId study) const {
   std::lock_guard lock(impl_->mutex);
   impl_->require_study(study);
@@ -1407,21 +1423,21 @@ std::string objective_unit(const StudyRecord& study) {
   return it != study.settings.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
-std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
-  std::lock_guard lock(impl_->mutex);
-  auto st = impl_->db.prepare(
-      "SELECT s.id, s.machine_id, m.name, s.task_id, k.version, s.objective, s.direction, t.id, "
-      "t.config, t.config_key, t.status, t.objective, s.settings, s.strategy "
-      "FROM trials t JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
-      "JOIN machines m ON m.id = s.machine_id "
-      "WHERE k.name = ?1 AND (?2 = '' OR k.version = ?2) AND (?3 IS NULL OR s.machine_id <> ?3) "
-      "AND (?4 IS NULL OR s.id <> ?4) AND (?5 IS NULL OR s.machine_id <> ?5 OR s.task_id <> ?6) "
-      "AND (?7 = '' OR s.objective = ?7) AND (?8 IS NULL OR s.direction = ?8) "
-      "AND (?9 = '[]' OR m.name IN (SELECT value FROM json_each(?9))) "
-      "AND t.finished_at IS NOT NULL AND (?10 = 0 OR t.status = 'ok') "
-      "AND (?12 IS NULL OR s.task_id = ?12) ORDER BY t.id "
-      "LIMIT CASE WHEN ?11 > 0 THEN ?11 ELSE -1 END",
-      "reading the trials of kernel " + q.kernel_name);
+namespace {
+
+// The finished trials a PriorQuery selects (FROM and WHERE, parameters ?1 to ?12 but ?11, the
+// limit), shared by prior_trials and prior_counts; bind_prior_query binds them.
+constexpr std::string_view kPriorTrialsWhere =
+    "FROM trials t JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
+    "JOIN machines m ON m.id = s.machine_id "
+    "WHERE k.name = ?1 AND (?2 = '' OR k.version = ?2) AND (?3 IS NULL OR s.machine_id <> ?3) "
+    "AND (?4 IS NULL OR s.id <> ?4) AND (?5 IS NULL OR s.machine_id <> ?5 OR s.task_id <> ?6) "
+    "AND (?7 = '' OR s.objective = ?7) AND (?8 IS NULL OR s.direction = ?8) "
+    "AND (?9 = '[]' OR m.name IN (SELECT value FROM json_each(?9))) "
+    "AND t.finished_at IS NOT NULL AND (?10 = 0 OR t.status = 'ok') "
+    "AND (?12 IS NULL OR s.task_id = ?12)";
+
+void bind_prior_query(Statement& st, const PriorQuery& q) {
   st.bind(1, q.kernel_name).bind(2, q.version);
   if (q.exclude_machine) st.bind(3, q.exclude_machine->value);
   if (q.exclude_study) st.bind(4, q.exclude_study->value);
@@ -1432,31 +1448,52 @@ std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
   st.bind(9, json_text(q.machines)).bind(10, q.ok_only ? 1 : 0);
   st.bind(11, static_cast<std::int64_t>(q.limit));
   if (q.task) st.bind(12, q.task->value);
+}
+
+// How a study's values are read as priors: the unit they are given in, the factor into it, or
+// left out. Times are learned from as times; a value in another unit, or none, cannot be
+// placed among them.
+struct PriorReading {
+  std::string unit;
+  double factor = 1.0;
+  bool left_out = false;
+};
+
+PriorReading prior_reading(const PriorQuery& q, const std::string& settings,
+                           const std::string& strategy, const Database& db) {
+  StudyRecord study;
+  study.settings = parse_json_column(settings, db, "studies.settings");
+  study.strategy = strategy;
+  PriorReading r{.unit = objective_unit(study)};
+  if (is_time_unit(q.unit)) {
+    r.left_out = !is_time_unit(r.unit);
+    r.factor = time_unit_factor(r.unit, q.unit);
+    r.unit = q.unit;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare(
+      "SELECT s.id, s.machine_id, m.name, s.task_id, k.version, s.objective, s.direction, t.id, "
+      "t.config, t.config_key, t.status, t.objective, s.settings, s.strategy " +
+          std::string(kPriorTrialsWhere) +
+          " ORDER BY t.id LIMIT CASE WHEN ?11 > 0 THEN ?11 ELSE -1 END",
+      "reading the trials of kernel " + q.kernel_name);
+  bind_prior_query(st, q);
   std::vector<PriorTrial> out;
-  // How each study's values are read, worked out once a study (not once a trial): the unit
-  // they are given in, the factor into it, or left out. Times are learned from as times; a
-  // value in another unit, or none, cannot be placed among them.
-  struct Reading {
-    std::string unit;
-    double factor = 1.0;
-    bool left_out = false;
-  };
-  const bool in_time = is_time_unit(q.unit);
-  std::unordered_map<std::int64_t, Reading> readings;
+  std::unordered_map<std::int64_t, PriorReading> readings;
   while (st.step()) {
     const StudyId study_id{st.column_int64(0)};
     auto reading = readings.find(study_id.value);
     if (reading == readings.end()) {
-      StudyRecord study;
-      study.settings = parse_json_column(st.column_text(12), impl_->db, "studies.settings");
-      study.strategy = st.column_text(13);
-      Reading r{.unit = objective_unit(study)};
-      if (in_time) {
-        r.left_out = !is_time_unit(r.unit);
-        r.factor = time_unit_factor(r.unit, q.unit);
-        r.unit = q.unit;
-      }
-      reading = readings.emplace(study_id.value, std::move(r)).first;
+      reading = readings
+                    .emplace(study_id.value,
+                             prior_reading(q, st.column_text(12), st.column_text(13), impl_->db))
+                    .first;
     }
     if (reading->second.left_out) continue;
     PriorTrial p;
@@ -1475,6 +1512,28 @@ std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
     p.unit = reading->second.unit;
     out.push_back(std::move(p));
   }
+  return out;
+}
+
+std::vector<PriorCount> Store::prior_counts(const PriorQuery& q) const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare(
+      "SELECT s.id, m.name, s.task_id, s.settings, s.strategy, "
+      "sum(t.status = 'ok'), count(*) " +
+          std::string(kPriorTrialsWhere) + " GROUP BY s.id ORDER BY s.id",
+      "counting the trials of kernel " + q.kernel_name);
+  bind_prior_query(st, q);
+  std::map<std::pair<std::string, std::int64_t>, PriorCount> counts;
+  while (st.step()) {
+    if (prior_reading(q, st.column_text(3), st.column_text(4), impl_->db).left_out) continue;
+    auto& c = counts[{st.column_text(1), st.column_int64(2)}];
+    c.machine_name = st.column_text(1);
+    c.task = TaskId{st.column_int64(2)};
+    c.ok += static_cast<std::size_t>(st.column_int64(5));
+    c.finished += static_cast<std::size_t>(st.column_int64(6));
+  }
+  std::vector<PriorCount> out;
+  for (auto& [key, c] : counts) out.push_back(std::move(c));
   return out;
 }
 

@@ -202,6 +202,14 @@ struct PriorTrial {
   std::string unit;
 };
 
+/// How many finished trials a PriorQuery selects on one (machine, task) (Store::prior_counts).
+struct PriorCount {
+  std::string machine_name;
+  TaskId task;
+  std::size_t ok = 0;
+  std::size_t finished = 0;  ///< ok and failed
+};
+
 /// Which finished trials of a kernel are priors (Store::prior_trials); every filter is
 /// applied in the query.
 struct PriorQuery {
@@ -382,6 +390,8 @@ class Store {
   /// The ids of every study, ascending: cheaper than list_studies when only which exist matters.
   std::vector<StudyId> study_ids() const;
   void set_study_status(StudyId id, StudyStatus status);
+  /// The strategy a study left to its default now uses (it follows what there is to learn from).
+  void set_study_strategy(StudyId id, std::string_view strategy);
   /// Deletes a study and every trial of it (a mistaken import, a test run): gone from best
   /// answers and from other studies' priors. An active study is refused (a sweep or workers
   /// may be tuning it): stop it first. Returns the number of trials deleted.
@@ -493,6 +503,9 @@ class Store {
   /// SQLite's data_version of this connection: it changes when another connection (another
   /// process sharing the file) commits, and only then.
   std::int64_t data_version() const;
+  /// Rows this connection changed since it opened (sqlite3_total_changes64): with
+  /// data_version, whether the database changed at all.
+  std::int64_t changes_made() const;
 
   // --- queries across studies
   /// The best ok trial of any study of `kernel_name` (any version) on `machine` (and `task`
@@ -507,6 +520,9 @@ class Store {
   /// Finished trials of every study of the query's kernel that pass its filters (see
   /// PriorQuery), in id order: priors for transfer learning.
   std::vector<PriorTrial> prior_trials(const PriorQuery& query) const;
+  /// How many trials prior_trials(query) would read (limit and ok_only aside), per (machine,
+  /// task) in name and id order, without reading them: whether the priors moved.
+  std::vector<PriorCount> prior_counts(const PriorQuery& query) const;
 
   // --- import (study_export.h exports)
   /// Files a measured dataset: machine (found by name, else created with a fingerprint from

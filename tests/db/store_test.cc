@@ -732,6 +732,37 @@ TEST_F(StoreTest, PriorTrialsLeaveOutAMachineAStudyOrOtherVersions) {
   EXPECT_EQ(store_.prior_trials(at_version).size(), 3u);
   at_version.version = "0000";
   EXPECT_TRUE(store_.prior_trials(at_version).empty());
+
+  // Counted per (machine, task) without being read: what prior_trials reads, ok and failed.
+  const auto counts = store_.prior_counts(demo);
+  ASSERT_EQ(counts.size(), 2u);
+  EXPECT_EQ(counts[0].machine_name, "m1");
+  EXPECT_EQ(counts[0].ok, 1u);
+  EXPECT_EQ(counts[1].machine_name, "m2");
+  EXPECT_EQ(counts[1].task, b.task_id);
+  EXPECT_EQ(counts[1].ok, 1u);
+  EXPECT_EQ(counts[1].finished, 2u);
+  EXPECT_EQ(store_.prior_counts(without_a).size(), 1u);
+}
+
+// A rate among times is left out of the counts as it is of the trials.
+TEST_F(StoreTest, PriorCountsLeaveOutWhatPriorTrialsLeavesOut) {
+  NewStudy n;
+  const auto in_ms = study_in("ms", n);
+  const auto score = also_in("GFLOP/s", "score", n);
+  store_.add_trial(in_ms.id, testing::config_json(16, "row"), "16,row",
+                   Measurement::success(1500.0));
+  store_.add_trial(score.id, testing::config_json(16, "row"), "16,row", Measurement::success(3.0));
+  PriorQuery q;
+  q.kernel_name = "demo";
+  q.unit = "s";
+  const auto in_time = store_.prior_counts(q);
+  ASSERT_EQ(in_time.size(), 1u);
+  EXPECT_EQ(in_time[0].ok, 1u);
+  q.unit = "";  // every value as stored: both studies, on one machine and task
+  const auto all = store_.prior_counts(q);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].ok, 2u);
 }
 
 // --- export
