@@ -121,14 +121,12 @@ bool has_priors(const db::Store& store, std::optional<db::PriorQuery> query) {
   return !store.prior_trials(*query).empty();
 }
 
-std::vector<Prior> study_priors(const db::Store& store, const db::StudyRecord& study,
-                                const SearchSpace& space) {
+std::optional<db::PriorQuery> study_prior_query(const db::StudyRecord& study) {
   db::KernelRecord kernel;
   kernel.name = study.kernel_name;
   kernel.version = study.kernel_version;
-  const auto query = target_prior_query(kernel, study.machine_id, study.task_id, study.objective,
-                                        study.direction, study.settings);
-  return query ? priors_from_store(store, space, *query) : std::vector<Prior>{};
+  return target_prior_query(kernel, study.machine_id, study.task_id, study.objective,
+                            study.direction, study.settings);
 }
 
 std::size_t load_fitted_models(const db::Store& store) {

@@ -43,9 +43,9 @@ void require_prior_machines(const db::Store& store, const std::vector<std::strin
 /// Whether `query` selects at least one successful trial (one row read, not all).
 bool has_priors(const db::Store& store, std::optional<db::PriorQuery> query);
 
-/// The priors a study uses (target_prior_query of its kernel, machine, task and settings).
-std::vector<Prior> study_priors(const db::Store& store, const db::StudyRecord& study,
-                                const SearchSpace& space);
+/// The query of the priors a study uses (target_prior_query of its kernel, machine, task and
+/// settings); none when it takes none.
+std::optional<db::PriorQuery> study_prior_query(const db::StudyRecord& study);
 
 /// Task features of a stored task: its features, or the numbers of its description.
 nlohmann::json task_features_of(const db::TaskRecord& task);

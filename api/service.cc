@@ -1123,7 +1123,9 @@ Response Service::create_study(Request& request) {
     study.strategy = *strategy;
   } else {
     // Unless chosen, the strategy follows what there is to learn from: bo-transfer when other
-    // machines or tasks measured this kernel version (and transfer is on), else bo.
+    // machines or tasks measured this kernel version (and transfer is on), else bo; and it
+    // goes on following it (a study made before its priors were imported takes them then).
+    study.settings["strategy_default"] = true;
     study.strategy = default_strategy(
         has_priors(store_, target_prior_query(kernel, machine->id, task_record.id, study.objective,
                                               study.direction, study.settings)));

@@ -125,6 +125,15 @@ struct StudyManager::Entry {
   /// Store::data_version when the entry last read the study; another value means another
   /// process wrote to the database since.
   std::optional<std::int64_t> synced_version;
+
+  // The priors the session was built on, to know when they moved (Store::prior_counts); no
+  // query when the study takes none. Read under session_mutex.
+  std::optional<db::PriorQuery> prior_query;
+  std::vector<db::PriorCount> prior_counts;
+  /// When prior_counts were last compared with the Store, and its (data_version,
+  /// changes_made) then: nothing written since, nothing to compare.
+  Clock::time_point priors_checked_at;
+  std::pair<std::int64_t, std::int64_t> priors_checked_version{-1, -1};
 };
 
 StudyManager::StudyManager(db::Store& store) : store_(store) { load_fitted_models(store_); }
@@ -221,6 +230,17 @@ void StudyManager::sync_with_store(Entry& entry) {
 }
 
 void StudyManager::ensure_session(Entry& entry) {
+  if (entry.session && priors_moved(entry)) {
+    spdlog::info(
+        "study {}: other machines or tasks measured more since its priors were read: "
+        "its session is built again on them",
+        entry.record.id.value);
+    // What the old session had not taken in is in the Store, which the new one reads; what
+    // is stored from now on is queued for it.
+    std::lock_guard lock(entry.state_mutex);
+    entry.inbox.clear();
+    entry.session.reset();
+  }
   if (entry.session) return;
   {
     std::lock_guard lock(entry.state_mutex);
@@ -250,13 +270,30 @@ void StudyManager::build_session(Entry& entry) {
   options.budget =
       record.budget ? static_cast<std::size_t>(*record.budget) : kUnlimitedBudgetDesign;
   options.minimize = record.direction == db::Direction::minimize;
-  options.priors = study_priors(store_, record, *entry.space);
+  // A strategy left to its default follows the priors there are now ("auto").
+  if (record.settings.value("strategy_default", false)) options.strategy = "auto";
+  // Those of a strategy that ignores them are neither read nor watched.
+  entry.prior_query = options.strategy == "auto" || learns_from_priors(options.strategy)
+                          ? study_prior_query(record)
+                          : std::nullopt;
+  if (entry.prior_query) {
+    // Counted before the priors are read: a trial stored in between is a change to see later.
+    note_priors_checked(entry);
+    entry.prior_counts = store_.prior_counts(*entry.prior_query);
+    options.priors = priors_from_store(store_, *entry.space, *entry.prior_query);
+  }
   options.task_features = task_features_of(store_.get_task(record.task_id));
   if (!options.priors.empty()) {
     spdlog::info("study {}: {} priors from other machines and tasks", record.id.value,
                  options.priors.size());
   }
   auto session = std::make_unique<Session>(*entry.space, options);
+  if (const auto& used = session->options().strategy; used != record.strategy) {
+    spdlog::info("study {}: strategy {} (was {}): its priors changed", record.id.value, used,
+                 record.strategy);
+    store_.set_study_strategy(record.id, used);
+    entry.record.strategy = used;
+  }
 
   std::vector<Observation> finished;
   std::vector<Configuration> pending;
@@ -276,6 +313,39 @@ void StudyManager::build_session(Entry& entry) {
   }
   session->restore(finished, pending);
   entry.session = std::move(session);
+}
+
+void StudyManager::note_priors_checked(Entry& entry) const {
+  entry.priors_checked_at = Clock::now();
+  entry.priors_checked_version = {store_.data_version(), store_.changes_made()};
+}
+
+// Whether the session's priors are worth building it again for: a machine or task with a
+// success that it did not have, or half as many successes again as it had (so that a study
+// whose priors grow while it runs is built again a logarithmic number of times). Asked at
+// most once per priors_recheck_ while the database changes.
+bool StudyManager::priors_moved(Entry& entry) const {
+  if (!entry.prior_query) return false;
+  const auto now = Clock::now();
+  if (now - entry.priors_checked_at < priors_recheck_) return false;
+  const std::pair version{store_.data_version(), store_.changes_made()};
+  if (version == entry.priors_checked_version) return false;
+  entry.priors_checked_at = now;
+  entry.priors_checked_version = version;
+  const auto counts = store_.prior_counts(*entry.prior_query);
+  std::size_t before = 0;
+  std::size_t after = 0;
+  for (const auto& c : entry.prior_counts) before += c.ok;
+  for (const auto& c : counts) {
+    after += c.ok;
+    if (c.ok == 0) continue;
+    const bool known = std::any_of(
+        entry.prior_counts.begin(), entry.prior_counts.end(), [&](const db::PriorCount& b) {
+          return b.ok > 0 && b.machine_name == c.machine_name && b.task.value == c.task.value;
+        });
+    if (!known) return true;
+  }
+  return 2 * after >= 3 * before && after > before;
 }
 
 void StudyManager::take_in_events(Entry& entry) {

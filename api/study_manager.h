@@ -169,6 +169,11 @@ class StudyManager {
   /// Events (results, ends of leases) queued for a loaded study's session (tests).
   std::size_t queued_events(db::StudyId study) const;
 
+  /// How often, at most, a study's session asks the Store whether its priors moved (other
+  /// machines or tasks measured more, an import) while the database changes: 1 s by default;
+  /// tests ask every time.
+  void set_priors_recheck(std::chrono::milliseconds interval) { priors_recheck_ = interval; }
+
  private:
   struct Entry;
   template <typename Use>
@@ -180,6 +185,8 @@ class StudyManager {
   void complete_if_spent(db::StudyId study);
   void ensure_session(Entry& entry);
   void build_session(Entry& entry);
+  bool priors_moved(Entry& entry) const;
+  void note_priors_checked(Entry& entry) const;
   void take_in_events(Entry& entry);
   /// FieldError for a negative time reported to a study whose unit is a time; null otherwise.
   std::exception_ptr negative_time(const Report& r) const;
@@ -194,6 +201,7 @@ class StudyManager {
   void forget_all_if_a_study_went();
 
   db::Store& store_;
+  std::chrono::milliseconds priors_recheck_{1000};
   mutable std::mutex mutex_;
   std::unordered_map<std::int64_t, std::shared_ptr<Entry>> studies_;
   mutable std::atomic<std::size_t> studies_seen_{0};  // the last counts /metrics read

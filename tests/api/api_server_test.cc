@@ -1459,6 +1459,62 @@ TEST(ApiServer, AStudyDeletedByAnotherProcessLeavesTheServersPriors) {
   EXPECT_EQ(suggest(), 0);
 }
 
+TEST(ApiServer, AStudyTakesPriorsMeasuredAfterItStarted) {
+  TestServer server;
+  server.service().studies().set_priors_recheck(std::chrono::milliseconds(0));
+  auto c = server.client();
+  for (const char* m : {"mp", "mq", "mr"}) {
+    ASSERT_EQ(c.post("/v1/machines", {{"name", m}}, server.token).status, 201);
+  }
+  const auto study = [&](const char* name, const char* machine, nlohmann::json extra) {
+    extra["name"] = name;
+    const auto r = c.post("/v1/studies", testing::demo_study_body(machine, extra), server.token);
+    EXPECT_EQ(r.status, 201) << r.body;
+    return "/v1/studies/" + r.json()["id"].dump();
+  };
+  const auto measure = [&](const std::string& base, std::initializer_list<nlohmann::json> configs) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& config : configs) {
+      list.push_back({{"config", config}, {"value", demo_objective(config)}});
+    }
+    const auto r = c.post(base + "/measurements", {{"measurements", list}}, server.token);
+    EXPECT_EQ(r.status, 201) << r.body;
+  };
+  const auto suggest = [&](const std::string& base) {
+    const auto r = c.post(base + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json()["model"];
+  };
+  // Made before anything else measured the kernel: its default strategy is bo, and a chosen
+  // bo stays bo whatever is measured later.
+  const auto target = study("target", "mq", {{"budget", 20}});
+  const auto chosen = study("chosen", "mq", {{"budget", 20}, {"strategy", "bo"}});
+  EXPECT_EQ(suggest(target)["strategy"], "bo");
+  EXPECT_EQ(suggest(chosen)["priors"], 0);
+
+  // Another machine measures the kernel while the study runs: its next suggestion learns
+  // from it, with the strategy a study made now would get; the study says so.
+  const auto prior = study("prior", "mp", {{"strategy", "random"}});
+  measure(prior, {{{"bx", 4}, {"by", 2}, {"unroll", 1}},
+                  {{"bx", 1}, {"by", 1}, {"unroll", 0}},
+                  {{"bx", 16}, {"by", 2}, {"unroll", 1}},
+                  {{"bx", 2}, {"by", 4}, {"unroll", 0}}});
+  auto model = suggest(target);
+  EXPECT_EQ(model["strategy"], "bo-transfer") << model.dump();
+  EXPECT_EQ(model["priors"], 1) << model.dump();
+  EXPECT_EQ(c.get(target).json()["strategy"], "bo-transfer");
+  model = suggest(chosen);
+  EXPECT_EQ(model["strategy"], "bo") << model.dump();
+  EXPECT_EQ(c.get(chosen).json()["strategy"], "bo");
+
+  // A third machine: a second source.
+  measure(study("third", "mr", {{"strategy", "random"}}),
+          {{{"bx", 8}, {"by", 1}, {"unroll", 0}}, {{"bx", 2}, {"by", 2}, {"unroll", 1}}});
+  EXPECT_EQ(suggest(target)["priors"], 2);
+  // Nothing the target itself was told is lost in the rebuilds: 3 leases live.
+  EXPECT_EQ(c.get(target).json()["trials"]["pending"], 3) << c.get(target).body;
+}
+
 TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
   TestServer server;
   auto c = server.client();

@@ -56,6 +56,7 @@ class TestServer {
   std::uint16_t port() const { return server_.port(); }
   db::Store& store() { return store_; }
   Server& server() { return server_; }
+  Service& service() { return service_; }
   const std::string& db_path() const { return db_path_; }
 
   std::string token;
