@@ -761,20 +761,27 @@ void Service::add_routes() {
           {{"type", "array"},
            {"items",
             object_schema({{"config", kConfig},
-                           {"mean", kNumber},
-                           {"lower", kNumber},
-                           {"upper", kNumber},
+                           {"mean",
+                            {{"type", "number"},
+                             {"description",
+                              "the forecast: the median of the predictive "
+                              "distribution of a measurement (with std_scale "
+                              "log, not the arithmetic mean of the objective)"}}},
+                           {"lower",
+                            {{"type", "number"},
+                             {"description",
+                              "16th percentile: lower .. upper is the 68% "
+                              "interval of a measurement, in the objective's "
+                              "unit; it need not be symmetric around mean (the "
+                              "model may warp the objective)"}}},
+                           {"upper", {{"type", "number"}, {"description", "84th percentile"}}},
                            {"std",
                             {{"type", "number"},
                              {"description",
-                              "standard deviation of a measurement (the "
-                              "model's uncertainty and its measurements' "
-                              "noise) on the model's scale, std_scale: "
-                              "log when every value seen is positive "
-                              "(about the relative uncertainty), else "
-                              "the objective's unit; lower .. upper is "
-                              "the 68% interval in the objective's "
-                              "unit"}}},
+                              "half the width of lower .. upper on the model's "
+                              "scale, std_scale: log when every value seen is "
+                              "positive (about the relative uncertainty), else "
+                              "the objective's unit"}}},
                            {"std_scale", {{"type", "string"}, {"enum", {"log", "objective"}}}},
                            {"probability_feasible", kNumber}})}}}});
   }
@@ -1217,26 +1224,7 @@ Response Service::relevance(Request& request) {
   for (const auto& r : studies_.relevance(id))
     list.push_back({{"name", r.name}, {"share", r.share}});
   nlohmann::json reply{{"study_id", id.value}, {"parameters", list}};
-  // Why there is nothing to show: too few results to fit a model to (every study has one:
-  // a study whose strategy carries none is modelled as bo would).
-  if (list.empty()) {
-    std::optional<double> first;
-    bool one_value = true;
-    std::int64_t ok = 0;
-    for (const auto& t : reader().trials(id)) {
-      if (!t.result.ok()) continue;
-      ++ok;
-      if (!first) first = t.result.objective;
-      one_value = one_value && t.result.objective == *first;
-    }
-    reply["reason"] =
-        one_value && ok > 1
-            ? "every successful result has the same value: nothing tells the parameters apart"
-            : "the model's lengthscales say more than their priors once the study has about two "
-              "successful results per encoded input (one per numeric parameter, one per value "
-              "of a categorical one), or priors; it has " +
-                  std::to_string(ok) + " successful results";
-  }
+  if (list.empty()) reply["reason"] = no_relevance_reason(reader(), id);
   return Response::json(reply);
 }
 

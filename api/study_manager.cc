@@ -975,6 +975,26 @@ auto StudyManager::with_model(db::StudyId study, Use use)
   return use(*model, state);
 }
 
+// Too few results to fit a model to (every study has one: a study whose strategy carries none
+// is modelled as bo would), or nothing that tells the parameters apart.
+std::string no_relevance_reason(const db::Store& store, db::StudyId study) {
+  std::optional<double> first;
+  bool one_value = true;
+  std::int64_t ok = 0;
+  for (const auto& t : store.trials(study)) {
+    if (!t.result.ok()) continue;
+    ++ok;
+    if (!first) first = t.result.objective;
+    one_value = one_value && t.result.objective == *first;
+  }
+  return one_value && ok > 1
+             ? "every successful result has the same value: nothing tells the parameters apart"
+             : "the model's lengthscales say more than their priors once the study has about two "
+               "successful results per encoded input (one per numeric parameter, one per value "
+               "of a categorical one), or priors; it has " +
+                   std::to_string(ok) + " successful results";
+}
+
 std::optional<PredictedBest> StudyManager::predict_best(
     const std::string& kernel, std::optional<db::MachineId> machine, std::optional<db::TaskId> task,
     db::Direction direction, const std::string& objective, const nlohmann::json& input_features,

@@ -212,4 +212,7 @@ class StudyManager {
   std::vector<db::StudyId> study_ids_;
 };
 
+/// Why StudyManager::relevance has nothing to say about `study` (for a reply that says so).
+std::string no_relevance_reason(const db::Store& store, db::StudyId study);
+
 }  // namespace tunebase::api

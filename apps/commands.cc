@@ -833,6 +833,8 @@ void add_query_commands(CLI::App& app) {
                     << "%";
         }
         std::cout << " (the study's GP: shares of 1 / lengthscale)\n";
+      } else {
+        std::cout << "influence: not yet: " << api::no_relevance_reason(store, study.id) << "\n";
       }
     });
   }
