@@ -180,10 +180,11 @@ std::optional<db::StudyRecord> find_study(db::Store& store, const SweepOptions& 
         auto text = t.description.dump();
         return text.size() > kShown ? text.substr(0, kShown) + "..." : text;
       };
+      // A command's input, unless given, is its command line: say so, as it surprises.
       differs.push_back("input " + input(stored_task) + ", not " + input(task) +
-                        (task.description.contains("matrix")
-                             ? ""
-                             : " (a command's input includes its command line)"));
+                        (task.description.contains("command")
+                             ? " (a command's input includes its command line)"
+                             : ""));
     }
     std::string what;
     for (const auto& d : differs) what += (what.empty() ? "" : "; ") + d;
@@ -600,10 +601,18 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
                    "within one space\n";
     }
   }
-  const std::string strategy =
-      options.strategy.empty() ? default_strategy(!priors.empty()) : options.strategy;
-  // An unknown name or option fails before a study is stored.
-  (void)make_strategy(strategy, options.strategy_options.value_or(nlohmann::json::object()));
+  // A resumed study keeps its strategy and options; an imported one has none of its own (its
+  // strategy is "import"), so it is searched as a new study would be.
+  const bool keeps_strategy = resumed && resumed->strategy != "import";
+  const std::string strategy = keeps_strategy             ? resumed->strategy
+                               : options.strategy.empty() ? default_strategy(!priors.empty())
+                                                          : options.strategy;
+  const auto strategy_options =
+      keeps_strategy ? resumed->settings.value("strategy_options", nlohmann::json::object())
+                     : options.strategy_options.value_or(nlohmann::json::object());
+  // An unknown name or option, or a search the space does not allow, fails before anything
+  // is stored or changed.
+  (void)make_strategy(strategy, strategy_options);
   if (!evaluator.candidates()) require_searchable(strategy, space);
   const auto study = resumed
                          ? *resumed
@@ -612,20 +621,22 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   const std::size_t budget =
       resumed ? sweep_budget(store, study, options) : options.budget.value_or(kDefaultSweepBudget);
 
-  if (!options.strategy.empty() && options.strategy != study.strategy) {
-    std::cerr << "note: study '" << study.name << "' keeps its strategy " << study.strategy
+  if (keeps_strategy && !options.strategy.empty() && options.strategy != strategy) {
+    std::cerr << "note: study '" << study.name << "' keeps its strategy " << strategy
               << "; --strategy " << options.strategy << " applies to new studies\n";
   }
-
-  const auto stored_options = study.settings.value("strategy_options", nlohmann::json::object());
-  if (resumed && options.strategy_options && *options.strategy_options != stored_options) {
+  if (keeps_strategy && options.strategy_options && *options.strategy_options != strategy_options) {
     std::cerr << "note: study '" << study.name << "' keeps its strategy options "
-              << stored_options.dump() << "; --options applies to new studies\n";
+              << strategy_options.dump() << "; --options applies to new studies\n";
+  }
+  if (resumed && !keeps_strategy) {
+    std::cerr << "note: study '" << study.name << "' was imported: its search goes on with "
+              << strategy << "\n";
   }
 
   SessionOptions session_options;
-  session_options.strategy = study.strategy;
-  session_options.strategy_options = stored_options;
+  session_options.strategy = strategy;
+  session_options.strategy_options = strategy_options;
   session_options.priors = priors;
   session_options.task_features = api::task_features_of(task);
   session_options.seed = chosen.seed.value_or(0);
@@ -831,10 +842,10 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   }
 
   summary.interrupted = g_interrupted;
-  summary.strategy = study.strategy;
+  summary.strategy = strategy;
   // One line per source (a machine's inputs are one model), and none for a strategy that
   // ignores priors.
-  if (learns_from_priors(study.strategy)) {
+  if (learns_from_priors(strategy)) {
     for (const auto& p : session.priors()) {
       auto same = std::find_if(summary.priors.begin(), summary.priors.end(),
                                [&](const auto& s) { return s.source == p.source; });

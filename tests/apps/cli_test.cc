@@ -1376,6 +1376,49 @@ std::string toy_cache(const std::string& device, double scale, int best_b) {
   return cache.dump();
 }
 
+// Resuming a study on another input names both; only a command's input is its command line.
+TEST_F(Cli, ResumingOnAnotherInputSaysWhichAndWhy) {
+  auto sized = [&](int n) {
+    auto cache = nlohmann::json::parse(toy_cache("GPU-A", 1.0, 5));
+    cache["problem_size"] = {n};
+    const auto file = dir_.file("toy" + std::to_string(n) + ".json");
+    std::ofstream(file) << cache.dump();
+    return run("sweep --kernel replay --replay " + file +
+               " --budget 2 --no-progress --study sized --db " + db());
+  };
+  ASSERT_EQ(sized(64).exit_code, 0);
+  auto r = sized(128);
+  EXPECT_EQ(r.exit_code, 5);  // a conflict
+  EXPECT_NE(r.err.find("input {\"problem_size\":[64]}, not {\"problem_size\":[128]}"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("command line"), std::string::npos) << r.err;
+
+  ASSERT_EQ(sweep_x4("cmd", "echo {x}", 1).exit_code, 0);
+  r = sweep_x4("cmd", "echo 2{x}", 1);
+  EXPECT_EQ(r.exit_code, 5);  // a conflict
+  EXPECT_NE(r.err.find("(a command's input includes its command line)"), std::string::npos)
+      << r.err;
+}
+
+// An imported study has no strategy of its own: a sweep resuming it searches as a new study
+// would, and --strategy is not "kept" from it; a resumed study's own strategy is the one
+// checked against the space, not the --strategy that does not apply to it.
+TEST_F(Cli, ASweepResumesAnImportedStudy) {
+  auto cache = nlohmann::json::parse(toy_cache("GPU-A", 1.0, 5));
+  cache["cache"].erase("7,7");  // one left to measure
+  const auto file = dir_.file("toy.json");
+  std::ofstream(file) << cache.dump();
+  ASSERT_EQ(run("import " + file + " --db " + db()).exit_code, 0);
+  const std::string study = "'import toy on GPU-A (task 1)'";
+  auto r = run("sweep --kernel replay --replay " + file + " --study " + study +
+               " --budget 64 --strategy random --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("was imported: its search goes on with random"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("keeps its strategy"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("(id 1, strategy random)"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, AReplayedFileWithoutTheDefaultSaysThereIsNoBaseline) {
   auto cache = nlohmann::json::parse(toy_cache("GPU-A", 1.0, 5));
   cache["cache"].erase("0,0");  // the first values, the default
