@@ -159,19 +159,4 @@ HttpReply HttpClient::post(const std::string& target, const nlohmann::json& body
   return request("POST", target, db::json_text(body), token);
 }
 
-std::string url_encode(const std::string& text) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
-}
-
 }  // namespace tunebase::api

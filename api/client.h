@@ -47,7 +47,4 @@ class HttpClient {
   std::unique_ptr<Impl> impl_;
 };
 
-/// "a b/c" -> "a%20b%2Fc": a query parameter value.
-std::string url_encode(const std::string& text);
-
 }  // namespace tunebase::api

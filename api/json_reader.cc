@@ -121,12 +121,6 @@ std::optional<double> JsonReader::optional_number(const std::string& key, double
   return value;
 }
 
-double JsonReader::required_number(const std::string& key, double min, double max) {
-  auto v = optional_number(key, min, max);
-  if (!v) throw FieldError(field(key), "\"" + field(key) + "\" is required (a number)");
-  return *v;
-}
-
 std::optional<bool> JsonReader::optional_bool(const std::string& key) {
   const auto* v = find(key);
   if (!v) return std::nullopt;

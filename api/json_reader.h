@@ -33,9 +33,6 @@ class JsonReader {
   std::optional<std::int64_t> optional_integer(
       const std::string& key, std::int64_t min = std::numeric_limits<std::int64_t>::min(),
       std::int64_t max = std::numeric_limits<std::int64_t>::max());
-  /// A finite number in [min, max].
-  double required_number(const std::string& key, double min = -std::numeric_limits<double>::max(),
-                         double max = std::numeric_limits<double>::max());
   std::optional<double> optional_number(const std::string& key,
                                         double min = -std::numeric_limits<double>::max(),
                                         double max = std::numeric_limits<double>::max());

@@ -382,8 +382,6 @@ void Statement::reset() {
   sqlite3_clear_bindings(stmt_.get());
 }
 
-int Statement::column_count() const { return sqlite3_column_count(stmt_.get()); }
-
 bool Statement::column_is_null(int column) const {
   return sqlite3_column_type(stmt_.get(), column) == SQLITE_NULL;
 }

@@ -145,7 +145,6 @@ class Statement {
   /// Rewinds the statement and clears its bindings, ready for new values.
   void reset();
 
-  int column_count() const;
   bool column_is_null(int column) const;
   std::int64_t column_int64(int column) const;
   /// NULL reads as NaN.

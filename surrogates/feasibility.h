@@ -66,7 +66,6 @@ class FeasibilityModel {
 
   /// True when the model is a constant (no data, or a single class).
   bool constant() const { return constant_; }
-  double prior_mean() const { return prior_mean_; }
   const Covariance& covariance() const { return covariance_; }
   std::size_t size() const { return labels_.size(); }
   /// Laplace approximation of the log marginal likelihood at the fitted hyperparameters.

@@ -69,8 +69,6 @@ class Session {
   std::optional<Observation> best() const;
   /// No candidate is left untaken (only meaningful when candidates are explicit).
   bool exhausted() const;
-  /// Observations so far reached the budget.
-  bool budget_spent() const { return state_.observations.size() >= options_.budget; }
   /// Number of candidates (explicit or enumerated); nullopt when sampled.
   std::optional<std::size_t> candidate_count() const;
   /// Diagnostics of the strategy's last proposal.

@@ -71,6 +71,9 @@ class ExhaustiveSearch final : public SearchStrategy {
     // From where the last proposal began: everything before it was taken then, and scanning
     // the whole list for every proposal took minutes over 11,000 candidates. One given back
     // since (a lease that ended) is found by a pass from the start when the rest is taken.
+    // The cursor is the one state a strategy keeps between calls, and it only saves time: a
+    // restored session (cursor 0) proposes the same set, a given-back configuration first
+    // rather than last.
     if (all != list_ || all->size() != list_size_) {
       list_ = all;
       list_size_ = all->size();
