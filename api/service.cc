@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -366,13 +367,24 @@ void Service::add_routes() {
         "GET", "/healthz", "health",
         "Health: 200 while the server answers and its database was never found corrupt; 503 "
         "with status \"corrupt\" once a request (or the check at start) found it so, which no "
-        "retry mends",
+        "retry mends. database: the database file (its name only when reads need a token: "
+        "health needs none)",
         Access::open, [this](Request&) {
+          const auto database = options_.auth_reads
+                                    ? std::filesystem::path(store_.path()).filename().string()
+                                    : store_.path();
           if (const auto corrupt = db::corruption_seen(store_.path())) {
+            // The message names the file in full: only for those who may read.
             return Response::json(
-                {{"status", "corrupt"}, {"database", store_.path()}, {"message", *corrupt}}, 503);
+                {{"status", "corrupt"},
+                 {"database", database},
+                 {"message", options_.auth_reads
+                                 ? std::string("the database is corrupt (what was found is "
+                                               "not shown while reads need a token)")
+                                 : *corrupt}},
+                503);
           }
-          return Response::json({{"status", "ok"}, {"database", store_.path()}});
+          return Response::json({{"status", "ok"}, {"database", database}});
         });
     r.response_schema =
         object_schema({{"status", {{"type", "string"}, {"enum", {"ok", "corrupt"}}}},
