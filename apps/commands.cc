@@ -201,7 +201,8 @@ void print_sweep_summary(const SweepSummary& s) {
   }
   if (s.default_result && s.default_result->result.ok()) {
     std::cout << "default:    " << format_objective(s.default_result->result.objective, s.unit)
-              << throughput(s.default_result->result.metrics) << "\n";
+              << throughput(s.default_result->result.metrics) << " (" << s.default_from.text
+              << ")\n";
     if (const auto speedup = s.speedup()) {
       std::cout << "speedup:    " << ratio_text(*speedup) << "x over the default configuration\n";
     }
@@ -365,6 +366,7 @@ void add_sweep_command(CLI::App& app) {
       if (summary.default_result && summary.default_result->result.ok() && summary.best) {
         j["default_objective"] = summary.default_result->result.objective;
         j["default_metrics"] = summary.default_result->result.metrics;
+        j["default_from"] = summary.default_from.kind;
         if (const auto speedup = summary.speedup()) j["speedup_over_default"] = *speedup;
       }
       // A failure message may quote a program's output that is not UTF-8.

@@ -1396,6 +1396,34 @@ TEST_F(Cli, AReplayedFileWithoutTheDefaultSaysThereIsNoBaseline) {
   EXPECT_NE(run("studies --db " + db()).out.find("[toy_kernel on GPU-A"), std::string::npos);
 }
 
+// The summary says what the default configuration, the baseline of the speedup, is: a Kernel
+// Tuner cache declares no defaults, a space file may.
+TEST_F(Cli, TheSummarySaysWhereTheDefaultComesFrom) {
+  const auto file = dir_.file("toy.json");
+  std::ofstream(file) << toy_cache("GPU-A", 1.0, 5);
+  auto r = run("sweep --kernel replay --replay " + file +
+               " --strategy random --budget 3 --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // t(0, 0) = 1 + 9 + 25 ms.
+  EXPECT_NE(r.out.find("\ndefault:    35.000 ms (first value of each parameter: the space "
+                       "declares no defaults)\n"),
+            std::string::npos)
+      << r.out;
+  r = run("sweep --kernel replay --replay " + file +
+          " --strategy random --budget 3 --study again --no-progress --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("default_from"), "first_values") << r.out;
+
+  const auto space = dir_.file("declared.json");
+  std::ofstream(space)
+      << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 3, "default": 2}]})";
+  r = run("sweep --kernel command --space " + space +
+          " --cmd 'echo $(( {x} + 1 ))' --budget 2 --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\ndefault:    3 (the space's declared defaults)\n"), std::string::npos)
+      << r.out;
+}
+
 // An OpenCL kernel swept from the command line (PoCL on the CI machine's CPU): every trial
 // measured on the device and stored.
 TEST_F(Cli, AnOpenclKernelIsSweptAndItsTrialsStored) {
