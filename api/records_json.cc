@@ -40,6 +40,16 @@ std::string similar_machine_name(const db::Store& store, const std::string& name
   return similar;
 }
 
+std::string stored_machines_text(const db::Store& store, std::string_view lists_all) {
+  const auto machines = store.list_machines();
+  std::string text;
+  for (std::size_t i = 0; i < machines.size() && i < kListedMachines; ++i) {
+    text += (i ? ", " : "") + machines[i].name;
+  }
+  if (machines.size() > kListedMachines) text += ", ... (" + std::string(lists_all) + ")";
+  return text;
+}
+
 std::optional<db::Direction> studies_direction(const db::Store& store, const std::string& kernel,
                                                const std::string& objective,
                                                std::optional<db::MachineId> machine,

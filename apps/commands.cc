@@ -389,19 +389,14 @@ void add_sweep_command(CLI::App& app) {
 
 // A machine name the database does not hold is answered as a new machine (a prediction); a
 // misspelt name would get that prediction without a word, so say which names it holds.
+// GET /v1/best says the same in its note.
 void note_unknown_machine(const db::Store& store, const std::string& name, const std::string& db) {
-  constexpr std::size_t kListed = 8;
-  std::string known;
   const auto same_but_case = api::similar_machine_name(store, name);
-  const auto machines = store.list_machines();
-  for (std::size_t i = 0; i < machines.size() && i < kListed; ++i) {
-    known += (i ? ", " : "") + machines[i].name;
-  }
-  if (machines.size() > kListed) known += ", ... (tunebase machines lists all)";
+  const auto known = api::stored_machines_text(store, "tunebase machines lists all");
   std::cerr << "note: machine '" << name << "' is not in " << db << ": predicting as for a new "
             << "machine"
             << (!same_but_case.empty() ? "; did you mean '" + same_but_case + "'?"
-                : machines.empty()     ? std::string()
+                : known.empty()        ? std::string()
                                        : " (it holds " + known + ")")
             << "\n";
 }

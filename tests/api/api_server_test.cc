@@ -525,8 +525,20 @@ TEST(ApiServer, BestTakesTheKernelsDirectionAndSaysWhatIsWrongWithAQuestion) {
   r = c.get("/v1/best?kernel=rate&machine=B-o_%20x");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_THAT(r.json()["note"].get<std::string>(), HasSubstr("did you mean \"box\"?"));
+  // Any other name is said to be unknown too, with the machines registered, as tunebase best
+  // says it: a misspelt name would get a new machine's prediction without a word.
   r = c.get("/v1/best?kernel=rate&machine=other");
   ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["source"], "predicted");
+  EXPECT_EQ(r.json()["note"],
+            "machine \"other\" is not registered: predicted as for a new machine (registered: "
+            "box)")
+      << r.body;
+  // A registered machine that measured nothing of the kernel gets no such note.
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "idle"}}, server.token).status, 201);
+  r = c.get("/v1/best?kernel=rate&machine=idle");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["source"], "predicted");
   EXPECT_FALSE(r.json().contains("note")) << r.body;
 }
 
@@ -845,6 +857,9 @@ TEST(ApiServer, RepliesMatchTheSchemasTheServerPublishes) {
   EXPECT_TRUE(c.get("/v1/studies").json()["studies"][0].contains("task"));
   check("get", "/v1/best", c.get("/v1/best?kernel=convolution&machine=gpu-b"));    // measured
   check("get", "/v1/best", c.get("/v1/best?kernel=convolution&machine=gpu-new"));  // predicted
+  const auto unregistered = c.get("/v1/best?kernel=convolution&machine=gpu-unknown");
+  EXPECT_TRUE(unregistered.json().contains("note")) << unregistered.body;
+  check("get", "/v1/best", unregistered);
   check("post", "/v1/predict",
         c.post("/v1/predict", {{"study_id", created.json()["id"]},
                                {"configs", {{{"block_size_x", 64}, {"block_size_y", 2}}}}}));
