@@ -155,8 +155,8 @@ nlohmann::json trial_json(const db::TrialRecord& t) {
                    {"metrics", t.result.metrics},
                    {"client_id", t.client_id},
                    {"created_at", t.created_at}};
-  j["lease_expires_at"] =
-      t.lease_expires_at ? nlohmann::json(*t.lease_expires_at) : nlohmann::json();
+  const auto lease = t.shown_lease_expires_at();
+  j["lease_expires_at"] = lease ? nlohmann::json(*lease) : nlohmann::json();
   j["started_at"] = t.started_at ? nlohmann::json(*t.started_at) : nlohmann::json();
   j["finished_at"] = t.finished_at ? nlohmann::json(*t.finished_at) : nlohmann::json();
   j["lease_expired"] = t.lease_expired();

@@ -201,7 +201,11 @@ nlohmann::json trial_schema() {
        {"metrics", kAnyObject},
        {"client_id", kString},
        {"created_at", kString},
-       {"lease_expires_at", nullable(kString)},
+       {"lease_expires_at",
+        nullable({{"type", "string"},
+                  {"description",
+                   "when the client's lease ends (pending) or ended with no result "
+                   "(lease_ended); null once a result is stored, which ends the lease"}})},
        {"started_at", nullable(kString)},
        {"finished_at", nullable(kString)},
        {"lease_expired",

@@ -542,6 +542,33 @@ TEST(ApiServer, BestTakesTheKernelsDirectionAndSaysWhatIsWrongWithAQuestion) {
   EXPECT_FALSE(r.json().contains("note")) << r.body;
 }
 
+// A result ends its lease: a finished trial shows no lease time, in every reply that holds it.
+TEST(ApiServer, AFinishedTrialShowsNoLease) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 3);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto leased = c.post(base + "/suggestions", {{"n", 2}, {"client_id", "w"}}, server.token)
+                          .json()["suggestions"];
+  ASSERT_EQ(leased.size(), 2u);
+  const auto reported = tell(c, server.token, leased[0]["trial_id"], "w", 1.0);
+  EXPECT_TRUE(reported["finished_at"].is_string()) << reported.dump();
+  EXPECT_TRUE(reported["lease_expires_at"].is_null()) << reported.dump();
+  EXPECT_EQ(reported["lease_expired"], false) << reported.dump();
+  const auto finished = c.get("/v1/trials/" + leased[0]["trial_id"].dump()).json();
+  EXPECT_TRUE(finished["lease_expires_at"].is_null()) << finished.dump();
+  // The lease still held shows when it ends, as the suggestion said.
+  const auto held = c.get("/v1/trials/" + leased[1]["trial_id"].dump()).json();
+  EXPECT_EQ(held["lease_expires_at"], leased[1]["lease_expires_at"]) << held.dump();
+  for (const auto& t : c.get(base + "/trials").json()["trials"]) {
+    EXPECT_EQ(t["lease_expires_at"].is_null(), t["finished_at"].is_string()) << t.dump();
+  }
+  const auto exported = c.get(base + "/export").json();
+  for (const auto& t : exported["trials"]) {
+    EXPECT_EQ(t["lease_expires_at"].is_null(), t["finished_at"].is_string()) << t.dump();
+  }
+}
+
 TEST(ApiServer, AStudyIsCompletedByTheResultThatSpendsItsBudget) {
   TestServer server;
   auto c = server.client();
