@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/machine.h"
+#include "core/measurements.h"
 #include "db/json_text.h"
 #include "db/store.h"
 #include "db/study_export.h"
@@ -457,6 +458,19 @@ nlohmann::json space_summary(const SearchSpace& space) {
   return out;
 }
 
+// What a Kernel Tuner cache measured of the space it spans, "measured" in tunebase space: a
+// replay searches only those configurations, which may be far fewer than the valid ones (4,362
+// of 10,240 in convolution_hub/A6000). Null for a file that holds no measurements.
+nlohmann::json measured_summary(const std::string& path) {
+  const auto text = read_maybe_gzipped(path);
+  const auto document = parse_json_text(text, path);
+  if (!document.is_object() || !document.contains("cache")) return nullptr;
+  const auto dataset = parse_measurements(text, path);
+  const auto failed = std::count_if(dataset.entries.begin(), dataset.entries.end(),
+                                    [](const Observation& o) { return !o.result.ok(); });
+  return {{"configurations", dataset.entries.size()}, {"failed", failed}};
+}
+
 void add_query_commands(CLI::App& app) {
   // --- space
   {
@@ -468,7 +482,8 @@ void add_query_commands(CLI::App& app) {
     auto* cmd = app.add_subcommand(
         "space",
         "Check a space file (tunebase, Kernel Tuner or T1 format, .json or .json.gz): its "
-        "parameters, how many configurations it has, how many are valid, and its default");
+        "parameters, how many configurations it has, how many are valid (and how many a Kernel "
+        "Tuner cache measured), and its default");
     cmd->add_option("file", args->file, "The space file")->required();
     cmd->add_flag("--json", args->json, "Print JSON");
     cmd->callback([args] {
@@ -476,6 +491,9 @@ void add_query_commands(CLI::App& app) {
       auto summary = space_summary(space);
       for (const auto& note : space.notes()) std::cerr << "note: " << note << "\n";
       if (!space.notes().empty()) summary["notes"] = space.notes();
+      if (auto measured = measured_summary(args->file); !measured.is_null()) {
+        summary["measured"] = std::move(measured);
+      }
       if (args->json) {
         std::cout << summary.dump(2) << "\n";
         return;
@@ -544,6 +562,11 @@ void add_query_commands(CLI::App& app) {
                     << three_digits(100.0 * share)
                     << "% of 100000 random points; estimated, as there are too many to count)\n";
         }
+      }
+      if (summary.contains("measured")) {
+        const auto& measured = summary["measured"];
+        std::cout << "measured:    " << measured["configurations"] << " configurations ("
+                  << measured["failed"] << " failed): a replay searches only these\n";
       }
       std::cout << "default:     " << space.config_text(space.default_configuration())
                 << (summary["default_valid"].get<bool>()

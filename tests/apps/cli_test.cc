@@ -1429,6 +1429,37 @@ TEST_F(Cli, TheSummarySaysWhereTheDefaultComesFrom) {
       << r.out;
 }
 
+// A Kernel Tuner cache spans a space of which it measured only some configurations: a replay
+// searches those, so tunebase space says how many there are beside the valid ones.
+TEST_F(Cli, SpaceSaysHowManyConfigurationsACacheMeasured) {
+  auto cache = nlohmann::json::parse(toy_cache("GPU-A", 1.0, 5));
+  for (int b = 0; b < 8; ++b) cache["cache"].erase("7," + std::to_string(b));
+  cache["cache"]["6,6"]["time"] = "RuntimeFailedConfig";
+  const auto file = dir_.file("measured.json");
+  std::ofstream(file) << cache.dump();
+  auto r = run("space " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\nvalid:       64 (100%)\nmeasured:    56 configurations (1 failed): a "
+                       "replay searches only these\n"),
+            std::string::npos)
+      << r.out;
+  r = run("space --json " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["measured"],
+            nlohmann::json({{"configurations", 56}, {"failed", 1}}))
+      << r.out;
+  // A space file measured nothing.
+  cache.erase("cache");
+  cache.erase("device_name");
+  cache.erase("kernel_name");
+  std::ofstream(file) << cache.dump();
+  r = run("space --json " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(nlohmann::json::parse(r.out).contains("measured")) << r.out;
+  r = run("space " + file);
+  EXPECT_EQ(r.out.find("measured:"), std::string::npos) << r.out;
+}
+
 // An OpenCL kernel swept from the command line (PoCL on the CI machine's CPU): every trial
 // measured on the device and stored.
 TEST_F(Cli, AnOpenclKernelIsSweptAndItsTrialsStored) {
