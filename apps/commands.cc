@@ -1002,11 +1002,18 @@ void add_query_commands(CLI::App& app) {
                   << " yet (tunebase sweep, tunebase import or POST /v1/machines adds them)\n";
       }
       for (const auto& m : machines) {
-        // What the machine is: its CPU, or the GPU its imported or replayed measurements name.
-        auto what = m.fingerprint.value("cpu_model", std::string());
-        if (what.empty()) what = m.fingerprint.value("device_name", std::string());
+        // What the machine is: its CPU, or the device its imported or replayed measurements
+        // name. Labelled in brackets, as studies lists its details: an imported machine is
+        // named after its device, and two unlabelled columns of one name read as a mistake.
+        std::string what;
+        if (const auto cpu = m.fingerprint.value("cpu_model", std::string()); !cpu.empty()) {
+          what = "CPU " + cpu;
+        } else if (const auto device = m.fingerprint.value("device_name", std::string());
+                   !device.empty()) {
+          what = "device " + device;
+        }
         std::cout << std::setw(4) << m.id.value << "  " << m.name
-                  << (what.empty() ? std::string() : "  " + what) << "\n";
+                  << (what.empty() ? std::string() : "  [" + what + "]") << "\n";
       }
     });
   }
