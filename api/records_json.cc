@@ -40,6 +40,16 @@ std::string similar_machine_name(const db::Store& store, const std::string& name
   return similar;
 }
 
+std::string stored_machines_text(const db::Store& store, std::string_view lists_all) {
+  const auto machines = store.list_machines();
+  std::string text;
+  for (std::size_t i = 0; i < machines.size() && i < kListedMachines; ++i) {
+    text += (i ? ", " : "") + machines[i].name;
+  }
+  if (machines.size() > kListedMachines) text += ", ... (" + std::string(lists_all) + ")";
+  return text;
+}
+
 std::optional<db::Direction> studies_direction(const db::Store& store, const std::string& kernel,
                                                const std::string& objective,
                                                std::optional<db::MachineId> machine,
@@ -145,8 +155,8 @@ nlohmann::json trial_json(const db::TrialRecord& t) {
                    {"metrics", t.result.metrics},
                    {"client_id", t.client_id},
                    {"created_at", t.created_at}};
-  j["lease_expires_at"] =
-      t.lease_expires_at ? nlohmann::json(*t.lease_expires_at) : nlohmann::json();
+  const auto lease = t.shown_lease_expires_at();
+  j["lease_expires_at"] = lease ? nlohmann::json(*lease) : nlohmann::json();
   j["started_at"] = t.started_at ? nlohmann::json(*t.started_at) : nlohmann::json();
   j["finished_at"] = t.finished_at ? nlohmann::json(*t.finished_at) : nlohmann::json();
   j["lease_expired"] = t.lease_expired();

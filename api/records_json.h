@@ -2,6 +2,7 @@
 // speak one format.
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -24,6 +25,11 @@ std::string stored_kernels_text(const db::Store& store);
 /// ("VM" or "vm " for "vm"), empty when there is none or `name` is stored itself: what a
 /// misspelt machine, which would be answered as a new one, probably meant.
 std::string similar_machine_name(const db::Store& store, const std::string& name);
+/// Machines a note names at most: a store of hundreds would bury the note.
+inline constexpr std::size_t kListedMachines = 8;
+/// The machines stored, for a note on a name the store does not hold: "a, b" (the first
+/// kListedMachines, then ", ... (" + `lists_all` + ")"), empty when there is none.
+std::string stored_machines_text(const db::Store& store, std::string_view lists_all);
 /// The direction every study of `kernel` (of `objective`, when not empty) takes; none when it
 /// has no study or they differ: what a question that names no direction means. With `machine`,
 /// that machine's studies' direction when it has studies (a kernel measured as a time on one

@@ -202,7 +202,11 @@ nlohmann::json trial_schema() {
        {"metrics", kAnyObject},
        {"client_id", kString},
        {"created_at", kString},
-       {"lease_expires_at", nullable(kString)},
+       {"lease_expires_at",
+        nullable({{"type", "string"},
+                  {"description",
+                   "when the client's lease ends (pending) or ended with no result "
+                   "(lease_ended); null once a result is stored, which ends the lease"}})},
        {"started_at", nullable(kString)},
        {"finished_at", nullable(kString)},
        {"lease_expired",
@@ -729,7 +733,8 @@ void Service::add_routes() {
           {{"type", "string"},
            {"description",
             "what to know about the answer, when there is something: the machine is not "
-            "registered but one of a similar name is; the input is measured nowhere; several "
+            "registered (predicted as for a new machine; with the registered name it probably "
+            "meant, or the machines registered); the input is measured nowhere; several "
             "stored inputs have the task_features given; features no stored input has; "
             "studies of both directions measured the kernel there"}}},
          {"task_features",
@@ -1578,8 +1583,9 @@ Response Service::best(Request& request) {
   // the machine, which another process (a sweep, an import) may have stored since: the query
   // above sees those at once.
   if (cached_prediction) return *cached_prediction;
-  // A machine name that is not registered but for case or spaces is probably a slip: said in
-  // the answer, which is a new machine's prediction all the same.
+  // A machine that is not registered is said to be, as tunebase best says it: a misspelt name
+  // would otherwise get a new machine's prediction without a word. A name registered but for
+  // case or spaces is probably a slip; else the note names the machines registered.
   const auto predicted_answer = [&](const PredictedBest& prediction) {
     auto j = predicted_best_json(kernel, machine_name, prediction);
     if (task) j["task_id"] = task->value;
@@ -1592,11 +1598,15 @@ Response Service::best(Request& request) {
           "(the configuration is the better guess)");
     }
     if (!machine) {
+      std::string note =
+          "machine \"" + machine_name + "\" is not registered: predicted as for a new machine";
       if (const auto similar = similar_machine_name(reader(), machine_name); !similar.empty()) {
-        said.push_back("machine \"" + machine_name +
-                       "\" is not registered: predicted as for a new machine; did you mean \"" +
-                       similar + "\"?");
+        note += "; did you mean \"" + similar + "\"?";
+      } else if (const auto known = stored_machines_text(reader(), "GET /v1/machines lists all");
+                 !known.empty()) {
+        note += " (registered: " + known + ")";
       }
+      said.push_back(std::move(note));
     }
     if (!said.empty()) j["note"] = joined_notes(said);
     return j;

@@ -26,6 +26,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/machine.h"
+#include "core/measurements.h"
 #include "db/json_text.h"
 #include "db/store.h"
 #include "db/study_export.h"
@@ -201,7 +202,8 @@ void print_sweep_summary(const SweepSummary& s) {
   }
   if (s.default_result && s.default_result->result.ok()) {
     std::cout << "default:    " << format_objective(s.default_result->result.objective, s.unit)
-              << throughput(s.default_result->result.metrics) << "\n";
+              << throughput(s.default_result->result.metrics) << " (" << s.default_from.text
+              << ")\n";
     if (const auto speedup = s.speedup()) {
       std::cout << "speedup:    " << ratio_text(*speedup) << "x over the default configuration\n";
     }
@@ -365,6 +367,7 @@ void add_sweep_command(CLI::App& app) {
       if (summary.default_result && summary.default_result->result.ok() && summary.best) {
         j["default_objective"] = summary.default_result->result.objective;
         j["default_metrics"] = summary.default_result->result.metrics;
+        j["default_from"] = summary.default_from.kind;
         if (const auto speedup = summary.speedup()) j["speedup_over_default"] = *speedup;
       }
       // A failure message may quote a program's output that is not UTF-8.
@@ -387,19 +390,14 @@ void add_sweep_command(CLI::App& app) {
 
 // A machine name the database does not hold is answered as a new machine (a prediction); a
 // misspelt name would get that prediction without a word, so say which names it holds.
+// GET /v1/best says the same in its note.
 void note_unknown_machine(const db::Store& store, const std::string& name, const std::string& db) {
-  constexpr std::size_t kListed = 8;
-  std::string known;
   const auto same_but_case = api::similar_machine_name(store, name);
-  const auto machines = store.list_machines();
-  for (std::size_t i = 0; i < machines.size() && i < kListed; ++i) {
-    known += (i ? ", " : "") + machines[i].name;
-  }
-  if (machines.size() > kListed) known += ", ... (tunebase machines lists all)";
+  const auto known = api::stored_machines_text(store, "tunebase machines lists all");
   std::cerr << "note: machine '" << name << "' is not in " << db << ": predicting as for a new "
             << "machine"
             << (!same_but_case.empty() ? "; did you mean '" + same_but_case + "'?"
-                : machines.empty()     ? std::string()
+                : known.empty()        ? std::string()
                                        : " (it holds " + known + ")")
             << "\n";
 }
@@ -460,6 +458,19 @@ nlohmann::json space_summary(const SearchSpace& space) {
   return out;
 }
 
+// What a Kernel Tuner cache measured of the space it spans, "measured" in tunebase space: a
+// replay searches only those configurations, which may be far fewer than the valid ones (4,362
+// of 10,240 in convolution_hub/A6000). Null for a file that holds no measurements.
+nlohmann::json measured_summary(const std::string& path) {
+  const auto text = read_maybe_gzipped(path);
+  const auto document = parse_json_text(text, path);
+  if (!document.is_object() || !document.contains("cache")) return nullptr;
+  const auto dataset = parse_measurements(text, path);
+  const auto failed = std::count_if(dataset.entries.begin(), dataset.entries.end(),
+                                    [](const Observation& o) { return !o.result.ok(); });
+  return {{"configurations", dataset.entries.size()}, {"failed", failed}};
+}
+
 void add_query_commands(CLI::App& app) {
   // --- space
   {
@@ -471,7 +482,8 @@ void add_query_commands(CLI::App& app) {
     auto* cmd = app.add_subcommand(
         "space",
         "Check a space file (tunebase, Kernel Tuner or T1 format, .json or .json.gz): its "
-        "parameters, how many configurations it has, how many are valid, and its default");
+        "parameters, how many configurations it has, how many are valid (and how many a Kernel "
+        "Tuner cache measured), and its default");
     cmd->add_option("file", args->file, "The space file")->required();
     cmd->add_flag("--json", args->json, "Print JSON");
     cmd->callback([args] {
@@ -479,6 +491,9 @@ void add_query_commands(CLI::App& app) {
       auto summary = space_summary(space);
       for (const auto& note : space.notes()) std::cerr << "note: " << note << "\n";
       if (!space.notes().empty()) summary["notes"] = space.notes();
+      if (auto measured = measured_summary(args->file); !measured.is_null()) {
+        summary["measured"] = std::move(measured);
+      }
       if (args->json) {
         std::cout << summary.dump(2) << "\n";
         return;
@@ -547,6 +562,11 @@ void add_query_commands(CLI::App& app) {
                     << three_digits(100.0 * share)
                     << "% of 100000 random points; estimated, as there are too many to count)\n";
         }
+      }
+      if (summary.contains("measured")) {
+        const auto& measured = summary["measured"];
+        std::cout << "measured:    " << measured["configurations"] << " configurations ("
+                  << measured["failed"] << " failed): a replay searches only these\n";
       }
       std::cout << "default:     " << space.config_text(space.default_configuration())
                 << (summary["default_valid"].get<bool>()
@@ -984,11 +1004,18 @@ void add_query_commands(CLI::App& app) {
                   << " yet (tunebase sweep, tunebase import or POST /v1/machines adds them)\n";
       }
       for (const auto& m : machines) {
-        // What the machine is: its CPU, or the GPU its imported or replayed measurements name.
-        auto what = m.fingerprint.value("cpu_model", std::string());
-        if (what.empty()) what = m.fingerprint.value("device_name", std::string());
+        // What the machine is: its CPU, or the device its imported or replayed measurements
+        // name. Labelled in brackets, as studies lists its details: an imported machine is
+        // named after its device, and two unlabelled columns of one name read as a mistake.
+        std::string what;
+        if (const auto cpu = m.fingerprint.value("cpu_model", std::string()); !cpu.empty()) {
+          what = "CPU " + cpu;
+        } else if (const auto device = m.fingerprint.value("device_name", std::string());
+                   !device.empty()) {
+          what = "device " + device;
+        }
         std::cout << std::setw(4) << m.id.value << "  " << m.name
-                  << (what.empty() ? std::string() : "  " + what) << "\n";
+                  << (what.empty() ? std::string() : "  [" + what + "]") << "\n";
       }
     });
   }

@@ -366,6 +366,24 @@ std::string busy_machine_note(double load_average, unsigned cores) {
          "quieter machine gives truer rankings";
 }
 
+DefaultOrigin default_origin(const SearchSpace& space) {
+  std::size_t declared = 0;
+  bool real_undeclared = false;
+  for (const auto& p : space.parameters()) {
+    declared += p.default_declared ? 1 : 0;
+    real_undeclared = real_undeclared || (!p.default_declared && !p.is_discrete());
+  }
+  const std::string first = real_undeclared
+                                ? "first value of each parameter (the middle of a real one)"
+                                : "first value of each parameter";
+  if (declared == space.dimension()) return {"declared", "the space's declared defaults"};
+  if (declared == 0) return {"first_values", first + ": the space declares no defaults"};
+  return {"partly_declared",
+          "the space declares defaults for " + std::to_string(declared) + " of its " +
+              std::to_string(space.dimension()) + " parameters, the others take their " +
+              (real_undeclared ? "first value (a real one its middle)" : "first value")};
+}
+
 std::optional<double> SweepSummary::speedup() const {
   if (!best || !default_result || !default_result->result.ok()) return std::nullopt;
   const double b = best->result.objective;
@@ -691,6 +709,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   summary.study_name = study.name;
   summary.unit = evaluator.objective_unit();
   summary.minimize = evaluator.minimize();
+  summary.default_from = default_origin(space);
   const Configuration default_config = space.default_configuration();
   const auto default_key = space.key(default_config);
   for (const auto& o : finished) {

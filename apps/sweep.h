@@ -41,6 +41,17 @@ struct SweepOptions {
   bool progress = true;
 };
 
+/// Where a space's default configuration comes from, for a sweep's summary: the baseline of its
+/// speedup is only as meaningful as that.
+struct DefaultOrigin {
+  /// "declared" (the space gives every default), "first_values" (it gives none, as a Kernel
+  /// Tuner cache or a T4 file: each parameter's first value) or "partly_declared".
+  std::string kind;
+  /// For people: "first value of each parameter: the space declares no defaults".
+  std::string text;
+};
+DefaultOrigin default_origin(const SearchSpace& space);
+
 struct SweepSummary {
   db::StudyId study;
   std::string study_name;
@@ -59,6 +70,7 @@ struct SweepSummary {
   std::string stopped;
   std::optional<Observation> best;
   std::optional<Observation> default_result;
+  DefaultOrigin default_from;
   nlohmann::json best_config;
   std::string best_config_text;  ///< best_config with its parameters in declared order
   std::string best_options;      ///< kernel_options_text of best_config

@@ -232,6 +232,7 @@ Parameter integer_range(std::string name, std::int64_t low, std::int64_t high, s
   p.step = step;
   for (std::int64_t v = low; v <= high; v += step) p.values.emplace_back(v);
   p.default_value = default_value ? Value(*default_value) : p.values.front();
+  p.default_declared = default_value.has_value();
   return p;
 }
 
@@ -243,6 +244,7 @@ Parameter ordinal(std::string name, std::vector<Value> values, std::optional<Val
   p.values = std::move(values);
   p.log_scale = log_scale;
   if (!p.values.empty()) p.default_value = default_value ? *default_value : p.values.front();
+  p.default_declared = default_value.has_value();
   return p;
 }
 
@@ -263,6 +265,7 @@ Parameter real_interval(std::string name, double low, double high, bool log_scal
   p.log_scale = log_scale;
   p.default_value =
       default_value ? *default_value : (log_scale ? std::sqrt(low * high) : 0.5 * (low + high));
+  p.default_declared = default_value.has_value();
   return p;
 }
 

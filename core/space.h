@@ -46,6 +46,10 @@ struct Parameter {
   /// Encode on a log scale (reals; ordinals whose values are all positive).
   bool log_scale = false;
   Value default_value;
+  /// Whether the space gave default_value. When it did not, the first value is the default
+  /// (the middle of a real interval): a Kernel Tuner cache declares none, so a replay's
+  /// baseline is the first value of each parameter, which people should be told.
+  bool default_declared = false;
 
   bool is_discrete() const { return kind != ParamKind::real; }
   /// Number of values of a discrete parameter.

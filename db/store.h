@@ -167,6 +167,12 @@ struct TrialRecord {
   bool lease_expired() const {
     return result.status == TrialStatus::timeout && !finished_at.has_value();
   }
+  /// lease_expires_at as the API, listings and exports show it: none once a result is stored,
+  /// which ends the lease (a lease that ended with no result keeps the time it ended). The
+  /// stored time stays, as the record of when the lease would have ended.
+  std::optional<std::string> shown_lease_expires_at() const {
+    return finished_at ? std::nullopt : lease_expires_at;
+  }
   /// The status as the API, exports and the study's counts name it: "lease_ended" for a lease
   /// that ended with no result (stored as a timeout, but no evaluation timed out).
   std::string_view status_name() const {

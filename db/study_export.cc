@@ -112,7 +112,7 @@ nlohmann::json trial_row(const TrialRecord& t) {
           {"message", t.result.message},
           {"metrics", t.result.metrics},
           {"client_id", t.client_id},
-          {"lease_expires_at", optional_text(t.lease_expires_at)},
+          {"lease_expires_at", optional_text(t.shown_lease_expires_at())},
           {"created_at", t.created_at},
           {"started_at", optional_text(t.started_at)},
           {"finished_at", optional_text(t.finished_at)}};

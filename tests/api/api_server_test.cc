@@ -525,9 +525,48 @@ TEST(ApiServer, BestTakesTheKernelsDirectionAndSaysWhatIsWrongWithAQuestion) {
   r = c.get("/v1/best?kernel=rate&machine=B-o_%20x");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_THAT(r.json()["note"].get<std::string>(), HasSubstr("did you mean \"box\"?"));
+  // Any other name is said to be unknown too, with the machines registered, as tunebase best
+  // says it: a misspelt name would get a new machine's prediction without a word.
   r = c.get("/v1/best?kernel=rate&machine=other");
   ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["source"], "predicted");
+  EXPECT_EQ(r.json()["note"],
+            "machine \"other\" is not registered: predicted as for a new machine (registered: "
+            "box)")
+      << r.body;
+  // A registered machine that measured nothing of the kernel gets no such note.
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "idle"}}, server.token).status, 201);
+  r = c.get("/v1/best?kernel=rate&machine=idle");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["source"], "predicted");
   EXPECT_FALSE(r.json().contains("note")) << r.body;
+}
+
+// A result ends its lease: a finished trial shows no lease time, in every reply that holds it.
+TEST(ApiServer, AFinishedTrialShowsNoLease) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 3);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto leased = c.post(base + "/suggestions", {{"n", 2}, {"client_id", "w"}}, server.token)
+                          .json()["suggestions"];
+  ASSERT_EQ(leased.size(), 2u);
+  const auto reported = tell(c, server.token, leased[0]["trial_id"], "w", 1.0);
+  EXPECT_TRUE(reported["finished_at"].is_string()) << reported.dump();
+  EXPECT_TRUE(reported["lease_expires_at"].is_null()) << reported.dump();
+  EXPECT_EQ(reported["lease_expired"], false) << reported.dump();
+  const auto finished = c.get("/v1/trials/" + leased[0]["trial_id"].dump()).json();
+  EXPECT_TRUE(finished["lease_expires_at"].is_null()) << finished.dump();
+  // The lease still held shows when it ends, as the suggestion said.
+  const auto held = c.get("/v1/trials/" + leased[1]["trial_id"].dump()).json();
+  EXPECT_EQ(held["lease_expires_at"], leased[1]["lease_expires_at"]) << held.dump();
+  for (const auto& t : c.get(base + "/trials").json()["trials"]) {
+    EXPECT_EQ(t["lease_expires_at"].is_null(), t["finished_at"].is_string()) << t.dump();
+  }
+  const auto exported = c.get(base + "/export").json();
+  for (const auto& t : exported["trials"]) {
+    EXPECT_EQ(t["lease_expires_at"].is_null(), t["finished_at"].is_string()) << t.dump();
+  }
 }
 
 TEST(ApiServer, AStudyIsCompletedByTheResultThatSpendsItsBudget) {
@@ -848,6 +887,9 @@ TEST(ApiServer, RepliesMatchTheSchemasTheServerPublishes) {
   EXPECT_TRUE(c.get("/v1/studies").json()["studies"][0].contains("task"));
   check("get", "/v1/best", c.get("/v1/best?kernel=convolution&machine=gpu-b"));    // measured
   check("get", "/v1/best", c.get("/v1/best?kernel=convolution&machine=gpu-new"));  // predicted
+  const auto unregistered = c.get("/v1/best?kernel=convolution&machine=gpu-unknown");
+  EXPECT_TRUE(unregistered.json().contains("note")) << unregistered.body;
+  check("get", "/v1/best", unregistered);
   check("post", "/v1/predict",
         c.post("/v1/predict", {{"study_id", created.json()["id"]},
                                {"configs", {{{"block_size_x", 64}, {"block_size_y", 2}}}}}));

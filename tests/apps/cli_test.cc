@@ -191,7 +191,12 @@ TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
   // Trials as the API writes them (GET /v1/trials/{id}): the result is "value".
   EXPECT_TRUE(all[0].at("value").is_number()) << all[0].dump();
   EXPECT_EQ(all[0].at("study_id"), 1) << all[0].dump();
-  EXPECT_TRUE(all[0].contains("lease_expires_at")) << all[0].dump();
+  // Each configuration was leased before it was measured; the result ended the lease.
+  for (const auto& t : all) {
+    EXPECT_TRUE(t.at("finished_at").is_string()) << t.dump();
+    EXPECT_TRUE(t.at("lease_expires_at").is_null()) << t.dump();
+    EXPECT_EQ(t.at("lease_expired"), false) << t.dump();
+  }
   r = run("best --kernel spmv --json --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["source"], "measured");
@@ -224,6 +229,12 @@ TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
   r = run("machines --json --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["machines"].size(), 1u);
+  // This host, by its CPU model where the system names one.
+  const auto cpu =
+      nlohmann::json::parse(r.out)["machines"][0]["fingerprint"].value("cpu_model", "");
+  if (!cpu.empty()) {
+    EXPECT_NE(run("machines --db " + db()).out.find("  [CPU " + cpu + "]\n"), std::string::npos);
+  }
 
   // To a file: the same text; never over the database itself (that emptied it), and a
   // failed export leaves no partial file.
@@ -1439,6 +1450,65 @@ TEST_F(Cli, AReplayedFileWithoutTheDefaultSaysThereIsNoBaseline) {
   EXPECT_NE(run("studies --db " + db()).out.find("[toy_kernel on GPU-A"), std::string::npos);
 }
 
+// The summary says what the default configuration, the baseline of the speedup, is: a Kernel
+// Tuner cache declares no defaults, a space file may.
+TEST_F(Cli, TheSummarySaysWhereTheDefaultComesFrom) {
+  const auto file = dir_.file("toy.json");
+  std::ofstream(file) << toy_cache("GPU-A", 1.0, 5);
+  auto r = run("sweep --kernel replay --replay " + file +
+               " --strategy random --budget 3 --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // t(0, 0) = 1 + 9 + 25 ms.
+  EXPECT_NE(r.out.find("\ndefault:    35.000 ms (first value of each parameter: the space "
+                       "declares no defaults)\n"),
+            std::string::npos)
+      << r.out;
+  r = run("sweep --kernel replay --replay " + file +
+          " --strategy random --budget 3 --study again --no-progress --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).at("default_from"), "first_values") << r.out;
+
+  const auto space = dir_.file("declared.json");
+  std::ofstream(space)
+      << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 3, "default": 2}]})";
+  r = run("sweep --kernel command --space " + space +
+          " --cmd 'echo $(( {x} + 1 ))' --budget 2 --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\ndefault:    3 (the space's declared defaults)\n"), std::string::npos)
+      << r.out;
+}
+
+// A Kernel Tuner cache spans a space of which it measured only some configurations: a replay
+// searches those, so tunebase space says how many there are beside the valid ones.
+TEST_F(Cli, SpaceSaysHowManyConfigurationsACacheMeasured) {
+  auto cache = nlohmann::json::parse(toy_cache("GPU-A", 1.0, 5));
+  for (int b = 0; b < 8; ++b) cache["cache"].erase("7," + std::to_string(b));
+  cache["cache"]["6,6"]["time"] = "RuntimeFailedConfig";
+  const auto file = dir_.file("measured.json");
+  std::ofstream(file) << cache.dump();
+  auto r = run("space " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\nvalid:       64 (100%)\nmeasured:    56 configurations (1 failed): a "
+                       "replay searches only these\n"),
+            std::string::npos)
+      << r.out;
+  r = run("space --json " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["measured"],
+            nlohmann::json({{"configurations", 56}, {"failed", 1}}))
+      << r.out;
+  // A space file measured nothing.
+  cache.erase("cache");
+  cache.erase("device_name");
+  cache.erase("kernel_name");
+  std::ofstream(file) << cache.dump();
+  r = run("space --json " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(nlohmann::json::parse(r.out).contains("measured")) << r.out;
+  r = run("space " + file);
+  EXPECT_EQ(r.out.find("measured:"), std::string::npos) << r.out;
+}
+
 // An OpenCL kernel swept from the command line (PoCL on the CI machine's CPU): every trial
 // measured on the device and stored.
 TEST_F(Cli, AnOpenclKernelIsSweptAndItsTrialsStored) {
@@ -1484,9 +1554,10 @@ TEST_F(Cli, OtherMachinesMeasurementsPredictAndGuideANewMachine) {
   std::ofstream(gpu_b) << toy_cache("GPU-B", 2.0, 4);
   auto r = run("import " + gpu_a + " --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // An imported machine is its GPU: the listing names it (it has no CPU model).
+  // An imported machine is its GPU: the listing names it (it has no CPU model), saying what the
+  // second name is, as studies labels its details.
   r = run("machines --db " + db());
-  EXPECT_NE(r.out.find("GPU-A  GPU-A\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out, "   1  GPU-A  [device GPU-A]\n");
 
   // Nothing measured on GPU-B (not even known to the store): a prediction from GPU-A.
   r = run("best --kernel toy --machine GPU-B --json --db " + db());

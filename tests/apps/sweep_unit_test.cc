@@ -27,5 +27,34 @@ TEST(BusyMachineNote, SaidFromALoadOfHalfTheCores) {
   EXPECT_NE(busy_machine_note(0.5, 0), "");
 }
 
+// The summary says what the default configuration is: the baseline of its speedup.
+TEST(DefaultOrigin, SaysWhetherTheSpaceDeclaresTheDefaults) {
+  const auto origin = [](const std::string& space) {
+    return default_origin(SearchSpace::from_document(nlohmann::ordered_json::parse(space)));
+  };
+  auto o = origin(R"({"tune_params": {"bx": [32, 64], "by": [1, 2]}})");
+  EXPECT_EQ(o.kind, "first_values");
+  EXPECT_EQ(o.text, "first value of each parameter: the space declares no defaults");
+  o = origin(R"({"parameters": [{"name": "a", "values": [1, 2], "default": 2},
+                                {"name": "x", "type": "real", "low": 0, "high": 1,
+                                 "default": 0.5}]})");
+  EXPECT_EQ(o.kind, "declared");
+  EXPECT_EQ(o.text, "the space's declared defaults");
+  o = origin(R"({"parameters": [{"name": "a", "values": [1, 2], "default": 2},
+                                {"name": "b", "values": [1, 2]},
+                                {"name": "c", "values": [1, 2]}]})");
+  EXPECT_EQ(o.kind, "partly_declared");
+  EXPECT_EQ(o.text,
+            "the space declares defaults for 1 of its 3 parameters, the others take their first "
+            "value");
+  // A real parameter without a default takes the middle of its interval, not its low end.
+  o = origin(R"({"parameters": [{"name": "a", "values": [1, 2]},
+                                {"name": "x", "type": "real", "low": 0, "high": 1}]})");
+  EXPECT_EQ(o.kind, "first_values");
+  EXPECT_EQ(o.text,
+            "first value of each parameter (the middle of a real one): the space declares no "
+            "defaults");
+}
+
 }  // namespace
 }  // namespace tunebase::cli

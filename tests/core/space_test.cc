@@ -103,6 +103,29 @@ TEST(SearchSpace, AT1DefaultOutsideItsValuesIsReplacedAndNoted) {
                                      "the first value, 1, is its default"});
   const SearchSpace copy = space;
   EXPECT_EQ(copy.notes(), space.notes());
+  // The replaced Default is not the space's: "y" is, the 1 of bx is only its first value.
+  EXPECT_FALSE(space.parameter(0).default_declared);
+  EXPECT_TRUE(space.parameter(1).default_declared);
+}
+
+// Whether a default was given or is the first value (the middle of an interval): a sweep tells
+// its user which baseline its speedup is over.
+TEST(SearchSpace, KnowsWhichDefaultsItDeclares) {
+  const auto own = SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
+      {"name": "a", "type": "ordinal", "values": [1, 2], "default": 2},
+      {"name": "b", "type": "ordinal", "values": [1, 2]},
+      {"name": "n", "type": "integer", "low": 0, "high": 3, "default": 0},
+      {"name": "m", "type": "integer", "low": 0, "high": 3},
+      {"name": "x", "type": "real", "low": 0, "high": 1, "default": 0.25},
+      {"name": "y", "type": "real", "low": 0, "high": 1}]})"));
+  std::vector<bool> declared;
+  for (const auto& p : own.parameters()) declared.push_back(p.default_declared);
+  // A default equal to the first value (n) is declared all the same.
+  EXPECT_EQ(declared, (std::vector<bool>{true, false, true, false, true, false}));
+  // Kernel Tuner's tune_params have no defaults.
+  const auto kernel_tuner = SearchSpace::from_document(
+      nlohmann::ordered_json::parse(R"({"tune_params": {"bx": [32, 64], "by": [1, 2]}})"));
+  for (const auto& p : kernel_tuner.parameters()) EXPECT_FALSE(p.default_declared) << p.name;
 }
 
 // Python reads a tuple and a comma before the closing bracket as it reads a list; an integer

@@ -765,6 +765,27 @@ TEST_F(StoreTest, PriorCountsLeaveOutWhatPriorTrialsLeavesOut) {
   EXPECT_EQ(all[0].ok, 2u);
 }
 
+// A result ends the lease: what is shown (the API, listings, exports) has no lease time, while
+// the stored one stays.
+TEST_F(StoreTest, AFinishedTrialShowsNoLease) {
+  const auto s = testing::make_study(store_, "s");
+  const auto done =
+      store_.add_pending_trial(s.id, testing::config_json(16, "row"), "16,row", "worker-1", 3600.0);
+  const auto held =
+      store_.add_pending_trial(s.id, testing::config_json(32, "col"), "32,col", "worker-1", 3600.0);
+  EXPECT_EQ(store_.get_trial(done).shown_lease_expires_at(),
+            store_.get_trial(done).lease_expires_at);
+  store_.complete_trial(done, Measurement::success(2.5));
+  const auto finished = store_.get_trial(done);
+  EXPECT_TRUE(finished.lease_expires_at.has_value());
+  EXPECT_FALSE(finished.shown_lease_expires_at().has_value());
+  const auto j = nlohmann::json::parse(export_study(store_, s.id, ExportFormat::json));
+  ASSERT_EQ(j["trials"].size(), 2u);
+  EXPECT_TRUE(j["trials"][0]["lease_expires_at"].is_null()) << j["trials"][0].dump();
+  EXPECT_TRUE(j["trials"][0]["finished_at"].is_string()) << j["trials"][0].dump();
+  EXPECT_EQ(j["trials"][1]["lease_expires_at"], *store_.get_trial(held).lease_expires_at);
+}
+
 // --- export
 
 TEST_F(StoreTest, ExportJsonAndCsv) {
