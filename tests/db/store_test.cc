@@ -688,10 +688,13 @@ TEST_F(StoreTest, PriorTrialsAreConvertedToTheQuerysUnitOfTime) {
   ASSERT_EQ(priors.size(), 1u);  // a rate cannot be placed among times
   EXPECT_DOUBLE_EQ(priors[0].objective, 1.5);
   EXPECT_EQ(priors[0].unit, "s");
+  ASSERT_EQ(store_.prior_counts(q).size(), 1u);  // nor counted among them
+  EXPECT_EQ(store_.prior_counts(q)[0].ok, 1u);
   q.unit = "GFLOP/s";  // not a unit of time: every value as stored
   ASSERT_EQ(store_.prior_trials(q).size(), 2u);
   EXPECT_EQ(store_.prior_trials(q)[1].unit, "GFLOP/s");
   q.unit = "";
+  EXPECT_EQ(store_.prior_counts(q)[0].ok, 2u);  // both studies: one machine and input
   EXPECT_DOUBLE_EQ(store_.prior_trials(q)[0].objective, 1500.0);
   EXPECT_EQ(store_.prior_trials(q)[0].unit, "ms");
   // Only one input's trials.
@@ -743,26 +746,6 @@ TEST_F(StoreTest, PriorTrialsLeaveOutAMachineAStudyOrOtherVersions) {
   EXPECT_EQ(counts[1].ok, 1u);
   EXPECT_EQ(counts[1].finished, 2u);
   EXPECT_EQ(store_.prior_counts(without_a).size(), 1u);
-}
-
-// A rate among times is left out of the counts as it is of the trials.
-TEST_F(StoreTest, PriorCountsLeaveOutWhatPriorTrialsLeavesOut) {
-  NewStudy n;
-  const auto in_ms = study_in("ms", n);
-  const auto score = also_in("GFLOP/s", "score", n);
-  store_.add_trial(in_ms.id, testing::config_json(16, "row"), "16,row",
-                   Measurement::success(1500.0));
-  store_.add_trial(score.id, testing::config_json(16, "row"), "16,row", Measurement::success(3.0));
-  PriorQuery q;
-  q.kernel_name = "demo";
-  q.unit = "s";
-  const auto in_time = store_.prior_counts(q);
-  ASSERT_EQ(in_time.size(), 1u);
-  EXPECT_EQ(in_time[0].ok, 1u);
-  q.unit = "";  // every value as stored: both studies, on one machine and task
-  const auto all = store_.prior_counts(q);
-  ASSERT_EQ(all.size(), 1u);
-  EXPECT_EQ(all[0].ok, 2u);
 }
 
 // A result ends the lease: what is shown (the API, listings, exports) has no lease time, while
