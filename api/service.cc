@@ -1714,6 +1714,7 @@ Response Service::import_file(Request& request) {
   }
   options.client_id = "import:" + request.token_name;
   const auto result = store_.import_dataset(dataset, options);
+  studies_.note_import();  // the studies of other machines of its kernel learn from it now
   auto notes = dataset.notes;
   for (auto& n : import_notes(result, options.input.has_value(), !dataset.task().empty(),
                               "kernel=", "input={\"problem_size\": [...]}")) {

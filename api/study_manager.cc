@@ -134,6 +134,7 @@ struct StudyManager::Entry {
   /// changes_made) then: nothing written since, nothing to compare.
   Clock::time_point priors_checked_at;
   std::pair<std::int64_t, std::int64_t> priors_checked_version{-1, -1};
+  std::uint64_t imports_seen = 0;  ///< StudyManager::imports_ then
 };
 
 StudyManager::StudyManager(db::Store& store) : store_(store) { load_fitted_models(store_); }
@@ -318,20 +319,20 @@ void StudyManager::build_session(Entry& entry) {
 void StudyManager::note_priors_checked(Entry& entry) const {
   entry.priors_checked_at = Clock::now();
   entry.priors_checked_version = {store_.data_version(), store_.changes_made()};
+  entry.imports_seen = imports_.load();
 }
 
 // Whether the session's priors are worth building it again for: a machine or task with a
 // success that it did not have, or half as many successes again as it had (so that a study
 // whose priors grow while it runs is built again a logarithmic number of times). Asked at
-// most once per priors_recheck_ while the database changes.
+// most once per priors_recheck_ while the database changes, and after an import here.
 bool StudyManager::priors_moved(Entry& entry) const {
   if (!entry.prior_query) return false;
-  const auto now = Clock::now();
-  if (now - entry.priors_checked_at < priors_recheck_) return false;
+  const bool imported = entry.imports_seen != imports_.load();
+  if (!imported && Clock::now() - entry.priors_checked_at < priors_recheck_) return false;
   const std::pair version{store_.data_version(), store_.changes_made()};
   if (version == entry.priors_checked_version) return false;
-  entry.priors_checked_at = now;
-  entry.priors_checked_version = version;
+  note_priors_checked(entry);
   const auto counts = store_.prior_counts(*entry.prior_query);
   std::size_t before = 0;
   std::size_t after = 0;

@@ -1560,6 +1560,36 @@ TEST(ApiServer, AStudyTakesPriorsMeasuredAfterItStarted) {
   EXPECT_EQ(c.get(target).json()["trials"]["pending"], 3) << c.get(target).body;
 }
 
+// An import through the server reaches its running studies at their next suggestion, not
+// after the interval at which they look for measurements made elsewhere.
+TEST(ApiServer, AnImportHereReachesRunningStudiesAtOnce) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "gpu-new"}}, server.token).status, 201);
+  const auto created = c.post(
+      "/v1/studies",
+      {{"kernel", "convolution"},
+       {"machine", "gpu-new"},
+       {"space",
+        {{"tune_params", {{"block_size_x", {16, 32, 64, 128}}, {"block_size_y", {1, 2, 4}}}}}}},
+      server.token);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const std::string base = "/v1/studies/" + created.json()["id"].dump();
+  const auto suggest = [&] {
+    const auto r = c.post(base + "/suggestions", {{"client_id", "w"}}, server.token);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.json()["model"];
+  };
+  EXPECT_EQ(suggest()["strategy"], "bo");
+  ASSERT_EQ(
+      c.request("POST", "/v1/import?machine=gpu-a", kernel_tuner_cache("GPU A", 1.0), server.token)
+          .status,
+      201);
+  const auto model = suggest();
+  EXPECT_EQ(model["strategy"], "bo-transfer") << model.dump();
+  EXPECT_EQ(model["priors"], 1) << model.dump();
+}
+
 TEST(ApiServer, ExternalMeasurementsAreStoredAndLearnedFrom) {
   TestServer server;
   auto c = server.client();
