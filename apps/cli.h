@@ -43,10 +43,15 @@ extern std::atomic<int> g_interrupt_signal;
 /// Installs the handler: the first signal sets g_interrupted, a second one ends the process.
 void install_interrupt_handler();
 
+/// A study by id (digits) or name; NotFound naming what was asked.
+db::StudyRecord resolve_study(const db::Store& store, const std::string& study);
+
 /// Registers a subcommand's options on `app`; the callbacks run it.
 void add_sweep_command(CLI::App& app);
 void add_query_commands(CLI::App& app);
 void add_benchmark_command(CLI::App& app);
+/// convergence (apps/convergence.cc): how stored studies reached their best.
+void add_convergence_command(CLI::App& app);
 /// serve, worker, token (apps/serve.cc, apps/worker.cc).
 void add_service_commands(CLI::App& app);
 

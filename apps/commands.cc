@@ -41,8 +41,6 @@ std::string one_line(std::string text) {
   return text;
 }
 
-namespace {
-
 db::StudyRecord resolve_study(const db::Store& store, const std::string& study) {
   // Study names are never digits only, so digits are an id.
   if (!study.empty() && std::all_of(study.begin(), study.end(),
@@ -59,6 +57,8 @@ db::StudyRecord resolve_study(const db::Store& store, const std::string& study) 
   throw NotFound("no study named '" + study + "' in " + store.path() +
                  " (tunebase studies lists them)");
 }
+
+namespace {
 
 std::string objective_text(const db::StudyRecord& study, double value) {
   return format_objective(value, study.objective == "time" ? db::objective_unit(study) : "");

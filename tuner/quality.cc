@@ -242,7 +242,8 @@ nlohmann::json QualityReport::to_json() const {
   return j;
 }
 
-std::string quality_svg(const std::vector<QualityReport>& reports, const std::string& title) {
+std::string quality_svg(const std::vector<QualityReport>& reports, const std::string& title,
+                        const std::string& y_label) {
   std::size_t max_budget = 1;
   double y_max = 1.0;
   for (const auto& r : reports) {
@@ -311,8 +312,8 @@ std::string quality_svg(const std::vector<QualityReport>& reports, const std::st
   s += "<text x=\"" + fmt(kLeft + plot_w / 2) + "\" y=\"" + fmt(kHeight - 15) +
        "\" text-anchor=\"middle\">evaluations</text>\n";
   s += "<text x=\"18\" y=\"" + fmt(kTop + plot_h / 2) + "\" text-anchor=\"middle\" " +
-       "transform=\"rotate(-90 18 " + fmt(kTop + plot_h / 2) +
-       ")\">fraction of optimum (median, q1-q3 shaded)</text>\n";
+       "transform=\"rotate(-90 18 " + fmt(kTop + plot_h / 2) + ")\">" + xml_escape(y_label) +
+       "</text>\n";
 
   // One band and one median line per strategy.
   for (std::size_t i = 0; i < reports.size(); ++i) {

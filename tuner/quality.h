@@ -96,6 +96,8 @@ QualityReport quality_report(std::string strategy, std::string target, double op
 /// one colour per report (strategy), a legend, labelled axes with ticks, and `title`.
 /// Hand-written SVG text (no plotting library): each strategy is one <path> (its median)
 /// plus one <polygon> (its band).
-std::string quality_svg(const std::vector<QualityReport>& reports, const std::string& title);
+/// `y_label` names the vertical axis (a single run's curve has no band to speak of).
+std::string quality_svg(const std::vector<QualityReport>& reports, const std::string& title,
+                        const std::string& y_label = "fraction of optimum (median, q1-q3 shaded)");
 
 }  // namespace tunebase

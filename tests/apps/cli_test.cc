@@ -1430,6 +1430,48 @@ TEST_F(Cli, ASweepResumesAnImportedStudy) {
   EXPECT_NE(r.out.find("(id 1, strategy random)"), std::string::npos) << r.out;
 }
 
+// How stored studies reached their best, against the best either found: the toy's optimum
+// (1.0 at a=3, b=5) is among the 64 configurations, which exhaustive search measures all of.
+TEST_F(Cli, ConvergenceComparesStoredStudies) {
+  const auto file = dir_.file("toy.json");
+  std::ofstream(file) << toy_cache("GPU-A", 1.0, 5);
+  for (const std::string strategy : {"exhaustive", "random"}) {
+    ASSERT_EQ(run("sweep --kernel replay --replay " + file + " --strategy " + strategy +
+                  " --budget 64 --no-progress --study " + strategy + " --db " + db())
+                  .exit_code,
+              0);
+  }
+  const auto svg = dir_.file("convergence.svg");
+  auto r = run("convergence --study exhaustive --study random --svg " + svg + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("reference: 1.000 ms, the best of exhaustive"), std::string::npos) << r.out;
+  // Exhaustive search in declared order reaches a=3, b=5 at evaluation 3 * 8 + 5 + 1 = 30;
+  // random search of all 64 finds it too, at some point.
+  EXPECT_NE(r.out.find("exhaustive       64   0.029       30       30       30   0.100   0.500   "
+                       "1.000       -\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\nrandom           64   0.029"), std::string::npos) << r.out;
+  std::ifstream in(svg);
+  const std::string plot((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(plot.find("fraction of the reference (best so far)"), std::string::npos);
+  EXPECT_NE(plot.find(">random</text>"), std::string::npos);
+
+  r = run("convergence --study exhaustive --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["reference"]["value"], 1.0);
+  EXPECT_EQ(j["studies"][0]["evals_to"]["0.99"]["median"], 30.0);
+  ASSERT_EQ(j["studies"][0]["fraction"].size(), 64u);
+  EXPECT_EQ(j["studies"][0]["fraction"][29], 1.0);
+
+  // Another kernel's study does not compare.
+  ASSERT_EQ(sweep_x4("cmd", "echo {x}", 2).exit_code, 0);
+  r = run("convergence --study exhaustive --study cmd --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("only studies of one kernel compare"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, AReplayedFileWithoutTheDefaultSaysThereIsNoBaseline) {
   auto cache = nlohmann::json::parse(toy_cache("GPU-A", 1.0, 5));
   cache["cache"].erase("0,0");  // the first values, the default
