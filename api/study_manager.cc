@@ -289,7 +289,9 @@ void StudyManager::build_session(Entry& entry) {
                  options.priors.size());
   }
   auto session = std::make_unique<Session>(*entry.space, options);
-  if (const auto& used = session->options().strategy; used != record.strategy) {
+  // Stored, so that the study says what searches it; a reader (tunebase trials) only uses it.
+  if (const auto& used = session->options().strategy;
+      used != record.strategy && !store_.read_only()) {
     spdlog::info("study {}: strategy {} (was {}): its priors changed", record.id.value, used,
                  record.strategy);
     store_.set_study_strategy(record.id, used);

@@ -114,25 +114,27 @@ void add_convergence_command(CLI::App& app) {
       }
     }
     if (std::isnan(reference) || reference <= 0) {
-      throw InvalidInput(std::isnan(reference)
-                             ? "no successful evaluation in the studies given: nothing to converge to"
-                             : "the best value is not positive: fractions of it mean nothing");
+      throw InvalidInput(
+          std::isnan(reference)
+              ? "no successful evaluation in the studies given: nothing to converge to"
+              : "the best value is not positive: fractions of it mean nothing");
     }
-    const auto svg_file = args->svg_out.empty() ? nullptr : std::make_unique<OutputFile>(args->svg_out);
+    const auto svg_file =
+        args->svg_out.empty() ? nullptr : std::make_unique<OutputFile>(args->svg_out);
 
     std::vector<QualityReport> reports;
     for (const auto& r : runs) {
       if (r.trace.objectives.empty()) {
         throw InvalidInput("study '" + r.study.name + "' has no evaluation yet");
       }
-      reports.push_back(quality_report(r.study.name, r.study.kernel_name + " on " +
-                                                         r.study.machine_name,
+      reports.push_back(quality_report(r.study.name,
+                                       r.study.kernel_name + " on " + r.study.machine_name,
                                        reference, r.trace.objectives.size(), {r.trace}, minimize));
     }
     if (args->json) {
-      nlohmann::json j{{"reference", {{"value", reference}, {"unit", first.unit},
-                                      {"study", reference_study}}},
-                       {"studies", nlohmann::json::array()}};
+      nlohmann::json j{
+          {"reference", {{"value", reference}, {"unit", first.unit}, {"study", reference_study}}},
+          {"studies", nlohmann::json::array()}};
       for (std::size_t i = 0; i < runs.size(); ++i) {
         auto r = reports[i].to_json();
         r.erase("suggest_ms");  // not timed: the proposals were made when the study ran
@@ -152,10 +154,11 @@ void add_convergence_command(CLI::App& app) {
       for (const auto& r : runs) {
         name_width = std::max(name_width, static_cast<int>(r.study.name.size()) + 2);
       }
-      std::cout << std::left << std::setw(name_width) << "study" << std::right << std::setw(7) << "evals"
-                << std::setw(8) << "first" << std::setw(9) << "to 0.90" << std::setw(9)
+      std::cout << std::left << std::setw(name_width) << "study" << std::right << std::setw(7)
+                << "evals" << std::setw(8) << "first" << std::setw(9) << "to 0.90" << std::setw(9)
                 << "to 0.95" << std::setw(9) << "to 0.99" << std::setw(8) << "@10" << std::setw(8)
-                << "@25" << std::setw(8) << "@50" << std::setw(8) << "@100" << "\n";
+                << "@25" << std::setw(8) << "@50" << std::setw(8) << "@100"
+                << "\n";
       for (std::size_t i = 0; i < runs.size(); ++i) {
         const auto& r = reports[i];
         std::cout << std::left << std::setw(name_width) << runs[i].study.name << std::right

@@ -1472,6 +1472,38 @@ TEST_F(Cli, ConvergenceComparesStoredStudies) {
   EXPECT_NE(r.err.find("only studies of one kernel compare"), std::string::npos) << r.err;
 }
 
+// A study the server made with the default strategy, priors measured since: the trials
+// listing (a reader) fits its model with them, and leaves the stored strategy to the server.
+TEST_F(Cli, TrialsOfAStudyWhosePriorsCameLaterOnlyRead) {
+  const auto file = dir_.file("toy.json");
+  std::ofstream(file) << toy_cache("GPU-A", 1.0, 5);
+  ASSERT_EQ(run("sweep --kernel replay --replay " + file +
+                " --budget 20 --no-progress --study prior --db " + db())
+                .exit_code,
+            0);
+  {
+    db::Store store(db());
+    const auto prior = *store.find_study("prior");
+    MachineInfo gpu_b;
+    gpu_b.name = "GPU-B";
+    refresh_fingerprint_hash(gpu_b);
+    db::NewStudy later;
+    later.name = "later";
+    later.kernel = prior.kernel_id;
+    later.machine = store.upsert_machine(gpu_b).id;
+    later.task = prior.task_id;
+    later.objective = prior.objective;
+    later.strategy = "bo";  // no priors when it was made
+    later.settings = {{"strategy_default", true}, {"transfer", true}, {"unit", "ms"}};
+    store.create_study(later);
+  }
+  const auto r = run("trials --study later --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("influence: "), std::string::npos) << r.out;
+  db::Store store(db());
+  EXPECT_EQ(store.find_study("later")->strategy, "bo");
+}
+
 TEST_F(Cli, AReplayedFileWithoutTheDefaultSaysThereIsNoBaseline) {
   auto cache = nlohmann::json::parse(toy_cache("GPU-A", 1.0, 5));
   cache["cache"].erase("0,0");  // the first values, the default
