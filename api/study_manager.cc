@@ -992,9 +992,9 @@ std::string no_relevance_reason(const db::Store& store, db::StudyId study) {
   }
   return one_value && ok > 1
              ? "every successful result has the same value: nothing tells the parameters apart"
-             : "the model's lengthscales say more than their priors once the study has about two "
-               "successful results per encoded input (one per numeric parameter, one per value "
-               "of a categorical one), or priors; it has " +
+             : "the GP's lengthscales say something once the study has about two successful "
+               "results per encoded input (one per numeric parameter, one per value of a "
+               "categorical one); it has " +
                    std::to_string(ok) + " successful results";
 }
 

@@ -465,10 +465,16 @@ nlohmann::json measured_summary(const std::string& path) {
   const auto text = read_maybe_gzipped(path);
   const auto document = parse_json_text(text, path);
   if (!document.is_object() || !document.contains("cache")) return nullptr;
-  const auto dataset = parse_measurements(text, path);
-  const auto failed = std::count_if(dataset.entries.begin(), dataset.entries.end(),
-                                    [](const Observation& o) { return !o.result.ok(); });
-  return {{"configurations", dataset.entries.size()}, {"failed", failed}};
+  try {
+    const auto dataset = parse_measurements(text, path);
+    const auto failed = std::count_if(dataset.entries.begin(), dataset.entries.end(),
+                                      [](const Observation& o) { return !o.result.ok(); });
+    return {{"configurations", dataset.entries.size()}, {"failed", failed}};
+  } catch (const InvalidInput& e) {
+    // The space stands without them (a cache Kernel Tuner has only begun is empty): what is
+    // wrong with the measurements is said, as import and replay would say it.
+    return {{"error", e.what()}};
+  }
 }
 
 void add_query_commands(CLI::App& app) {
@@ -565,8 +571,13 @@ void add_query_commands(CLI::App& app) {
       }
       if (summary.contains("measured")) {
         const auto& measured = summary["measured"];
-        std::cout << "measured:    " << measured["configurations"] << " configurations ("
-                  << measured["failed"] << " failed): a replay searches only these\n";
+        if (measured.contains("error")) {
+          std::cout << "measured:    none that import or replay would take: "
+                    << measured["error"].get<std::string>() << "\n";
+        } else {
+          std::cout << "measured:    " << measured["configurations"] << " configurations ("
+                    << measured["failed"] << " failed): a replay searches only these\n";
+        }
       }
       std::cout << "default:     " << space.config_text(space.default_configuration())
                 << (summary["default_valid"].get<bool>()

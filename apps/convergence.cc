@@ -102,54 +102,102 @@ void add_convergence_command(CLI::App& app) {
       }
       r.trace = evaluations(store, r.study, factor);
     }
-    double reference = std::numeric_limits<double>::quiet_NaN();
-    std::string reference_study;
+    // Fractions need positive values: a time is, a score may not be.
     for (const auto& r : runs) {
       for (double v : r.trace.objectives) {
-        if (std::isfinite(v) &&
-            (std::isnan(reference) || (minimize ? v < reference : v > reference))) {
-          reference = v;
-          reference_study = r.study.name;
+        if (std::isfinite(v) && v <= 0) {
+          throw InvalidInput("study '" + r.study.name + "' has a value of " +
+                             format_objective(v, r.unit) +
+                             ": fractions of a best value need positive values");
         }
       }
     }
-    if (std::isnan(reference) || reference <= 0) {
-      throw InvalidInput(
-          std::isnan(reference)
-              ? "no successful evaluation in the studies given: nothing to converge to"
-              : "the best value is not positive: fractions of it mean nothing");
+    // One reference, the best any of them found, when they measured one machine and input
+    // (strategies compared); else each its own best, as times on two machines or inputs do not
+    // compare (how fast each found its best does).
+    const bool one_problem = std::all_of(runs.begin(), runs.end(), [&](const Run& r) {
+      return r.study.machine_id == first.study.machine_id && r.study.task_id == first.study.task_id;
+    });
+    const auto better = [&](double v, double than) {
+      return std::isfinite(v) && (std::isnan(than) || (minimize ? v < than : v > than));
+    };
+    std::vector<double> references;
+    for (const auto& r : runs) {
+      if (r.trace.objectives.empty()) {
+        throw InvalidInput("study '" + r.study.name + "' has no evaluation yet");
+      }
+      double best = std::numeric_limits<double>::quiet_NaN();
+      for (double v : r.trace.objectives) {
+        if (better(v, best)) best = v;
+      }
+      if (!one_problem && std::isnan(best)) {
+        throw InvalidInput("study '" + r.study.name +
+                           "' has no successful evaluation: nothing to converge to");
+      }
+      references.push_back(best);
+    }
+    std::size_t reference_of = 0;  // the study whose best is the common reference
+    if (one_problem) {
+      for (std::size_t i = 1; i < runs.size(); ++i) {
+        if (better(references[i], references[reference_of])) reference_of = i;
+      }
+      if (std::isnan(references[reference_of])) {
+        throw InvalidInput("no successful evaluation in the studies given: nothing to converge to");
+      }
+      std::fill(references.begin(), references.end(), references[reference_of]);
     }
     const auto svg_file =
         args->svg_out.empty() ? nullptr : std::make_unique<OutputFile>(args->svg_out);
 
     std::vector<QualityReport> reports;
-    for (const auto& r : runs) {
-      if (r.trace.objectives.empty()) {
-        throw InvalidInput("study '" + r.study.name + "' has no evaluation yet");
-      }
-      reports.push_back(quality_report(r.study.name,
-                                       r.study.kernel_name + " on " + r.study.machine_name,
-                                       reference, r.trace.objectives.size(), {r.trace}, minimize));
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const auto& r = runs[i];
+      reports.push_back(
+          quality_report(r.study.name, r.study.kernel_name + " on " + r.study.machine_name,
+                         references[i], r.trace.objectives.size(), {r.trace}, minimize));
     }
     if (args->json) {
-      nlohmann::json j{
-          {"reference", {{"value", reference}, {"unit", first.unit}, {"study", reference_study}}},
-          {"studies", nlohmann::json::array()}};
+      // Names of its own, not the benchmark's: one run per study, against a reference.
+      nlohmann::json studies = nlohmann::json::array();
       for (std::size_t i = 0; i < runs.size(); ++i) {
-        auto r = reports[i].to_json();
-        r.erase("suggest_ms");  // not timed: the proposals were made when the study ran
-        r.erase("seeds");
-        r["study_id"] = runs[i].study.id.value;
-        r["evaluations"] = runs[i].trace.objectives.size();
+        const auto& report = reports[i];
+        nlohmann::json evals_to = nlohmann::json::object();
+        for (const auto& level : report.evals_to) {
+          evals_to[level_key(level.level)] =
+              level.never > 0 ? nlohmann::json(nullptr) : nlohmann::json(level.evaluations.median);
+        }
+        nlohmann::json fraction_at = nlohmann::json::object();
+        for (const auto& cp : report.fraction_at) {
+          fraction_at[std::to_string(cp.evaluations)] = std::isnan(cp.fraction.median)
+                                                            ? nlohmann::json(nullptr)
+                                                            : nlohmann::json(cp.fraction.median);
+        }
         nlohmann::json curve = nlohmann::json::array();
-        for (const auto& q : reports[i].curve) curve.push_back(q.median);
-        r["fraction"] = std::move(curve);
-        j["studies"].push_back(std::move(r));
+        for (const auto& q : report.curve) curve.push_back(q.median);
+        studies.push_back({{"study", runs[i].study.name},
+                           {"study_id", runs[i].study.id.value},
+                           {"machine", runs[i].study.machine_name},
+                           {"evaluations", runs[i].trace.objectives.size()},
+                           {"reference", references[i]},
+                           {"evals_to", std::move(evals_to)},
+                           {"fraction_at", std::move(fraction_at)},
+                           {"fraction", std::move(curve)}});
       }
-      std::cout << j.dump(2) << "\n";
+      std::cout << nlohmann::json{{"unit", first.unit},
+                                  {"reference", one_problem
+                                                    ? "the best of " + runs[reference_of].study.name
+                                                    : std::string("each study's own best")},
+                                  {"studies", std::move(studies)}}
+                       .dump(2)
+                << "\n";
     } else {
-      std::cout << "reference: " << format_objective(reference, first.unit) << ", the best of "
-                << reference_study << "\n";
+      if (one_problem) {
+        std::cout << "reference: " << format_objective(references.front(), first.unit)
+                  << ", the best of " << runs[reference_of].study.name << "\n";
+      } else {
+        std::cout << "reference: each study's own best (they measured different machines or "
+                     "inputs, whose values do not compare)\n";
+      }
       int name_width = 6;
       for (const auto& r : runs) {
         name_width = std::max(name_width, static_cast<int>(r.study.name.size()) + 2);

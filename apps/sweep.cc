@@ -373,15 +373,17 @@ DefaultOrigin default_origin(const SearchSpace& space) {
     declared += p.default_declared ? 1 : 0;
     real_undeclared = real_undeclared || (!p.default_declared && !p.is_discrete());
   }
-  const std::string first = real_undeclared
-                                ? "first value of each parameter (the middle of a real one)"
-                                : "first value of each parameter";
+  const std::string real_middle = " (a real one the middle of its range, geometric on a log scale)";
+  const std::string first =
+      "first value of each parameter" + (real_undeclared ? real_middle : std::string());
   if (declared == space.dimension()) return {"declared", "the space's declared defaults"};
   if (declared == 0) return {"first_values", first + ": the space declares no defaults"};
+  const bool one_left = space.dimension() - declared == 1;
   return {"partly_declared",
           "the space declares defaults for " + std::to_string(declared) + " of its " +
-              std::to_string(space.dimension()) + " parameters, the others take their " +
-              (real_undeclared ? "first value (a real one its middle)" : "first value")};
+              std::to_string(space.dimension()) + " parameters, " +
+              (one_left ? "the other takes its first value" : "the others take their first value") +
+              (real_undeclared ? real_middle : std::string())};
 }
 
 std::optional<double> SweepSummary::speedup() const {
@@ -619,10 +621,15 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
                    "within one space\n";
     }
   }
-  // A resumed study keeps its strategy and options; an imported one has none of its own (its
-  // strategy is "import"), so it is searched as a new study would be.
+  // A resumed study keeps its strategy and options, and one left to its default (made over
+  // the API without a strategy) follows the priors there are now, as a server does; an
+  // imported one has none of its own (its strategy is "import"), so it is searched as a new
+  // study would be.
   const bool keeps_strategy = resumed && resumed->strategy != "import";
-  const std::string strategy = keeps_strategy             ? resumed->strategy
+  const bool follows_default = keeps_strategy && resumed->settings.is_object() &&
+                               resumed->settings.value("strategy_default", false);
+  const std::string strategy = follows_default            ? default_strategy(!priors.empty())
+                               : keeps_strategy           ? resumed->strategy
                                : options.strategy.empty() ? default_strategy(!priors.empty())
                                                           : options.strategy;
   const auto strategy_options =
@@ -638,6 +645,12 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
                                         strategy, evaluator.objective_unit());
   const std::size_t budget =
       resumed ? sweep_budget(store, study, options) : options.budget.value_or(kDefaultSweepBudget);
+  if (follows_default && strategy != study.strategy) {
+    write_waiting("to store the study's strategy",
+                  [&] { store.set_study_strategy(study.id, strategy); });
+    std::cerr << "note: study '" << study.name << "' now searches with " << strategy << " (was "
+              << study.strategy << "): its strategy follows its priors\n";
+  }
 
   if (keeps_strategy && !options.strategy.empty() && options.strategy != strategy) {
     std::cerr << "note: study '" << study.name << "' keeps its strategy " << strategy

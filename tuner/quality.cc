@@ -23,12 +23,6 @@ nlohmann::json number_or_null(double x) {
   return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr);
 }
 
-std::string level_key(double level) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%.2f", level);
-  return buf;
-}
-
 /// Fraction after `k` evaluations (1-based), the last value for a run that ended sooner (its
 /// space exhausted), 0 for none.
 double fraction_after(const std::vector<double>& fractions, std::size_t k) {
@@ -100,6 +94,12 @@ double tick_step(double span) {
 }
 
 }  // namespace
+
+std::string level_key(double level) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.2f", level);
+  return buf;
+}
 
 double quantile(std::vector<double> values, double q) {
   if (values.empty()) throw InvalidInput("quantile of an empty list");

@@ -14,6 +14,8 @@ namespace tunebase {
 
 /// Fractions of the optimum whose evaluations-to-reach are reported (JSON keys "0.90"...).
 inline constexpr std::array<double, 3> kQualityLevels = {0.90, 0.95, 0.99};
+/// A level as the JSON reports name it: "0.90".
+std::string level_key(double level);
 /// Evaluation counts after which the fraction reached is reported (JSON keys "10"...).
 inline constexpr std::array<std::size_t, 4> kQualityCheckpoints = {10, 25, 50, 100};
 

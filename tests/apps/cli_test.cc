@@ -1460,10 +1460,27 @@ TEST_F(Cli, ConvergenceComparesStoredStudies) {
   r = run("convergence --study exhaustive --json --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["reference"]["value"], 1.0);
-  EXPECT_EQ(j["studies"][0]["evals_to"]["0.99"]["median"], 30.0);
+  EXPECT_EQ(j["studies"][0]["reference"], 1.0);
+  EXPECT_EQ(j["studies"][0]["evals_to"]["0.99"], 30.0);
+  EXPECT_EQ(j["studies"][0]["fraction_at"]["100"], nullptr);  // fewer evaluations
   ASSERT_EQ(j["studies"][0]["fraction"].size(), 64u);
   EXPECT_EQ(j["studies"][0]["fraction"][29], 1.0);
+
+  // Another machine's times do not compare with these: each study against its own best (the
+  // GPU-B toy is twice as slow, its best 2.0 ms).
+  const auto slower = dir_.file("toy-b.json");
+  std::ofstream(slower) << toy_cache("GPU-B", 2.0, 5);
+  ASSERT_EQ(
+      run("sweep --kernel replay --replay " + slower +
+          " --strategy exhaustive --budget 64 --no-progress --no-transfer --study b --db " + db())
+          .exit_code,
+      0);
+  r = run("convergence --study exhaustive --study b --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("reference: each study's own best"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nb                64   0.029       30       30       30"),
+            std::string::npos)
+      << r.out;
 
   // Another kernel's study does not compare.
   ASSERT_EQ(sweep_x4("cmd", "echo {x}", 2).exit_code, 0);
@@ -1474,7 +1491,7 @@ TEST_F(Cli, ConvergenceComparesStoredStudies) {
 
 // A study the server made with the default strategy, priors measured since: the trials
 // listing (a reader) fits its model with them, and leaves the stored strategy to the server.
-TEST_F(Cli, TrialsOfAStudyWhosePriorsCameLaterOnlyRead) {
+TEST_F(Cli, ADefaultStrategyFollowsPriorsWhereTheStudyIsSearchedNotRead) {
   const auto file = dir_.file("toy.json");
   std::ofstream(file) << toy_cache("GPU-A", 1.0, 5);
   ASSERT_EQ(run("sweep --kernel replay --replay " + file +
@@ -1497,11 +1514,23 @@ TEST_F(Cli, TrialsOfAStudyWhosePriorsCameLaterOnlyRead) {
     later.settings = {{"strategy_default", true}, {"transfer", true}, {"unit", "ms"}};
     store.create_study(later);
   }
-  const auto r = run("trials --study later --db " + db());
+  auto r = run("trials --study later --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("influence: "), std::string::npos) << r.out;
-  db::Store store(db());
-  EXPECT_EQ(store.find_study("later")->strategy, "bo");
+  EXPECT_EQ(db::Store(db()).find_study("later")->strategy, "bo");
+
+  // A sweep that resumes it is a writer, and searches as the server would: with the priors.
+  const auto gpu_b = dir_.file("toy-b.json");
+  std::ofstream(gpu_b) << toy_cache("GPU-B", 2.0, 5);
+  r = run("sweep --kernel replay --replay " + gpu_b +
+          " --budget 3 --no-progress --study later --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: study 'later' now searches with bo-transfer (was bo): its strategy "
+                       "follows its priors"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("strategy bo-transfer"), std::string::npos) << r.out;
+  EXPECT_EQ(db::Store(db()).find_study("later")->strategy, "bo-transfer");
 }
 
 TEST_F(Cli, AReplayedFileWithoutTheDefaultSaysThereIsNoBaseline) {
@@ -1570,6 +1599,13 @@ TEST_F(Cli, SpaceSaysHowManyConfigurationsACacheMeasured) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["measured"],
             nlohmann::json({{"configurations", 56}, {"failed", 1}}))
+      << r.out;
+  // A cache Kernel Tuner has only begun: the space stands, and the line says why none count.
+  cache["cache"] = nlohmann::json::object();
+  std::ofstream(file) << cache.dump();
+  r = run("space " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\nmeasured:    none that import or replay would take: "), std::string::npos)
       << r.out;
   // A space file measured nothing.
   cache.erase("cache");
@@ -1730,8 +1766,8 @@ TEST_F(Cli, TrialsSayWhichParametersMattered) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run("trials --study tiny --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("influence: not yet: the model's lengthscales say more than their priors "
-                       "once the study has about two successful results per encoded input"),
+  EXPECT_NE(r.out.find("influence: not yet: the GP's lengthscales say something once the study "
+                       "has about two successful results per encoded input"),
             std::string::npos)
       << r.out;
 }

@@ -52,8 +52,14 @@ TEST(DefaultOrigin, SaysWhetherTheSpaceDeclaresTheDefaults) {
                                 {"name": "x", "type": "real", "low": 0, "high": 1}]})");
   EXPECT_EQ(o.kind, "first_values");
   EXPECT_EQ(o.text,
-            "first value of each parameter (the middle of a real one): the space declares no "
-            "defaults");
+            "first value of each parameter (a real one the middle of its range, geometric on a "
+            "log scale): the space declares no defaults");
+  // One parameter left: "the other".
+  o = origin(R"({"parameters": [{"name": "a", "values": [1, 2], "default": 2},
+                                {"name": "b", "values": [1, 2]}]})");
+  EXPECT_EQ(o.text,
+            "the space declares defaults for 1 of its 2 parameters, the other takes its first "
+            "value");
 }
 
 }  // namespace
