@@ -67,6 +67,43 @@ constexpr std::size_t kMaxWriteBatch = 512;
 constexpr auto kLingerTimeout = std::chrono::milliseconds(1000);
 constexpr std::size_t kLingerBufferBytes = 64 * 1024;
 
+// Why a request's framing cannot be trusted, or nullopt when it can. A body is delimited by
+// Content-Length or by chunked alone (RFC 9112 6.1): Beast ignores any other transfer coding
+// (gzip, identity, "chunked, gzip") and would read the body as the next request, which a proxy
+// in front that framed it otherwise would not see: request smuggling. HTTP/1.0 has no transfer
+// codings at all.
+std::optional<FieldError> framing_error(const http::request_header<>& header) {
+  const auto fields = header.equal_range(http::field::transfer_encoding);
+  if (fields.first == fields.second) return std::nullopt;
+  std::vector<std::string> codings;
+  for (auto field = fields.first; field != fields.second; ++field) {
+    const std::string value(field->value());
+    for (std::size_t start = 0; start <= value.size();) {
+      auto end = value.find(',', start);
+      if (end == std::string::npos) end = value.size();
+      auto coding = value.substr(start, end - start);
+      coding.erase(0, coding.find_first_not_of(" \t"));
+      coding.erase(coding.find_last_not_of(" \t") + 1);
+      if (!coding.empty()) codings.push_back(std::move(coding));  // "a, , b" lists two
+      start = end + 1;
+    }
+  }
+  std::string sent;
+  for (const auto& c : codings) sent += (sent.empty() ? "" : ", ") + c;
+  if (header.version() < 11) {
+    return FieldError("Transfer-Encoding", "an HTTP/1.0 request has no Transfer-Encoding (got \"" +
+                                               sent + "\"); send the body with Content-Length");
+  }
+  if (codings.size() != 1 || !beast::iequals(codings.front(), "chunked")) {
+    return FieldError("Transfer-Encoding",
+                      "Transfer-Encoding \"" + sent +
+                          "\" is not supported: a request body is sent with Content-Length or "
+                          "with Transfer-Encoding: chunked alone (an import's file may be "
+                          "gzipped itself: a .json.gz body is read as such)");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 class Connection;
@@ -236,6 +273,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto path = target_.substr(0, target_.find('?'));
     version_ = header.version();
     head_ = header.method() == http::verb::head;  // an early refusal has no body either
+    // Before anything else: the end of a request whose framing is in doubt is not known, so the
+    // connection closes after the refusal (its remaining bytes are drained, never read as a
+    // request).
+    if (auto error = framing_error(header)) return fail(std::make_exception_ptr(*error));
     try {
       // Before the body: a client without a valid token does not get to send one.
       token_name_ = server_.service.authorize_headers(

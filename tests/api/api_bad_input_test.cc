@@ -456,6 +456,56 @@ TEST_F(BadInput, OversizeBodiesGet413) {
   EXPECT_EQ(snapshot(), before);
 }
 
+// A body is framed by Content-Length or by chunked alone. Another transfer coding would leave
+// the body to be read as the next request (request smuggling past a proxy that frames it
+// otherwise): refused, and the connection closed with the bytes after it unread.
+TEST_F(BadInput, ATransferEncodingOtherThanChunkedIsRefusedAndNothingIsSmuggled) {
+  const auto before = snapshot();
+  const std::string auth = "Authorization: Bearer " + server_->token + "\r\n";
+  // Would register a machine if it were read as a request.
+  const std::string smuggled_body = R"({"name": "smuggled"})";
+  const std::string smuggled =
+      "POST /v1/machines HTTP/1.1\r\nHost: x\r\n" + auth +
+      "Content-Type: application/json\r\nContent-Length: " + std::to_string(smuggled_body.size()) +
+      "\r\n\r\n" + smuggled_body;
+  for (const char* coding :
+       {"Transfer-Encoding: gzip\r\n", "Transfer-Encoding: identity\r\n",
+        "Transfer-Encoding: xchunked\r\n", "Transfer-Encoding: chunked, gzip\r\n",
+        "Transfer-Encoding: gzip, chunked\r\n",
+        "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"}) {
+    SCOPED_TRACE(coding);
+    const auto reply =
+        testing::raw_exchange(server_->port(), "POST /v1/machines HTTP/1.1\r\nHost: x\r\n" + auth +
+                                                   coding + "\r\n" + smuggled);
+    EXPECT_THAT(reply, ::testing::StartsWith("HTTP/1.1 400")) << reply;
+    EXPECT_THAT(reply, HasSubstr("Connection: close"));
+    EXPECT_THAT(reply, HasSubstr(R"("field":"Transfer-Encoding")"));
+    EXPECT_THAT(reply, HasSubstr("with Transfer-Encoding: chunked alone"));
+    // One reply: the bytes after the headers were not taken for a request.
+    EXPECT_EQ(reply.find("HTTP/1.1", 1), std::string::npos) << reply;
+  }
+  // HTTP/1.0 has no transfer codings.
+  const auto old =
+      testing::raw_exchange(server_->port(), "POST /v1/machines HTTP/1.0\r\n" + auth +
+                                                 "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  EXPECT_THAT(old, ::testing::StartsWith("HTTP/1.0 400")) << old;
+  EXPECT_THAT(old, HasSubstr("an HTTP/1.0 request has no Transfer-Encoding"));
+  EXPECT_FALSE(server_->store().find_machine("smuggled").has_value());
+  EXPECT_EQ(snapshot(), before);
+
+  // chunked alone, however capitalised, is read as ever.
+  const std::string body = R"({"name": "chunked-machine"})";
+  std::ostringstream size;
+  size << std::hex << body.size();
+  const auto chunked = testing::raw_exchange(
+      server_->port(), "POST /v1/machines HTTP/1.1\r\nHost: x\r\n" + auth +
+                           "Content-Type: application/json\r\nTransfer-Encoding: Chunked\r\n"
+                           "Connection: close\r\n\r\n" +
+                           size.str() + "\r\n" + body + "\r\n0\r\n\r\n");
+  EXPECT_THAT(chunked, ::testing::StartsWith("HTTP/1.1 201")) << chunked;
+  EXPECT_TRUE(server_->store().find_machine("chunked-machine").has_value());
+}
+
 // A HEAD refused from its headers (no token where reads need one) is answered without a body,
 // as every HEAD is.
 TEST(Unauthorized, AHeadIsRefusedWithoutABody) {
