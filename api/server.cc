@@ -21,6 +21,7 @@
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -100,6 +101,23 @@ std::optional<FieldError> framing_error(const http::request_header<>& header) {
                           "\" is not supported: a request body is sent with Content-Length or "
                           "with Transfer-Encoding: chunked alone (an import's file may be "
                           "gzipped itself: a .json.gz body is read as such)");
+  }
+  return std::nullopt;
+}
+
+// Why a request's Host header is wrong (RFC 9112 3.2), or nullopt. HTTP/1.1 requires one; two
+// leave a proxy and this server free to disagree on the target. HTTP/1.0 may go without.
+std::optional<FieldError> host_error(const http::request_header<>& header) {
+  const auto lines = header.equal_range(http::field::host);
+  const auto hosts = std::distance(lines.first, lines.second);
+  if (hosts > 1) {
+    return FieldError("Host", "the request has " + std::to_string(hosts) +
+                                  " Host header lines; send one (RFC 9112 3.2)");
+  }
+  if (hosts == 0 && header.version() >= 11) {
+    return FieldError("Host",
+                      "an HTTP/1.1 request needs a Host header (RFC 9112 3.2), such as "
+                      "\"Host: localhost:8080\"; HTTP/1.0 requests may go without");
   }
   return std::nullopt;
 }
@@ -277,6 +295,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // connection closes after the refusal (its remaining bytes are drained, never read as a
     // request).
     if (auto error = framing_error(header)) return fail(std::make_exception_ptr(*error));
+    if (auto error = host_error(header)) return fail(std::make_exception_ptr(*error));
     try {
       // Before the body: a client without a valid token does not get to send one.
       token_name_ = server_.service.authorize_headers(

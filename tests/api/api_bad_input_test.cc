@@ -506,6 +506,25 @@ TEST_F(BadInput, ATransferEncodingOtherThanChunkedIsRefusedAndNothingIsSmuggled)
   EXPECT_TRUE(server_->store().find_machine("chunked-machine").has_value());
 }
 
+// RFC 9112 3.2: an HTTP/1.1 request without Host, or with two, is a 400. HTTP/1.0 needs none.
+TEST_F(BadInput, AnHttp11RequestNeedsOneHost) {
+  const auto none = testing::raw_exchange(server_->port(),
+                                          "GET /v1/studies HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(none, ::testing::StartsWith("HTTP/1.1 400")) << none;
+  EXPECT_THAT(none, HasSubstr(R"("field":"Host")"));
+  EXPECT_THAT(none, HasSubstr("an HTTP/1.1 request needs a Host header"));
+  const auto two = testing::raw_exchange(
+      server_->port(),
+      "GET /v1/studies HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(two, ::testing::StartsWith("HTTP/1.1 400")) << two;
+  EXPECT_THAT(two, HasSubstr("the request has 2 Host header lines"));
+  const auto old = testing::raw_exchange(server_->port(), "GET /v1/studies HTTP/1.0\r\n\r\n");
+  EXPECT_THAT(old, ::testing::StartsWith("HTTP/1.0 200")) << old;
+  const auto with_host = testing::raw_exchange(
+      server_->port(), "GET /v1/studies HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(with_host, ::testing::StartsWith("HTTP/1.1 200")) << with_host;
+}
+
 // A HEAD refused from its headers (no token where reads need one) is answered without a body,
 // as every HEAD is.
 TEST(Unauthorized, AHeadIsRefusedWithoutABody) {
