@@ -97,6 +97,15 @@ std::optional<std::string> checked_query_name(const Request& request, const std:
   return value;
 }
 
+// A route that takes no fields: no body, or an empty object (what a client that always sends
+// JSON sends). Anything else is refused as stop refuses it, naming the field: a DELETE sent with
+// a body meant for another route must not delete.
+void require_no_fields(const Request& request) {
+  if (request.body.empty()) return;
+  const auto body = parse_json_body(request.body);
+  JsonReader(body).finish();
+}
+
 std::int64_t integer_query(const Request& request, const std::string& name) {
   const auto text = *request.query_value(name);
   std::int64_t v = 0;
@@ -550,6 +559,9 @@ void Service::add_routes() {
                     Access::write, bind(&Service::delete_study));
     r.runs = Runs::writer;
     r.changes_measurements = true;  // best answers and predictions change
+    // As stop: no body, or {}; a body with fields (meant for another route) is refused.
+    r.request_schema = object_schema(nlohmann::json::object());
+    r.request_body_required = false;
     r.response_schema =
         object_schema({{"deleted", kInteger}, {"name", kString}, {"trials", kInteger}},
                       {"deleted", "name", "trials"});
@@ -1240,10 +1252,7 @@ Response Service::relevance(Request& request) {
 
 Response Service::stop_study(Request& request) {
   const db::StudyId id{request.id_param("id")};
-  if (!request.body.empty()) {  // none needed: an empty object at most
-    const auto body = parse_json_body(request.body);
-    JsonReader(body).finish();
-  }
+  require_no_fields(request);
   const auto stopped = studies_.stop(id);
   return Response::json(study_json(reader(), stopped, false));
 }
@@ -1263,6 +1272,7 @@ Response Service::resume_study(Request& request) {
 
 Response Service::delete_study(Request& request) {
   const db::StudyId id{request.id_param("id")};
+  require_no_fields(request);  // before anything irreversible
   const auto [record, trials] = studies_.remove(id);
   return Response::json({{"deleted", id.value}, {"name", record.name}, {"trials", trials}});
 }

@@ -525,6 +525,30 @@ TEST_F(BadInput, AnHttp11RequestNeedsOneHost) {
   EXPECT_THAT(with_host, ::testing::StartsWith("HTTP/1.1 200")) << with_host;
 }
 
+// DELETE is irreversible: a body with fields (meant for another route, or a mistake) is refused
+// as POST .../stop refuses one, before anything is deleted; none, or {}, deletes.
+TEST_F(BadInput, ADeleteWithFieldsInItsBodyDeletesNothing) {
+  const std::string study = "/v1/studies/" + std::to_string(study_);
+  ASSERT_EQ(post(study + "/stop", nlohmann::json::object()).status, 200);
+  ASSERT_EQ(
+      post("/v1/trials/" + std::to_string(trial_) + "/release", {{"client_id", "owner"}}).status,
+      200);
+  const auto before = snapshot();
+  for (const auto& [method, target] :
+       {std::pair<std::string, std::string>{"DELETE", study}, {"POST", study + "/stop"}}) {
+    SCOPED_TRACE(method);
+    const auto reply = client_->request(method, target, R"({"x": 1})", server_->token);
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    EXPECT_EQ(reply.json()["error"]["field"], "x");
+    EXPECT_THAT(reply.error_message(), HasSubstr("this body takes no fields ({})"));
+  }
+  EXPECT_EQ(client_->request("DELETE", study, "[]", server_->token).status, 400);
+  EXPECT_EQ(snapshot(), before);
+  const auto deleted = client_->request("DELETE", study, "{}", server_->token);
+  EXPECT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_EQ(client_->get(study).status, 404);
+}
+
 // A HEAD refused from its headers (no token where reads need one) is answered without a body,
 // as every HEAD is.
 TEST(Unauthorized, AHeadIsRefusedWithoutABody) {
