@@ -136,6 +136,21 @@ Measurement read_result(JsonReader& r) {
   const double cost = r.optional_number("cost_seconds", 0.0, kMaxCostSeconds).value_or(0.0);
   const auto message = r.optional_string("message").value_or("");
   const auto* metrics = r.optional_object("metrics");
+  // Every listing and export of the study carries them: bounded, as names are.
+  if (message.size() > kMaxMessageBytes) {
+    throw FieldError(r.field("message"),
+                     "\"" + r.field("message") + "\" must be at most " +
+                         std::to_string(kMaxMessageBytes) + " bytes, got " +
+                         std::to_string(message.size()) +
+                         "; keep what says why (the end of a program's output, say)");
+  }
+  if (metrics) {
+    if (const auto size = db::json_text(*metrics).size(); size > kMaxMetricsBytes) {
+      throw FieldError(r.field("metrics"), "\"" + r.field("metrics") + "\" must be at most " +
+                                               std::to_string(kMaxMetricsBytes) +
+                                               " bytes as JSON, got " + std::to_string(size));
+    }
+  }
   Measurement m;
   if (status == TrialStatus::ok) {
     if (!value && raw.empty()) {
@@ -180,8 +195,13 @@ nlohmann::json result_properties() {
        {{"type", "number"}, {"description", "the objective; needed when ok unless raw is given"}}},
       {"raw", {{"type", "array"}, {"items", kNumber}}},
       {"cost_seconds", {{"type", "number"}, {"minimum", 0}}},
-      {"message", kString},
-      {"metrics", kAnyObject}};
+      {"message",
+       {{"type", "string"},
+        {"maxLength", kMaxMessageBytes},
+        {"description", "at most " + std::to_string(kMaxMessageBytes) + " bytes (UTF-8)"}}},
+      {"metrics",
+       {{"type", "object"},
+        {"description", "at most " + std::to_string(kMaxMetricsBytes) + " bytes as JSON"}}}};
 }
 
 nlohmann::json nullable(nlohmann::json schema) {
@@ -414,7 +434,13 @@ void Service::add_routes() {
                     "Register a machine (or update its fingerprint)", Access::write,
                     bind(&Service::create_machine));
     r.runs = Runs::writer;
-    r.request_schema = object_schema({{"name", kString}, {"fingerprint", kAnyObject}}, {"name"});
+    r.request_schema = object_schema(
+        {{"name", kString},
+         {"fingerprint",
+          {{"type", "object"},
+           {"description", "what the machine is (CPU, GPUs, memory): at most " +
+                               std::to_string(kMaxFingerprintBytes) + " bytes as JSON"}}}},
+        {"name"});
     r.success_status = 201;
     r.may_update = true;
     r.response_schema = machine_schema();

@@ -260,6 +260,26 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
       {"oversize fingerprint", "POST", "/v1/machines",
        R"({"name": "big", "fingerprint": {"x": ")" + std::string(20000, 'a') + R"("}})", true, 400,
        "fingerprint", "must be at most 16384 bytes"},
+      // Every listing and export of a study carries its results' messages and metrics.
+      {"oversize message", "POST", trial,
+       nlohmann::json{{"client_id", "owner"},
+                      {"status", "failed"},
+                      {"message", std::string(kMaxMessageBytes + 1, 'm')}}
+           .dump(),
+       true, 400, "message", "\"message\" must be at most 65536 bytes, got 65537"},
+      {"oversize metrics", "POST", trial,
+       nlohmann::json{{"client_id", "owner"},
+                      {"value", 1.0},
+                      {"metrics", {{"log", std::string(kMaxMetricsBytes, 'x')}}}}
+           .dump(),
+       true, 400, "metrics", "\"metrics\" must be at most 65536 bytes as JSON"},
+      {"oversize measurement message", "POST", study + "/measurements",
+       nlohmann::json{{"measurements",
+                       {{{"config", {{"bx", 4}, {"by", 4}, {"unroll", 0}}},
+                         {"status", "failed"},
+                         {"message", std::string(kMaxMessageBytes + 1, 'm')}}}}}
+           .dump(),
+       true, 400, "measurements[0].message", "must be at most 65536 bytes"},
       {"blank name", "POST", "/v1/machines", R"({"name": "   "})", true, 400, "name",
        "not only spaces"},
       {"digits-only study name", "POST", "/v1/studies", study_body({{"name", "123"}}), true, 400,
