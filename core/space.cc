@@ -145,6 +145,50 @@ std::vector<Value> values_from_json(const nlohmann::json& list, const std::strin
   return values;
 }
 
+// Refuses a space whose parameters list more than SearchSpace::kMaxSpaceValues values in all,
+// naming the largest. `sizes`: each parameter's name and number of values.
+void check_total_values(std::vector<std::pair<std::string, double>> sizes) {
+  double total = 0.0;
+  for (const auto& [name, n] : sizes) total += n;
+  if (total <= static_cast<double>(SearchSpace::kMaxSpaceValues)) return;
+  std::stable_sort(sizes.begin(), sizes.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string largest;
+  for (std::size_t i = 0; i < sizes.size() && i < 3; ++i) {
+    largest += (i ? ", " : "") + sizes[i].first + " " +
+               std::to_string(static_cast<long long>(sizes[i].second));
+  }
+  throw InvalidInput("the parameters list " + std::to_string(static_cast<long long>(total)) +
+                     " values in all (" + largest + (sizes.size() > 3 ? ", ..." : "") +
+                     "); a space may list at most " + std::to_string(SearchSpace::kMaxSpaceValues) +
+                     ": use larger steps, or real parameters for wide ranges");
+}
+
+// The number of values parameter `pj` of our JSON format declares, read before any list is
+// made; 0 where the declaration is wrong (reading it says how).
+double declared_values(const nlohmann::json& pj) {
+  if (!pj.is_object()) return 0.0;
+  if (const auto values = pj.find("values"); values != pj.end()) {
+    return values->is_array() ? static_cast<double>(values->size()) : 0.0;
+  }
+  const auto number = [&](const char* key, double otherwise) {
+    const auto it = pj.find(key);
+    if (it == pj.end()) return otherwise;
+    return it->is_number() ? it->get<double>() : std::numeric_limits<double>::quiet_NaN();
+  };
+  const double low = number("low", std::numeric_limits<double>::quiet_NaN());
+  const double high = number("high", std::numeric_limits<double>::quiet_NaN());
+  const double step = number("step", 1.0);
+  const auto type = pj.value("type", nlohmann::json()).is_string() ? pj["type"].get<std::string>()
+                                                                   : std::string();
+  if (type != "integer" && type != "int") return 0.0;  // a real parameter lists no values
+  // Bounds that are not whole numbers within +-2^53 are refused when the parameter is read.
+  constexpr double kMaxWhole = 9007199254740992.0;
+  const auto whole = [&](double v) { return std::floor(v) == v && std::abs(v) <= kMaxWhole; };
+  if (!whole(low) || !whole(high) || !whole(step) || high < low || step < 1.0) return 0.0;
+  return std::floor((high - low) / step) + 1.0;
+}
+
 Parameter list_parameter(std::string name, std::vector<Value> values, std::optional<Value> def) {
   const bool numeric = std::all_of(values.begin(), values.end(), is_number);
   if (numeric) return ordinal(std::move(name), std::move(values), std::move(def));
@@ -277,6 +321,11 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
                          const std::vector<std::string>& constraints)
     : parameters_(std::move(parameters)), cache_(std::make_shared<Cache>()) {
   if (parameters_.empty()) throw InvalidInput("a search space needs at least one parameter");
+  {
+    std::vector<std::pair<std::string, double>> sizes;
+    for (const auto& p : parameters_) sizes.emplace_back(p.name, static_cast<double>(p.size()));
+    check_total_values(std::move(sizes));
+  }
   std::set<std::string> seen;
   for (const auto& p : parameters_) {
     if (p.name.empty()) throw InvalidInput("a parameter has an empty name");
@@ -813,6 +862,15 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
                          "\" in the space; allowed: parameters, constraints (see "
                          "docs/space-format.md)");
     }
+  }
+  // Before any list of values is made: each may be within its own limit, and all together not.
+  {
+    std::vector<std::pair<std::string, double>> sizes;
+    for (const auto& pj : j["parameters"]) {
+      const auto name = pj.is_object() ? pj.value("name", nlohmann::json()) : nlohmann::json();
+      sizes.emplace_back(name.is_string() ? name.get<std::string>() : "?", declared_values(pj));
+    }
+    check_total_values(std::move(sizes));
   }
   std::vector<Parameter> params;
   std::size_t position = 0;

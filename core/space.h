@@ -89,6 +89,11 @@ class SearchSpace {
   /// (about a second at worst) before the space counts as too large.
   static constexpr double kMaxEnumerationVisits = 2.0e6;
   static constexpr std::size_t kMaxIntegerRange = 1'000'000;
+  /// Values the discrete parameters of a space list at most, all together: each is kept in
+  /// memory (about 40 bytes) by every copy of the space, which a study loaded by the service
+  /// holds. Counted before any list is made: a request of 32 KB declared 500 ranges of a
+  /// million values each (20 GB).
+  static constexpr std::size_t kMaxSpaceValues = 1'000'000;
 
   SearchSpace();
   /// Validates names (unique, non-empty), domains (non-empty, defaults inside) and

@@ -254,6 +254,13 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
                         {"low", 0},
                         {"high", 9223372036854775806LL}}}}}}}),
        true, 400, "space", "whole number within +-2^53"},
+      // Each range within its limit, together more values than a space may keep.
+      {"ranges too wide together", "POST", "/v1/studies",
+       study_body({{"space",
+                    {{"parameters",
+                      {{{"name", "a"}, {"type", "integer"}, {"low", 0}, {"high", 999998}},
+                       {{"name", "b"}, {"type", "integer"}, {"low", 0}, {"high", 999998}}}}}}}),
+       true, 400, "space", "a space may list at most 1000000"},
       // Names are one line of text.
       {"name with NUL", "POST", "/v1/machines", R"({"name": "m\u0000x"})", true, 400, "name",
        "control characters"},
