@@ -224,13 +224,78 @@ std::string_view to_string(ParamKind k) {
 }
 
 // Values are distinct as numbers (2 and 2.0 are one) and as strings (checked by SearchSpace),
-// so each maps to one position.
+// so each maps to one position. An integer range low, low + step, ... needs no table: a
+// value's position is (v - low) / step.
 struct ValueIndex {
   std::unordered_map<double, std::size_t> numbers;
   std::unordered_map<std::string, std::size_t> strings;
+  std::optional<std::int64_t> range_low;
+  std::int64_t range_step = 1;
 };
 
+namespace {
+
+// Integers within +-2^53 are exact as doubles: a whole double there is one integer.
+constexpr double kMaxExactInteger = 9007199254740992.0;
+
+// Position of `v` in the integer range of `p` (its lookup says where it starts), if there.
+std::optional<std::size_t> range_position(const Parameter& p, const ValueIndex& range,
+                                          const Value& v) {
+  std::int64_t x = 0;
+  if (const auto* i = std::get_if<std::int64_t>(&v)) {
+    x = *i;
+  } else if (const auto* d = std::get_if<double>(&v)) {
+    if (!(std::floor(*d) == *d && std::abs(*d) <= kMaxExactInteger)) return std::nullopt;
+    x = static_cast<std::int64_t>(*d);
+  } else {
+    return std::nullopt;
+  }
+  // Both within +-2^53 (checked when the range was indexed): no overflow.
+  if (std::abs(static_cast<double>(x)) > kMaxExactInteger) return std::nullopt;
+  const std::int64_t offset = x - *range.range_low;
+  if (offset < 0 || offset % range.range_step != 0) return std::nullopt;
+  const auto at = static_cast<std::size_t>(offset / range.range_step);
+  if (at >= p.values.size()) return std::nullopt;
+  return at;
+}
+
+// Whether `values` are numbers in strictly increasing or decreasing order as doubles: then
+// they are distinct as numbers, and as texts (each number's text reads back as itself), and
+// the sets that check a list in general (seconds and hundreds of MB for a million) are not
+// needed.
+bool strictly_monotonic_numbers(const std::vector<Value>& values) {
+  if (!std::all_of(values.begin(), values.end(), is_number)) return false;
+  const auto increasing = [&](auto before) {
+    for (std::size_t i = 1; i < values.size(); ++i) {
+      if (!before(as_double(values[i - 1]), as_double(values[i]))) return false;
+    }
+    return true;
+  };
+  return increasing(std::less<double>()) || increasing(std::greater<double>());
+}
+
+// Whether `p` is the integer range its low and step describe (values low, low + step, ...,
+// each within +-2^53), which integer_range makes.
+bool is_integer_range(const Parameter& p) {
+  if (p.kind != ParamKind::integer || p.step <= 0 || p.values.empty()) return false;
+  if (!(std::abs(p.low) <= kMaxExactInteger && std::abs(p.high) <= kMaxExactInteger)) return false;
+  auto expected = static_cast<std::int64_t>(p.low);
+  for (const auto& v : p.values) {
+    const auto* i = std::get_if<std::int64_t>(&v);
+    if (!i || *i != expected) return false;
+    expected += p.step;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::optional<std::size_t> Parameter::index_of(const Value& v) const {
+  if (lookup && lookup->range_low) {
+    const auto at = range_position(*this, *lookup, v);
+    if (at && same_value(values[*at], v)) return at;
+    return std::nullopt;
+  }
   if (lookup) {
     if (const auto* s = std::get_if<std::string>(&v)) {
       const auto it = lookup->strings.find(*s);
@@ -345,10 +410,12 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
       if (p.values.empty()) throw InvalidInput("parameter '" + p.name + "' has no values");
       // Numbers compare by value (2 == 2.0), strings by text.
       // Configuration keys and exports write values as text: 1 and "1" would be one value.
+      const bool distinct = strictly_monotonic_numbers(p.values);
       std::set<double> numbers;
       std::set<std::string> strings;
       std::set<std::string> texts;
-      for (const auto& v : p.values) {
+      for (std::size_t at = 0; !distinct && at < p.values.size(); ++at) {
+        const auto& v = p.values[at];
         const bool fresh = is_number(v) ? numbers.insert(as_double(v)).second
                                         : strings.insert(std::get<std::string>(v)).second;
         if (!fresh) {
@@ -391,6 +458,12 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
   for (auto& p : parameters_) {
     if (!p.is_discrete() || p.values.size() < kIndexedValues) continue;
     auto index = std::make_shared<ValueIndex>();
+    if (is_integer_range(p)) {
+      index->range_low = static_cast<std::int64_t>(p.low);
+      index->range_step = p.step;
+      p.lookup = std::move(index);
+      continue;
+    }
     for (std::size_t i = 0; i < p.values.size(); ++i) {
       if (const auto* s = std::get_if<std::string>(&p.values[i])) {
         index->strings.emplace(*s, i);

@@ -1,6 +1,7 @@
 #include "core/space.h"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <fstream>
 #include <functional>
@@ -817,6 +818,48 @@ TEST(SearchSpace, TheValuesOfAllParametersTogetherAreBounded) {
             std::string::npos);
   // One parameter at its own limit is a space.
   EXPECT_EQ(SearchSpace::from_json({{"parameters", {params[0]}}}).parameters()[0].size(), 999999u);
+}
+
+// An integer range of a million values (almost) keeps its values and little more: a hash table of
+// them, which took as much memory again (and sets to check them, twice that for a second), is not
+// needed to find a value's position.
+TEST(SearchSpace, AnIntegerRangeIsLookedUpWithoutATable) {
+  const auto in_use = [] {
+    const auto m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+  };
+  const auto before = in_use();
+  const auto s = SearchSpace::from_json(
+      {{"parameters",
+        {{{"name", "n"}, {"type", "integer"}, {"low", -1}, {"high", -1 + 3 * 999989}, {"step", 3}},
+         {{"name", "m"}, {"type", "integer"}, {"low", 0}, {"high", 9}}}}});
+  const std::size_t held = in_use() - before;
+  const auto& n = s.parameters()[0];
+  ASSERT_EQ(n.size(), 999990u);
+  EXPECT_LT(held, n.values.capacity() * sizeof(Value) * 5 / 4);
+  // It answers what a table would.
+  EXPECT_EQ(n.index_of(Value{std::int64_t{-1}}), 0u);
+  EXPECT_EQ(n.index_of(Value{std::int64_t{-1 + 3 * 999989}}), 999989u);
+  EXPECT_EQ(n.index_of(Value{5.0}), 2u);
+  EXPECT_FALSE(n.index_of(Value{std::int64_t{0}}));
+  EXPECT_FALSE(n.index_of(Value{std::int64_t{-4}}));
+  EXPECT_FALSE(n.index_of(Value{std::int64_t{-1 + 3 * 999990}}));
+  EXPECT_FALSE(n.index_of(Value{5.5}));
+  EXPECT_FALSE(n.index_of(Value{1e300}));
+  EXPECT_FALSE(n.index_of(Value{std::string("5")}));
+  EXPECT_TRUE(s.is_valid(s.config_from_json({{"n", 1001}, {"m", 9}})));
+  EXPECT_FALSE(s.is_valid({Value{std::int64_t{1000}}, Value{std::int64_t{9}}}));
+  // Lists in order need no sets to be found distinct; out of order they are still checked.
+  EXPECT_EQ(SearchSpace::from_json({{"parameters", {{{"name", "d"}, {"values", {8, 4, 2.5, 1}}}}}})
+                .parameters()[0]
+                .size(),
+            4u);
+  EXPECT_THROW(
+      (void)SearchSpace::from_json({{"parameters", {{{"name", "d"}, {"values", {1, 4, 2, 4}}}}}}),
+      InvalidInput);
+  EXPECT_THROW(
+      (void)SearchSpace::from_json({{"parameters", {{{"name", "d"}, {"values", {1, 2, 2.0}}}}}}),
+      InvalidInput);
 }
 
 TEST(SearchSpace, IntegersThatAreOneDoubleAreRefusedSayingWhy) {
