@@ -1738,6 +1738,8 @@ Response Service::import_file(Request& request) {
   }
   options.client_id = "import:" + request.token_name;
   const auto result = store_.import_dataset(dataset, options);
+  // A study loaded before (an earlier import of this input) learns of its new trials.
+  studies_.reread(result.study);
   auto notes = dataset.notes;
   for (auto& n : import_notes(result, options.input.has_value(), !dataset.task().empty(),
                               "kernel=", "input={\"problem_size\": [...]}")) {

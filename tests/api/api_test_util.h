@@ -55,6 +55,7 @@ class TestServer {
   HttpClient client() const { return HttpClient(url(), std::chrono::seconds(30)); }
   std::uint16_t port() const { return server_.port(); }
   db::Store& store() { return store_; }
+  Service& service() { return service_; }
   Server& server() { return server_; }
   const std::string& db_path() const { return db_path_; }
 
