@@ -67,6 +67,9 @@ constexpr std::size_t kMaxWriteBatch = 512;
 // the connection closes, so that the client sees the reply rather than a reset.
 constexpr auto kLingerTimeout = std::chrono::milliseconds(1000);
 constexpr std::size_t kLingerBufferBytes = 64 * 1024;
+// What a question to a model refused for a full queue is told to wait: most take under a second
+// once the study's observations are read.
+constexpr int kRetryAfterOverloadedSeconds = 1;
 
 // Why a request's framing cannot be trusted, or nullopt when it can. A body is delimited by
 // Content-Length or by chunked alone (RFC 9112 6.1): Beast ignores any other transfer coding
@@ -137,6 +140,7 @@ struct Server::Impl {
         acceptor(control),
         accept_timer(control),
         compute_work(net::make_work_guard(compute)),
+        models_work(net::make_work_guard(models)),
         lease_timer(control),
         signals(control) {}
 
@@ -179,6 +183,12 @@ struct Server::Impl {
   net::io_context compute;
   net::executor_work_guard<net::io_context::executor_type> compute_work;
   std::vector<std::thread> compute_threads;
+  // The model pool (Runs::model), at the compute threads' priority, and how many questions it
+  // has waiting or running (at most options.max_model_questions).
+  net::io_context models;
+  net::executor_work_guard<net::io_context::executor_type> models_work;
+  std::vector<std::thread> model_threads;
+  std::atomic<std::size_t> model_questions{0};
 
   // The writer thread commits queued writes together (see Runs::writer).
   std::mutex write_mutex;
@@ -380,6 +390,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       server_.enqueue_write({shared_from_this(), request, std::move(guard)});
       return;
     }
+    if (*outcome.defer_to == Runs::model) return ask_model(std::move(outcome), request);
     net::post(server_.compute,
               [self = shared_from_this(), request, guard = std::move(guard)]() mutable {
                 auto result = self->server_.service.handle(*request, self->target_, Runs::compute);
@@ -438,6 +449,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
                         if (ec || !keep_alive) return self->close();
                         self->read_header();
                       });
+  }
+
+  // Queues a question to a model on the model pool, or refuses it at once when the pool has
+  // max_model_questions already.
+  void ask_model(Outcome outcome, const std::shared_ptr<Request>& request) {
+    auto& server = server_;
+    if (server.model_questions.fetch_add(1) >= server.options.max_model_questions) {
+      server.model_questions.fetch_sub(1);
+      server.service.metrics().record_model_question_refused();
+      outcome.response = Service::error_response(std::make_exception_ptr(Overloaded(
+          std::to_string(server.options.max_model_questions) +
+              " questions to models (predictions, relevance, predicted best answers) are "
+              "waiting or being answered already; ask again after Retry-After",
+          kRetryAfterOverloadedSeconds)));
+      outcome.defer_to.reset();
+      return respond(std::move(outcome));
+    }
+    server.service.metrics().record_model_questions(1);
+    auto guard = std::make_unique<WorkGuard>(stream_.get_executor());
+    net::post(server.models,
+              [self = shared_from_this(), request, guard = std::move(guard)]() mutable {
+                auto& s = self->server_;
+                auto result = s.service.handle(*request, self->target_, Runs::model);
+                s.model_questions.fetch_sub(1);
+                s.service.metrics().record_model_questions(-1);
+                self->deliver(std::move(result), std::move(guard));
+              });
   }
 
   // The headers GET would send, without its body: the length of a whole reply, or chunked for
@@ -731,6 +769,7 @@ void Server::Impl::begin_stop() {
         spdlog::warn("requests still running after the shutdown grace period; closing them");
         ioc.stop();
         compute.stop();  // queued model fits are dropped, not run after the grace period
+        models.stop();
       }
     });
   });
@@ -771,6 +810,15 @@ void Server::start() {
       impl_->compute.run();
     });
   }
+  for (std::size_t i = 0; i < std::max<std::size_t>(impl_->options.model_threads, 1); ++i) {
+    impl_->model_threads.emplace_back([this] {
+      if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kComputeNiceness) !=
+          0) {
+        spdlog::debug("could not lower the priority of a model thread");
+      }
+      impl_->models.run();
+    });
+  }
   impl_->writer = std::thread([this] { impl_->run_writer(); });
   const auto n = std::max<std::size_t>(impl_->options.io_threads, 1);
   for (std::size_t i = 0; i < n; ++i) {
@@ -795,6 +843,8 @@ void Server::wait() {
     if (impl_->writer.joinable()) impl_->writer.join();
     impl_->compute_work.reset();
     for (auto& t : impl_->compute_threads) t.join();
+    impl_->models_work.reset();
+    for (auto& t : impl_->model_threads) t.join();
     {
       std::lock_guard lock(impl_->done_mutex);
       impl_->done = true;

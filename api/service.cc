@@ -538,7 +538,8 @@ void Service::add_routes() {
                     "fitted to at least two successful results per encoded input; with priors, "
                     "from the priors' results at once)",
                     Access::read, bind(&Service::relevance));
-    r.runs = Runs::compute;  // fits a model
+    r.runs = Runs::model;  // fits a model
+    r.asks_model = true;
     r.response_schema = object_schema(
         {{"study_id", kInteger},
          {"parameters",
@@ -713,6 +714,7 @@ void Service::add_routes() {
                     "Best known configuration of a kernel on a machine (and task): measured, "
                     "or predicted when nothing was measured there",
                     Access::read, bind(&Service::best));
+    r.asks_model = true;  // a prediction is made on the model pool
     r.query = {{"kernel", "string", true, "kernel name", {}},
                {"machine", "string", true, "machine name", {}},
                {"task", "integer", false, "task id (default: any input)", {}, 1},
@@ -784,7 +786,8 @@ void Service::add_routes() {
     auto& r = route("POST", "/v1/predict", "predict",
                     "Predicted objective (mean and uncertainty) of configurations of a study",
                     Access::read, bind(&Service::predict));
-    r.runs = Runs::compute;
+    r.runs = Runs::model;
+    r.asks_model = true;
     r.body_limit = kMaxMeasurementsBodyBytes;  // room for the 100,000 configurations allowed
     r.request_schema = object_schema(
         {{"study_id", kInteger}, {"configs", {{"type", "array"}, {"items", kConfig}}}},
@@ -935,16 +938,16 @@ Outcome Service::handle(Request& request, const std::string& target, Runs here) 
     request.params = match.params;
     check_query(*match.route, request);
     authorize(*match.route, request);
-    // Routes leave the I/O threads; the compute pool may also run quick handlers that found
+    // Routes leave the I/O threads; the model pool may also run quick handlers that found
     // they need it (best known -> predicted).
     if (here == Runs::io && match.route->runs != Runs::io) {
       out.defer_to = match.route->runs;
       return out;
     }
     out.response = dispatch(*match.route, request, here);
-    if (out.response.needs_compute) {
-      // The handler found it must fit a model: run it again on the compute pool.
-      out.defer_to = Runs::compute;
+    if (out.response.needs_model) {
+      // The handler found it must fit a model: run it again on the model pool.
+      out.defer_to = Runs::model;
       return out;
     }
     if (match.route->changes_measurements && out.response.status < 300) {
@@ -1648,7 +1651,7 @@ Response Service::best(Request& request) {
     }
   }
   // Nothing measured here: a prediction from other machines' measurements needs a model fit.
-  if (request.running_on != Runs::compute) return Response::compute_needed();
+  if (request.running_on != Runs::model) return Response::model_needed();
   const auto predicted =
       new_input ? studies_.predict_best(kernel, machine ? std::optional(machine->id) : std::nullopt,
                                         std::nullopt, direction, objective, *features,

@@ -2116,6 +2116,94 @@ TEST(ApiServer, OutOfFileDescriptorsPausesAcceptingInsteadOfSpinning) {
   EXPECT_EQ(server.client().get("/healthz").status, 200);
 }
 
+// A study of the demo kernel with 8 measured results: enough for a model to predict from.
+std::int64_t measured_demo_study(HttpClient& c, const std::string& token,
+                                 const std::string& machine) {
+  const auto study = create_demo_study(c, token, "random", 30, machine);
+  nlohmann::json list = nlohmann::json::array();
+  for (int bx : {1, 2, 4, 8}) {
+    for (int by : {1, 2}) {
+      const nlohmann::json config{{"bx", bx}, {"by", by}, {"unroll", 1}};
+      list.push_back({{"config", config}, {"value", demo_objective(config)}});
+    }
+  }
+  const auto added = c.post("/v1/studies/" + std::to_string(study) + "/measurements",
+                            {{"measurements", list}}, token);
+  EXPECT_EQ(added.status, 201) << added.body;
+  return study;
+}
+
+// The value of gauge or counter `name` in /metrics (-1 when absent).
+double metric(HttpClient& c, const std::string& name) {
+  const auto text = c.get("/metrics").body;
+  const auto at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + name.size() + 2));
+}
+
+// Waits (up to 20 s) until gauge `name` is `value`.
+bool wait_for_metric(HttpClient& c, const std::string& name, double value) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until) {
+    if (metric(c, name) == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+// Questions to models (predictions need no token) wait in a pool and a queue of their own: while
+// one keeps the model pool busy, suggestions and results are answered at once, and past the
+// queue's bound a question is told to come back (503 with Retry-After) rather than wait.
+TEST(ApiServer, QuestionsToModelsWaitApartFromSuggestionsInABoundedQueue) {
+  auto options = testing::fast_options();
+  options.compute_threads = 1;
+  options.model_threads = 1;
+  options.max_model_questions = 1;
+  TestServer server(options);
+  auto c = server.client();
+  const auto study = measured_demo_study(c, server.token, "m");
+  const auto other = create_demo_study(c, server.token, "random", 10, "m");
+  // 100,000 configurations to predict: about a second of the model pool's time.
+  const nlohmann::json config{{"bx", 4}, {"by", 2}, {"unroll", 1}};
+  const nlohmann::json many{
+      {"study_id", study},
+      {"configs", nlohmann::json(std::vector<nlohmann::json>(100000, config))}};
+  std::atomic<bool> answered{false};
+  HttpReply slow;
+  std::thread asking([&] {
+    auto own = server.client();
+    slow = own.post("/v1/predict", many);
+    answered = true;
+  });
+  ASSERT_TRUE(wait_for_metric(c, "tunebase_model_questions", 1));
+  // The queue is full: one more question is refused at once, saying when to ask again.
+  const nlohmann::json one{{"study_id", study}, {"configs", {config}}};
+  const auto refused = raw_post(server, "/v1/predict", one.dump(), server.token);
+  EXPECT_THAT(refused, ::testing::StartsWith("HTTP/1.1 503")) << refused;
+  EXPECT_EQ(header_value(refused, "Retry-After"), "1");
+  EXPECT_THAT(refused, HasSubstr(R"("code":"overloaded")"));
+  // Suggestions and results do not wait for the model pool.
+  const auto leased = c.post("/v1/studies/" + std::to_string(other) + "/suggestions",
+                             {{"client_id", "w"}}, server.token);
+  ASSERT_EQ(leased.status, 200) << leased.body;
+  const auto result =
+      c.post("/v1/trials/" + leased.json()["suggestions"][0]["trial_id"].dump() + "/result",
+             {{"client_id", "w"}, {"value", 2.0}}, server.token);
+  EXPECT_EQ(result.status, 200) << result.body;
+  EXPECT_FALSE(answered) << "the suggestion waited for the prediction";
+  asking.join();
+  EXPECT_EQ(slow.status, 200);
+  EXPECT_EQ(slow.json()["predictions"].size(), 100000u);
+  EXPECT_EQ(metric(c, "tunebase_model_questions"), 0);
+  EXPECT_EQ(metric(c, "tunebase_model_questions_refused_total"), 1);
+  EXPECT_EQ(c.post("/v1/predict", one).status, 200);
+  // The published document says so.
+  const auto doc = c.get("/openapi.json").json();
+  EXPECT_THAT(
+      doc["paths"]["/v1/predict"]["post"]["responses"]["503"]["description"].get<std::string>(),
+      HasSubstr("overloaded"));
+}
+
 TEST(ApiServer, RefusesToListenOnABusyPort) {
   TestServer first;
   tunebase::testing::TempDir dir;
