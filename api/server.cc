@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -471,11 +473,35 @@ class Connection : public std::enable_shared_from_this<Connection> {
     net::post(server.models,
               [self = shared_from_this(), request, guard = std::move(guard)]() mutable {
                 auto& s = self->server_;
+                if (self->client_gone()) {
+                  // Nobody would read the answer (a client that gave up, curl -m): the model
+                  // is not asked, and the connection closes.
+                  s.model_questions.fetch_sub(1);
+                  s.service.metrics().record_model_questions(-1);
+                  s.service.metrics().record_model_question_skipped();
+                  net::post(self->stream_.get_executor(),
+                            [self, guard = std::move(guard)] { self->close(); });
+                  return;
+                }
                 auto result = s.service.handle(*request, self->target_, Runs::model);
                 s.model_questions.fetch_sub(1);
                 s.service.metrics().record_model_questions(-1);
                 self->deliver(std::move(result), std::move(guard));
               });
+  }
+
+  // Whether the client closed the connection while its request waited: it sent its end of the
+  // stream (or a reset) and nothing after it. Peeked without reading, from the pool thread
+  // about to answer: the connection does nothing with its socket while a request is away. A
+  // client that shut down only its sending side and still reads looks the same and is not
+  // answered either; HTTP clients (curl, browsers, tunebase's own) keep theirs open until the
+  // answer has come.
+  bool client_gone() {
+    char byte = 0;
+    const auto n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return false;  // a pipelined request: still there
+    if (n == 0) return true;
+    return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
   }
 
   // The headers GET would send, without its body: the length of a whole reply, or chunked for

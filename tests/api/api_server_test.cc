@@ -2204,6 +2204,47 @@ TEST(ApiServer, QuestionsToModelsWaitApartFromSuggestionsInABoundedQueue) {
       HasSubstr("overloaded"));
 }
 
+// A question whose client hung up while it waited (curl -m) is not answered: the model's time
+// goes to questions someone will read.
+TEST(ApiServer, AQuestionWhoseClientHungUpIsSkipped) {
+  auto options = testing::fast_options();
+  options.model_threads = 1;
+  TestServer server(options);
+  auto c = server.client();
+  const auto study = measured_demo_study(c, server.token, "m");
+  const nlohmann::json config{{"bx", 4}, {"by", 2}, {"unroll", 1}};
+  const nlohmann::json many{
+      {"study_id", study},
+      {"configs", nlohmann::json(std::vector<nlohmann::json>(100000, config))}};
+  HttpReply slow;
+  std::thread asking([&] {
+    auto own = server.client();
+    slow = own.post("/v1/predict", many);
+  });
+  ASSERT_TRUE(wait_for_metric(c, "tunebase_model_questions", 1));
+  // Asked, queued behind the slow one, then the client is gone.
+  {
+    namespace net = boost::asio;
+    net::io_context ioc;
+    net::ip::tcp::socket socket(ioc);
+    socket.connect({net::ip::make_address("127.0.0.1"), server.port()});
+    const auto body = nlohmann::json{{"study_id", study}, {"configs", {config}}}.dump();
+    net::write(socket, net::buffer("POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                                   std::to_string(body.size()) + "\r\n\r\n" + body));
+    ASSERT_TRUE(wait_for_metric(c, "tunebase_model_questions", 2));
+  }
+  asking.join();
+  EXPECT_EQ(slow.status, 200);
+  ASSERT_TRUE(wait_for_metric(c, "tunebase_model_questions", 0));
+  EXPECT_EQ(metric(c, "tunebase_model_questions_skipped_total"), 1);
+  EXPECT_THAT(
+      c.get("/metrics").body,
+      HasSubstr("tunebase_http_requests_total{route=\"POST /v1/predict\",code=\"200\"} 1\n"));
+  // A client that stays is answered as ever.
+  EXPECT_EQ(c.post("/v1/predict", {{"study_id", study}, {"configs", {config}}}).status, 200);
+  EXPECT_EQ(metric(c, "tunebase_model_questions_skipped_total"), 1);
+}
+
 TEST(ApiServer, RefusesToListenOnABusyPort) {
   TestServer first;
   tunebase::testing::TempDir dir;
