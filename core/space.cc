@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "core/error.h"
 #include "core/json.h"
@@ -384,15 +385,15 @@ struct SearchSpace::Cache {
 
 SearchSpace::SearchSpace(std::vector<Parameter> parameters,
                          const std::vector<std::string>& constraints)
-    : parameters_(std::move(parameters)), cache_(std::make_shared<Cache>()) {
-  if (parameters_.empty()) throw InvalidInput("a search space needs at least one parameter");
+    : cache_(std::make_shared<Cache>()) {
+  if (parameters.empty()) throw InvalidInput("a search space needs at least one parameter");
   {
     std::vector<std::pair<std::string, double>> sizes;
-    for (const auto& p : parameters_) sizes.emplace_back(p.name, static_cast<double>(p.size()));
+    for (const auto& p : parameters) sizes.emplace_back(p.name, static_cast<double>(p.size()));
     check_total_values(std::move(sizes));
   }
   std::set<std::string> seen;
-  for (const auto& p : parameters_) {
+  for (const auto& p : parameters) {
     if (p.name.empty()) throw InvalidInput("a parameter has an empty name");
     if (!seen.insert(p.name).second) {
       throw InvalidInput("parameter '" + p.name + "' is declared twice");
@@ -455,7 +456,7 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
   }
   // Encoding and checking look values up once per parameter and configuration: a table keeps
   // a space of a million integers from costing a million comparisons per lookup.
-  for (auto& p : parameters_) {
+  for (auto& p : parameters) {
     if (!p.is_discrete() || p.values.size() < kIndexedValues) continue;
     auto index = std::make_shared<ValueIndex>();
     if (is_integer_range(p)) {
@@ -473,6 +474,8 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
     }
     p.lookup = std::move(index);
   }
+  // Immutable from here on: copies of the space (a session's, say) share them.
+  parameters_ = std::make_shared<const std::vector<Parameter>>(std::move(parameters));
   for (const auto& text : constraints) {
     Constraint c;
     c.text = text;
@@ -485,7 +488,7 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
       auto idx = index_of(name);
       if (!idx) {
         throw InvalidInput("constraint \"" + text + "\" names unknown parameter '" + name +
-                           "'; parameters are: " + join_names(parameters_));
+                           "'; parameters are: " + join_names(*parameters_));
       }
       c.parameters.push_back(*idx);
       return *idx;
@@ -519,26 +522,51 @@ SearchSpace& SearchSpace::operator=(const SearchSpace& other) {
   return *this;
 }
 
-SearchSpace::SearchSpace() = default;
-SearchSpace::SearchSpace(SearchSpace&&) noexcept = default;
-SearchSpace& SearchSpace::operator=(SearchSpace&&) noexcept = default;
+namespace {
+
+// The parameters of a space made empty or moved from: shared, so that a move allocates nothing.
+const std::shared_ptr<const std::vector<Parameter>>& no_parameters() {
+  static const auto none = std::make_shared<const std::vector<Parameter>>();
+  return none;
+}
+
+}  // namespace
+
+SearchSpace::SearchSpace() : parameters_(no_parameters()) {}
+
+SearchSpace::SearchSpace(SearchSpace&& other) noexcept
+    : parameters_(std::exchange(other.parameters_, no_parameters())),
+      constraints_(std::move(other.constraints_)),
+      notes_(std::move(other.notes_)),
+      cache_(std::move(other.cache_)) {}
+
+SearchSpace& SearchSpace::operator=(SearchSpace&& other) noexcept {
+  if (this != &other) {
+    parameters_ = std::exchange(other.parameters_, no_parameters());
+    constraints_ = std::move(other.constraints_);
+    notes_ = std::move(other.notes_);
+    cache_ = std::move(other.cache_);
+  }
+  return *this;
+}
+
 SearchSpace::~SearchSpace() = default;
 
 std::optional<std::size_t> SearchSpace::index_of(std::string_view name) const {
-  for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    if (parameters_[i].name == name) return i;
+  for (std::size_t i = 0; i < parameters_->size(); ++i) {
+    if ((*parameters_)[i].name == name) return i;
   }
   return std::nullopt;
 }
 
 bool SearchSpace::all_discrete() const {
-  return std::all_of(parameters_.begin(), parameters_.end(),
+  return std::all_of(parameters_->begin(), parameters_->end(),
                      [](const Parameter& p) { return p.is_discrete(); });
 }
 
 double SearchSpace::cartesian_size() const {
   double size = 1.0;
-  for (const auto& p : parameters_) {
+  for (const auto& p : *parameters_) {
     if (!p.is_discrete()) return std::numeric_limits<double>::infinity();
     size *= static_cast<double>(p.values.size());
   }
@@ -555,7 +583,7 @@ void SearchSpace::enumerate_once() const {
     const auto max_visits = static_cast<std::uint64_t>(kMaxEnumerationVisits);
     // Depth-first over the Cartesian product; each constraint is checked as soon as the last
     // parameter it names is assigned, which prunes whole subtrees.
-    const std::size_t d = parameters_.size();
+    const std::size_t d = parameters_->size();
     std::vector<std::vector<const Constraint*>> check_at(d);
     for (const auto& c : constraints_) check_at[c.parameters.back()].push_back(&c);
     Configuration current(d);
@@ -568,7 +596,7 @@ void SearchSpace::enumerate_once() const {
     std::vector<std::uint32_t> found;
     while (true) {
       if (capped && ++visits > max_visits) return;
-      current[depth] = parameters_[depth].values[index[depth]];
+      current[depth] = (*parameters_)[depth].values[index[depth]];
       bool ok = true;
       for (const Constraint* c : check_at[depth]) {
         if (!c->expression.holds(current)) {
@@ -587,13 +615,13 @@ void SearchSpace::enumerate_once() const {
       }
       // Advance to the next value, backtracking over exhausted parameters.
       while (true) {
-        if (++index[depth] < parameters_[depth].values.size()) break;
+        if (++index[depth] < (*parameters_)[depth].values.size()) break;
         if (depth == 0) {
           auto& out = cache_->valid;
           out.reserve(found.size() / d);
           for (std::size_t at = 0; at < found.size(); at += d) {
             Configuration c(d);
-            for (std::size_t i = 0; i < d; ++i) c[i] = parameters_[i].values[found[at + i]];
+            for (std::size_t i = 0; i < d; ++i) c[i] = (*parameters_)[i].values[found[at + i]];
             out.push_back(std::move(c));
           }
           cache_->complete = true;
@@ -639,20 +667,21 @@ bool SearchSpace::satisfies_constraints(const Configuration& c) const {
 }
 
 bool SearchSpace::is_valid(const Configuration& c) const {
-  if (c.size() != parameters_.size()) return false;
+  if (c.size() != parameters_->size()) return false;
   for (std::size_t i = 0; i < c.size(); ++i) {
-    if (!parameters_[i].contains(c[i])) return false;
+    if (!(*parameters_)[i].contains(c[i])) return false;
   }
   return satisfies_constraints(c);
 }
 
 void SearchSpace::check(const Configuration& c) const {
-  if (c.size() != parameters_.size()) {
-    throw InvalidInput("a configuration needs " + std::to_string(parameters_.size()) + " values (" +
-                       join_names(parameters_) + "), got " + std::to_string(c.size()));
+  if (c.size() != parameters_->size()) {
+    throw InvalidInput("a configuration needs " + std::to_string(parameters_->size()) +
+                       " values (" + join_names(*parameters_) + "), got " +
+                       std::to_string(c.size()));
   }
   for (std::size_t i = 0; i < c.size(); ++i) {
-    const auto& p = parameters_[i];
+    const auto& p = (*parameters_)[i];
     if (!p.contains(c[i])) {
       throw InvalidInput("value " + to_string(c[i]) + " of parameter '" + p.name +
                          "' is not allowed; allowed: " + describe_domain(p));
@@ -689,7 +718,7 @@ std::vector<Configuration> SearchSpace::valid_defaults() const {
   std::vector<Configuration> out;
   Configuration defaults = default_configuration();
   Configuration first;
-  for (const auto& p : parameters_) first.push_back(p.values.front());
+  for (const auto& p : *parameters_) first.push_back(p.values.front());
   const bool same = key(defaults) == key(first);
   if (satisfies_constraints(defaults)) out.push_back(std::move(defaults));
   if (!same && satisfies_constraints(first)) out.push_back(std::move(first));
@@ -699,9 +728,9 @@ std::vector<Configuration> SearchSpace::valid_defaults() const {
 double SearchSpace::valid_share(std::size_t draws, Rng& rng) const {
   if (draws == 0) return 0.0;
   std::size_t held = 0;
-  Configuration c(parameters_.size());
+  Configuration c(parameters_->size());
   for (std::size_t k = 0; k < draws; ++k) {
-    for (std::size_t i = 0; i < parameters_.size(); ++i) c[i] = draw(parameters_[i], rng);
+    for (std::size_t i = 0; i < parameters_->size(); ++i) c[i] = draw((*parameters_)[i], rng);
     held += satisfies_constraints(c) ? 1 : 0;
   }
   return static_cast<double>(held) / static_cast<double>(draws);
@@ -714,10 +743,10 @@ std::optional<Configuration> SearchSpace::try_sample(Rng& rng, std::size_t& draw
     return valid[std::uniform_int_distribution<std::size_t>(0, valid.size() - 1)(rng)];
   }
   // Rejection from the uniform product distribution is uniform over the valid set.
-  Configuration c(parameters_.size());
+  Configuration c(parameters_->size());
   while (draws > 0) {
     --draws;
-    for (std::size_t i = 0; i < parameters_.size(); ++i) c[i] = draw(parameters_[i], rng);
+    for (std::size_t i = 0; i < parameters_->size(); ++i) c[i] = draw((*parameters_)[i], rng);
     if (satisfies_constraints(c)) return c;
   }
   return std::nullopt;
@@ -735,14 +764,14 @@ Value SearchSpace::default_of(const Parameter& p) {
 
 Configuration SearchSpace::default_configuration() const {
   Configuration c;
-  for (const auto& p : parameters_) c.push_back(default_of(p));
+  for (const auto& p : *parameters_) c.push_back(default_of(p));
   return c;
 }
 
 nlohmann::json SearchSpace::config_to_json(const Configuration& c) const {
   nlohmann::json j = nlohmann::json::object();
-  for (std::size_t i = 0; i < parameters_.size() && i < c.size(); ++i) {
-    j[parameters_[i].name] = tunebase::to_json(c[i]);
+  for (std::size_t i = 0; i < parameters_->size() && i < c.size(); ++i) {
+    j[(*parameters_)[i].name] = tunebase::to_json(c[i]);
   }
   return j;
 }
@@ -755,11 +784,11 @@ Configuration SearchSpace::config_from_json(const nlohmann::json& j, bool fill_d
   for (const auto& [name, value] : j.items()) {
     if (!index_of(name)) {
       throw InvalidInput("unknown parameter '" + name +
-                         "'; parameters are: " + join_names(parameters_));
+                         "'; parameters are: " + join_names(*parameters_));
     }
   }
   Configuration c;
-  for (const auto& p : parameters_) {
+  for (const auto& p : *parameters_) {
     auto it = j.find(p.name);
     if (it == j.end()) {
       if (!fill_defaults) throw InvalidInput("parameter '" + p.name + "' is missing");
@@ -790,8 +819,8 @@ Configuration SearchSpace::config_from_json(const nlohmann::json& j, bool fill_d
 
 nlohmann::ordered_json SearchSpace::config_to_ordered_json(const Configuration& c) const {
   nlohmann::ordered_json in_order = nlohmann::ordered_json::object();
-  for (std::size_t i = 0; i < parameters_.size() && i < c.size(); ++i)
-    in_order[parameters_[i].name] = tunebase::to_json(c[i]);
+  for (std::size_t i = 0; i < parameters_->size() && i < c.size(); ++i)
+    in_order[(*parameters_)[i].name] = tunebase::to_json(c[i]);
   return in_order;
 }
 
@@ -838,15 +867,15 @@ std::string SearchSpace::key(const Configuration& c) const {
 
 std::size_t SearchSpace::encoded_dimension() const {
   std::size_t d = 0;
-  for (const auto& p : parameters_) d += p.kind == ParamKind::categorical ? p.values.size() : 1;
+  for (const auto& p : *parameters_) d += p.kind == ParamKind::categorical ? p.values.size() : 1;
   return d;
 }
 
 std::vector<double> SearchSpace::encode(const Configuration& c) const {
   std::vector<double> x;
   x.reserve(encoded_dimension());
-  for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    const auto& p = parameters_[i];
+  for (std::size_t i = 0; i < parameters_->size(); ++i) {
+    const auto& p = (*parameters_)[i];
     if (p.kind == ParamKind::real) {
       x.push_back(real_to_unit(p, as_double(c[i])));
       continue;
@@ -864,8 +893,8 @@ std::vector<double> SearchSpace::encode(const Configuration& c) const {
 
 std::vector<Configuration> SearchSpace::neighbours(const Configuration& c, Rng& rng) const {
   std::vector<Configuration> out;
-  for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    const auto& p = parameters_[i];
+  for (std::size_t i = 0; i < parameters_->size(); ++i) {
+    const auto& p = (*parameters_)[i];
     auto try_value = [&](Value v) {
       Configuration n = c;
       n[i] = std::move(v);
@@ -895,7 +924,7 @@ std::vector<Configuration> SearchSpace::neighbours(const Configuration& c, Rng& 
 
 nlohmann::json SearchSpace::to_json() const {
   nlohmann::json params = nlohmann::json::array();
-  for (const auto& p : parameters_) {
+  for (const auto& p : *parameters_) {
     nlohmann::json j;
     j["name"] = p.name;
     j["type"] = std::string(to_string(p.kind));

@@ -131,10 +131,10 @@ class SearchSpace {
   /// Stable hash of the canonical JSON: a changed space is a new kernel version.
   std::string fingerprint() const;
 
-  const std::vector<Parameter>& parameters() const { return parameters_; }
+  const std::vector<Parameter>& parameters() const { return *parameters_; }
   const std::vector<Constraint>& constraints() const { return constraints_; }
-  std::size_t dimension() const { return parameters_.size(); }
-  const Parameter& parameter(std::size_t i) const { return parameters_.at(i); }
+  std::size_t dimension() const { return parameters_->size(); }
+  const Parameter& parameter(std::size_t i) const { return parameters_->at(i); }
   std::optional<std::size_t> index_of(std::string_view name) const;
   bool all_discrete() const;
 
@@ -198,7 +198,9 @@ class SearchSpace {
   std::vector<Configuration> neighbours(const Configuration& c, Rng& rng) const;
 
  private:
-  std::vector<Parameter> parameters_;
+  // Shared by copies, as the enumeration is: a session's copy of a space of a million values
+  // cost as much memory again (40 MB).
+  std::shared_ptr<const std::vector<Parameter>> parameters_;
   std::vector<Constraint> constraints_;
   std::vector<std::string> notes_;
   void enumerate_once() const;

@@ -862,6 +862,27 @@ TEST(SearchSpace, AnIntegerRangeIsLookedUpWithoutATable) {
       InvalidInput);
 }
 
+// A space is immutable: its copies (a session takes one, and the service keeps one per study)
+// share its parameters rather than hold a million values each.
+TEST(SearchSpace, ACopySharesTheParameters) {
+  const auto s = SearchSpace::from_json(
+      {{"parameters", {{{"name", "n"}, {"type", "integer"}, {"low", 0}, {"high", 999998}}}}});
+  const auto in_use = [] {
+    const auto m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+  };
+  const auto before = in_use();
+  SearchSpace copy = s;
+  EXPECT_LT(in_use() - before, std::size_t{1} << 20);
+  EXPECT_EQ(&copy.parameters(), &s.parameters());
+  EXPECT_EQ(copy.fingerprint(), s.fingerprint());
+  // Moved from, a space is empty, as a moved-from vector is.
+  const SearchSpace moved = std::move(copy);
+  EXPECT_EQ(moved.dimension(), 1u);
+  EXPECT_EQ(copy.dimension(), 0u);  // NOLINT(bugprone-use-after-move): what it holds is defined
+  EXPECT_EQ(SearchSpace().dimension(), 0u);
+}
+
 TEST(SearchSpace, IntegersThatAreOneDoubleAreRefusedSayingWhy) {
   try {
     (void)SearchSpace::from_json(nlohmann::json::parse(
