@@ -57,6 +57,10 @@ ErrorReply error_reply(std::exception_ptr error) {
     return reply(408, "request_timeout", e.what());
   } catch (const Conflict& e) {
     return reply(409, "conflict", e.what());
+  } catch (const Overloaded& e) {
+    auto r = reply(503, "overloaded", e.what());
+    r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_seconds()));
+    return r;
   } catch (const db::SqliteError& e) {
     auto r = reply(503, "storage_unavailable", e.what());
     // Another connection holds the write lock: the same request may succeed once it is done.

@@ -54,6 +54,17 @@ class MethodNotAllowed : public InvalidInput {
   std::string allow_;
 };
 
+/// Too many questions to models wait already (predictions need no token): 503 with Retry-After.
+class Overloaded : public Error {
+ public:
+  Overloaded(const std::string& message, int retry_after_seconds)
+      : Error(message), retry_after_seconds_(retry_after_seconds) {}
+  int retry_after_seconds() const { return retry_after_seconds_; }
+
+ private:
+  int retry_after_seconds_;
+};
+
 /// A path no route serves: 404, kept apart from NotFound of a stored thing by its code.
 class UnknownRoute : public NotFound {
  public:
@@ -78,8 +89,8 @@ struct ErrorReply {
 /// Maps the exception being handled (pass std::current_exception()) to its reply:
 /// InvalidInput / ParseError 400, Unauthorized 401, Forbidden 403, NotFound 404,
 /// MethodNotAllowed 405, RequestTimeout 408, Conflict 409, PayloadTooLarge 413,
-/// StorageError 503 (with Retry-After when the database is locked), anything else 500 (its message
-/// is not shown: it may leak internals).
+/// StorageError 503 (with Retry-After when the database is locked), Overloaded 503 (with
+/// Retry-After), anything else 500 (its message is not shown: it may leak internals).
 ErrorReply error_reply(std::exception_ptr error);
 
 /// Runs `f`, re-throwing a tunebase::InvalidInput it raises as a FieldError on `field` (the

@@ -75,6 +75,18 @@ void Metrics::record_lease_expired(std::size_t count) {
   leases_expired_.fetch_add(count, std::memory_order_relaxed);
 }
 
+void Metrics::record_model_questions(std::int64_t change) {
+  model_questions_.fetch_add(change, std::memory_order_relaxed);
+}
+
+void Metrics::record_model_question_refused() {
+  model_questions_refused_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::record_model_question_skipped() {
+  model_questions_skipped_.fetch_add(1, std::memory_order_relaxed);
+}
+
 std::string Metrics::render(std::size_t active_studies, std::size_t pending_leases) const {
   std::ostringstream os;
   os << "# HELP tunebase_http_requests_total HTTP requests served, by route and status code.\n"
@@ -134,6 +146,20 @@ std::string Metrics::render(std::size_t active_studies, std::size_t pending_leas
   os << "# HELP tunebase_pending_leases Trials leased to clients and not yet reported.\n"
      << "# TYPE tunebase_pending_leases gauge\n"
      << "tunebase_pending_leases " << pending_leases << "\n";
+  os << "# HELP tunebase_model_questions Questions to models (predictions, relevance, "
+        "predicted best answers) waiting or being answered.\n"
+     << "# TYPE tunebase_model_questions gauge\n"
+     << "tunebase_model_questions " << model_questions_.load(std::memory_order_relaxed) << "\n";
+  os << "# HELP tunebase_model_questions_refused_total Questions to models answered 503: too "
+        "many were waiting.\n"
+     << "# TYPE tunebase_model_questions_refused_total counter\n"
+     << "tunebase_model_questions_refused_total "
+     << model_questions_refused_.load(std::memory_order_relaxed) << "\n";
+  os << "# HELP tunebase_model_questions_skipped_total Questions to models not answered: their "
+        "client had closed the connection before their turn.\n"
+     << "# TYPE tunebase_model_questions_skipped_total counter\n"
+     << "tunebase_model_questions_skipped_total "
+     << model_questions_skipped_.load(std::memory_order_relaxed) << "\n";
   os << "# HELP tunebase_active_studies Studies with a tuning session in memory.\n"
      << "# TYPE tunebase_active_studies gauge\n"
      << "tunebase_active_studies " << active_studies << "\n";

@@ -32,6 +32,11 @@ class Metrics {
   void record_suggestions(double seconds, std::size_t count);
   void record_result(TrialStatus status);
   void record_lease_expired(std::size_t count);
+  /// Questions to models waiting or running: +1 when one is queued, -1 when it ends.
+  void record_model_questions(std::int64_t change);
+  /// A question to a model refused (too many waiting) or skipped (its client had gone).
+  void record_model_question_refused();
+  void record_model_question_skipped();
 
   /// The text exposition format (version 0.0.4). Gauges are passed in by the caller.
   std::string render(std::size_t active_studies, std::size_t pending_leases) const;
@@ -53,6 +58,9 @@ class Metrics {
   std::atomic<std::uint64_t> suggestions_{0};
   std::array<std::atomic<std::uint64_t>, 5> results_{};
   std::atomic<std::uint64_t> leases_expired_{0};
+  std::atomic<std::int64_t> model_questions_{0};
+  std::atomic<std::uint64_t> model_questions_refused_{0};
+  std::atomic<std::uint64_t> model_questions_skipped_{0};
 };
 
 }  // namespace tunebase::api

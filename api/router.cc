@@ -121,9 +121,9 @@ std::int64_t Request::id_param(const std::string& name) const {
   return value;
 }
 
-Response Response::compute_needed() {
+Response Response::model_needed() {
   Response r;
-  r.needs_compute = true;
+  r.needs_model = true;
   return r;
 }
 
@@ -314,14 +314,18 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
           {"description", "the database was found corrupt"},
           {"content", {{r.response_content_type, {{"schema", r.response_schema}}}}}};
     } else {
-      error(503,
-            "the database is unavailable (busy, read-only, or found corrupt); nothing was "
-            "written");
+      error(503, std::string("the database is unavailable (busy, read-only, or found corrupt); "
+                             "nothing was written") +
+                     (r.asks_model ? "; or (code \"overloaded\") too many questions to models "
+                                     "are waiting: ask again after Retry-After"
+                                   : ""));
       responses["503"]["headers"] = {
           {"Retry-After",
            {{"description",
-             "seconds to wait before trying again, when another connection held the database "
-             "(absent when waiting would not help)"},
+             std::string("seconds to wait before trying again, when another connection held the "
+                         "database") +
+                 (r.asks_model ? " or the questions to models were too many" : "") +
+                 " (absent when waiting would not help)"},
             {"schema", {{"type", "integer"}}}}}};
     }
     error(500,

@@ -28,7 +28,10 @@ inline constexpr std::size_t kMaxImportTextBytes = 256u << 20;
 /// requests.
 enum class Runs {
   io,       ///< quick reads: on the I/O threads
-  compute,  ///< model fitting and acquisition (suggestions, predictions): the compute pool
+  compute,  ///< model fitting and acquisition for suggestions, large replies: the compute pool
+  model,    ///< questions to a study's model (predictions, relevance, a predicted best), which
+            ///< need no token: a small pool of their own with a bounded queue, so that however
+            ///< many are asked, suggestions and results never wait behind them
   writer,   ///< small commits (results, measurements): the writer thread, which commits the
             ///< requests that arrived meanwhile together (group commit)
 };
@@ -65,10 +68,10 @@ struct Response {
   /// one before making the next, so a slow reader holds one piece in memory, not the reply.
   std::function<bool(std::string&)> more;
   /// Set by a handler on an I/O thread that found it must fit a model: the server runs it
-  /// again on the compute pool.
-  bool needs_compute = false;
+  /// again on the model pool.
+  bool needs_model = false;
 
-  static Response compute_needed();
+  static Response model_needed();
   static Response json(const nlohmann::json& body, int status = 200);
   static Response text(std::string body, std::string content_type, int status = 200);
 };
@@ -125,6 +128,9 @@ struct Route {
   BatchHandler batch_handler;
   /// Stores measurements: answers cached from before (best known) are stale after it.
   bool changes_measurements = false;
+  /// May be answered by a model, on the model pool (runs is Runs::model, or the handler asks
+  /// for it): 503 with Retry-After when too many such questions wait.
+  bool asks_model = false;
 };
 
 /// Matches requests to routes. Patterns are literal segments and {name} segments.

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -16,11 +17,13 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -66,6 +69,63 @@ constexpr std::size_t kMaxWriteBatch = 512;
 // the connection closes, so that the client sees the reply rather than a reset.
 constexpr auto kLingerTimeout = std::chrono::milliseconds(1000);
 constexpr std::size_t kLingerBufferBytes = 64 * 1024;
+// What a question to a model refused for a full queue is told to wait: most take under a second
+// once the study's observations are read.
+constexpr int kRetryAfterOverloadedSeconds = 1;
+
+// Why a request's framing cannot be trusted, or nullopt when it can. A body is delimited by
+// Content-Length or by chunked alone (RFC 9112 6.1): Beast ignores any other transfer coding
+// (gzip, identity, "chunked, gzip") and would read the body as the next request, which a proxy
+// in front that framed it otherwise would not see: request smuggling. HTTP/1.0 has no transfer
+// codings at all.
+std::optional<FieldError> framing_error(const http::request_header<>& header) {
+  const auto fields = header.equal_range(http::field::transfer_encoding);
+  if (fields.first == fields.second) return std::nullopt;
+  std::vector<std::string> codings;
+  for (auto field = fields.first; field != fields.second; ++field) {
+    const std::string value(field->value());
+    for (std::size_t start = 0; start <= value.size();) {
+      auto end = value.find(',', start);
+      if (end == std::string::npos) end = value.size();
+      auto coding = value.substr(start, end - start);
+      coding.erase(0, coding.find_first_not_of(" \t"));
+      coding.erase(coding.find_last_not_of(" \t") + 1);
+      if (!coding.empty()) codings.push_back(std::move(coding));  // "a, , b" lists two
+      start = end + 1;
+    }
+  }
+  std::string sent;
+  for (const auto& c : codings) sent += (sent.empty() ? "" : ", ") + c;
+  if (header.version() < 11) {
+    return FieldError("Transfer-Encoding", "an HTTP/1.0 request has no Transfer-Encoding (got \"" +
+                                               sent + "\"); send the body with Content-Length");
+  }
+  if (codings.size() != 1 || !beast::iequals(codings.front(), "chunked")) {
+    return FieldError("Transfer-Encoding",
+                      "Transfer-Encoding \"" + sent +
+                          "\" is not supported: a request body is sent with Content-Length or "
+                          "with Transfer-Encoding: chunked alone (an import's file may be "
+                          "gzipped itself: a .json.gz body is read as such)");
+  }
+  return std::nullopt;
+}
+
+// Why a request's Host header is wrong (RFC 9112 3.2), or nullopt. HTTP/1.1 requires one; two
+// leave a proxy and this server free to disagree on the target. HTTP/1.0 may go without.
+std::optional<FieldError> host_error(const http::request_header<>& header) {
+  const auto lines = header.equal_range(http::field::host);
+  const auto hosts = std::distance(lines.first, lines.second);
+  if (hosts > 1) {
+    return FieldError("Host", "the request has " + std::to_string(hosts) +
+                                  " Host header lines; send one (RFC 9112 3.2)");
+  }
+  if (hosts == 0 && header.version() >= 11) {
+    return FieldError("Host",
+                      "an HTTP/1.1 request needs a Host header (RFC 9112 3.2), such as "
+                      "\"Host: localhost:8080\"; HTTP/1.0 requests may go without");
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -82,6 +142,7 @@ struct Server::Impl {
         acceptor(control),
         accept_timer(control),
         compute_work(net::make_work_guard(compute)),
+        models_work(net::make_work_guard(models)),
         lease_timer(control),
         signals(control) {}
 
@@ -124,6 +185,12 @@ struct Server::Impl {
   net::io_context compute;
   net::executor_work_guard<net::io_context::executor_type> compute_work;
   std::vector<std::thread> compute_threads;
+  // The model pool (Runs::model), at the compute threads' priority, and how many questions it
+  // has waiting or running (at most options.max_model_questions).
+  net::io_context models;
+  net::executor_work_guard<net::io_context::executor_type> models_work;
+  std::vector<std::thread> model_threads;
+  std::atomic<std::size_t> model_questions{0};
 
   // The writer thread commits queued writes together (see Runs::writer).
   std::mutex write_mutex;
@@ -236,6 +303,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto path = target_.substr(0, target_.find('?'));
     version_ = header.version();
     head_ = header.method() == http::verb::head;  // an early refusal has no body either
+    // Before anything else: the end of a request whose framing is in doubt is not known, so the
+    // connection closes after the refusal (its remaining bytes are drained, never read as a
+    // request).
+    if (auto error = framing_error(header)) return fail(std::make_exception_ptr(*error));
+    if (auto error = host_error(header)) return fail(std::make_exception_ptr(*error));
     try {
       // Before the body: a client without a valid token does not get to send one.
       token_name_ = server_.service.authorize_headers(
@@ -320,6 +392,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       server_.enqueue_write({shared_from_this(), request, std::move(guard)});
       return;
     }
+    if (*outcome.defer_to == Runs::model) return ask_model(std::move(outcome), request);
     net::post(server_.compute,
               [self = shared_from_this(), request, guard = std::move(guard)]() mutable {
                 auto result = self->server_.service.handle(*request, self->target_, Runs::compute);
@@ -378,6 +451,57 @@ class Connection : public std::enable_shared_from_this<Connection> {
                         if (ec || !keep_alive) return self->close();
                         self->read_header();
                       });
+  }
+
+  // Queues a question to a model on the model pool, or refuses it at once when the pool has
+  // max_model_questions already.
+  void ask_model(Outcome outcome, const std::shared_ptr<Request>& request) {
+    auto& server = server_;
+    if (server.model_questions.fetch_add(1) >= server.options.max_model_questions) {
+      server.model_questions.fetch_sub(1);
+      server.service.metrics().record_model_question_refused();
+      outcome.response = Service::error_response(std::make_exception_ptr(Overloaded(
+          std::to_string(server.options.max_model_questions) +
+              " questions to models (predictions, relevance, predicted best answers) are "
+              "waiting or being answered already; ask again after Retry-After",
+          kRetryAfterOverloadedSeconds)));
+      outcome.defer_to.reset();
+      return respond(std::move(outcome));
+    }
+    server.service.metrics().record_model_questions(1);
+    auto guard = std::make_unique<WorkGuard>(stream_.get_executor());
+    net::post(server.models,
+              [self = shared_from_this(), request, guard = std::move(guard)]() mutable {
+                auto& s = self->server_;
+                if (self->client_gone()) {
+                  // Nobody would read the answer (a client that gave up, curl -m): the model
+                  // is not asked, and the connection closes.
+                  s.model_questions.fetch_sub(1);
+                  s.service.metrics().record_model_questions(-1);
+                  s.service.metrics().record_model_question_skipped();
+                  net::post(self->stream_.get_executor(),
+                            [self, guard = std::move(guard)] { self->close(); });
+                  return;
+                }
+                auto result = s.service.handle(*request, self->target_, Runs::model);
+                s.model_questions.fetch_sub(1);
+                s.service.metrics().record_model_questions(-1);
+                self->deliver(std::move(result), std::move(guard));
+              });
+  }
+
+  // Whether the client closed the connection while its request waited: it sent its end of the
+  // stream (or a reset) and nothing after it. Peeked without reading, from the pool thread
+  // about to answer: the connection does nothing with its socket while a request is away. A
+  // client that shut down only its sending side and still reads looks the same and is not
+  // answered either; HTTP clients (curl, browsers, tunebase's own) keep theirs open until the
+  // answer has come.
+  bool client_gone() {
+    char byte = 0;
+    const auto n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) return false;  // a pipelined request: still there
+    if (n == 0) return true;
+    return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
   }
 
   // The headers GET would send, without its body: the length of a whole reply, or chunked for
@@ -671,6 +795,7 @@ void Server::Impl::begin_stop() {
         spdlog::warn("requests still running after the shutdown grace period; closing them");
         ioc.stop();
         compute.stop();  // queued model fits are dropped, not run after the grace period
+        models.stop();
       }
     });
   });
@@ -711,6 +836,15 @@ void Server::start() {
       impl_->compute.run();
     });
   }
+  for (std::size_t i = 0; i < std::max<std::size_t>(impl_->options.model_threads, 1); ++i) {
+    impl_->model_threads.emplace_back([this] {
+      if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kComputeNiceness) !=
+          0) {
+        spdlog::debug("could not lower the priority of a model thread");
+      }
+      impl_->models.run();
+    });
+  }
   impl_->writer = std::thread([this] { impl_->run_writer(); });
   const auto n = std::max<std::size_t>(impl_->options.io_threads, 1);
   for (std::size_t i = 0; i < n; ++i) {
@@ -735,6 +869,8 @@ void Server::wait() {
     if (impl_->writer.joinable()) impl_->writer.join();
     impl_->compute_work.reset();
     for (auto& t : impl_->compute_threads) t.join();
+    impl_->models_work.reset();
+    for (auto& t : impl_->model_threads) t.join();
     {
       std::lock_guard lock(impl_->done_mutex);
       impl_->done = true;

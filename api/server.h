@@ -22,6 +22,14 @@ struct ServerOptions {
   std::size_t io_threads = 2;
   /// Threads that fit models and compute suggestions.
   std::size_t compute_threads = 2;
+  /// Threads that answer questions to models (predictions, relevance, predicted best answers),
+  /// apart from the compute threads: they need no token, and a flood of them held up every
+  /// study's suggestions.
+  std::size_t model_threads = 1;
+  /// Questions to models waiting or being answered at most; one more is answered 503 with
+  /// Retry-After at once (a client that asks again later does better than one whose question
+  /// waits behind a hundred others).
+  std::size_t max_model_questions = 16;
   /// Time allowed for the headers of a request once a connection waits for one; an idle
   /// keep-alive connection is closed after it, a client that sent part of a request gets 408.
   std::chrono::milliseconds header_timeout{10'000};

@@ -98,6 +98,15 @@ std::optional<std::string> checked_query_name(const Request& request, const std:
   return value;
 }
 
+// A route that takes no fields: no body, or an empty object (what a client that always sends
+// JSON sends). Anything else is refused as stop refuses it, naming the field: a DELETE sent with
+// a body meant for another route must not delete.
+void require_no_fields(const Request& request) {
+  if (request.body.empty()) return;
+  const auto body = parse_json_body(request.body);
+  JsonReader(body).finish();
+}
+
 std::int64_t integer_query(const Request& request, const std::string& name) {
   const auto text = *request.query_value(name);
   std::int64_t v = 0;
@@ -128,6 +137,21 @@ Measurement read_result(JsonReader& r) {
   const double cost = r.optional_number("cost_seconds", 0.0, kMaxCostSeconds).value_or(0.0);
   const auto message = r.optional_string("message").value_or("");
   const auto* metrics = r.optional_object("metrics");
+  // Every listing and export of the study carries them: bounded, as names are.
+  if (message.size() > kMaxMessageBytes) {
+    throw FieldError(r.field("message"),
+                     "\"" + r.field("message") + "\" must be at most " +
+                         std::to_string(kMaxMessageBytes) + " bytes, got " +
+                         std::to_string(message.size()) +
+                         "; keep what says why (the end of a program's output, say)");
+  }
+  if (metrics) {
+    if (const auto size = db::json_text(*metrics).size(); size > kMaxMetricsBytes) {
+      throw FieldError(r.field("metrics"), "\"" + r.field("metrics") + "\" must be at most " +
+                                               std::to_string(kMaxMetricsBytes) +
+                                               " bytes as JSON, got " + std::to_string(size));
+    }
+  }
   Measurement m;
   if (status == TrialStatus::ok) {
     if (!value && raw.empty()) {
@@ -172,8 +196,13 @@ nlohmann::json result_properties() {
        {{"type", "number"}, {"description", "the objective; needed when ok unless raw is given"}}},
       {"raw", {{"type", "array"}, {"items", kNumber}}},
       {"cost_seconds", {{"type", "number"}, {"minimum", 0}}},
-      {"message", kString},
-      {"metrics", kAnyObject}};
+      {"message",
+       {{"type", "string"},
+        {"maxLength", kMaxMessageBytes},
+        {"description", "at most " + std::to_string(kMaxMessageBytes) + " bytes (UTF-8)"}}},
+      {"metrics",
+       {{"type", "object"},
+        {"description", "at most " + std::to_string(kMaxMetricsBytes) + " bytes as JSON"}}}};
 }
 
 nlohmann::json nullable(nlohmann::json schema) {
@@ -421,7 +450,13 @@ void Service::add_routes() {
                     "Register a machine (or update its fingerprint)", Access::write,
                     bind(&Service::create_machine));
     r.runs = Runs::writer;
-    r.request_schema = object_schema({{"name", kString}, {"fingerprint", kAnyObject}}, {"name"});
+    r.request_schema = object_schema(
+        {{"name", kString},
+         {"fingerprint",
+          {{"type", "object"},
+           {"description", "what the machine is (CPU, GPUs, memory): at most " +
+                               std::to_string(kMaxFingerprintBytes) + " bytes as JSON"}}}},
+        {"name"});
     r.success_status = 201;
     r.may_update = true;
     r.response_schema = machine_schema();
@@ -519,7 +554,8 @@ void Service::add_routes() {
                     "fitted to at least two successful results per encoded input; with priors, "
                     "from the priors' results at once)",
                     Access::read, bind(&Service::relevance));
-    r.runs = Runs::compute;  // fits a model
+    r.runs = Runs::model;  // fits a model
+    r.asks_model = true;
     r.response_schema = object_schema(
         {{"study_id", kInteger},
          {"parameters",
@@ -566,6 +602,9 @@ void Service::add_routes() {
                     Access::write, bind(&Service::delete_study));
     r.runs = Runs::writer;
     r.changes_measurements = true;  // best answers and predictions change
+    // As stop: no body, or {}; a body with fields (meant for another route) is refused.
+    r.request_schema = object_schema(nlohmann::json::object());
+    r.request_body_required = false;
     r.response_schema =
         object_schema({{"deleted", kInteger}, {"name", kString}, {"trials", kInteger}},
                       {"deleted", "name", "trials"});
@@ -691,6 +730,7 @@ void Service::add_routes() {
                     "Best known configuration of a kernel on a machine (and task): measured, "
                     "or predicted when nothing was measured there",
                     Access::read, bind(&Service::best));
+    r.asks_model = true;  // a prediction is made on the model pool
     r.query = {{"kernel", "string", true, "kernel name", {}},
                {"machine", "string", true, "machine name", {}},
                {"task", "integer", false, "task id (default: any input)", {}, 1},
@@ -763,7 +803,8 @@ void Service::add_routes() {
     auto& r = route("POST", "/v1/predict", "predict",
                     "Predicted objective (mean and uncertainty) of configurations of a study",
                     Access::read, bind(&Service::predict));
-    r.runs = Runs::compute;
+    r.runs = Runs::model;
+    r.asks_model = true;
     r.body_limit = kMaxMeasurementsBodyBytes;  // room for the 100,000 configurations allowed
     r.request_schema = object_schema(
         {{"study_id", kInteger}, {"configs", {{"type", "array"}, {"items", kConfig}}}},
@@ -921,16 +962,16 @@ Outcome Service::handle(Request& request, const std::string& target, Runs here) 
     request.params = match.params;
     check_query(*match.route, request);
     authorize(*match.route, request);
-    // Routes leave the I/O threads; the compute pool may also run quick handlers that found
+    // Routes leave the I/O threads; the model pool may also run quick handlers that found
     // they need it (best known -> predicted).
     if (here == Runs::io && match.route->runs != Runs::io) {
       out.defer_to = match.route->runs;
       return out;
     }
     out.response = dispatch(*match.route, request, here);
-    if (out.response.needs_compute) {
-      // The handler found it must fit a model: run it again on the compute pool.
-      out.defer_to = Runs::compute;
+    if (out.response.needs_model) {
+      // The handler found it must fit a model: run it again on the model pool.
+      out.defer_to = Runs::model;
       return out;
     }
     if (match.route->changes_measurements && out.response.status < 300) {
@@ -1247,10 +1288,7 @@ Response Service::relevance(Request& request) {
 
 Response Service::stop_study(Request& request) {
   const db::StudyId id{request.id_param("id")};
-  if (!request.body.empty()) {  // none needed: an empty object at most
-    const auto body = parse_json_body(request.body);
-    JsonReader(body).finish();
-  }
+  require_no_fields(request);
   const auto stopped = studies_.stop(id);
   return Response::json(study_json(reader(), stopped, false));
 }
@@ -1270,6 +1308,7 @@ Response Service::resume_study(Request& request) {
 
 Response Service::delete_study(Request& request) {
   const db::StudyId id{request.id_param("id")};
+  require_no_fields(request);  // before anything irreversible
   const auto [record, trials] = studies_.remove(id);
   return Response::json({{"deleted", id.value}, {"name", record.name}, {"trials", trials}});
 }
@@ -1624,7 +1663,7 @@ Response Service::best(Request& request) {
     }
   }
   // Nothing measured here: a prediction from other machines' measurements needs a model fit.
-  if (request.running_on != Runs::compute) return Response::compute_needed();
+  if (request.running_on != Runs::model) return Response::model_needed();
   const auto predicted =
       new_input ? studies_.predict_best(kernel, machine ? std::optional(machine->id) : std::nullopt,
                                         std::nullopt, direction, objective, *features,
@@ -1715,6 +1754,8 @@ Response Service::import_file(Request& request) {
   options.client_id = "import:" + request.token_name;
   const auto result = store_.import_dataset(dataset, options);
   studies_.note_import();  // the studies of other machines of its kernel learn from it now
+  // A study loaded before (an earlier import of this input) learns of its new trials.
+  studies_.reread(result.study);
   auto notes = dataset.notes;
   for (auto& n : import_notes(result, options.input.has_value(), !dataset.task().empty(),
                               "kernel=", "input={\"problem_size\": [...]}")) {

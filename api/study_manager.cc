@@ -125,6 +125,15 @@ struct StudyManager::Entry {
   /// Store::data_version when the entry last read the study; another value means another
   /// process wrote to the database since.
   std::optional<std::int64_t> synced_version;
+  /// Bumped whenever `finished` gains a result: what with_model's observations depend on.
+  std::uint64_t results_version = 0;
+
+  // Held with the session lock. A study that is not active answers model questions from a
+  // subsample of its results, read from the Store (seconds for an import of 300,000): kept
+  // while results_version stays, so that repeated questions neither read every trial again
+  // nor fit the model again (its fit is kept for the same observations).
+  std::optional<std::uint64_t> observed_version;
+  std::vector<Observation> observed;
 
   // The priors the session was built on, to know when they moved (Store::prior_counts); no
   // query when the study takes none. Read under session_mutex.
@@ -136,6 +145,18 @@ struct StudyManager::Entry {
   std::pair<std::int64_t, std::int64_t> priors_checked_version{-1, -1};
   std::uint64_t imports_seen = 0;  ///< StudyManager::imports_ then
 };
+
+namespace {
+
+// At most kMaxModelObservations of `observations`, a random subset seeded by the study.
+void subsample(std::vector<Observation>& observations, db::StudyId study) {
+  if (observations.size() <= kMaxModelObservations) return;
+  Rng rng(static_cast<std::uint64_t>(study.value));
+  std::shuffle(observations.begin(), observations.end(), rng);
+  observations.resize(kMaxModelObservations);
+}
+
+}  // namespace
 
 StudyManager::StudyManager(db::Store& store) : store_(store) { load_fitted_models(store_); }
 StudyManager::~StudyManager() = default;
@@ -200,6 +221,7 @@ void StudyManager::sync_with_store(Entry& entry) {
       if (lease != entry.pending.end()) entry.pending.erase(lease);
       if (entry.finished.count(t.config_key)) continue;
       entry.finished[t.config_key] = t.id.value;
+      ++entry.results_version;
     } else if (t.result.status == TrialStatus::pending) {
       if (lease != entry.pending.end() || !t.lease_expires_at) continue;
     } else {
@@ -614,6 +636,7 @@ std::vector<StudyManager::ReportOutcome> StudyManager::report_all(
     std::erase_if(entry->pending,
                   [&](const auto& lease) { return lease.second.key == stored.config_key; });
     entry->finished[stored.config_key] = r.trial.value;
+    ++entry->results_version;
     if (entry->session_starting) entry->inbox.push_back({std::move(config), r.result});
   }
   std::set<std::int64_t> studies;
@@ -823,6 +846,7 @@ std::vector<StudyManager::MeasurementOutcome> StudyManager::add_measurements_all
         }
         out[b].trials.push_back(ids[next]);
         entry->finished[trials[b][i].config_key] = ids[next].value;
+        ++entry->results_version;
         if (entry->session_starting) {
           entry->inbox.push_back({std::move(parsed[b][i]), trials[b][i].result});
         }
@@ -912,6 +936,13 @@ db::StudyRecord StudyManager::resume(db::StudyId study, std::optional<std::int64
   return record;
 }
 
+void StudyManager::reread(db::StudyId study) {
+  if (const auto entry = find_loaded(study)) {
+    std::lock_guard lock(entry->state_mutex);
+    entry->synced_version.reset();
+  }
+}
+
 std::shared_ptr<const SearchSpace> StudyManager::space(db::StudyId study) {
   return load(study)->space;
 }
@@ -950,20 +981,29 @@ auto StudyManager::with_model(db::StudyId study, Use use)
       }
     }
     observations = entry->session->observations();
+    subsample(observations, study);
   } else {
-    for (const auto& t : store_.trials(study)) {
-      if (!t.finished_at) continue;
-      try {
-        observations.push_back({entry->space->config_from_json(t.config), t.result});
-      } catch (const InvalidInput&) {
-        // Not in the space (cannot happen for trials stored through the service).
-      }
+    std::uint64_t version = 0;
+    {
+      std::lock_guard lock(entry->state_mutex);
+      version = entry->results_version;
     }
-  }
-  if (observations.size() > kMaxModelObservations) {
-    Rng rng(static_cast<std::uint64_t>(study.value));
-    std::shuffle(observations.begin(), observations.end(), rng);
-    observations.resize(kMaxModelObservations);
+    if (entry->observed_version != version) {
+      std::vector<Observation> all;
+      for (const auto& t : store_.trials(study)) {
+        if (!t.finished_at) continue;
+        try {
+          all.push_back({entry->space->config_from_json(t.config), t.result});
+        } catch (const InvalidInput&) {
+          // Not in the space (cannot happen for trials stored through the service).
+        }
+      }
+      subsample(all, study);
+      entry->observed = std::move(all);
+      entry->observed_version = version;
+      ++model_reads_;
+    }
+    observations = entry->observed;
   }
   if (!entry->predictor) {
     entry->predictor =

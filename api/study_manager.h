@@ -136,6 +136,10 @@ class StudyManager {
                                             const std::vector<Measurement>& results,
                                             const std::string& client_id);
 
+  /// The study's trials changed without this manager (an import through the same Store): it
+  /// reads them again before it next uses the study.
+  void reread(db::StudyId study);
+
   /// The study's space (NotFound for an unknown study).
   std::shared_ptr<const SearchSpace> space(db::StudyId study);
 
@@ -168,6 +172,8 @@ class StudyManager {
   std::size_t pending_leases() const;
   /// Events (results, ends of leases) queued for a loaded study's session (tests).
   std::size_t queued_events(db::StudyId study) const;
+  /// How often predict() and relevance() read a study's results from the Store (tests).
+  std::size_t model_reads() const { return model_reads_; }
 
   /// How often, at most, a study's session asks the Store whether its priors moved (other
   /// machines or tasks measured more, an import by another process) while the database
@@ -211,6 +217,7 @@ class StudyManager {
   /// When this manager started: leases that ended before are spared for a grace period.
   const std::chrono::system_clock::time_point started_ = std::chrono::system_clock::now();
   mutable std::atomic<std::size_t> leases_seen_{0};
+  std::atomic<std::size_t> model_reads_{0};
   std::optional<std::int64_t> ids_seen_at_;  // data_version when study_ids_ was read
   std::vector<db::StudyId> study_ids_;
 };

@@ -29,6 +29,7 @@ void add_serve_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   args->server.io_threads = std::max(1u, std::thread::hardware_concurrency());
   args->server.compute_threads = std::max(1u, std::thread::hardware_concurrency());
+  args->server.model_threads = std::max(1u, std::thread::hardware_concurrency() / 2);
   auto* cmd = app.add_subcommand("serve", "Serve the tunebase HTTP API on a database");
   cmd->add_option("--db", args->db, "SQLite database file (created if absent)")
       ->capture_default_str();
@@ -41,6 +42,14 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--compute-threads", args->server.compute_threads,
                   "Threads that fit models and compute suggestions")
       ->capture_default_str();
+  cmd->add_option("--model-threads", args->server.model_threads,
+                  "Threads that answer predictions, relevance and predicted best answers, "
+                  "apart from suggestions")
+      ->capture_default_str();
+  cmd->add_option("--max-model-questions", args->server.max_model_questions,
+                  "Predictions, relevance and predicted best answers waiting or being "
+                  "answered at most; more are answered 503 with Retry-After")
+      ->capture_default_str();
   cmd->add_flag("--auth-reads", args->service.auth_reads, "Reads need a token too");
   cmd->add_option("--header-timeout-ms", args->header_timeout_ms,
                   "Milliseconds a client may take to send request headers (then 408)")
@@ -50,8 +59,11 @@ void add_serve_command(CLI::App& app) {
                   "(then 408; large imports on slow links need long)")
       ->capture_default_str();
   cmd->callback([args] {
-    if (args->server.io_threads == 0 || args->server.compute_threads == 0) {
-      throw InvalidInput("--threads and --compute-threads must be at least 1");
+    if (args->server.io_threads == 0 || args->server.compute_threads == 0 ||
+        args->server.model_threads == 0 || args->server.max_model_questions == 0) {
+      throw InvalidInput(
+          "--threads, --compute-threads, --model-threads and --max-model-questions must be at "
+          "least 1");
     }
     // A day at most: past that the deadline arithmetic overflows (every body timed out at once).
     constexpr std::int64_t kMaxTimeoutMs = 86'400'000;
@@ -92,7 +104,8 @@ void add_serve_command(CLI::App& app) {
     // Scripts and tests read the port from this line (it matters with --port 0).
     std::cout << "listening on http://" << args->server.bind_address << ":" << server.port()
               << " (database " << args->db << ", " << args->server.io_threads << " I/O threads, "
-              << args->server.compute_threads << " compute threads)" << std::endl;
+              << args->server.compute_threads << " compute threads, " << args->server.model_threads
+              << " model threads)" << std::endl;
     server.wait();
     std::cout << "stopped; database " << args->db << " closed" << std::endl;
   });

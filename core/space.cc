@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "core/error.h"
 #include "core/json.h"
@@ -145,6 +146,50 @@ std::vector<Value> values_from_json(const nlohmann::json& list, const std::strin
   return values;
 }
 
+// Refuses a space whose parameters list more than SearchSpace::kMaxSpaceValues values in all,
+// naming the largest. `sizes`: each parameter's name and number of values.
+void check_total_values(std::vector<std::pair<std::string, double>> sizes) {
+  double total = 0.0;
+  for (const auto& [name, n] : sizes) total += n;
+  if (total <= static_cast<double>(SearchSpace::kMaxSpaceValues)) return;
+  std::stable_sort(sizes.begin(), sizes.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string largest;
+  for (std::size_t i = 0; i < sizes.size() && i < 3; ++i) {
+    largest += (i ? ", " : "") + sizes[i].first + " " +
+               std::to_string(static_cast<long long>(sizes[i].second));
+  }
+  throw InvalidInput("the parameters list " + std::to_string(static_cast<long long>(total)) +
+                     " values in all (" + largest + (sizes.size() > 3 ? ", ..." : "") +
+                     "); a space may list at most " + std::to_string(SearchSpace::kMaxSpaceValues) +
+                     ": use larger steps, or real parameters for wide ranges");
+}
+
+// The number of values parameter `pj` of our JSON format declares, read before any list is
+// made; 0 where the declaration is wrong (reading it says how).
+double declared_values(const nlohmann::json& pj) {
+  if (!pj.is_object()) return 0.0;
+  if (const auto values = pj.find("values"); values != pj.end()) {
+    return values->is_array() ? static_cast<double>(values->size()) : 0.0;
+  }
+  const auto number = [&](const char* key, double otherwise) {
+    const auto it = pj.find(key);
+    if (it == pj.end()) return otherwise;
+    return it->is_number() ? it->get<double>() : std::numeric_limits<double>::quiet_NaN();
+  };
+  const double low = number("low", std::numeric_limits<double>::quiet_NaN());
+  const double high = number("high", std::numeric_limits<double>::quiet_NaN());
+  const double step = number("step", 1.0);
+  const auto type = pj.value("type", nlohmann::json()).is_string() ? pj["type"].get<std::string>()
+                                                                   : std::string();
+  if (type != "integer" && type != "int") return 0.0;  // a real parameter lists no values
+  // Bounds that are not whole numbers within +-2^53 are refused when the parameter is read.
+  constexpr double kMaxWhole = 9007199254740992.0;
+  const auto whole = [&](double v) { return std::floor(v) == v && std::abs(v) <= kMaxWhole; };
+  if (!whole(low) || !whole(high) || !whole(step) || high < low || step < 1.0) return 0.0;
+  return std::floor((high - low) / step) + 1.0;
+}
+
 Parameter list_parameter(std::string name, std::vector<Value> values, std::optional<Value> def) {
   const bool numeric = std::all_of(values.begin(), values.end(), is_number);
   if (numeric) return ordinal(std::move(name), std::move(values), std::move(def));
@@ -180,13 +225,78 @@ std::string_view to_string(ParamKind k) {
 }
 
 // Values are distinct as numbers (2 and 2.0 are one) and as strings (checked by SearchSpace),
-// so each maps to one position.
+// so each maps to one position. An integer range low, low + step, ... needs no table: a
+// value's position is (v - low) / step.
 struct ValueIndex {
   std::unordered_map<double, std::size_t> numbers;
   std::unordered_map<std::string, std::size_t> strings;
+  std::optional<std::int64_t> range_low;
+  std::int64_t range_step = 1;
 };
 
+namespace {
+
+// Integers within +-2^53 are exact as doubles: a whole double there is one integer.
+constexpr double kMaxExactInteger = 9007199254740992.0;
+
+// Position of `v` in the integer range of `p` (its lookup says where it starts), if there.
+std::optional<std::size_t> range_position(const Parameter& p, const ValueIndex& range,
+                                          const Value& v) {
+  std::int64_t x = 0;
+  if (const auto* i = std::get_if<std::int64_t>(&v)) {
+    x = *i;
+  } else if (const auto* d = std::get_if<double>(&v)) {
+    if (!(std::floor(*d) == *d && std::abs(*d) <= kMaxExactInteger)) return std::nullopt;
+    x = static_cast<std::int64_t>(*d);
+  } else {
+    return std::nullopt;
+  }
+  // Both within +-2^53 (checked when the range was indexed): no overflow.
+  if (std::abs(static_cast<double>(x)) > kMaxExactInteger) return std::nullopt;
+  const std::int64_t offset = x - *range.range_low;
+  if (offset < 0 || offset % range.range_step != 0) return std::nullopt;
+  const auto at = static_cast<std::size_t>(offset / range.range_step);
+  if (at >= p.values.size()) return std::nullopt;
+  return at;
+}
+
+// Whether `values` are numbers in strictly increasing or decreasing order as doubles: then
+// they are distinct as numbers, and as texts (each number's text reads back as itself), and
+// the sets that check a list in general (seconds and hundreds of MB for a million) are not
+// needed.
+bool strictly_monotonic_numbers(const std::vector<Value>& values) {
+  if (!std::all_of(values.begin(), values.end(), is_number)) return false;
+  const auto increasing = [&](auto before) {
+    for (std::size_t i = 1; i < values.size(); ++i) {
+      if (!before(as_double(values[i - 1]), as_double(values[i]))) return false;
+    }
+    return true;
+  };
+  return increasing(std::less<double>()) || increasing(std::greater<double>());
+}
+
+// Whether `p` is the integer range its low and step describe (values low, low + step, ...,
+// each within +-2^53), which integer_range makes.
+bool is_integer_range(const Parameter& p) {
+  if (p.kind != ParamKind::integer || p.step <= 0 || p.values.empty()) return false;
+  if (!(std::abs(p.low) <= kMaxExactInteger && std::abs(p.high) <= kMaxExactInteger)) return false;
+  auto expected = static_cast<std::int64_t>(p.low);
+  for (const auto& v : p.values) {
+    const auto* i = std::get_if<std::int64_t>(&v);
+    if (!i || *i != expected) return false;
+    expected += p.step;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::optional<std::size_t> Parameter::index_of(const Value& v) const {
+  if (lookup && lookup->range_low) {
+    const auto at = range_position(*this, *lookup, v);
+    if (at && same_value(values[*at], v)) return at;
+    return std::nullopt;
+  }
   if (lookup) {
     if (const auto* s = std::get_if<std::string>(&v)) {
       const auto it = lookup->strings.find(*s);
@@ -278,10 +388,15 @@ struct SearchSpace::Cache {
 
 SearchSpace::SearchSpace(std::vector<Parameter> parameters,
                          const std::vector<std::string>& constraints)
-    : parameters_(std::move(parameters)), cache_(std::make_shared<Cache>()) {
-  if (parameters_.empty()) throw InvalidInput("a search space needs at least one parameter");
+    : cache_(std::make_shared<Cache>()) {
+  if (parameters.empty()) throw InvalidInput("a search space needs at least one parameter");
+  {
+    std::vector<std::pair<std::string, double>> sizes;
+    for (const auto& p : parameters) sizes.emplace_back(p.name, static_cast<double>(p.size()));
+    check_total_values(std::move(sizes));
+  }
   std::set<std::string> seen;
-  for (const auto& p : parameters_) {
+  for (const auto& p : parameters) {
     if (p.name.empty()) throw InvalidInput("a parameter has an empty name");
     if (!seen.insert(p.name).second) {
       throw InvalidInput("parameter '" + p.name + "' is declared twice");
@@ -299,10 +414,12 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
       if (p.values.empty()) throw InvalidInput("parameter '" + p.name + "' has no values");
       // Numbers compare by value (2 == 2.0), strings by text.
       // Configuration keys and exports write values as text: 1 and "1" would be one value.
+      const bool distinct = strictly_monotonic_numbers(p.values);
       std::set<double> numbers;
       std::set<std::string> strings;
       std::set<std::string> texts;
-      for (const auto& v : p.values) {
+      for (std::size_t at = 0; !distinct && at < p.values.size(); ++at) {
+        const auto& v = p.values[at];
         const bool fresh = is_number(v) ? numbers.insert(as_double(v)).second
                                         : strings.insert(std::get<std::string>(v)).second;
         if (!fresh) {
@@ -342,9 +459,15 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
   }
   // Encoding and checking look values up once per parameter and configuration: a table keeps
   // a space of a million integers from costing a million comparisons per lookup.
-  for (auto& p : parameters_) {
+  for (auto& p : parameters) {
     if (!p.is_discrete() || p.values.size() < kIndexedValues) continue;
     auto index = std::make_shared<ValueIndex>();
+    if (is_integer_range(p)) {
+      index->range_low = static_cast<std::int64_t>(p.low);
+      index->range_step = p.step;
+      p.lookup = std::move(index);
+      continue;
+    }
     for (std::size_t i = 0; i < p.values.size(); ++i) {
       if (const auto* s = std::get_if<std::string>(&p.values[i])) {
         index->strings.emplace(*s, i);
@@ -354,6 +477,8 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
     }
     p.lookup = std::move(index);
   }
+  // Immutable from here on: copies of the space (a session's, say) share them.
+  parameters_ = std::make_shared<const std::vector<Parameter>>(std::move(parameters));
   for (const auto& text : constraints) {
     Constraint c;
     c.text = text;
@@ -366,7 +491,7 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
       auto idx = index_of(name);
       if (!idx) {
         throw InvalidInput("constraint \"" + text + "\" names unknown parameter '" + name +
-                           "'; parameters are: " + join_names(parameters_));
+                           "'; parameters are: " + join_names(*parameters_));
       }
       c.parameters.push_back(*idx);
       return *idx;
@@ -400,26 +525,51 @@ SearchSpace& SearchSpace::operator=(const SearchSpace& other) {
   return *this;
 }
 
-SearchSpace::SearchSpace() = default;
-SearchSpace::SearchSpace(SearchSpace&&) noexcept = default;
-SearchSpace& SearchSpace::operator=(SearchSpace&&) noexcept = default;
+namespace {
+
+// The parameters of a space made empty or moved from: shared, so that a move allocates nothing.
+const std::shared_ptr<const std::vector<Parameter>>& no_parameters() {
+  static const auto none = std::make_shared<const std::vector<Parameter>>();
+  return none;
+}
+
+}  // namespace
+
+SearchSpace::SearchSpace() : parameters_(no_parameters()) {}
+
+SearchSpace::SearchSpace(SearchSpace&& other) noexcept
+    : parameters_(std::exchange(other.parameters_, no_parameters())),
+      constraints_(std::move(other.constraints_)),
+      notes_(std::move(other.notes_)),
+      cache_(std::move(other.cache_)) {}
+
+SearchSpace& SearchSpace::operator=(SearchSpace&& other) noexcept {
+  if (this != &other) {
+    parameters_ = std::exchange(other.parameters_, no_parameters());
+    constraints_ = std::move(other.constraints_);
+    notes_ = std::move(other.notes_);
+    cache_ = std::move(other.cache_);
+  }
+  return *this;
+}
+
 SearchSpace::~SearchSpace() = default;
 
 std::optional<std::size_t> SearchSpace::index_of(std::string_view name) const {
-  for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    if (parameters_[i].name == name) return i;
+  for (std::size_t i = 0; i < parameters_->size(); ++i) {
+    if ((*parameters_)[i].name == name) return i;
   }
   return std::nullopt;
 }
 
 bool SearchSpace::all_discrete() const {
-  return std::all_of(parameters_.begin(), parameters_.end(),
+  return std::all_of(parameters_->begin(), parameters_->end(),
                      [](const Parameter& p) { return p.is_discrete(); });
 }
 
 double SearchSpace::cartesian_size() const {
   double size = 1.0;
-  for (const auto& p : parameters_) {
+  for (const auto& p : *parameters_) {
     if (!p.is_discrete()) return std::numeric_limits<double>::infinity();
     size *= static_cast<double>(p.values.size());
   }
@@ -436,7 +586,7 @@ void SearchSpace::enumerate_once() const {
     const auto max_visits = static_cast<std::uint64_t>(kMaxEnumerationVisits);
     // Depth-first over the Cartesian product; each constraint is checked as soon as the last
     // parameter it names is assigned, which prunes whole subtrees.
-    const std::size_t d = parameters_.size();
+    const std::size_t d = parameters_->size();
     std::vector<std::vector<const Constraint*>> check_at(d);
     for (const auto& c : constraints_) check_at[c.parameters.back()].push_back(&c);
     Configuration current(d);
@@ -449,7 +599,7 @@ void SearchSpace::enumerate_once() const {
     std::vector<std::uint32_t> found;
     while (true) {
       if (capped && ++visits > max_visits) return;
-      current[depth] = parameters_[depth].values[index[depth]];
+      current[depth] = (*parameters_)[depth].values[index[depth]];
       bool ok = true;
       for (const Constraint* c : check_at[depth]) {
         if (!c->expression.holds(current)) {
@@ -468,13 +618,13 @@ void SearchSpace::enumerate_once() const {
       }
       // Advance to the next value, backtracking over exhausted parameters.
       while (true) {
-        if (++index[depth] < parameters_[depth].values.size()) break;
+        if (++index[depth] < (*parameters_)[depth].values.size()) break;
         if (depth == 0) {
           auto& out = cache_->valid;
           out.reserve(found.size() / d);
           for (std::size_t at = 0; at < found.size(); at += d) {
             Configuration c(d);
-            for (std::size_t i = 0; i < d; ++i) c[i] = parameters_[i].values[found[at + i]];
+            for (std::size_t i = 0; i < d; ++i) c[i] = (*parameters_)[i].values[found[at + i]];
             out.push_back(std::move(c));
           }
           cache_->complete = true;
@@ -520,20 +670,21 @@ bool SearchSpace::satisfies_constraints(const Configuration& c) const {
 }
 
 bool SearchSpace::is_valid(const Configuration& c) const {
-  if (c.size() != parameters_.size()) return false;
+  if (c.size() != parameters_->size()) return false;
   for (std::size_t i = 0; i < c.size(); ++i) {
-    if (!parameters_[i].contains(c[i])) return false;
+    if (!(*parameters_)[i].contains(c[i])) return false;
   }
   return satisfies_constraints(c);
 }
 
 void SearchSpace::check(const Configuration& c) const {
-  if (c.size() != parameters_.size()) {
-    throw InvalidInput("a configuration needs " + std::to_string(parameters_.size()) + " values (" +
-                       join_names(parameters_) + "), got " + std::to_string(c.size()));
+  if (c.size() != parameters_->size()) {
+    throw InvalidInput("a configuration needs " + std::to_string(parameters_->size()) +
+                       " values (" + join_names(*parameters_) + "), got " +
+                       std::to_string(c.size()));
   }
   for (std::size_t i = 0; i < c.size(); ++i) {
-    const auto& p = parameters_[i];
+    const auto& p = (*parameters_)[i];
     if (!p.contains(c[i])) {
       throw InvalidInput("value " + to_string(c[i]) + " of parameter '" + p.name +
                          "' is not allowed; allowed: " + describe_domain(p));
@@ -570,7 +721,7 @@ std::vector<Configuration> SearchSpace::valid_defaults() const {
   std::vector<Configuration> out;
   Configuration defaults = default_configuration();
   Configuration first;
-  for (const auto& p : parameters_) first.push_back(p.values.front());
+  for (const auto& p : *parameters_) first.push_back(p.values.front());
   const bool same = key(defaults) == key(first);
   if (satisfies_constraints(defaults)) out.push_back(std::move(defaults));
   if (!same && satisfies_constraints(first)) out.push_back(std::move(first));
@@ -580,9 +731,9 @@ std::vector<Configuration> SearchSpace::valid_defaults() const {
 double SearchSpace::valid_share(std::size_t draws, Rng& rng) const {
   if (draws == 0) return 0.0;
   std::size_t held = 0;
-  Configuration c(parameters_.size());
+  Configuration c(parameters_->size());
   for (std::size_t k = 0; k < draws; ++k) {
-    for (std::size_t i = 0; i < parameters_.size(); ++i) c[i] = draw(parameters_[i], rng);
+    for (std::size_t i = 0; i < parameters_->size(); ++i) c[i] = draw((*parameters_)[i], rng);
     held += satisfies_constraints(c) ? 1 : 0;
   }
   return static_cast<double>(held) / static_cast<double>(draws);
@@ -595,10 +746,10 @@ std::optional<Configuration> SearchSpace::try_sample(Rng& rng, std::size_t& draw
     return valid[std::uniform_int_distribution<std::size_t>(0, valid.size() - 1)(rng)];
   }
   // Rejection from the uniform product distribution is uniform over the valid set.
-  Configuration c(parameters_.size());
+  Configuration c(parameters_->size());
   while (draws > 0) {
     --draws;
-    for (std::size_t i = 0; i < parameters_.size(); ++i) c[i] = draw(parameters_[i], rng);
+    for (std::size_t i = 0; i < parameters_->size(); ++i) c[i] = draw((*parameters_)[i], rng);
     if (satisfies_constraints(c)) return c;
   }
   return std::nullopt;
@@ -616,14 +767,14 @@ Value SearchSpace::default_of(const Parameter& p) {
 
 Configuration SearchSpace::default_configuration() const {
   Configuration c;
-  for (const auto& p : parameters_) c.push_back(default_of(p));
+  for (const auto& p : *parameters_) c.push_back(default_of(p));
   return c;
 }
 
 nlohmann::json SearchSpace::config_to_json(const Configuration& c) const {
   nlohmann::json j = nlohmann::json::object();
-  for (std::size_t i = 0; i < parameters_.size() && i < c.size(); ++i) {
-    j[parameters_[i].name] = tunebase::to_json(c[i]);
+  for (std::size_t i = 0; i < parameters_->size() && i < c.size(); ++i) {
+    j[(*parameters_)[i].name] = tunebase::to_json(c[i]);
   }
   return j;
 }
@@ -636,11 +787,11 @@ Configuration SearchSpace::config_from_json(const nlohmann::json& j, bool fill_d
   for (const auto& [name, value] : j.items()) {
     if (!index_of(name)) {
       throw InvalidInput("unknown parameter '" + name +
-                         "'; parameters are: " + join_names(parameters_));
+                         "'; parameters are: " + join_names(*parameters_));
     }
   }
   Configuration c;
-  for (const auto& p : parameters_) {
+  for (const auto& p : *parameters_) {
     auto it = j.find(p.name);
     if (it == j.end()) {
       if (!fill_defaults) throw InvalidInput("parameter '" + p.name + "' is missing");
@@ -671,8 +822,8 @@ Configuration SearchSpace::config_from_json(const nlohmann::json& j, bool fill_d
 
 nlohmann::ordered_json SearchSpace::config_to_ordered_json(const Configuration& c) const {
   nlohmann::ordered_json in_order = nlohmann::ordered_json::object();
-  for (std::size_t i = 0; i < parameters_.size() && i < c.size(); ++i)
-    in_order[parameters_[i].name] = tunebase::to_json(c[i]);
+  for (std::size_t i = 0; i < parameters_->size() && i < c.size(); ++i)
+    in_order[(*parameters_)[i].name] = tunebase::to_json(c[i]);
   return in_order;
 }
 
@@ -719,15 +870,15 @@ std::string SearchSpace::key(const Configuration& c) const {
 
 std::size_t SearchSpace::encoded_dimension() const {
   std::size_t d = 0;
-  for (const auto& p : parameters_) d += p.kind == ParamKind::categorical ? p.values.size() : 1;
+  for (const auto& p : *parameters_) d += p.kind == ParamKind::categorical ? p.values.size() : 1;
   return d;
 }
 
 std::vector<double> SearchSpace::encode(const Configuration& c) const {
   std::vector<double> x;
   x.reserve(encoded_dimension());
-  for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    const auto& p = parameters_[i];
+  for (std::size_t i = 0; i < parameters_->size(); ++i) {
+    const auto& p = (*parameters_)[i];
     if (p.kind == ParamKind::real) {
       x.push_back(real_to_unit(p, as_double(c[i])));
       continue;
@@ -745,8 +896,8 @@ std::vector<double> SearchSpace::encode(const Configuration& c) const {
 
 std::vector<Configuration> SearchSpace::neighbours(const Configuration& c, Rng& rng) const {
   std::vector<Configuration> out;
-  for (std::size_t i = 0; i < parameters_.size(); ++i) {
-    const auto& p = parameters_[i];
+  for (std::size_t i = 0; i < parameters_->size(); ++i) {
+    const auto& p = (*parameters_)[i];
     auto try_value = [&](Value v) {
       Configuration n = c;
       n[i] = std::move(v);
@@ -776,7 +927,7 @@ std::vector<Configuration> SearchSpace::neighbours(const Configuration& c, Rng& 
 
 nlohmann::json SearchSpace::to_json() const {
   nlohmann::json params = nlohmann::json::array();
-  for (const auto& p : parameters_) {
+  for (const auto& p : *parameters_) {
     nlohmann::json j;
     j["name"] = p.name;
     j["type"] = std::string(to_string(p.kind));
@@ -816,6 +967,15 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
                          "\" in the space; allowed: parameters, constraints (see "
                          "docs/space-format.md)");
     }
+  }
+  // Before any list of values is made: each may be within its own limit, and all together not.
+  {
+    std::vector<std::pair<std::string, double>> sizes;
+    for (const auto& pj : j["parameters"]) {
+      const auto name = pj.is_object() ? pj.value("name", nlohmann::json()) : nlohmann::json();
+      sizes.emplace_back(name.is_string() ? name.get<std::string>() : "?", declared_values(pj));
+    }
+    check_total_values(std::move(sizes));
   }
   std::vector<Parameter> params;
   std::size_t position = 0;

@@ -93,6 +93,11 @@ class SearchSpace {
   /// (about a second at worst) before the space counts as too large.
   static constexpr double kMaxEnumerationVisits = 2.0e6;
   static constexpr std::size_t kMaxIntegerRange = 1'000'000;
+  /// Values the discrete parameters of a space list at most, all together: each is kept in
+  /// memory (about 40 bytes) by every copy of the space, which a study loaded by the service
+  /// holds. Counted before any list is made: a request of 32 KB declared 500 ranges of a
+  /// million values each (20 GB).
+  static constexpr std::size_t kMaxSpaceValues = 1'000'000;
 
   SearchSpace();
   /// Validates names (unique, non-empty), domains (non-empty, defaults inside) and
@@ -130,10 +135,10 @@ class SearchSpace {
   /// Stable hash of the canonical JSON: a changed space is a new kernel version.
   std::string fingerprint() const;
 
-  const std::vector<Parameter>& parameters() const { return parameters_; }
+  const std::vector<Parameter>& parameters() const { return *parameters_; }
   const std::vector<Constraint>& constraints() const { return constraints_; }
-  std::size_t dimension() const { return parameters_.size(); }
-  const Parameter& parameter(std::size_t i) const { return parameters_.at(i); }
+  std::size_t dimension() const { return parameters_->size(); }
+  const Parameter& parameter(std::size_t i) const { return parameters_->at(i); }
   std::optional<std::size_t> index_of(std::string_view name) const;
   bool all_discrete() const;
 
@@ -197,7 +202,9 @@ class SearchSpace {
   std::vector<Configuration> neighbours(const Configuration& c, Rng& rng) const;
 
  private:
-  std::vector<Parameter> parameters_;
+  // Shared by copies, as the enumeration is: a session's copy of a space of a million values
+  // cost as much memory again (40 MB).
+  std::shared_ptr<const std::vector<Parameter>> parameters_;
   std::vector<Constraint> constraints_;
   std::vector<std::string> notes_;
   void enumerate_once() const;

@@ -22,6 +22,37 @@ bool same_result(const Measurement& a, const Measurement& b) {
   return a.ok() || a.message == b.message;
 }
 
+namespace {
+
+// The first `n` bytes of `s`, or fewer: never the start of a UTF-8 character without its end.
+std::string_view utf8_prefix(std::string_view s, std::size_t n) {
+  if (n >= s.size()) return s;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
+// The last `n` bytes of `s`, or fewer, from the start of a UTF-8 character.
+std::string_view utf8_suffix(std::string_view s, std::size_t n) {
+  if (n >= s.size()) return s;
+  std::size_t at = s.size() - n;
+  while (at < s.size() && (static_cast<unsigned char>(s[at]) & 0xC0) == 0x80) ++at;
+  return s.substr(at);
+}
+
+// Of a message over the limit, a quarter from its start (what failed) and the rest from its end
+// (a program's last words say why).
+std::string shortened_message(const std::string& message) {
+  constexpr std::size_t kHead = kMaxMessageBytes / 4;
+  constexpr std::size_t kNoteRoom = 64;
+  const auto head = utf8_prefix(message, kHead);
+  const auto tail = utf8_suffix(message, kMaxMessageBytes - kHead - kNoteRoom);
+  return std::string(head) + "\n[... " +
+         std::to_string(message.size() - head.size() - tail.size()) + " bytes cut ...]\n" +
+         std::string(tail);
+}
+
+}  // namespace
+
 Measurement storable(Measurement m) {
   if (m.status == TrialStatus::ok && !std::isfinite(m.objective)) {
     std::ostringstream value;
@@ -33,6 +64,19 @@ Measurement storable(Measurement m) {
   }
   if (!std::isfinite(m.cost_seconds) || m.cost_seconds < 0) m.cost_seconds = 0.0;
   std::erase_if(m.raw, [](double r) { return !std::isfinite(r); });
+  if (const auto size =
+          m.metrics.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
+      size > kMaxMetricsBytes) {
+    m.metrics = nlohmann::json::object();
+    m.message += std::string(m.message.empty() ? "" : "; ") + "its metrics (" +
+                 std::to_string(size) + " bytes as JSON) were left out: more than the " +
+                 std::to_string(kMaxMetricsBytes) + " stored";
+  }
+  // Cut as the API reads it: a byte that is not UTF-8 arrives as U+FFFD, three bytes.
+  m.message = nlohmann::json::parse(nlohmann::json(m.message).dump(
+                                        -1, ' ', false, nlohmann::json::error_handler_t::replace))
+                  .get<std::string>();
+  if (m.message.size() > kMaxMessageBytes) m.message = shortened_message(m.message);
   return m;
 }
 

@@ -18,6 +18,12 @@ std::string_view to_string(TrialStatus s);
 /// Parses `pending ok failed timeout invalid`; throws InvalidInput naming the allowed values.
 TrialStatus trial_status_from_string(std::string_view s);
 
+/// The most bytes a result's message may hold: every listing and export of its study carries
+/// it. The API refuses a longer one; storable() cuts one down (a command's whole output, say).
+inline constexpr std::size_t kMaxMessageBytes = 64 * 1024;
+/// The most bytes a result's metrics may take as JSON, for the same reason.
+inline constexpr std::size_t kMaxMetricsBytes = 64 * 1024;
+
 /// Result of evaluating one configuration. A failed evaluation is data: its status and
 /// message are kept and stored like any other result.
 struct Measurement {
@@ -42,8 +48,11 @@ struct Measurement {
 
 /// An evaluator's result as it can be stored and sent: an ok status without a finite
 /// objective becomes a failure that says so, a cost that is not a finite number >= 0
-/// becomes 0, and raw values that are not finite are left out (what the store and the API
-/// refuse or cannot write, which would lose the evaluation).
+/// becomes 0, raw values that are not finite are left out, bytes of the message that are not
+/// UTF-8 become U+FFFD (as JSON writes them), a message over kMaxMessageBytes keeps
+/// its start and its end (where a failing program says why) with a note of what was cut between,
+/// and metrics over kMaxMetricsBytes are left out, with a note in the message (what the store and
+/// the API refuse or cannot write, which would lose the evaluation).
 Measurement storable(Measurement m);
 
 /// A configuration together with its result.

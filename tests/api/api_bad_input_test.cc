@@ -254,12 +254,39 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
                         {"low", 0},
                         {"high", 9223372036854775806LL}}}}}}}),
        true, 400, "space", "whole number within +-2^53"},
+      // Each range within its limit, together more values than a space may keep.
+      {"ranges too wide together", "POST", "/v1/studies",
+       study_body({{"space",
+                    {{"parameters",
+                      {{{"name", "a"}, {"type", "integer"}, {"low", 0}, {"high", 999998}},
+                       {{"name", "b"}, {"type", "integer"}, {"low", 0}, {"high", 999998}}}}}}}),
+       true, 400, "space", "a space may list at most 1000000"},
       // Names are one line of text.
       {"name with NUL", "POST", "/v1/machines", R"({"name": "m\u0000x"})", true, 400, "name",
        "control characters"},
       {"oversize fingerprint", "POST", "/v1/machines",
        R"({"name": "big", "fingerprint": {"x": ")" + std::string(20000, 'a') + R"("}})", true, 400,
        "fingerprint", "must be at most 16384 bytes"},
+      // Every listing and export of a study carries its results' messages and metrics.
+      {"oversize message", "POST", trial,
+       nlohmann::json{{"client_id", "owner"},
+                      {"status", "failed"},
+                      {"message", std::string(kMaxMessageBytes + 1, 'm')}}
+           .dump(),
+       true, 400, "message", "\"message\" must be at most 65536 bytes, got 65537"},
+      {"oversize metrics", "POST", trial,
+       nlohmann::json{{"client_id", "owner"},
+                      {"value", 1.0},
+                      {"metrics", {{"log", std::string(kMaxMetricsBytes, 'x')}}}}
+           .dump(),
+       true, 400, "metrics", "\"metrics\" must be at most 65536 bytes as JSON"},
+      {"oversize measurement message", "POST", study + "/measurements",
+       nlohmann::json{{"measurements",
+                       {{{"config", {{"bx", 4}, {"by", 4}, {"unroll", 0}}},
+                         {"status", "failed"},
+                         {"message", std::string(kMaxMessageBytes + 1, 'm')}}}}}
+           .dump(),
+       true, 400, "measurements[0].message", "must be at most 65536 bytes"},
       {"blank name", "POST", "/v1/machines", R"({"name": "   "})", true, 400, "name",
        "not only spaces"},
       {"digits-only study name", "POST", "/v1/studies", study_body({{"name", "123"}}), true, 400,
@@ -454,6 +481,99 @@ TEST_F(BadInput, OversizeBodiesGet413) {
 
   EXPECT_EQ(client_->get("/healthz").status, 200);
   EXPECT_EQ(snapshot(), before);
+}
+
+// A body is framed by Content-Length or by chunked alone. Another transfer coding would leave
+// the body to be read as the next request (request smuggling past a proxy that frames it
+// otherwise): refused, and the connection closed with the bytes after it unread.
+TEST_F(BadInput, ATransferEncodingOtherThanChunkedIsRefusedAndNothingIsSmuggled) {
+  const auto before = snapshot();
+  const std::string auth = "Authorization: Bearer " + server_->token + "\r\n";
+  // Would register a machine if it were read as a request.
+  const std::string smuggled_body = R"({"name": "smuggled"})";
+  const std::string smuggled =
+      "POST /v1/machines HTTP/1.1\r\nHost: x\r\n" + auth +
+      "Content-Type: application/json\r\nContent-Length: " + std::to_string(smuggled_body.size()) +
+      "\r\n\r\n" + smuggled_body;
+  for (const char* coding :
+       {"Transfer-Encoding: gzip\r\n", "Transfer-Encoding: identity\r\n",
+        "Transfer-Encoding: xchunked\r\n", "Transfer-Encoding: chunked, gzip\r\n",
+        "Transfer-Encoding: gzip, chunked\r\n",
+        "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"}) {
+    SCOPED_TRACE(coding);
+    const auto reply =
+        testing::raw_exchange(server_->port(), "POST /v1/machines HTTP/1.1\r\nHost: x\r\n" + auth +
+                                                   coding + "\r\n" + smuggled);
+    EXPECT_THAT(reply, ::testing::StartsWith("HTTP/1.1 400")) << reply;
+    EXPECT_THAT(reply, HasSubstr("Connection: close"));
+    EXPECT_THAT(reply, HasSubstr(R"("field":"Transfer-Encoding")"));
+    EXPECT_THAT(reply, HasSubstr("with Transfer-Encoding: chunked alone"));
+    // One reply: the bytes after the headers were not taken for a request.
+    EXPECT_EQ(reply.find("HTTP/1.1", 1), std::string::npos) << reply;
+  }
+  // HTTP/1.0 has no transfer codings.
+  const auto old =
+      testing::raw_exchange(server_->port(), "POST /v1/machines HTTP/1.0\r\n" + auth +
+                                                 "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  EXPECT_THAT(old, ::testing::StartsWith("HTTP/1.0 400")) << old;
+  EXPECT_THAT(old, HasSubstr("an HTTP/1.0 request has no Transfer-Encoding"));
+  EXPECT_FALSE(server_->store().find_machine("smuggled").has_value());
+  EXPECT_EQ(snapshot(), before);
+
+  // chunked alone, however capitalised, is read as ever.
+  const std::string body = R"({"name": "chunked-machine"})";
+  std::ostringstream size;
+  size << std::hex << body.size();
+  const auto chunked = testing::raw_exchange(
+      server_->port(), "POST /v1/machines HTTP/1.1\r\nHost: x\r\n" + auth +
+                           "Content-Type: application/json\r\nTransfer-Encoding: Chunked\r\n"
+                           "Connection: close\r\n\r\n" +
+                           size.str() + "\r\n" + body + "\r\n0\r\n\r\n");
+  EXPECT_THAT(chunked, ::testing::StartsWith("HTTP/1.1 201")) << chunked;
+  EXPECT_TRUE(server_->store().find_machine("chunked-machine").has_value());
+}
+
+// RFC 9112 3.2: an HTTP/1.1 request without Host, or with two, is a 400. HTTP/1.0 needs none.
+TEST_F(BadInput, AnHttp11RequestNeedsOneHost) {
+  const auto none = testing::raw_exchange(server_->port(),
+                                          "GET /v1/studies HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(none, ::testing::StartsWith("HTTP/1.1 400")) << none;
+  EXPECT_THAT(none, HasSubstr(R"("field":"Host")"));
+  EXPECT_THAT(none, HasSubstr("an HTTP/1.1 request needs a Host header"));
+  const auto two = testing::raw_exchange(
+      server_->port(),
+      "GET /v1/studies HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(two, ::testing::StartsWith("HTTP/1.1 400")) << two;
+  EXPECT_THAT(two, HasSubstr("the request has 2 Host header lines"));
+  const auto old = testing::raw_exchange(server_->port(), "GET /v1/studies HTTP/1.0\r\n\r\n");
+  EXPECT_THAT(old, ::testing::StartsWith("HTTP/1.0 200")) << old;
+  const auto with_host = testing::raw_exchange(
+      server_->port(), "GET /v1/studies HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_THAT(with_host, ::testing::StartsWith("HTTP/1.1 200")) << with_host;
+}
+
+// DELETE is irreversible: a body with fields (meant for another route, or a mistake) is refused
+// as POST .../stop refuses one, before anything is deleted; none, or {}, deletes.
+TEST_F(BadInput, ADeleteWithFieldsInItsBodyDeletesNothing) {
+  const std::string study = "/v1/studies/" + std::to_string(study_);
+  ASSERT_EQ(post(study + "/stop", nlohmann::json::object()).status, 200);
+  ASSERT_EQ(
+      post("/v1/trials/" + std::to_string(trial_) + "/release", {{"client_id", "owner"}}).status,
+      200);
+  const auto before = snapshot();
+  for (const auto& [method, target] :
+       {std::pair<std::string, std::string>{"DELETE", study}, {"POST", study + "/stop"}}) {
+    SCOPED_TRACE(method);
+    const auto reply = client_->request(method, target, R"({"x": 1})", server_->token);
+    EXPECT_EQ(reply.status, 400) << reply.body;
+    EXPECT_EQ(reply.json()["error"]["field"], "x");
+    EXPECT_THAT(reply.error_message(), HasSubstr("this body takes no fields ({})"));
+  }
+  EXPECT_EQ(client_->request("DELETE", study, "[]", server_->token).status, 400);
+  EXPECT_EQ(snapshot(), before);
+  const auto deleted = client_->request("DELETE", study, "{}", server_->token);
+  EXPECT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_EQ(client_->get(study).status, 404);
 }
 
 // A HEAD refused from its headers (no token where reads need one) is answered without a body,

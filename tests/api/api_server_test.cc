@@ -775,6 +775,54 @@ TEST(ApiServer, AnUploadThatDecompressesPastTheLimitIsRefused) {
   EXPECT_TRUE(c.get("/v1/studies").json()["studies"].empty());
 }
 
+// A study that is not active answers questions to its model from its results, read from the
+// Store: once, not at every question (an import of 100,000 trials took 0.4 s a prediction, and
+// a few clients asking at once held up every study's suggestions), until its results change.
+TEST(ApiServer, QuestionsToTheModelOfAStudyThatIsNotActiveReadItsResultsOnce) {
+  TestServer server;
+  auto c = server.client();
+  auto cache = nlohmann::json::parse(kernel_tuner_cache("GPU A", 1.0));
+  const auto full = cache;
+  cache["cache"].erase("16,1");
+  cache["cache"].erase("16,2");
+  const auto imported = c.request("POST", "/v1/import?machine=gpu-a", cache.dump(), server.token);
+  ASSERT_EQ(imported.status, 201) << imported.body;
+  const auto study = imported.json()["study_id"];
+  const std::string base = "/v1/studies/" + study.dump();
+  ASSERT_NE(c.get(base).json()["status"], "active");
+  const nlohmann::json ask{{"study_id", study},
+                           {"configs", {{{"block_size_x", 16}, {"block_size_y", 2}}}}};
+  const auto first = c.post("/v1/predict", ask);
+  ASSERT_EQ(first.status, 200) << first.body;
+  const auto& manager = server.service().studies();
+  const auto reads = manager.model_reads();
+  EXPECT_EQ(c.post("/v1/predict", ask).body, first.body);
+  EXPECT_EQ(c.get(base + "/relevance").status, 200);
+  EXPECT_EQ(c.post("/v1/predict", ask).body, first.body);
+  EXPECT_EQ(manager.model_reads(), reads);
+  // A result added: read again.
+  ASSERT_EQ(c.post(base + "/measurements",
+                   {{"measurements",
+                     {{{"config", {{"block_size_x", 16}, {"block_size_y", 1}}}, {"value", 0.5}}}}},
+                   server.token)
+                .status,
+            201);
+  const auto measured = c.post("/v1/predict", ask);
+  EXPECT_EQ(measured.status, 200);
+  EXPECT_EQ(manager.model_reads(), reads + 1);
+  // An import that extends the study (through the Store, beside the study manager): again.
+  auto rest = full;
+  rest["cache"].erase("16,1");
+  const auto extended = c.request("POST", "/v1/import?machine=gpu-a", rest.dump(), server.token);
+  ASSERT_EQ(extended.status, 201) << extended.body;
+  ASSERT_EQ(extended.json()["study_id"], study);
+  ASSERT_EQ(extended.json()["trials"], 1);
+  const auto after = c.post("/v1/predict", ask);
+  EXPECT_EQ(after.status, 200);
+  EXPECT_EQ(manager.model_reads(), reads + 2);
+  EXPECT_NE(after.body, measured.body) << "the configuration measured is predicted as before";
+}
+
 // What a validating client checks of a reply against the published schema (the subset of
 // JSON Schema the document uses): the first difference, or "" when it conforms.
 // `root`: the document whose components a "$ref" names.
@@ -2197,6 +2245,135 @@ TEST(ApiServer, OutOfFileDescriptorsPausesAcceptingInsteadOfSpinning) {
   // Once the connections are gone, the server answers again.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(server.client().get("/healthz").status, 200);
+}
+
+// A study of the demo kernel with 8 measured results: enough for a model to predict from.
+std::int64_t measured_demo_study(HttpClient& c, const std::string& token,
+                                 const std::string& machine) {
+  const auto study = create_demo_study(c, token, "random", 30, machine);
+  nlohmann::json list = nlohmann::json::array();
+  for (int bx : {1, 2, 4, 8}) {
+    for (int by : {1, 2}) {
+      const nlohmann::json config{{"bx", bx}, {"by", by}, {"unroll", 1}};
+      list.push_back({{"config", config}, {"value", demo_objective(config)}});
+    }
+  }
+  const auto added = c.post("/v1/studies/" + std::to_string(study) + "/measurements",
+                            {{"measurements", list}}, token);
+  EXPECT_EQ(added.status, 201) << added.body;
+  return study;
+}
+
+// The value of gauge or counter `name` in /metrics (-1 when absent).
+double metric(HttpClient& c, const std::string& name) {
+  const auto text = c.get("/metrics").body;
+  const auto at = text.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + name.size() + 2));
+}
+
+// Waits (up to 20 s) until gauge `name` is `value`.
+bool wait_for_metric(HttpClient& c, const std::string& name, double value) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until) {
+    if (metric(c, name) == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+// Questions to models (predictions need no token) wait in a pool and a queue of their own: while
+// one keeps the model pool busy, suggestions and results are answered at once, and past the
+// queue's bound a question is told to come back (503 with Retry-After) rather than wait.
+TEST(ApiServer, QuestionsToModelsWaitApartFromSuggestionsInABoundedQueue) {
+  auto options = testing::fast_options();
+  options.compute_threads = 1;
+  options.model_threads = 1;
+  options.max_model_questions = 1;
+  TestServer server(options);
+  auto c = server.client();
+  const auto study = measured_demo_study(c, server.token, "m");
+  const auto other = create_demo_study(c, server.token, "random", 10, "m");
+  // 100,000 configurations to predict: about a second of the model pool's time.
+  const nlohmann::json config{{"bx", 4}, {"by", 2}, {"unroll", 1}};
+  const nlohmann::json many{
+      {"study_id", study},
+      {"configs", nlohmann::json(std::vector<nlohmann::json>(100000, config))}};
+  std::atomic<bool> answered{false};
+  HttpReply slow;
+  std::thread asking([&] {
+    auto own = server.client();
+    slow = own.post("/v1/predict", many);
+    answered = true;
+  });
+  ASSERT_TRUE(wait_for_metric(c, "tunebase_model_questions", 1));
+  // The queue is full: one more question is refused at once, saying when to ask again.
+  const nlohmann::json one{{"study_id", study}, {"configs", {config}}};
+  const auto refused = raw_post(server, "/v1/predict", one.dump(), server.token);
+  EXPECT_THAT(refused, ::testing::StartsWith("HTTP/1.1 503")) << refused;
+  EXPECT_EQ(header_value(refused, "Retry-After"), "1");
+  EXPECT_THAT(refused, HasSubstr(R"("code":"overloaded")"));
+  // Suggestions and results do not wait for the model pool.
+  const auto leased = c.post("/v1/studies/" + std::to_string(other) + "/suggestions",
+                             {{"client_id", "w"}}, server.token);
+  ASSERT_EQ(leased.status, 200) << leased.body;
+  const auto result =
+      c.post("/v1/trials/" + leased.json()["suggestions"][0]["trial_id"].dump() + "/result",
+             {{"client_id", "w"}, {"value", 2.0}}, server.token);
+  EXPECT_EQ(result.status, 200) << result.body;
+  EXPECT_FALSE(answered) << "the suggestion waited for the prediction";
+  asking.join();
+  EXPECT_EQ(slow.status, 200);
+  EXPECT_EQ(slow.json()["predictions"].size(), 100000u);
+  EXPECT_EQ(metric(c, "tunebase_model_questions"), 0);
+  EXPECT_EQ(metric(c, "tunebase_model_questions_refused_total"), 1);
+  EXPECT_EQ(c.post("/v1/predict", one).status, 200);
+  // The published document says so.
+  const auto doc = c.get("/openapi.json").json();
+  EXPECT_THAT(
+      doc["paths"]["/v1/predict"]["post"]["responses"]["503"]["description"].get<std::string>(),
+      HasSubstr("overloaded"));
+}
+
+// A question whose client hung up while it waited (curl -m) is not answered: the model's time
+// goes to questions someone will read.
+TEST(ApiServer, AQuestionWhoseClientHungUpIsSkipped) {
+  auto options = testing::fast_options();
+  options.model_threads = 1;
+  TestServer server(options);
+  auto c = server.client();
+  const auto study = measured_demo_study(c, server.token, "m");
+  const nlohmann::json config{{"bx", 4}, {"by", 2}, {"unroll", 1}};
+  const nlohmann::json many{
+      {"study_id", study},
+      {"configs", nlohmann::json(std::vector<nlohmann::json>(100000, config))}};
+  HttpReply slow;
+  std::thread asking([&] {
+    auto own = server.client();
+    slow = own.post("/v1/predict", many);
+  });
+  ASSERT_TRUE(wait_for_metric(c, "tunebase_model_questions", 1));
+  // Asked, queued behind the slow one, then the client is gone.
+  {
+    namespace net = boost::asio;
+    net::io_context ioc;
+    net::ip::tcp::socket socket(ioc);
+    socket.connect({net::ip::make_address("127.0.0.1"), server.port()});
+    const auto body = nlohmann::json{{"study_id", study}, {"configs", {config}}}.dump();
+    net::write(socket, net::buffer("POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                                   std::to_string(body.size()) + "\r\n\r\n" + body));
+    ASSERT_TRUE(wait_for_metric(c, "tunebase_model_questions", 2));
+  }
+  asking.join();
+  EXPECT_EQ(slow.status, 200);
+  ASSERT_TRUE(wait_for_metric(c, "tunebase_model_questions", 0));
+  EXPECT_EQ(metric(c, "tunebase_model_questions_skipped_total"), 1);
+  EXPECT_THAT(
+      c.get("/metrics").body,
+      HasSubstr("tunebase_http_requests_total{route=\"POST /v1/predict\",code=\"200\"} 1\n"));
+  // A client that stays is answered as ever.
+  EXPECT_EQ(c.post("/v1/predict", {{"study_id", study}, {"configs", {config}}}).status, 200);
+  EXPECT_EQ(metric(c, "tunebase_model_questions_skipped_total"), 1);
 }
 
 TEST(ApiServer, RefusesToListenOnABusyPort) {

@@ -55,8 +55,8 @@ class TestServer {
   HttpClient client() const { return HttpClient(url(), std::chrono::seconds(30)); }
   std::uint16_t port() const { return server_.port(); }
   db::Store& store() { return store_; }
-  Server& server() { return server_; }
   Service& service() { return service_; }
+  Server& server() { return server_; }
   const std::string& db_path() const { return db_path_; }
 
   std::string token;

@@ -165,6 +165,53 @@ TEST(Worker, AFailureMessageThatIsNotUtf8IsStoredAndServed) {
   }
 }
 
+// An evaluator that says too much: a failure with a program's whole output, a success with a
+// trace in its metrics.
+class VerboseEvaluator : public ReplayEvaluator {
+ public:
+  VerboseEvaluator() : ReplayEvaluator(measured_dataset("conv"), "generated.json") {}
+  Measurement evaluate(const Configuration& config) override {
+    ++calls_;
+    if (calls_ == 1) {
+      return Measurement::failure(TrialStatus::failed,
+                                  std::string(4 * kMaxMessageBytes, 'w') + "\nerror: why");
+    }
+    if (calls_ == 3) {
+      // Within the limit as bytes, but each byte that is not UTF-8 is sent as U+FFFD (three).
+      return Measurement::failure(TrialStatus::failed,
+                                  std::string(kMaxMessageBytes - 100, '\xFF') + "\nerror: why");
+    }
+    auto m = ReplayEvaluator::evaluate(config);
+    m.metrics = {{"trace", std::string(2 * kMaxMetricsBytes, 't')}};
+    return m;
+  }
+
+ private:
+  int calls_ = 0;
+};
+
+// The service refuses messages and metrics over its limits: the worker cuts them down rather
+// than lose the evaluation.
+TEST(Worker, AResultThatSaysTooMuchIsCutDownAndStored) {
+  testing::TestServer server;
+  VerboseEvaluator evaluator;
+  auto client = server.client();
+  const auto study = create_study(client, server.token, evaluator, 4);
+  cli::WorkerOptions options;
+  options.study = study;
+  options.token = server.token;
+  options.quiet = true;
+  const auto summary = cli::run_worker(evaluator, client, options);
+  EXPECT_EQ(summary.evaluated, 4u);
+  const auto trials = server.store().trials(db::StudyId{study});
+  ASSERT_EQ(trials.size(), 4u);
+  for (const auto& t : trials) {
+    EXPECT_NE(t.result.status, TrialStatus::pending) << "a result was not delivered";
+    EXPECT_LE(t.result.message.size(), kMaxMessageBytes);
+    EXPECT_TRUE(t.result.metrics.empty() || !t.result.metrics.contains("trace"));
+  }
+}
+
 // A set-up that cannot evaluate anything (a solver process that does not start).
 class UnavailableEvaluator : public ReplayEvaluator {
  public:

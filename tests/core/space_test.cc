@@ -1,8 +1,10 @@
 #include "core/space.h"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "core/error.h"
@@ -797,6 +799,113 @@ namespace tunebase {
 namespace {
 
 // Integers past 2^53 that are one double are refused, saying why (not "listed twice").
+// Each range within its own limit, all together too many values to keep: refused before any list
+// is made (500 such ranges, 32 KB of JSON, took 20 GB), in every format and from code.
+TEST(SearchSpace, TheValuesOfAllParametersTogetherAreBounded) {
+  json params = json::array();
+  for (int i = 0; i < 3; ++i) {
+    params.push_back(
+        {{"name", "p" + std::to_string(i)}, {"type", "integer"}, {"low", 0}, {"high", 999998}});
+  }
+  const auto refusal = [](const std::function<void()>& build) {
+    try {
+      build();
+    } catch (const InvalidInput& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const auto said = refusal([&] { (void)SearchSpace::from_json({{"parameters", params}}); });
+  EXPECT_NE(said.find("the parameters list 2999997 values in all (p0 999999, p1 999999, p2 "
+                      "999999); a space may list at most 1000000: use larger steps, or real "
+                      "parameters for wide ranges"),
+            std::string::npos)
+      << said;
+  // As a file for the CLI (tunebase space, sweep --space).
+  tunebase::testing::TempDir dir;
+  const auto path = dir.file("wide.json");
+  std::ofstream(path) << json{{"parameters", params}}.dump();
+  EXPECT_NE(
+      refusal([&] { (void)SearchSpace::load(path); }).find("a space may list at most 1000000"),
+      std::string::npos);
+  // Built in code, or from Kernel Tuner's lists.
+  EXPECT_NE(refusal([] {
+              SearchSpace({integer_range("a", 0, 999999), integer_range("b", 0, 1)}, {});
+            }).find("the parameters list 1000002 values in all (a 1000000, b 2)"),
+            std::string::npos);
+  json many = json::array();
+  for (int i = 0; i < 600000; ++i) many.push_back(i);
+  EXPECT_NE(refusal([&] {
+              (void)SearchSpace::from_kernel_tuner({{"x", many}, {"y", many}}, {});
+            }).find("a space may list at most 1000000"),
+            std::string::npos);
+  // One parameter at its own limit is a space.
+  EXPECT_EQ(SearchSpace::from_json({{"parameters", {params[0]}}}).parameters()[0].size(), 999999u);
+}
+
+// An integer range of a million values (almost) keeps its values and little more: a hash table of
+// them, which took as much memory again (and sets to check them, twice that for a second), is not
+// needed to find a value's position.
+TEST(SearchSpace, AnIntegerRangeIsLookedUpWithoutATable) {
+  const auto in_use = [] {
+    const auto m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+  };
+  const auto before = in_use();
+  const auto s = SearchSpace::from_json(
+      {{"parameters",
+        {{{"name", "n"}, {"type", "integer"}, {"low", -1}, {"high", -1 + 3 * 999989}, {"step", 3}},
+         {{"name", "m"}, {"type", "integer"}, {"low", 0}, {"high", 9}}}}});
+  const std::size_t held = in_use() - before;
+  const auto& n = s.parameters()[0];
+  ASSERT_EQ(n.size(), 999990u);
+  EXPECT_LT(held, n.values.capacity() * sizeof(Value) * 5 / 4);
+  // It answers what a table would.
+  EXPECT_EQ(n.index_of(Value{std::int64_t{-1}}), 0u);
+  EXPECT_EQ(n.index_of(Value{std::int64_t{-1 + 3 * 999989}}), 999989u);
+  EXPECT_EQ(n.index_of(Value{5.0}), 2u);
+  EXPECT_FALSE(n.index_of(Value{std::int64_t{0}}));
+  EXPECT_FALSE(n.index_of(Value{std::int64_t{-4}}));
+  EXPECT_FALSE(n.index_of(Value{std::int64_t{-1 + 3 * 999990}}));
+  EXPECT_FALSE(n.index_of(Value{5.5}));
+  EXPECT_FALSE(n.index_of(Value{1e300}));
+  EXPECT_FALSE(n.index_of(Value{std::string("5")}));
+  EXPECT_TRUE(s.is_valid(s.config_from_json({{"n", 1001}, {"m", 9}})));
+  EXPECT_FALSE(s.is_valid({Value{std::int64_t{1000}}, Value{std::int64_t{9}}}));
+  // Lists in order need no sets to be found distinct; out of order they are still checked.
+  EXPECT_EQ(SearchSpace::from_json({{"parameters", {{{"name", "d"}, {"values", {8, 4, 2.5, 1}}}}}})
+                .parameters()[0]
+                .size(),
+            4u);
+  EXPECT_THROW(
+      (void)SearchSpace::from_json({{"parameters", {{{"name", "d"}, {"values", {1, 4, 2, 4}}}}}}),
+      InvalidInput);
+  EXPECT_THROW(
+      (void)SearchSpace::from_json({{"parameters", {{{"name", "d"}, {"values", {1, 2, 2.0}}}}}}),
+      InvalidInput);
+}
+
+// A space is immutable: its copies (a session takes one, and the service keeps one per study)
+// share its parameters rather than hold a million values each.
+TEST(SearchSpace, ACopySharesTheParameters) {
+  const auto s = SearchSpace::from_json(
+      {{"parameters", {{{"name", "n"}, {"type", "integer"}, {"low", 0}, {"high", 999998}}}}});
+  const auto in_use = [] {
+    const auto m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+  };
+  const auto before = in_use();
+  SearchSpace copy = s;
+  EXPECT_LT(in_use() - before, std::size_t{1} << 20);
+  EXPECT_EQ(&copy.parameters(), &s.parameters());
+  EXPECT_EQ(copy.fingerprint(), s.fingerprint());
+  // Moved from, a space is empty, as a moved-from vector is.
+  const SearchSpace moved = std::move(copy);
+  EXPECT_EQ(moved.dimension(), 1u);
+  EXPECT_EQ(copy.dimension(), 0u);  // NOLINT(bugprone-use-after-move): what it holds is defined
+  EXPECT_EQ(SearchSpace().dimension(), 0u);
+}
+
 TEST(SearchSpace, IntegersThatAreOneDoubleAreRefusedSayingWhy) {
   try {
     (void)SearchSpace::from_json(nlohmann::json::parse(

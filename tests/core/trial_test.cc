@@ -42,5 +42,35 @@ TEST(Storable, ACostThatIsNoDurationIsZero) {
   }
 }
 
+// Every listing and export of a study carries its results' messages: a program's whole output
+// is cut to its start and its end (where it says why it failed), never mid-character.
+TEST(Storable, ALongMessageKeepsItsStartAndItsEnd) {
+  std::string output = "`bench` exited with code 1; stderr: ";
+  while (output.size() < 3 * kMaxMessageBytes) output += "warning: \u00e9t\u00e9 unused variable\n";
+  output += "error: out of memory";
+  const auto stored = storable(Measurement::failure(TrialStatus::failed, output));
+  EXPECT_LE(stored.message.size(), kMaxMessageBytes);
+  EXPECT_TRUE(stored.message.starts_with("`bench` exited with code 1; stderr: "));
+  EXPECT_TRUE(stored.message.ends_with("error: out of memory")) << stored.message.substr(0, 100);
+  EXPECT_NE(stored.message.find(" bytes cut ...]"), std::string::npos);
+  EXPECT_NO_THROW((void)nlohmann::json(stored.message).dump()) << "cut inside a character";
+  // At the limit, nothing is cut.
+  const std::string full(kMaxMessageBytes, 'x');
+  EXPECT_EQ(storable(Measurement::failure(TrialStatus::failed, full)).message, full);
+}
+
+TEST(Storable, MetricsOverTheLimitAreLeftOutSayingSo) {
+  auto m = Measurement::success(1.0);
+  m.metrics = {{"trace", std::string(kMaxMetricsBytes, 't')}};
+  const auto stored = storable(m);
+  EXPECT_TRUE(stored.ok());
+  EXPECT_TRUE(stored.metrics.empty());
+  EXPECT_NE(stored.message.find("its metrics (65548 bytes as JSON) were left out"),
+            std::string::npos)
+      << stored.message;
+  m.metrics = {{"GFLOP/s", 9.5}};
+  EXPECT_EQ(storable(m).metrics, m.metrics);
+}
+
 }  // namespace
 }  // namespace tunebase
