@@ -813,6 +813,25 @@ Server::~Server() {
 
 std::uint16_t Server::port() const { return impl_->port; }
 
+namespace {
+
+// `n` (at least one) threads that run `pool` below the I/O threads' priority: per-thread
+// niceness (Linux: a thread id is a process id for setpriority).
+void start_low_priority_pool(std::vector<std::thread>& threads, std::size_t n,
+                             net::io_context& pool, const char* what) {
+  for (std::size_t i = 0; i < std::max<std::size_t>(n, 1); ++i) {
+    threads.emplace_back([&pool, what] {
+      if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kComputeNiceness) !=
+          0) {
+        spdlog::debug("could not lower the priority of a {} thread", what);
+      }
+      pool.run();
+    });
+  }
+}
+
+}  // namespace
+
 void Server::start() {
   if (impl_->started.exchange(true)) return;
   if (impl_->options.handle_signals) {
@@ -826,25 +845,10 @@ void Server::start() {
   }
   impl_->accept();
   impl_->schedule_lease_check();
-  for (std::size_t i = 0; i < std::max<std::size_t>(impl_->options.compute_threads, 1); ++i) {
-    impl_->compute_threads.emplace_back([this] {
-      // Per-thread niceness (Linux: a thread id is a process id for setpriority).
-      if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kComputeNiceness) !=
-          0) {
-        spdlog::debug("could not lower the priority of a compute thread");
-      }
-      impl_->compute.run();
-    });
-  }
-  for (std::size_t i = 0; i < std::max<std::size_t>(impl_->options.model_threads, 1); ++i) {
-    impl_->model_threads.emplace_back([this] {
-      if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kComputeNiceness) !=
-          0) {
-        spdlog::debug("could not lower the priority of a model thread");
-      }
-      impl_->models.run();
-    });
-  }
+  start_low_priority_pool(impl_->compute_threads, impl_->options.compute_threads, impl_->compute,
+                          "compute");
+  start_low_priority_pool(impl_->model_threads, impl_->options.model_threads, impl_->models,
+                          "model");
   impl_->writer = std::thread([this] { impl_->run_writer(); });
   const auto n = std::max<std::size_t>(impl_->options.io_threads, 1);
   for (std::size_t i = 0; i < n; ++i) {

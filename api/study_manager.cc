@@ -301,7 +301,7 @@ void StudyManager::build_session(Entry& entry) {
                           : std::nullopt;
   if (entry.prior_query) {
     // Counted before the priors are read: a trial stored in between is a change to see later.
-    note_priors_checked(entry);
+    note_priors_checked(entry, store_version());
     entry.prior_counts = store_.prior_counts(*entry.prior_query);
     options.priors = priors_from_store(store_, *entry.space, *entry.prior_query);
   }
@@ -340,9 +340,14 @@ void StudyManager::build_session(Entry& entry) {
   entry.session = std::move(session);
 }
 
-void StudyManager::note_priors_checked(Entry& entry) const {
+std::pair<std::int64_t, std::int64_t> StudyManager::store_version() const {
+  return {store_.data_version(), store_.changes_made()};
+}
+
+void StudyManager::note_priors_checked(Entry& entry,
+                                       std::pair<std::int64_t, std::int64_t> version) const {
   entry.priors_checked_at = Clock::now();
-  entry.priors_checked_version = {store_.data_version(), store_.changes_made()};
+  entry.priors_checked_version = version;
   entry.imports_seen = imports_.load();
 }
 
@@ -354,9 +359,9 @@ bool StudyManager::priors_moved(Entry& entry) const {
   if (!entry.prior_query) return false;
   const bool imported = entry.imports_seen != imports_.load();
   if (!imported && Clock::now() - entry.priors_checked_at < priors_recheck_) return false;
-  const std::pair version{store_.data_version(), store_.changes_made()};
+  const auto version = store_version();
   if (version == entry.priors_checked_version) return false;
-  note_priors_checked(entry);
+  note_priors_checked(entry, version);
   const auto counts = store_.prior_counts(*entry.prior_query);
   std::size_t before = 0;
   std::size_t after = 0;

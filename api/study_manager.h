@@ -194,7 +194,9 @@ class StudyManager {
   void ensure_session(Entry& entry);
   void build_session(Entry& entry);
   bool priors_moved(Entry& entry) const;
-  void note_priors_checked(Entry& entry) const;
+  /// (Store::data_version, Store::changes_made): another value, the database changed.
+  std::pair<std::int64_t, std::int64_t> store_version() const;
+  void note_priors_checked(Entry& entry, std::pair<std::int64_t, std::int64_t> version) const;
   void take_in_events(Entry& entry);
   /// FieldError for a negative time reported to a study whose unit is a time; null otherwise.
   std::exception_ptr negative_time(const Report& r) const;

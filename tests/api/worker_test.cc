@@ -57,6 +57,17 @@ MeasuredDataset measured_dataset(const std::string& kernel) {
   return d;
 }
 
+/// Options of a worker on `study` that prints nothing (and names itself `client_id` if given).
+cli::WorkerOptions quiet_worker(std::int64_t study, const std::string& token,
+                                const std::string& client_id = "") {
+  cli::WorkerOptions options;
+  options.study = study;
+  options.token = token;
+  if (!client_id.empty()) options.client_id = client_id;
+  options.quiet = true;
+  return options;
+}
+
 /// A study of `e`'s kernel on machine "replay-host", registered with `fingerprint`; `extra`
 /// fields join the study's body.
 std::int64_t create_study(HttpClient& c, const std::string& token, const Evaluator& e,
@@ -148,10 +159,7 @@ TEST(Worker, AFailureMessageThatIsNotUtf8IsStoredAndServed) {
   BinaryOutputEvaluator evaluator;
   auto client = server.client();
   const auto study = create_study(client, server.token, evaluator, 2);
-  cli::WorkerOptions options;
-  options.study = study;
-  options.token = server.token;
-  options.quiet = true;
+  auto options = quiet_worker(study, server.token);
   const auto summary = cli::run_worker(evaluator, client, options);
   EXPECT_EQ(summary.evaluated, 2u);
   EXPECT_EQ(summary.failed, 2u);
@@ -197,10 +205,7 @@ TEST(Worker, AResultThatSaysTooMuchIsCutDownAndStored) {
   VerboseEvaluator evaluator;
   auto client = server.client();
   const auto study = create_study(client, server.token, evaluator, 4);
-  cli::WorkerOptions options;
-  options.study = study;
-  options.token = server.token;
-  options.quiet = true;
+  auto options = quiet_worker(study, server.token);
   const auto summary = cli::run_worker(evaluator, client, options);
   EXPECT_EQ(summary.evaluated, 4u);
   const auto trials = server.store().trials(db::StudyId{study});
@@ -237,11 +242,7 @@ TEST(Worker, AnEvaluationStoppedWithTheWorkerGivesItsLeaseBackAndStoresNoFailure
   StoppedEvaluator evaluator;
   auto client = server.client();
   const auto study = create_study(client, server.token, evaluator, 5);
-  cli::WorkerOptions options;
-  options.study = study;
-  options.token = server.token;
-  options.client_id = "stopped";
-  options.quiet = true;
+  auto options = quiet_worker(study, server.token, "stopped");
   struct Resume {
     ~Resume() { cli::g_interrupted = false; }  // for the tests after this one
   } resume;
@@ -260,11 +261,7 @@ TEST(Worker, AnEvaluatorThatCannotRunGivesItsLeaseBack) {
   auto client = server.client();
   // Exhaustive search proposes the lowest configuration not taken: the released one again.
   const auto study = create_study(client, server.token, evaluator, 5, "exhaustive");
-  cli::WorkerOptions options;
-  options.study = study;
-  options.token = server.token;
-  options.client_id = "broken";
-  options.quiet = true;
+  auto options = quiet_worker(study, server.token, "broken");
   EXPECT_THROW(cli::run_worker(evaluator, client, options), EvaluatorUnavailable);
   const auto trials = server.store().trials(db::StudyId{study});
   ASSERT_EQ(trials.size(), 1u);
@@ -448,11 +445,7 @@ TEST(Worker, AResultRefusedForARevokedTokenIsPrintedToBeSentAgain) {
   auto c = server.client();
   RevokingEvaluator evaluator(server);
   const auto study = create_study(c, server.token, evaluator, 4);
-  cli::WorkerOptions options;
-  options.study = study;
-  options.token = server.token;
-  options.client_id = "w";
-  options.quiet = true;
+  auto options = quiet_worker(study, server.token, "w");
   try {
     (void)cli::run_worker(evaluator, c, options);
     ADD_FAILURE() << "a revoked token must stop the worker";
@@ -484,11 +477,7 @@ TEST(Worker, TakesUpItsOwnLeaseWhoseReplyWasLost) {
   const auto lost = c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
                            {{"n", 1}, {"client_id", "w1"}}, server.token);
   ASSERT_EQ(lost.status, 200) << lost.body;
-  cli::WorkerOptions options;
-  options.study = study;
-  options.token = server.token;
-  options.client_id = "w1";
-  options.quiet = true;
+  auto options = quiet_worker(study, server.token, "w1");
   ::testing::internal::CaptureStderr();
   const auto summary = cli::run_worker(evaluator, c, options);
   EXPECT_THAT(::testing::internal::GetCapturedStderr(), HasSubstr("takes them up as its own"));
@@ -531,11 +520,7 @@ TEST(Worker, LeavesALeaseOfItsNameMadeForAnotherWorkerAlone) {
   auto c = server.client();
   const auto study = create_study(c, server.token, reference, 3);
   TwinEvaluator evaluator(server, study);
-  cli::WorkerOptions options;
-  options.study = study;
-  options.token = server.token;
-  options.client_id = "w1";
-  options.quiet = true;
+  auto options = quiet_worker(study, server.token, "w1");
   const auto summary = cli::run_worker(evaluator, c, options);
   ASSERT_EQ(evaluator.twin_.size(), 1u);
   EXPECT_EQ(summary.evaluated, 2u) << summary.stop_reason;
@@ -573,11 +558,7 @@ TEST(Worker, AnAnswerThatIsNotFinalIsAskedAgainEvenWithoutPatience) {
       c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
              {{"n", 1}, {"client_id", "other"}, {"lease_seconds", 0.5}}, server.token);
   ASSERT_EQ(other.status, 200) << other.body;
-  cli::WorkerOptions options;
-  options.study = study;
-  options.token = server.token;
-  options.client_id = "w1";
-  options.quiet = true;
+  auto options = quiet_worker(study, server.token, "w1");
   ASSERT_EQ(options.patience_seconds, 0.0);
   const auto summary = cli::run_worker(evaluator, c, options);
   EXPECT_EQ(summary.evaluated, 2u) << summary.stop_reason;
@@ -589,10 +570,7 @@ TEST(Worker, RefusesAnEvaluatorForAnotherSpace) {
   auto client = server.client();
   const auto study = create_study(client, server.token, evaluator, 5);
   ReplayEvaluator other(measured_dataset("gemm"), "other.json");
-  cli::WorkerOptions options;
-  options.study = study;
-  options.token = server.token;
-  options.quiet = true;
+  auto options = quiet_worker(study, server.token);
   try {
     cli::run_worker(other, client, options);
     FAIL() << "the worker accepted an evaluator of another kernel";
