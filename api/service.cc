@@ -1,6 +1,7 @@
 #include "api/service.h"
 
 #include <algorithm>
+#include <boost/algorithm/string.hpp>
 #include <charconv>
 #include <filesystem>
 #include <map>
@@ -119,16 +120,10 @@ std::int64_t integer_query(const Request& request, const std::string& name) {
 Response compare_machines_response(const db::Store& store, const Request& request) {
   db::ComparisonQuery query;
   query.kernel = *checked_query_name(request, "kernel");
-  const auto machines = *request.query_value("machines");
-  for (std::size_t start = 0; start <= machines.size();) {
-    auto end = machines.find(',', start);
-    if (end == std::string::npos) end = machines.size();
-    auto name = machines.substr(start, end - start);
-    name.erase(0, name.find_first_not_of(' '));
-    name.erase(name.find_last_not_of(' ') + 1);
+  boost::split(query.machines, *request.query_value("machines"), boost::is_any_of(","));
+  for (auto& name : query.machines) {
+    boost::trim_if(name, boost::is_any_of(" "));
     check_name_in(name, "query.machines", "each machine of query parameter \"machines\"");
-    query.machines.push_back(std::move(name));
-    start = end + 1;
   }
   if (query.machines.size() < 2) {
     throw FieldError("query.machines",

@@ -28,11 +28,11 @@ std::string best_elsewhere_text(const BestElsewhere& b, const std::string& unit,
   if (b.config_key.empty()) return text + b.from + " has no successful configuration";
   if (!b.status) return text + "not measured on " + b.to;
   if (!b.fraction_of_best) return text + std::string(to_string(*b.status)) + " on " + b.to;
-  text += format_objective(*b.value, unit) + ", " + fixed(*b.fraction_of_best, 3) + " of " +
-          b.to + "'s best";
+  text += format_objective(*b.value, unit) + ", " + fixed(*b.fraction_of_best, 3) + " of " + b.to +
+          "'s best";
   if (*b.fraction_of_best < 1.0) {
-    text += " (" + fixed(1.0 / *b.fraction_of_best, 2) + "x " +
-            (minimize ? "slower" : "worse") + ")";
+    text +=
+        " (" + fixed(1.0 / *b.fraction_of_best, 2) + "x " + (minimize ? "slower" : "worse") + ")";
   }
   return text;
 }
@@ -58,7 +58,8 @@ void print_comparison(const db::StoredComparison& c, const nlohmann::json& space
   }
   for (std::size_t i = 0; i < cmp.pairs.size(); ++i) {
     const auto& p = cmp.pairs[i];
-    std::cout << "\n" << p.a << " vs " << p.b << ": " << p.measured_on_both
+    std::cout << "\n"
+              << p.a << " vs " << p.b << ": " << p.measured_on_both
               << " configurations measured on both, " << p.common << " ran on both\n";
     if (p.spearman) {
       std::cout << "  rank correlation (Spearman): " << fixed(*p.spearman, 3) << "\n";
@@ -77,8 +78,7 @@ void print_comparison(const db::StoredComparison& c, const nlohmann::json& space
               << "\n";
     for (const auto& e : c.failures[i]) {
       std::cout << "    fails on " << e.failure.fails_on << ": "
-                << config_text(e.failure.config, space) << "  ("
-                << to_string(e.failure.status)
+                << config_text(e.failure.config, space) << "  (" << to_string(e.failure.status)
                 << (e.message.empty() ? "" : ": " + one_line(e.message).substr(0, 120)) << ")\n";
     }
   }

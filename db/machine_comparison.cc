@@ -56,7 +56,8 @@ TaskRecord chosen_task(const Store& store, const ComparisonQuery& q,
   if (common.empty()) {
     std::string measured;
     for (const auto& machine : q.machines) {
-      measured += (measured.empty() ? "" : "; ") + machine + ": " + tasks_text(tasks_of.at(machine));
+      measured +=
+          (measured.empty() ? "" : "; ") + machine + ": " + tasks_text(tasks_of.at(machine));
     }
     throw InvalidInput("the machines measured different inputs (tasks) of kernel " + q.kernel +
                        ", and values of different inputs are not comparable (" + measured +
@@ -77,9 +78,9 @@ StoredComparison compare_stored_machines(const Store& store, const ComparisonQue
   if (!store.find_kernel(q.kernel)) {
     std::set<std::string> kernels;
     for (const auto& k : store.list_kernels()) kernels.insert(k.name);
-    throw NotFound("unknown kernel \"" + q.kernel + "\"; " +
-                   (kernels.empty() ? "nothing is stored yet"
-                                    : "the kernels stored are " + joined(kernels)));
+    throw NotFound(
+        "unknown kernel \"" + q.kernel + "\"; " +
+        (kernels.empty() ? "nothing is stored yet" : "the kernels stored are " + joined(kernels)));
   }
   const auto studies = store.list_studies(q.kernel);
   std::map<std::string, std::set<std::int64_t>> tasks_of;
@@ -93,13 +94,12 @@ StoredComparison compare_stored_machines(const Store& store, const ComparisonQue
                          "\" is named twice; name each machine to compare once");
     }
     if (tasks_of.count(machine)) continue;
-    const std::string which = "the machines that measured kernel " + q.kernel + " are " +
-                              joined(measured_by);
+    const std::string which =
+        "the machines that measured kernel " + q.kernel + " are " + joined(measured_by);
     if (!store.find_machine(machine)) {
       throw NotFound("unknown machine \"" + machine + "\"; " + which);
     }
-    throw NotFound("machine " + machine + " measured nothing of kernel " + q.kernel + "; " +
-                   which);
+    throw NotFound("machine " + machine + " measured nothing of kernel " + q.kernel + "; " + which);
   }
 
   StoredComparison out;
@@ -121,8 +121,8 @@ StoredComparison compare_stored_machines(const Store& store, const ComparisonQue
     }
     if (!q.objective.empty() && !own.count(q.objective)) {
       throw NotFound("machine " + machine + " measured no objective named \"" + q.objective +
-                     "\" of kernel " + q.kernel + " on " + task_text(out.task) +
-                     "; it measured " + joined(own));
+                     "\" of kernel " + q.kernel + " on " + task_text(out.task) + "; it measured " +
+                     joined(own));
     }
   }
   if (objectives.size() > 1) {

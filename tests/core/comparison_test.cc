@@ -101,8 +101,8 @@ TEST(CompareMachines, MaximizingTakesTheLargestAsBest) {
 }
 
 TEST(CompareMachines, ARepeatedConfigurationCountsOnceAtItsBestAndRunsIfItEverRan) {
-  MachineTrials a{"a", {ran("x", 5, 1), ran("x", 3, 2), failed("y", 3), ran("y", 9, 4),
-                        ran("z", 1, 5)}};
+  MachineTrials a{"a",
+                  {ran("x", 5, 1), ran("x", 3, 2), failed("y", 3), ran("y", 9, 4), ran("z", 1, 5)}};
   MachineTrials b{"b", {ran("x", 1, 6), ran("y", 2, 7), ran("z", 3, 8)}};
   const auto c = compare_machines({a, b}, true);
   EXPECT_EQ(c.machines[0].configurations, 3u);
