@@ -1,11 +1,13 @@
 #include "api/service.h"
 
 #include <algorithm>
+#include <boost/algorithm/string.hpp>
 #include <charconv>
 #include <filesystem>
 #include <map>
 #include <set>
 
+#include "api/comparison_json.h"
 #include "api/errors.h"
 #include "api/json_reader.h"
 #include "api/priors.h"
@@ -112,6 +114,25 @@ std::int64_t integer_query(const Request& request, const std::string& name) {
   std::int64_t v = 0;
   std::from_chars(text.data(), text.data() + text.size(), v);  // checked by check_query
   return v;
+}
+
+// GET /v1/compare: machines=A,B[,...] names the machines, each checked as a name.
+Response compare_machines_response(const db::Store& store, const Request& request) {
+  db::ComparisonQuery query;
+  query.kernel = *checked_query_name(request, "kernel");
+  boost::split(query.machines, *request.query_value("machines"), boost::is_any_of(","));
+  for (auto& name : query.machines) {
+    boost::trim_if(name, boost::is_any_of(" "));
+    check_name_in(name, "query.machines", "each machine of query parameter \"machines\"");
+  }
+  if (query.machines.size() < 2) {
+    throw FieldError("query.machines",
+                     "query parameter \"machines\" names two or more machines, separated by "
+                     "commas (machines=A100,V100); got one");
+  }
+  if (request.query_value("task")) query.task = db::TaskId{integer_query(request, "task")};
+  query.objective = checked_query_name(request, "objective").value_or("");
+  return Response::json(comparison_json(db::compare_stored_machines(store, query)));
 }
 
 /// A result as the API writes it: {"status", "value", "raw", "cost_seconds", "message",
@@ -297,7 +318,30 @@ nlohmann::json study_schema() {
        // "type" beside allOf: OpenAPI 3.0's nullable applies only where a type is given.
        {"best", nullable({{"type", "object"},
                           {"allOf", {trial_schema()}},
-                          {"description", "its best trial (GET one study only)"}})}},
+                          {"description", "its best trial (GET one study only)"}})},
+       {"failure_reasons",
+        object_schema(
+            {{"total",
+              {{"type", "integer"},
+               {"description", "evaluations that failed, timed out or were invalid"}}},
+             {"reasons",
+              {{"type", "array"},
+               {"description",
+                "why, most frequent first (at most 10): messages grouped with numbers, paths, "
+                "commands, configurations and details after \"; \" left out; an exit code, "
+                "a signal and a violated constraint kept"},
+               {"items", object_schema({{"status", kString},
+                                        {"reason", kString},
+                                        {"count", kInteger},
+                                        {"example",
+                                         {{"type", "string"},
+                                          {"description",
+                                           "its most frequent message (first 300 "
+                                           "bytes)"}}}})}}},
+             {"others",
+              {{"type", "object"},
+               {"description", "the trials of the reasons not listed, and how many reasons"},
+               {"properties", {{"trials", kInteger}, {"reasons", kInteger}}}}}})}},
       {"id", "name", "kernel", "machine", "objective", "direction", "strategy", "status",
        "trials"});
 }
@@ -800,6 +844,94 @@ void Service::add_routes() {
             "sources_that_ran_it and mean_quantile (0: each source's best)"}}}});
   }
   {
+    auto& r = route(
+        "GET", "/v1/compare", "compareMachines",
+        "Machine against machine: what two or more machines measured of a kernel on one input "
+        "(the successful configurations each has and shares, the rank correlation of their "
+        "values, each machine's best and how it does on the others, configurations that run "
+        "on one and fail on the other). 404 for an unknown kernel or machine (naming those "
+        "stored), 400 for inputs or objectives that differ, 409 when no two machines share 3 "
+        "successful configurations",
+        Access::read,
+        [this](Request& request) { return compare_machines_response(reader(), request); });
+    r.runs = Runs::compute;  // every trial of the kernel on each machine is read
+    r.query = {{"kernel", "string", true, "kernel name", {}},
+               {"machines",
+                "string",
+                true,
+                "two or more machine names separated by commas (machines=A100,V100)",
+                {}},
+               {"task",
+                "integer",
+                false,
+                "task id (default: the one input every machine measured)",
+                {},
+                1},
+               {"objective",
+                "string",
+                false,
+                "objective name (default: the one the machines' studies measure)",
+                {}}};
+    const nlohmann::json best_elsewhere = object_schema(
+        {{"from", kString},
+         {"to", kString},
+         {"config_key", kString},
+         {"status",
+          {{"type", "string"},
+           {"description", "how it did on `to`: ok, failed, timeout, invalid or not_measured"}}},
+         {"objective", nullable(kNumber)},
+         {"fraction_of_best",
+          nullable(
+              {{"type", "number"},
+               {"description",
+                "`to`'s best value over this one (its inverse when maximizing): 1 when `from`'s "
+                "best is `to`'s best too, 0.5 when it takes twice as long there"}})}});
+    const nlohmann::json one_only =
+        object_schema({{"runs_on", kString}, {"fails_on", kString}, {"count", kInteger}});
+    r.response_schema = object_schema(
+        {{"kernel", kString},
+         {"task", object_schema({{"id", kInteger}, {"description", kAnyObject}})},
+         {"objective", kString},
+         {"direction", kString},
+         {"unit", nullable(kString)},
+         {"machines",
+          array_of(object_schema(
+              {{"machine", kString},
+               {"configurations",
+                {{"type", "integer"}, {"description", "configurations measured (any status)"}}},
+               {"ok", {{"type", "integer"}, {"description", "of them, those that ran"}}},
+               {"failed", {{"type", "integer"}, {"description", "of them, those that never ran"}}},
+               {"best", nullable(object_schema({{"config", kConfig},
+                                                {"config_key", kString},
+                                                {"objective", kNumber},
+                                                {"trial_id", kInteger}}))}}))},
+         {"pairs",
+          array_of(object_schema(
+              {{"machines", array_of(kString)},
+               {"measured_on_both", kInteger},
+               {"common",
+                {{"type", "integer"}, {"description", "configurations that ran on both"}}},
+               {"spearman", nullable({{"type", "number"},
+                                      {"description",
+                                       "Spearman's rank correlation of the values over the common "
+                                       "configurations (null below 3; note says why)"}})},
+               {"top_k", kInteger},
+               {"top_k_overlap",
+                {{"type", "integer"},
+                 {"description",
+                  "how many of each machine's top_k best common configurations are shared"}}},
+               {"best_elsewhere", array_of(best_elsewhere)},
+               {"runs_on_one_only", array_of(one_only)},
+               {"runs_on_one_only_examples", array_of(object_schema({{"runs_on", kString},
+                                                                     {"fails_on", kString},
+                                                                     {"config", kConfig},
+                                                                     {"config_key", kString},
+                                                                     {"status", kString},
+                                                                     {"trial_id", kInteger},
+                                                                     {"message", kString}}))},
+               {"note", kString}}))}});
+  }
+  {
     auto& r = route("POST", "/v1/predict", "predict",
                     "Predicted objective (mean and uncertainty) of configurations of a study",
                     Access::read, bind(&Service::predict));
@@ -1215,6 +1347,7 @@ Response Service::get_study(Request& request) {
   auto j = study_json(reader(), study, true);
   const auto best = reader().best_trial(id);
   j["best"] = best ? trial_json(*best) : nlohmann::json(nullptr);
+  j["failure_reasons"] = failure_reasons_json(reader(), id);
   return Response::json(j);
 }
 

@@ -52,6 +52,8 @@ void add_query_commands(CLI::App& app);
 void add_benchmark_command(CLI::App& app);
 /// convergence (apps/convergence.cc): how stored studies reached their best.
 void add_convergence_command(CLI::App& app);
+/// compare (apps/compare.cc): machine against machine.
+void add_compare_command(CLI::App& app);
 /// serve, worker, token (apps/serve.cc, apps/worker.cc).
 void add_service_commands(CLI::App& app);
 

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 
+#include "api/comparison_json.h"
 #include "api/priors.h"
 #include "api/records_json.h"
 #include "api/study_manager.h"
@@ -40,6 +41,30 @@ std::string one_line(std::string text) {
   }
   return text;
 }
+
+namespace {
+
+// Why evaluations failed, by reason, most frequent first.
+void print_failure_reasons(const FailureBreakdown& breakdown) {
+  if (breakdown.reasons.empty()) return;
+  std::cout << "why " << breakdown.total() << " evaluation" << (breakdown.total() == 1 ? "" : "s")
+            << " failed:\n";
+  for (const auto& r : breakdown.reasons) {
+    std::cout << std::setw(8) << r.count << "  " << std::left << std::setw(8) << to_string(r.status)
+              << std::right << "  " << r.reason;
+    if (const auto example = one_line(r.example); example != r.reason) {
+      std::cout << "  (e.g. " << example.substr(0, 120) << (example.size() > 120 ? "..." : "")
+                << ")";
+    }
+    std::cout << "\n";
+  }
+  if (breakdown.other_reasons > 0) {
+    std::cout << std::setw(8) << breakdown.other_trials << "  others (" << breakdown.other_reasons
+              << " more reasons)\n";
+  }
+}
+
+}  // namespace
 
 db::StudyRecord resolve_study(const db::Store& store, const std::string& study) {
   // Study names are never digits only, so digits are an id.
@@ -823,7 +848,11 @@ void add_query_commands(CLI::App& app) {
       if (args->json) {
         nlohmann::json j = nlohmann::json::array();
         for (const auto& t : trials) j.push_back(api::trial_json(t));
-        std::cout << nlohmann::json{{"study_id", study.id.value}, {"trials", j}}.dump(2) << "\n";
+        std::cout << nlohmann::json{{"study_id", study.id.value},
+                                    {"trials", j},
+                                    {"failure_reasons", api::failure_reasons_json(store, study.id)}}
+                         .dump(2)
+                  << "\n";
         return;
       }
       std::cout << "study " << study.name << ": " << study.kernel_name << " on "
@@ -853,6 +882,7 @@ void add_query_commands(CLI::App& app) {
         std::cout << "\n";
       }
       std::cout << trials.size() << " trials; * marks a new best\n";
+      print_failure_reasons(failure_breakdown(store.failure_messages(study.id)));
       // What the search learnt: how much each parameter moves the objective.
       api::StudyManager studies(store);
       if (const auto relevance = studies.relevance(study.id); !relevance.empty()) {

@@ -87,6 +87,7 @@ int run_command_line(int argc, char** argv) {
   cli::add_query_commands(app);
   cli::add_benchmark_command(app);
   cli::add_convergence_command(app);
+  cli::add_compare_command(app);
   cli::add_service_commands(app);
   // Logs go to stderr: stdout is the command's answer (--json output a program parses).
   spdlog::set_default_logger(spdlog::stderr_color_mt("tunebase"));

@@ -1343,6 +1343,25 @@ TrialCounts Store::trial_counts(StudyId study) const {
   return c;
 }
 
+std::vector<FailureMessages> Store::failure_messages(StudyId study,
+                                                     std::size_t prefix_chars) const {
+  std::lock_guard lock(impl_->mutex);
+  impl_->require_study(study);
+  // trials_by_study_status_objective finds them; a lease that ended has no finished_at.
+  auto st = impl_->db.prepare(
+      "SELECT status, substr(message, 1, ?2) AS m, count(*) FROM trials WHERE study_id = ?1 "
+      "AND status IN ('failed', 'timeout', 'invalid') AND finished_at IS NOT NULL "
+      "GROUP BY status, m",
+      "reading why trials of study " + std::to_string(study.value) + " failed");
+  st.bind(1, study.value).bind(2, static_cast<std::int64_t>(prefix_chars));
+  std::vector<FailureMessages> out;
+  while (st.step()) {
+    out.push_back(
+        {trial_status_from_string(st.column_text(0)), st.column_text(1), st.column_int64(2)});
+  }
+  return out;
+}
+
 // --- queries across studies
 
 std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, MachineId machine,

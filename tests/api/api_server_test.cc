@@ -56,6 +56,51 @@ TEST(ApiServer, HealthOpenapiAndUnknownRoutes) {
   EXPECT_EQ(method.status, 405);
 }
 
+// Machine against machine over HTTP, and why a study's trials failed.
+TEST(ApiServer, ComparesMachinesAndSaysWhyTrialsFailed) {
+  TestServer server;
+  std::vector<Value> xs;
+  for (std::int64_t x = 1; x <= 6; ++x) xs.emplace_back(x);
+  for (const auto& [device, scale] : {std::pair{"gpu-a", 1.0}, std::pair{"gpu-b", 2.0}}) {
+    MeasuredDataset d;
+    d.device_name = device;
+    d.kernel_name = "stencil";
+    d.format = "kernel_tuner";
+    d.space = SearchSpace({ordinal("x", xs)}, {});
+    for (std::int64_t x = 1; x <= 6; ++x) {
+      // gpu-b cannot compile x = 6.
+      d.entries.push_back({{Value{x}},
+                           scale > 1.0 && x == 6 ? Measurement::failure(TrialStatus::failed,
+                                                                        "CompilationFailedConfig")
+                                                 : Measurement::success(scale * double(7 - x))});
+    }
+    server.store().import_dataset(d);
+  }
+  auto c = server.client();
+  auto r = c.get("/v1/compare?kernel=stencil&machines=gpu-a,gpu-b");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto j = r.json();
+  EXPECT_EQ(j["pairs"][0]["common"], 5);
+  EXPECT_DOUBLE_EQ(j["pairs"][0]["spearman"].get<double>(), 1.0);
+  EXPECT_EQ(j["pairs"][0]["best_elsewhere"][0]["status"], "failed");  // gpu-a's best, x = 6
+  EXPECT_EQ(j["pairs"][0]["runs_on_one_only"][0]["count"], 1);
+  EXPECT_EQ(j["machines"][1]["best"]["config"], (nlohmann::json{{"x", 5}}));
+
+  r = c.get("/v1/compare?kernel=stencil&machines=gpu-a,gpu-z");
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_NE(r.body.find("gpu-a, gpu-b"), std::string::npos) << r.body;
+  r = c.get("/v1/compare?kernel=stencil&machines=gpu-a");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("two or more machine"), std::string::npos) << r.body;
+
+  r = c.get("/v1/studies/2");
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = r.json();
+  EXPECT_EQ(j["failure_reasons"]["total"], 1);
+  EXPECT_EQ(j["failure_reasons"]["reasons"][0]["reason"], "CompilationFailedConfig");
+  EXPECT_EQ(j["failure_reasons"]["reasons"][0]["count"], 1);
+}
+
 // An encoded slash is part of a path segment (RFC 3986), not a separator.
 TEST(ApiServer, AnEncodedSlashDoesNotSeparatePathSegments) {
   TestServer server;

@@ -2212,3 +2212,63 @@ TEST_F(Cli, OptionsAKernelDoesNotReadAreRefusedAndT4FilesNeedAKernelName) {
 
 }  // namespace
 }  // namespace tunebase
+
+namespace tunebase {
+namespace {
+
+// Two imported caches of the toy kernel: GPU-A's best is b = 5, GPU-B's b = 2 (and 3x slower),
+// where GPU-B fails a = 0 (compilation) and a = 7, b = 7 (a run) that GPU-A runs.
+TEST_F(Cli, CompareTakesEachMachinesBestToTheOtherAndTrialsSayWhyTheyFailed) {
+  const auto a_file = dir_.file("a.json");
+  std::ofstream(a_file) << toy_cache("GPU-A", 1.0, 5);
+  auto b_cache = nlohmann::json::parse(toy_cache("GPU-B", 3.0, 2));
+  for (int b = 0; b < 8; ++b)
+    b_cache["cache"]["0," + std::to_string(b)]["time"] = "CompilationFailedConfig";
+  b_cache["cache"]["7,7"]["time"] = "RuntimeFailedConfig";
+  const auto b_file = dir_.file("b.json");
+  std::ofstream(b_file) << b_cache.dump();
+  for (const auto& f : {a_file, b_file})
+    ASSERT_EQ(run("import " + f + " --db " + db()).exit_code, 0);
+
+  auto r = run("compare --kernel toy --machine GPU-A --machine GPU-B --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["machines"][1]["failed"], 9);
+  const auto& pair = j["pairs"][0];
+  EXPECT_EQ(pair["common"], 55);
+  // Their best b differ (5 and 2): the rankings hardly agree.
+  EXPECT_NEAR(pair["spearman"].get<double>(), 0.0, 0.1);
+  // GPU-A's best (3, 5) on GPU-B: 3 * (1 + 9) ms against GPU-B's best 3 ms.
+  EXPECT_EQ(pair["best_elsewhere"][0]["config_key"], "3,5");
+  EXPECT_DOUBLE_EQ(pair["best_elsewhere"][0]["fraction_of_best"].get<double>(), 0.1);
+  EXPECT_EQ(pair["runs_on_one_only"][0]["count"], 9);
+  EXPECT_EQ(pair["runs_on_one_only_examples"][0]["message"], "CompilationFailedConfig");
+
+  r = run("compare --kernel toy --machine GPU-A --machine GPU-B --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("GPU-A's best on GPU-B: 30.000 ms, 0.100 of GPU-B's best (10.00x slower)"),
+            std::string::npos)
+      << r.out;
+  r = run("compare --kernel toy --machine GPU-A --machine GPU-C --db " + db());
+  EXPECT_EQ(r.exit_code, 3) << r.err;  // not found, naming those that measured it
+  EXPECT_NE(r.err.find("unknown machine \"GPU-C\"; the machines that measured kernel toy are "
+                       "GPU-A, GPU-B"),
+            std::string::npos)
+      << r.err;
+
+  r = run("trials --study 2 --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("why 9 evaluations failed:\n       8  failed    CompilationFailedConfig\n"
+                       "       1  failed    RuntimeFailedConfig\n"),
+            std::string::npos)
+      << r.out;
+  r = run("trials --study 2 --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto reasons = nlohmann::json::parse(r.out)["failure_reasons"];
+  EXPECT_EQ(reasons["total"], 9);
+  EXPECT_EQ(reasons["reasons"][0]["reason"], "CompilationFailedConfig");
+  EXPECT_EQ(reasons["reasons"][0]["count"], 8);
+}
+
+}  // namespace
+}  // namespace tunebase

@@ -1,0 +1,109 @@
+// Machine comparisons and failure breakdowns read from a store.
+#include "db/machine_comparison.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "tests/db/db_test_util.h"
+#include "tests/support/shared_data.h"
+
+namespace tunebase::db {
+namespace {
+
+using testing::config_json;
+using testing::config_key;
+using testing::make_study;
+
+// The six configurations of small_space with `time(block, layout)` on a machine's study.
+void measure(Store& store, const StudyRecord& study,
+             const std::function<double(std::int64_t, const std::string&)>& time) {
+  for (const std::int64_t block : {16, 32, 64}) {
+    for (const std::string layout : {"row", "col"}) {
+      const double t = time(block, layout);
+      store.add_trial(study.id, config_json(block, layout), config_key(block, layout),
+                      t > 0 ? Measurement::success(t)
+                            : Measurement::failure(TrialStatus::failed,
+                                                   "`./k --block " + std::to_string(block) +
+                                                       "` exited with code 1; stderr: oom"));
+    }
+  }
+}
+
+TEST(CompareStoredMachines, ComparesTheMachinesOnTheirCommonInput) {
+  tunebase::testing::TempDir dir;
+  Store store(dir.file("c.db"));
+  measure(store, make_study(store, "a", "m1"),
+          [](std::int64_t b, const std::string& l) { return b + (l == "row" ? 0.0 : 1.0); });
+  // m2: the same ranking, twice as slow, but 64/col fails.
+  measure(store, make_study(store, "b", "m2"), [](std::int64_t b, const std::string& l) {
+    return b == 64 && l == "col" ? 0.0 : 2.0 * b + (l == "row" ? 0.0 : 2.0);
+  });
+  const auto c = compare_stored_machines(store, {"demo", {"m1", "m2"}, std::nullopt, ""});
+  EXPECT_EQ(c.objective, "time");
+  EXPECT_EQ(c.task.description, nlohmann::json({{"n", 100}}));
+  const auto& p = c.comparison.pairs.at(0);
+  EXPECT_EQ(p.common, 5u);
+  EXPECT_DOUBLE_EQ(*p.spearman, 1.0);
+  EXPECT_DOUBLE_EQ(*p.a_best_on_b.fraction_of_best, 1.0);
+  EXPECT_EQ(p.runs_on_a_fails_on_b, 1u);
+  ASSERT_EQ(c.failures.at(0).size(), 1u);
+  EXPECT_EQ(c.failures[0][0].message, "`./k --block 64` exited with code 1; stderr: oom");
+}
+
+TEST(CompareStoredMachines, SaysWhatIsWrongAndWhatThereIs) {
+  tunebase::testing::TempDir dir;
+  Store store(dir.file("c.db"));
+  const auto up = [](std::int64_t b, const std::string&) { return double(b); };
+  measure(store, make_study(store, "a", "m1"), up);
+  measure(store, make_study(store, "b", "m2", 200), up);  // another input
+  make_study(store, "idle", "m3");                        // a study with no trials
+  const auto message = [&](const ComparisonQuery& q) {
+    try {
+      compare_stored_machines(store, q);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THROW(compare_stored_machines(store, {"nope", {"m1", "m2"}, {}, ""}), NotFound);
+  EXPECT_NE(message({"nope", {"m1", "m2"}, {}, ""}).find("the kernels stored are demo"),
+            std::string::npos);
+  EXPECT_THROW(compare_stored_machines(store, {"demo", {"m1", "zz"}, {}, ""}), NotFound);
+  EXPECT_NE(message({"demo", {"m1", "zz"}, {}, ""}).find("m1, m2, m3"), std::string::npos);
+  EXPECT_THROW(compare_stored_machines(store, {"demo", {"m1"}, {}, ""}), InvalidInput);
+  EXPECT_THROW(compare_stored_machines(store, {"demo", {"m1", "m1"}, {}, ""}), InvalidInput);
+  // Different inputs: not comparable, and the message names both.
+  EXPECT_THROW(compare_stored_machines(store, {"demo", {"m1", "m2"}, {}, ""}), InvalidInput);
+  const auto inputs = message({"demo", {"m1", "m2"}, {}, ""});
+  EXPECT_NE(inputs.find("{\"n\":100}"), std::string::npos) << inputs;
+  EXPECT_NE(inputs.find("{\"n\":200}"), std::string::npos) << inputs;
+  // m3 measured the input, but nothing ran: too few in common, and says how many are needed.
+  EXPECT_THROW(compare_stored_machines(store, {"demo", {"m1", "m3"}, {}, ""}), Conflict);
+  const auto few = message({"demo", {"m1", "m3"}, {}, ""});
+  EXPECT_NE(few.find("m1 and m3: 0"), std::string::npos) << few;
+  EXPECT_NE(few.find("at least 3"), std::string::npos) << few;
+}
+
+TEST(FailureMessages, GroupsFinishedFailuresAndLeavesOutSuccessesAndEndedLeases) {
+  tunebase::testing::TempDir dir;
+  Store store(dir.file("f.db"));
+  const auto study = make_study(store, "a", "m1");
+  measure(store, study, [](std::int64_t b, const std::string&) { return b == 16 ? 1.0 : 0.0; });
+  const auto lease = store.add_pending_trial(study.id, config_json(16, "row"), "lease", "c", 60);
+  store.release_lease(lease);
+  const auto messages = store.failure_messages(study.id);
+  std::int64_t total = 0;
+  for (const auto& m : messages) {
+    EXPECT_EQ(m.status, TrialStatus::failed);
+    total += m.count;
+  }
+  EXPECT_EQ(total, 4);
+  EXPECT_EQ(messages.size(), 2u);  // --block 32 and --block 64
+  const auto breakdown = failure_breakdown(messages);
+  ASSERT_EQ(breakdown.reasons.size(), 1u);
+  EXPECT_EQ(breakdown.reasons[0].reason, "`<command>` exited with code 1");
+  EXPECT_EQ(breakdown.reasons[0].count, 4);
+}
+
+}  // namespace
+}  // namespace tunebase::db
