@@ -138,7 +138,8 @@ int main(int argc, char** argv) {
         std::mt19937_64 shuffle_rng(seed);
         std::shuffle(order.begin(), order.end(), shuffle_rng);
         order.resize(std::min(order.size(), train_sizes.back()));
-        for (std::size_t i : order) sequence.push_back({configs[i], target.replay.lookup(configs[i])});
+        for (std::size_t i : order)
+          sequence.push_back({configs[i], target.replay.lookup(configs[i])});
       }
       for (std::size_t k = 0; k < train_sizes.size(); ++k) {
         const std::size_t n = std::min(train_sizes[k], sequence.size());
@@ -180,8 +181,8 @@ int main(int argc, char** argv) {
       const auto [lo, hi] = std::minmax_element(s.seed_in68.begin(), s.seed_in68.end());
       const double points = static_cast<double>(s.points);
       std::printf("| %zu | %zu | %.2f (%.2f..%.2f) | %.2f | %.2f | %.2f |\n", train_sizes[k],
-                  s.points, s.in68 / points, *lo, *hi, s.in95 / points,
-                  s.log_density / points, median(s.width));
+                  s.points, s.in68 / points, *lo, *hi, s.in95 / points, s.log_density / points,
+                  median(s.width));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_calibration: %s\n", e.what());

@@ -15,7 +15,8 @@ for target in gemm/A100 convolution_hub/A4000; do
   "$bench" --target "$data/$target.json.gz" --seeds "$seeds" --sample bo --train 10 --train 20 \
     --train 50 2>/dev/null
 done
-"$bench" --target "$data/convolution_hub/A4000.json.gz" --prior "$data/convolution_hub/A100.json.gz" \
-  --train 0 --train 5 --train 20 --seeds "$seeds" 2>/dev/null
-"$bench" --target "$data/gemm/A4000.json.gz" --prior "$data/gemm/A100.json.gz" \
-  --train 0 --train 5 --train 20 --seeds "$seeds" 2>/dev/null
+for pair in convolution_hub/A4000:convolution_hub/A100 dedispersion/A4000:dedispersion/A100 \
+  gemm/V100:gemm/A100; do
+  "$bench" --target "$data/${pair%%:*}.json.gz" --prior "$data/${pair##*:}.json.gz" \
+    --train 0 --train 5 --train 20 --seeds "$seeds" 2>/dev/null
+done
