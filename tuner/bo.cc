@@ -97,7 +97,7 @@ constexpr double kOneSourceLogSpread = 0.83;
 // prior of the interval scale, and the probability of the interval a forecast reports.
 constexpr double kIntervalPriorPoints = 2.0;
 constexpr double kCentral68 = 0.6826894921370859;  // Phi(1) - Phi(-1)
-// Below this many target rows (without priors), the interval scale comes from kIntervalFolds-fold
+// Below this many target rows, the interval scale comes from kIntervalFolds-fold
 // cross-validation with refitted hyperparameters; from it on, from leave-one-out residuals.
 constexpr std::size_t kIntervalRefitBelow = 200;
 constexpr std::size_t kIntervalFolds = 10;
@@ -1131,17 +1131,19 @@ class BayesianOptimization final : public ModelBasedStrategy {
     forecast_half_width_ = interval_half_width();
   }
 
-  // Standardised residuals (y_i - mu(x_i)) / sd(x_i) of the target GP's values, each predicted
-  // by a GP fitted (hyperparameters included, from scratch) on the other folds. With fixed
-  // hyperparameters, as leave_one_out is, the residuals look calibrated (mean r^2 0.9 to 1.2
-  // on GEMM A100 with 10 and 50 random measurements) while held-out times are not: maximum
-  // likelihood picks lengthscales that suit exactly these points, and only a refit without them
-  // shows how far that carries.
+  // Standardised residuals (z_i - mu(x_i)) / sd(x_i) of the study's own successes (model
+  // units), each forecast as forecasts are (the transfer part included) by a target GP fitted,
+  // hyperparameters included and from scratch, on the other folds. With fixed hyperparameters,
+  // as leave_one_out is, the residuals look calibrated (mean r^2 0.9 to 1.2 on GEMM A100 with
+  // 10 and 50 random measurements) while held-out times are not: maximum likelihood picks
+  // lengthscales that suit exactly these points, and only a refit without them shows how far
+  // that carries. The transfer part (stack scale, ensemble weights) stays as fitted on all.
   std::vector<double> cross_validated_residuals() const {
     const std::size_t n = gp_.size();
     const std::size_t folds = std::min(kIntervalFolds, n);  // leave-one-out below it
     const Matrix& x = gp_.inputs();
     const std::vector<double>& y = gp_.targets();
+    const auto transfer = transfer_ready() ? transfer_predictions(x) : std::vector<Prediction>{};
     std::vector<std::size_t> order(n);
     std::iota(order.begin(), order.end(), std::size_t{0});
     Rng rng(seed_ ^ (n * folds));
@@ -1153,31 +1155,52 @@ class BayesianOptimization final : public ModelBasedStrategy {
       for (std::size_t k = 0; k < n; ++k) (k % folds == fold ? test : train).push_back(order[k]);
       std::vector<double> train_y;
       for (std::size_t i : train) train_y.push_back(y[i]);
-      const GaussianProcess gp =
-          fit_gp(surrogates::select_rows(x, train), train_y, rng, std::nullopt);
-      const Prediction p = gp.predict(surrogates::select_rows(x, test));
+      const GaussianProcess gp = fold_model(surrogates::select_rows(x, train), train_y, rng);
+      Prediction p = gp.predict(surrogates::select_rows(x, test));
+      if (transfer_ready()) {
+        std::vector<Prediction> at_test(transfer.size());
+        std::vector<const Prediction*> parts;
+        for (std::size_t s = 0; s < transfer.size(); ++s) {
+          for (std::size_t i : test) {
+            at_test[s].mean.push_back(transfer[s].mean[i]);
+            at_test[s].variance.push_back(transfer[s].variance[i]);
+          }
+          parts.push_back(&at_test[s]);
+        }
+        p = combine(p, parts);
+      }
       const double noise = gp.hyperparameters().noise_variance;
       for (std::size_t k = 0; k < test.size(); ++k) {
-        residuals.push_back((y[test[k]] - p.mean[k]) / std::sqrt(p.variance[k] + noise));
+        residuals.push_back((target_.z[test[k]] - p.mean[k]) / std::sqrt(p.variance[k] + noise));
       }
     }
     return residuals;
   }
 
+  // The target GP on (x, y) as update_model would fit it, but from no earlier optimum: default
+  // hyperparameters with the mean of y below kMinObservationsForModel rows.
+  GaussianProcess fold_model(const Matrix& x, const std::vector<double>& y, Rng& rng) const {
+    if (y.size() >= kMinObservationsForModel) return fit_gp(x, y, rng, std::nullopt);
+    Matrix empty(0, x.nc());
+    auto h = GaussianProcess::fit(empty, {}, fit_options_, rng).hyperparameters();
+    if (!y.empty())
+      h.mean = std::accumulate(y.begin(), y.end(), 0.0) / static_cast<double>(y.size());
+    return GaussianProcess::condition(x, y, h);
+  }
+
   // Half-width of the forecasts' 68% interval in units of the model's predictive standard
   // deviation: a Student-t scale (surrogates/calibration.h) learned from how far the model's
-  // predictions of the study's own successes missed them when they were left out. The GP's own
+  // forecasts of the study's own successes missed them when they were left out. The GP's own
   // variance was overconfident on every measured GPU space (docs/benchmarks.md, "Calibration of
-  // predictions": 26-45% of held-out times inside with 10 random observations). Below
-  // kIntervalRefitBelow rows without priors, by cross-validation with refitted hyperparameters
-  // (cross_validated_residuals); else, and with priors (whose stack and weights a refit would
-  // have to rebuild), by leave-one-out at fixed hyperparameters, through the transfer part as
-  // forecasts combine it. Searches never read this, only what forecasts report. Zero-shot no
-  // residual says anything: 1, the priors' spread (between_sources_sd) stands for it.
+  // predictions": 26-37% of held-out times inside with 10 random observations, 28-36% with 5
+  // and another machine's as priors). Below kIntervalRefitBelow rows by cross-validation with
+  // refitted hyperparameters (cross_validated_residuals); from it on (10 refits of 180 and more
+  // rows would cost seconds) by leave-one-out at fixed hyperparameters, through the transfer
+  // part as forecasts combine it. Searches never read this, only what forecasts report.
+  // Zero-shot no residual says anything: 1, the priors' spread (between_sources_sd) stands for it.
   double interval_half_width() const {
     if (target_.n_ok == 0 || gp_.size() == 0) return 1.0;
-    if (!transfer_ready() && gp_.size() > kMinObservationsForModel &&
-        gp_.size() < kIntervalRefitBelow) {
+    if (gp_.size() >= 2 && gp_.size() < kIntervalRefitBelow) {
       return surrogates::interval_scale(cross_validated_residuals(), kIntervalPriorPoints)
           .half_width(kCentral68);
     }
