@@ -963,7 +963,11 @@ void Service::add_routes() {
                               "16th percentile: lower .. upper is the 68% "
                               "interval of a measurement, in the objective's "
                               "unit; it need not be symmetric around mean (the "
-                              "model may warp the objective)"}}},
+                              "model may warp the objective). Its width is "
+                              "calibrated on how far the model's predictions of "
+                              "the study's own results missed them when each was "
+                              "left out, so that about 68% of measurements fall "
+                              "inside"}}},
                            {"upper", {{"type", "number"}, {"description", "84th percentile"}}},
                            {"std",
                             {{"type", "number"},

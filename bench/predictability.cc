@@ -22,8 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "kernels/replay.h"
+#include "bench/measured_target.h"
 #include "surrogates/acquisition.h"
 #include "surrogates/gp.h"
 #include "surrogates/transform.h"
@@ -63,20 +62,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const auto replay = ReplayEvaluator::from_file(target);
-    const auto& space = replay.space();
-    const auto& configs = replay.configurations();
+    const auto measured = bench::read_measured_target(target);
+    const auto& space = measured.replay.space();
+    const auto& time = measured.time;
     std::vector<std::vector<double>> x;
-    std::vector<double> time;
-    std::vector<std::size_t> ok;
-    for (std::size_t i = 0; i < configs.size(); ++i) {
-      const Measurement m = replay.lookup(configs[i]);
-      if (!m.ok() || !(m.objective > 0)) continue;
-      ok.push_back(i);
-      x.push_back(space.encode(configs[i]));
-      time.push_back(m.objective);
-    }
-    if (ok.empty()) throw InvalidInput(target + ": no successful measurement");
+    for (std::size_t i : measured.ok)
+      x.push_back(space.encode(measured.replay.configurations()[i]));
     const double best = *std::min_element(time.begin(), time.end());
     std::vector<std::size_t> top;  // indices into x / time
     for (std::size_t i = 0; i < time.size(); ++i) {
