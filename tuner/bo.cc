@@ -547,6 +547,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     prepare_transfer(state);
     if (!transfer_ready() && state.ok_count() < kMinObservationsForModel) return {};
     model_for_answers(state);
+    if (!forecast_half_width_) forecast_half_width_ = interval_half_width();
     std::vector<std::vector<double>> rows;
     for (const auto& c : configs) rows.push_back(encode(state, c));
     const Matrix x = rows_to_matrix(rows, model_dimension(state));
@@ -582,7 +583,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     std::vector<Forecast> out;
     for (std::size_t i = 0; i < configs.size(); ++i) {
       const double sd =
-          forecast_half_width_ * std::sqrt(std::max(prediction.variance[i], 0.0) + noise);
+          *forecast_half_width_ * std::sqrt(std::max(prediction.variance[i], 0.0) + noise);
       const double z = prediction.mean[i];
       const double g = log_units(z);
       // Values that come from the priors are on their scale (log_units): how far this
@@ -1128,7 +1129,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     Rng rng(seed_ ^ state.observations.size());
     update_model(state, rng);
     modelled_state_ = std::move(fingerprint);
-    forecast_half_width_ = interval_half_width();
+    forecast_half_width_.reset();  // forecast() learns it when asked: relevance needs none
   }
 
   // Standardised residuals (z_i - mu(x_i)) / sd(x_i) of the study's own successes (model
@@ -1761,8 +1762,9 @@ class BayesianOptimization final : public ModelBasedStrategy {
   // observations_fingerprint of the state model_for_answers last brought the model up to date
   // with (empty once anything else has updated it).
   std::string modelled_state_;
-  // Of forecasts for the model of modelled_state_ (interval_half_width).
-  double forecast_half_width_ = 1.0;
+  // Of forecasts for the model of modelled_state_ (interval_half_width), once a forecast asked:
+  // below kIntervalRefitBelow rows it takes kIntervalFolds refits.
+  std::optional<double> forecast_half_width_;
 
   // ---- transfer: the priors as model data, their fitted models (shared through the cache)
   const std::vector<Prior>* prepared_from_ = nullptr;
