@@ -662,7 +662,10 @@ void Service::add_routes() {
     auto& r =
         route("POST", "/v1/trials/{id}/result", "reportResult",
               "Report the result (or failure) of a leased trial; accepted once (the same result "
-              "sent again answers 200 with the trial and already_stored: true), also after the "
+              "sent again, every field as before, answers 200 with the trial and "
+              "already_stored: true; one that differs in status, value, raw, cost_seconds, "
+              "message or metrics is a 409 naming what is stored and what differs), also after "
+              "the "
               "lease expired while the configuration has no other result and the budget has "
               "room (else 409): a newer lease of the configuration is then withdrawn, and its "
               "holder's result refused with 409",

@@ -61,8 +61,16 @@ struct Observation {
   Measurement result;
 };
 
-/// Whether `b` is the result `a` holds (status, value, raw measurements, and a failure's
-/// message): what a client sends again when it retries after a lost answer.
+/// The fields of a result, as the API names them (status, value, raw, cost_seconds, message,
+/// metrics), in which `sent` differs from `stored`: none when `sent` is the very result
+/// `stored` holds, what a client sends again when it retries after a lost answer. Numbers
+/// compare exactly (JSON carries a double exactly), metrics as JSON objects (whatever the
+/// order of their keys; 2 and 2.0 are one number).
+std::vector<std::string> differing_fields(const Measurement& stored, const Measurement& sent);
+
+/// Whether `b` measured what `a` holds: status, value, raw measurements and a failure's
+/// message, as a Kernel Tuner cache keeps them (not cost, metrics or an ok result's message;
+/// a retry is told by differing_fields).
 bool same_result(const Measurement& a, const Measurement& b);
 
 /// Median of a non-empty list (average of the two middle values for an even count).

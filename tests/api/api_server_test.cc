@@ -2391,5 +2391,75 @@ TEST(ApiServer, RefusesToListenOnABusyPort) {
   }
 }
 
+// A result is accepted once. Sent again as it was (a retry after a lost answer, with its
+// metrics' keys in another order) it is answered with the stored trial; sent with anything
+// different it is a 409 that says what is stored and what differs, and nothing changes.
+TEST(ApiServer, AResultSentAgainWithOtherContentIsAConflict) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 10);
+  const auto trial = c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
+                            {{"n", 1}, {"client_id", "w"}}, server.token)
+                         .json()["suggestions"][0]["trial_id"]
+                         .get<std::int64_t>();
+  const std::string path = "/v1/trials/" + std::to_string(trial) + "/result";
+  const auto send = [&](const std::string& body) {
+    return c.request("POST", path, body, server.token);
+  };
+  const std::string fields =
+      R"("client_id": "w", "value": 0.1, "raw": [0.1, 0.30000000000000004], "cost_seconds": 1.5,
+         "message": "ran")";
+  ASSERT_EQ(send("{" + fields + R"(, "metrics": {"gflops": 12.5, "bytes": 3}})").status, 200);
+  const auto stored = c.get("/v1/trials/" + std::to_string(trial)).json();
+
+  const auto retry = send("{" + fields + R"(, "metrics": {"bytes": 3.0, "gflops": 12.5}})");
+  ASSERT_EQ(retry.status, 200) << retry.body;
+  EXPECT_TRUE(retry.json()["already_stored"].get<bool>());
+
+  const std::map<std::string, std::string> others = {
+      {"value", R"("client_id": "w", "value": 0.2, "raw": [0.1, 0.30000000000000004],
+                   "cost_seconds": 1.5, "message": "ran", "metrics": {"gflops": 12.5, "bytes": 3})"},
+      {"raw", R"("client_id": "w", "value": 0.1, "raw": [0.1, 0.3], "cost_seconds": 1.5,
+                 "message": "ran", "metrics": {"gflops": 12.5, "bytes": 3})"},
+      {"cost_seconds", R"("client_id": "w", "value": 0.1, "raw": [0.1, 0.30000000000000004],
+                          "cost_seconds": 2, "message": "ran",
+                          "metrics": {"gflops": 12.5, "bytes": 3})"},
+      {"message", R"("client_id": "w", "value": 0.1, "raw": [0.1, 0.30000000000000004],
+                     "cost_seconds": 1.5, "metrics": {"gflops": 12.5, "bytes": 3})"},
+      {"metrics", "{" + fields + R"(, "metrics": {"gflops": 12.6, "bytes": 3}})"},
+      {"metrics, no metrics", "{" + fields + "}"},
+      {"status failed", R"("client_id": "w", "status": "failed", "message": "ran")"}};
+  for (const auto& [differs, body] : others) {
+    SCOPED_TRACE(differs);
+    const auto reply = send(body.front() == '{' ? body : "{" + body + "}");
+    EXPECT_EQ(reply.status, 409) << reply.body;
+    const auto message = reply.error_message();
+    EXPECT_THAT(message, HasSubstr("already has a result (status ok, value 0.1, stored "));
+    const auto field = differs.substr(0, differs.find(','));
+    EXPECT_THAT(message, HasSubstr("differs in " + field)) << message;
+  }
+  EXPECT_THAT(send("{" + others.at("value") + "}").error_message(),
+              HasSubstr("differs in value 0.2"));
+  EXPECT_EQ(c.get("/v1/trials/" + std::to_string(trial)).json(), stored);
+
+  // Measurements added again are told the same way.
+  const std::string measurements = "/v1/studies/" + std::to_string(study) + "/measurements";
+  // Not the configuration of the trial above.
+  const nlohmann::json config{
+      {"bx", 1},
+      {"by", 1},
+      {"unroll", stored["config"] == nlohmann::json{{"bx", 1}, {"by", 1}, {"unroll", 0}} ? 1 : 0}};
+  const auto add = [&](const nlohmann::json& metrics) {
+    return c.post(measurements,
+                  {{"measurements", {{{"config", config}, {"value", 2.0}, {"metrics", metrics}}}}},
+                  server.token);
+  };
+  ASSERT_EQ(add({{"a", 1}}).status, 201);
+  EXPECT_EQ(add({{"a", 1}}).status, 200);
+  const auto other = add({{"a", 2}});
+  EXPECT_EQ(other.status, 409) << other.body;
+  EXPECT_THAT(other.error_message(), HasSubstr("differing in metrics"));
+}
+
 }  // namespace
 }  // namespace tunebase::api

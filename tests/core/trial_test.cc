@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -70,6 +71,29 @@ TEST(Storable, MetricsOverTheLimitAreLeftOutSayingSo) {
       << stored.message;
   m.metrics = {{"GFLOP/s", 9.5}};
   EXPECT_EQ(storable(m).metrics, m.metrics);
+}
+
+// A retry is the result stored, field for field; anything else differs, and says where.
+TEST(DifferingFields, NameEveryFieldThatDiffers) {
+  auto stored = Measurement::success(0.1, {0.1, 0.2}, 1.5);
+  stored.message = "ran";
+  stored.metrics = nlohmann::json::parse(R"({"gflops": 2, "bytes": 3.5})");
+  auto sent = stored;
+  sent.metrics = nlohmann::json::parse(R"({"bytes": 3.5, "gflops": 2.0})");
+  EXPECT_TRUE(differing_fields(stored, sent).empty());
+  sent.objective = 0.2;
+  sent.cost_seconds = 1.0;
+  sent.metrics["gflops"] = 2.5;
+  EXPECT_EQ(differing_fields(stored, sent),
+            (std::vector<std::string>{"value", "cost_seconds", "metrics"}));
+  const auto failed = Measurement::failure(TrialStatus::failed, "crashed");
+  EXPECT_EQ(
+      differing_fields(stored, failed),
+      (std::vector<std::string>{"status", "value", "raw", "cost_seconds", "message", "metrics"}));
+  // Metrics left out and an empty object are the same: none.
+  auto none = failed;
+  none.metrics = nullptr;
+  EXPECT_TRUE(differing_fields(failed, none).empty());
 }
 
 }  // namespace
