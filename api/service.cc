@@ -31,6 +31,12 @@ constexpr std::size_t kMaxUnitBytes = 32;
 // A fingerprint says what a machine is (CPU model, GPUs, memory): a few hundred bytes. Every
 // listing of machines carries them all, so one may not grow to the size of a request body.
 constexpr std::size_t kMaxFingerprintBytes = 16 * 1024;
+// A study's task (its input: matrix, problem size, command line) and task_features come with
+// every listing of studies, as do its strategy_options: bounded as fingerprints are.
+constexpr std::size_t kMaxTaskBytes = 16 * 1024;
+constexpr std::size_t kMaxStrategyOptionsBytes = 16 * 1024;
+// Names in a study's prior_machines, at most.
+constexpr std::size_t kMaxPriorMachines = 1000;
 constexpr auto kPredictedBestTtl = std::chrono::seconds(60);
 // Entries of each /v1/best cache at most (then it starts afresh): names are the client's.
 constexpr std::size_t kMaxCachedAnswers = 4096;
@@ -82,6 +88,16 @@ void check_task_features(const db::Store& store, const std::string& kernel,
                      db::json_text(features) +
                      ": give the same features or none, or another task for another input");
     }
+  }
+}
+
+// FieldError unless `value` takes at most `limit` bytes as JSON (`what_it_is` says what it
+// holds, to keep to): it is stored, and listings carry it.
+void check_json_size(const nlohmann::json& value, const std::string& field, std::size_t limit,
+                     const std::string& what_it_is = {}) {
+  if (const auto size = db::json_text(value).size(); size > limit) {
+    throw FieldError(field, "\"" + field + "\" must be at most " + std::to_string(limit) +
+                                " bytes as JSON" + what_it_is + ", got " + std::to_string(size));
   }
 }
 
@@ -145,12 +161,13 @@ Measurement read_result(JsonReader& r) {
                          std::to_string(message.size()) +
                          "; keep what says why (the end of a program's output, say)");
   }
-  if (metrics) {
-    if (const auto size = db::json_text(*metrics).size(); size > kMaxMetricsBytes) {
-      throw FieldError(r.field("metrics"), "\"" + r.field("metrics") + "\" must be at most " +
-                                               std::to_string(kMaxMetricsBytes) +
-                                               " bytes as JSON, got " + std::to_string(size));
-    }
+  if (metrics) check_json_size(*metrics, r.field("metrics"), kMaxMetricsBytes);
+  if (raw.size() > kMaxRawValues) {
+    throw FieldError(r.field("raw"), "\"" + r.field("raw") + "\" must hold at most " +
+                                         std::to_string(kMaxRawValues) + " values, got " +
+                                         std::to_string(raw.size()) +
+                                         "; send the objective as \"value\" with a sample of the "
+                                         "repeats (tunebase worker keeps them evenly spaced)");
   }
   Measurement m;
   if (status == TrialStatus::ok) {
@@ -194,7 +211,11 @@ nlohmann::json result_properties() {
       {"status", {{"type", "string"}, {"enum", kResultStatuses}}},
       {"value",
        {{"type", "number"}, {"description", "the objective; needed when ok unless raw is given"}}},
-      {"raw", {{"type", "array"}, {"items", kNumber}}},
+      {"raw",
+       {{"type", "array"},
+        {"items", kNumber},
+        {"maxItems", kMaxRawValues},
+        {"description", "the repeated measurements, at most " + std::to_string(kMaxRawValues)}}},
       {"cost_seconds", {{"type", "number"}, {"minimum", 0}}},
       {"message",
        {{"type", "string"},
@@ -487,10 +508,17 @@ void Service::add_routes() {
             "{\"ConfigurationSpace\": ...} (docs/space-format.md); optional when the kernel "
             "is known"}}},
          {"machine", kString},
-         {"task", kAnyObject},
-         {"task_features", kAnyObject},
+         {"task",
+          {{"type", "object"},
+           {"description", "the input measured (matrix, problem size, command line): at most " +
+                               std::to_string(kMaxTaskBytes) + " bytes as JSON"}}},
+         {"task_features",
+          {{"type", "object"},
+           {"description", "numbers that place the input among others for transfer: at most " +
+                               std::to_string(kMaxTaskBytes) + " bytes as JSON"}}},
          {"objective",
           {{"type", "string"},
+           {"maxLength", db::kMaxNameBytes},
            {"description",
             "the objective's name (GET /v1/best?objective= filters by it). Default: named by "
             "the unit taken, as tunebase sweep names it: \"time\" for a time or a plain number "
@@ -498,10 +526,14 @@ void Service::add_routes() {
             "maximized"}}},
          {"direction", {{"type", "string"}, {"enum", {"minimize", "maximize"}}}},
          {"strategy", {{"type", "string"}, {"enum", strategy_names()}}},
-         {"strategy_options", kAnyObject},
+         {"strategy_options",
+          {{"type", "object"},
+           {"description", "at most " + std::to_string(kMaxStrategyOptionsBytes) +
+                               " bytes as JSON (tuner/bo.h lists them)"}}},
          {"budget", {{"type", "integer"}, {"minimum", 1}}},
          {"transfer", kBoolean},
-         {"prior_machines", {{"type", "array"}, {"items", kString}}},
+         {"prior_machines",
+          {{"type", "array"}, {"items", kString}, {"maxItems", kMaxPriorMachines}}},
          {"seed", {{"type", "integer"}, {"minimum", 0}}},
          {"unit",
           {{"type", "string"},
@@ -1055,13 +1087,8 @@ Response Service::create_machine(Request& request) {
   // Registering a known name again without a fingerprint keeps the one stored.
   if (known && !fingerprint) return Response::json(machine_json(*known));
   if (fingerprint) {
-    if (const auto size = fingerprint->dump().size(); size > kMaxFingerprintBytes) {
-      throw FieldError("fingerprint", "\"fingerprint\" must be at most " +
-                                          std::to_string(kMaxFingerprintBytes) +
-                                          " bytes as JSON (what the machine is: CPU, GPUs, "
-                                          "memory), got " +
-                                          std::to_string(size));
-    }
+    check_json_size(*fingerprint, "fingerprint", kMaxFingerprintBytes,
+                    " (what the machine is: CPU, GPUs, memory)");
     info.fingerprint = *fingerprint;
   }
   refresh_fingerprint_hash(info);
@@ -1090,6 +1117,7 @@ Response Service::create_study(Request& request) {
   const auto* task = r.optional_object("task");
   const auto* task_features = r.optional_object("task_features");
   const auto objective = r.optional_string("objective");
+  if (objective) check_name_in(*objective, "objective", "\"objective\"");
   study.direction = db::direction_from_string(
       r.optional_choice("direction", {"minimize", "maximize"}).value_or("minimize"));
   const auto strategy = r.optional_choice("strategy", strategy_names());
@@ -1106,13 +1134,24 @@ Response Service::create_study(Request& request) {
                                  std::to_string(unit->size()));
   }
   if (unit && !unit->empty()) check_name_in(*unit, "unit", "\"unit\"");
+  if (task) check_json_size(*task, "task", kMaxTaskBytes, " (a description of the input)");
+  if (task_features) check_json_size(*task_features, "task_features", kMaxTaskBytes);
+  if (strategy_options) {
+    check_json_size(*strategy_options, "strategy_options", kMaxStrategyOptionsBytes);
+  }
   if (prior_machines) {
+    if (prior_machines->size() > kMaxPriorMachines) {
+      throw FieldError("prior_machines", "\"prior_machines\" may name at most " +
+                                             std::to_string(kMaxPriorMachines) + " machines, got " +
+                                             std::to_string(prior_machines->size()));
+    }
     for (std::size_t i = 0; i < prior_machines->size(); ++i) {
+      const auto field = "prior_machines[" + std::to_string(i) + "]";
       if (!(*prior_machines)[i].is_string()) {
-        throw FieldError("prior_machines[" + std::to_string(i) + "]",
-                         "\"prior_machines\" must list machine names (strings), got " +
-                             (*prior_machines)[i].dump());
+        throw FieldError(field, "\"prior_machines\" must list machine names (strings), got " +
+                                    (*prior_machines)[i].dump());
       }
+      check_name_in((*prior_machines)[i].get<std::string>(), field, "\"" + field + "\"");
     }
   }
 
@@ -1354,7 +1393,7 @@ std::vector<Response> Service::report_results(std::vector<Request*>& requests) {
       const db::TrialId id{requests[i]->id_param("id")};
       const auto body = parse_json_body(requests[i]->body);
       JsonReader r(body);
-      auto client_id = r.required_string("client_id");
+      auto client_id = checked_name(r, "client_id", true);
       auto result = read_result(r);
       r.finish();
       reports.push_back({id, std::move(client_id), std::move(result)});
@@ -1391,7 +1430,8 @@ std::vector<Response> Service::add_measurements(std::vector<Request*>& requests)
       (void)studies_.space(batch.study);  // an unknown study is a 404 whatever the body holds
       const auto body = parse_json_body(requests[i]->body);
       JsonReader r(body);
-      batch.client_id = r.optional_string("client_id").value_or("external");
+      batch.client_id = checked_name(r, "client_id", false);
+      if (batch.client_id.empty()) batch.client_id = "external";
       const auto& list = r.required_array("measurements");
       r.finish();
       if (list.empty() || list.size() > kMaxMeasurementsPerRequest) {

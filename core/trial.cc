@@ -78,6 +78,15 @@ Measurement storable(Measurement m) {
   }
   if (!std::isfinite(m.cost_seconds) || m.cost_seconds < 0) m.cost_seconds = 0.0;
   std::erase_if(m.raw, [](double r) { return !std::isfinite(r); });
+  if (const auto taken = m.raw.size(); taken > kMaxRawValues) {
+    std::vector<double> kept(kMaxRawValues);
+    for (std::size_t i = 0; i < kMaxRawValues; ++i) kept[i] = m.raw[i * taken / kMaxRawValues];
+    m.raw = std::move(kept);
+    m.message += std::string(m.message.empty() ? "" : "; ") + "raw holds " +
+                 std::to_string(kMaxRawValues) + " of its " + std::to_string(taken) +
+                 " measurements, evenly spaced (at most " + std::to_string(kMaxRawValues) +
+                 " are stored)";
+  }
   if (const auto size =
           m.metrics.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
       size > kMaxMetricsBytes) {

@@ -287,6 +287,50 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
                          {"message", std::string(kMaxMessageBytes + 1, 'm')}}}}}
            .dump(),
        true, 400, "measurements[0].message", "must be at most 65536 bytes"},
+      // Stored free text and objects are bounded too: every listing of studies carries them.
+      {"oversize task", "POST", "/v1/studies",
+       study_body({{"task", {{"command", std::string(20000, 'c')}}}}), true, 400, "task",
+       "\"task\" must be at most 16384 bytes as JSON (a description of the input), got 200"},
+      {"oversize task_features", "POST", "/v1/studies",
+       study_body({{"task_features", [] {
+                      nlohmann::json f;
+                      for (int i = 0; i < 2000; ++i) f["feature_" + std::to_string(i)] = i;
+                      return f;
+                    }()}}),
+       true, 400, "task_features", "\"task_features\" must be at most 16384 bytes as JSON"},
+      {"oversize strategy_options", "POST", "/v1/studies",
+       study_body({{"strategy_options", {{"note", std::string(20000, 'o')}}}}), true, 400,
+       "strategy_options", "must be at most 16384 bytes as JSON, got 200"},
+      {"oversize objective", "POST", "/v1/studies",
+       study_body({{"objective", std::string(300, 'o')}}), true, 400, "objective",
+       "must be 1 to 200 bytes of text"},
+      {"objective with a line break", "POST", "/v1/studies", study_body({{"objective", "a\nb"}}),
+       true, 400, "objective", "line breaks"},
+      {"too many prior machines", "POST", "/v1/studies",
+       study_body({{"prior_machines", std::vector<std::string>(1001, "test-machine")}}), true, 400,
+       "prior_machines", "may name at most 1000 machines, got 1001"},
+      {"oversize prior machine name", "POST", "/v1/studies",
+       study_body({{"prior_machines", {std::string(300, 'p')}}}), true, 400, "prior_machines[0]",
+       "must be 1 to 200 bytes"},
+      {"oversize raw", "POST", trial,
+       nlohmann::json{{"client_id", "owner"}, {"raw", std::vector<double>(kMaxRawValues + 1, 1.0)}}
+           .dump(),
+       true, 400, "raw", "\"raw\" must hold at most 4096 values, got 4097"},
+      {"oversize measurement raw", "POST", study + "/measurements",
+       nlohmann::json{{"measurements",
+                       {{{"config", {{"bx", 4}, {"by", 4}, {"unroll", 0}}},
+                         {"raw", std::vector<double>(kMaxRawValues + 1, 1.0)}}}}}
+           .dump(),
+       true, 400, "measurements[0].raw", "must hold at most 4096 values"},
+      {"oversize measurement client id", "POST", study + "/measurements",
+       nlohmann::json{{"client_id", std::string(300, 'x')},
+                      {"measurements",
+                       {{{"config", {{"bx", 4}, {"by", 4}, {"unroll", 0}}}, {"value", 1.0}}}}}
+           .dump(),
+       true, 400, "client_id", "must be 1 to 200 bytes"},
+      {"oversize result client id", "POST", trial,
+       nlohmann::json{{"client_id", std::string(300000, 'x')}, {"value", 1.0}}.dump(), true, 400,
+       "client_id", "must be 1 to 200 bytes"},
       {"blank name", "POST", "/v1/machines", R"({"name": "   "})", true, 400, "name",
        "not only spaces"},
       {"digits-only study name", "POST", "/v1/studies", study_body({{"name", "123"}}), true, 400,
