@@ -28,6 +28,9 @@ constexpr std::size_t kMaxPredictConfigs = 100000;
 constexpr std::size_t kMaxMeasurementsPerRequest = 100000;
 constexpr double kMaxCostSeconds = 1e9;
 constexpr std::size_t kMaxUnitBytes = 32;
+// The most items one page of a listing (trials, studies, machines) holds: a client pages
+// through more with `after`, from the reply's next_after.
+constexpr std::int64_t kMaxListLimit = 10000;
 // A fingerprint says what a machine is (CPU model, GPUs, memory): a few hundred bytes. Every
 // listing of machines carries them all, so one may not grow to the size of a request body.
 constexpr std::size_t kMaxFingerprintBytes = 16 * 1024;
@@ -128,6 +131,62 @@ std::int64_t integer_query(const Request& request, const std::string& name) {
   std::int64_t v = 0;
   std::from_chars(text.data(), text.data() + text.size(), v);  // checked by check_query
   return v;
+}
+
+// The query parameters of a listing that pages by id: `after` (ids greater than it) and
+// `limit` (at most that many, with next_after saying where the next page starts).
+QueryParam after_param(const std::string& what) {
+  return {"after",
+          "integer",
+          false,
+          "only " + what +
+              " with a greater id (the next_after of the "
+              "page before, or the last id seen: new since a poll)",
+          {}};
+}
+QueryParam limit_param(const std::string& what) {
+  QueryParam p{"limit",
+               "integer",
+               false,
+               "at most this many " + what + " (1 to " + std::to_string(kMaxListLimit) +
+                   "; default: all): the reply's next_after is then the after of the next page, "
+                   "null when there is none",
+               {},
+               1};
+  p.maximum = kMaxListLimit;
+  return p;
+}
+const nlohmann::json kNextAfter = {
+    {"type", "integer"},
+    {"nullable", true},
+    {"description",
+     "(with limit) the after of the next page: the last id of this one when more follow, null "
+     "when this page is the last"}};
+
+// One page of `records` (in id order), as a listing answers: those with an id over the query's
+// `after`, at most `limit` of them under `key`, and with a limit next_after.
+template <class Record, class ToJson>
+nlohmann::json listing_page(const Request& request, const std::string& key,
+                            const std::vector<Record>& records, const ToJson& to_json) {
+  const std::int64_t after = request.query_value("after") ? integer_query(request, "after") : 0;
+  const bool limited = request.query_value("limit").has_value();
+  const auto limit = limited ? static_cast<std::size_t>(integer_query(request, "limit"))
+                             : std::numeric_limits<std::size_t>::max();
+  nlohmann::json list = nlohmann::json::array();
+  nlohmann::json next_after = nullptr;
+  std::int64_t last = 0;
+  for (const auto& record : records) {
+    if (record.id.value <= after) continue;
+    if (list.size() == limit) {  // one more: the next page starts after the last listed
+      next_after = last;
+      break;
+    }
+    list.push_back(to_json(record));
+    last = record.id.value;
+  }
+  nlohmann::json reply{{key, std::move(list)}};
+  if (limited) reply["next_after"] = next_after;
+  return reply;
 }
 
 /// A result as the API writes it: {"status", "value", "raw", "cost_seconds", "message",
@@ -485,7 +544,9 @@ void Service::add_routes() {
   {
     auto& r = route("GET", "/v1/machines", "listMachines", "Every registered machine", Access::read,
                     bind(&Service::list_machines));
-    r.response_schema = object_schema({{"machines", array_of(machine_schema())}});
+    r.query = {after_param("machines"), limit_param("machines")};
+    r.response_schema =
+        object_schema({{"machines", array_of(machine_schema())}, {"next_after", kNextAfter}});
   }
   {
     auto& r = route("POST", "/v1/studies", "createStudy",
@@ -553,8 +614,11 @@ void Service::add_routes() {
   {
     auto& r = route("GET", "/v1/studies", "listStudies", "Every study, or those of one kernel",
                     Access::read, bind(&Service::list_studies));
-    r.query = {{"kernel", "string", false, "kernel name", {}}};
-    r.response_schema = object_schema({{"studies", array_of(study_schema())}});
+    r.query = {{"kernel", "string", false, "kernel name", {}},
+               after_param("studies"),
+               limit_param("studies")};
+    r.response_schema =
+        object_schema({{"studies", array_of(study_schema())}, {"next_after", kNextAfter}});
   }
   {
     auto& r = route("GET", "/v1/studies/{id}", "getStudy",
@@ -575,9 +639,10 @@ void Service::add_routes() {
                 "lease_ended are leases that ended with no result, timeout are evaluations "
                 "that timed out",
                 {"pending", "ok", "failed", "timeout", "invalid", "lease_ended"}},
-               {"after", "integer", false, "only trials with a greater id (new since a poll)", {}}};
-    r.response_schema =
-        object_schema({{"study_id", kInteger}, {"trials", array_of(trial_schema())}});
+               after_param("trials"),
+               limit_param("trials")};
+    r.response_schema = object_schema(
+        {{"study_id", kInteger}, {"trials", array_of(trial_schema())}, {"next_after", kNextAfter}});
   }
   {
     auto& r = route("GET", "/v1/studies/{id}/relevance", "parameterRelevance",
@@ -1095,10 +1160,9 @@ Response Service::create_machine(Request& request) {
   return Response::json(machine_json(store_.upsert_machine(info)), known ? 200 : 201);
 }
 
-Response Service::list_machines(Request&) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& m : reader().list_machines()) list.push_back(machine_json(m));
-  return Response::json({{"machines", list}});
+Response Service::list_machines(Request& request) {
+  return Response::json(listing_page(request, "machines", reader().list_machines(),
+                                     [](const db::MachineRecord& m) { return machine_json(m); }));
 }
 
 // --- studies
@@ -1245,10 +1309,9 @@ Response Service::create_study(Request& request) {
 
 Response Service::list_studies(Request& request) {
   const auto kernel = request.query_value("kernel").value_or("");
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& s : reader().list_studies(kernel))
-    list.push_back(study_json(reader(), s, false));
-  return Response::json({{"studies", list}});
+  return Response::json(
+      listing_page(request, "studies", reader().list_studies(kernel),
+                   [&](const db::StudyRecord& s) { return study_json(reader(), s, false); }));
 }
 
 Response Service::get_study(Request& request) {
@@ -1272,22 +1335,39 @@ Response Service::list_trials(Request& request) {
     }
   }
   if (request.query_value("after")) range.after = integer_query(request, "after");
+  // With a limit, one trial more than it is read: whether there is a next page.
+  const bool limited = request.query_value("limit").has_value();
+  const auto limit = limited ? static_cast<std::size_t>(integer_query(request, "limit"))
+                             : std::numeric_limits<std::size_t>::max();
   // NotFound before anything is sent.
-  auto pages = std::make_shared<db::TrialPages>(reader(), id, range);
+  auto pages = std::make_shared<db::TrialPages>(
+      reader(), id, range, std::min(limit, db::TrialPages::kDefaultPageTrials - 1) + 1);
   auto response = Response::text("{\"study_id\":" + std::to_string(id.value) + ",\"trials\":[",
                                  "application/json");
-  auto first = std::make_shared<bool>(true);
-  auto ended = std::make_shared<bool>(false);
-  response.more = [pages, first, ended](std::string& out) {
-    if (*ended) return false;
+  struct Walk {
+    std::size_t listed = 0;
+    std::int64_t last = 0;
+    bool ended = false;
+  };
+  auto walk = std::make_shared<Walk>();
+  response.more = [pages, walk, limited, limit](std::string& out) {
+    if (walk->ended) return false;
     const auto page = pages->next();
-    if (page.empty()) out += "]}";
-    *ended = page.empty();
+    bool more = false;  // a trial beyond the limit: there is a next page
     for (const auto& t : page) {
-      if (!*first) out += ',';
-      *first = false;
+      if (walk->listed == limit) {
+        more = true;
+        break;
+      }
+      if (walk->listed++ > 0) out += ',';
       out += db::json_text(trial_json(t));
+      walk->last = t.id.value;
     }
+    walk->ended = page.empty() || more;
+    if (!walk->ended) return true;
+    out += ']';
+    if (limited) out += ",\"next_after\":" + (more ? std::to_string(walk->last) : "null");
+    out += '}';
     return true;
   };
   return response;
