@@ -22,6 +22,16 @@ namespace {
 // Replies can be whole study exports.
 constexpr std::uint64_t kMaxReplyBytes = 1ull << 30;
 
+// A server from before listings had pages refuses `limit` as an unknown query parameter.
+bool refuses_limit(const HttpReply& reply) {
+  if (reply.status != 400) return false;
+  try {
+    return nlohmann::json::parse(reply.body).at("error").value("field", "") == "query.limit";
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 nlohmann::json HttpReply::json() const {
@@ -157,6 +167,26 @@ HttpReply HttpClient::post(const std::string& target, const nlohmann::json& body
                            const std::string& token) {
   // A measurement's message may hold a program's bytes that are not UTF-8: replaced.
   return request("POST", target, db::json_text(body), token);
+}
+
+HttpReply get_all_pages(HttpClient& client, const std::string& target, const std::string& key,
+                        const std::string& token,
+                        const std::function<bool(const nlohmann::json&)>& each) {
+  const std::string paged = target + (target.find('?') == std::string::npos ? "?" : "&") +
+                            "limit=" + std::to_string(kListPageItems);
+  std::optional<std::int64_t> after;
+  for (;;) {
+    auto reply = client.get(after ? paged + "&after=" + std::to_string(*after) : paged, token);
+    if (!after && refuses_limit(reply)) reply = client.get(target, token);
+    if (reply.status != 200) return reply;
+    const auto page = reply.json();
+    for (const auto& item : page.value(key, nlohmann::json::array())) {
+      if (!each(item)) return reply;
+    }
+    const auto next = page.find("next_after");
+    if (next == page.end() || !next->is_number_integer()) return reply;
+    after = next->get<std::int64_t>();
+  }
 }
 
 }  // namespace tunebase::api

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -46,5 +47,17 @@ class HttpClient {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// Items a page of a listing holds when read with get_all_pages.
+inline constexpr std::int64_t kListPageItems = 1000;
+
+/// Reads a listing (`target`: "/v1/studies/3/trials?status=pending", "/v1/machines") a page of
+/// kListPageItems at a time (`limit`, then `after` from each reply's `next_after`), calling
+/// `each` with every item of its `key` array, in order, until `each` returns false or the last
+/// page. Returns the last reply read: status 200 when every page came, else the one that
+/// failed (a server that knows no `limit` is read whole, as before).
+HttpReply get_all_pages(HttpClient& client, const std::string& target, const std::string& key,
+                        const std::string& token,
+                        const std::function<bool(const nlohmann::json&)>& each);
 
 }  // namespace tunebase::api

@@ -223,10 +223,13 @@ void check_query(const Route& route, const Request& request) {
     if (it->type == "integer") {
       std::int64_t v = 0;
       const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-      if (ec != std::errc() || end != value.data() + value.size() || v < it->minimum) {
+      if (ec != std::errc() || end != value.data() + value.size() || v < it->minimum ||
+          (it->maximum && v > *it->maximum)) {
         throw FieldError("query." + name,
-                         "query parameter \"" + name + "\" must be an integer >= " +
-                             std::to_string(it->minimum) + ", got \"" + value + "\"");
+                         "query parameter \"" + name +
+                             "\" must be an integer >= " + std::to_string(it->minimum) +
+                             (it->maximum ? " and <= " + std::to_string(*it->maximum) : "") +
+                             ", got \"" + value + "\"");
       }
     }
   }
@@ -255,6 +258,7 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
     for (const auto& q : r.query) {
       nlohmann::json schema{{"type", q.type}};
       if (q.type == "integer") schema["minimum"] = q.minimum;
+      if (q.maximum) schema["maximum"] = *q.maximum;
       if (!q.allowed.empty()) schema["enum"] = q.allowed;
       parameters.push_back({{"name", q.name},
                             {"in", "query"},

@@ -95,6 +95,7 @@ struct QueryParam {
   std::string description;
   std::vector<std::string> allowed;  ///< enum values, when the parameter is a choice
   std::int64_t minimum = 0;          ///< the least value of an integer (1 for an id)
+  std::optional<std::int64_t> maximum = std::nullopt;  ///< the greatest integer, when bounded
 };
 
 struct Route {

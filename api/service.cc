@@ -30,9 +30,18 @@ constexpr std::size_t kMaxPredictConfigs = 100000;
 constexpr std::size_t kMaxMeasurementsPerRequest = 100000;
 constexpr double kMaxCostSeconds = 1e9;
 constexpr std::size_t kMaxUnitBytes = 32;
+// The most items one page of a listing (trials, studies, machines) holds: a client pages
+// through more with `after`, from the reply's next_after.
+constexpr std::int64_t kMaxListLimit = 10000;
 // A fingerprint says what a machine is (CPU model, GPUs, memory): a few hundred bytes. Every
 // listing of machines carries them all, so one may not grow to the size of a request body.
 constexpr std::size_t kMaxFingerprintBytes = 16 * 1024;
+// A study's task (its input: matrix, problem size, command line) and task_features come with
+// every listing of studies, as do its strategy_options: bounded as fingerprints are.
+constexpr std::size_t kMaxTaskBytes = 16 * 1024;
+constexpr std::size_t kMaxStrategyOptionsBytes = 16 * 1024;
+// Names in a study's prior_machines, at most.
+constexpr std::size_t kMaxPriorMachines = 1000;
 constexpr auto kPredictedBestTtl = std::chrono::seconds(60);
 // Entries of each /v1/best cache at most (then it starts afresh): names are the client's.
 constexpr std::size_t kMaxCachedAnswers = 4096;
@@ -87,6 +96,16 @@ void check_task_features(const db::Store& store, const std::string& kernel,
   }
 }
 
+// FieldError unless `value` takes at most `limit` bytes as JSON (`what_it_is` says what it
+// holds, to keep to): it is stored, and listings carry it.
+void check_json_size(const nlohmann::json& value, const std::string& field, std::size_t limit,
+                     const std::string& what_it_is = {}) {
+  if (const auto size = db::json_text(value).size(); size > limit) {
+    throw FieldError(field, "\"" + field + "\" must be at most " + std::to_string(limit) +
+                                " bytes as JSON" + what_it_is + ", got " + std::to_string(size));
+  }
+}
+
 std::string checked_name(JsonReader& r, const std::string& key, bool required) {
   auto name = required ? std::optional(r.required_string(key)) : r.optional_string(key);
   if (!name) return {};
@@ -135,6 +154,62 @@ Response compare_machines_response(const db::Store& store, const Request& reques
   return Response::json(comparison_json(db::compare_stored_machines(store, query)));
 }
 
+// The query parameters of a listing that pages by id: `after` (ids greater than it) and
+// `limit` (at most that many, with next_after saying where the next page starts).
+QueryParam after_param(const std::string& what) {
+  return {"after",
+          "integer",
+          false,
+          "only " + what +
+              " with a greater id (the next_after of the "
+              "page before, or the last id seen: new since a poll)",
+          {}};
+}
+QueryParam limit_param(const std::string& what) {
+  QueryParam p{"limit",
+               "integer",
+               false,
+               "at most this many " + what + " (1 to " + std::to_string(kMaxListLimit) +
+                   "; default: all): the reply's next_after is then the after of the next page, "
+                   "null when there is none",
+               {},
+               1};
+  p.maximum = kMaxListLimit;
+  return p;
+}
+const nlohmann::json kNextAfter = {
+    {"type", "integer"},
+    {"nullable", true},
+    {"description",
+     "(with limit) the after of the next page: the last id of this one when more follow, null "
+     "when this page is the last"}};
+
+// One page of `records` (in id order), as a listing answers: those with an id over the query's
+// `after`, at most `limit` of them under `key`, and with a limit next_after.
+template <class Record, class ToJson>
+nlohmann::json listing_page(const Request& request, const std::string& key,
+                            const std::vector<Record>& records, const ToJson& to_json) {
+  const std::int64_t after = request.query_value("after") ? integer_query(request, "after") : 0;
+  const bool limited = request.query_value("limit").has_value();
+  const auto limit = limited ? static_cast<std::size_t>(integer_query(request, "limit"))
+                             : std::numeric_limits<std::size_t>::max();
+  nlohmann::json list = nlohmann::json::array();
+  nlohmann::json next_after = nullptr;
+  std::int64_t last = 0;
+  for (const auto& record : records) {
+    if (record.id.value <= after) continue;
+    if (list.size() == limit) {  // one more: the next page starts after the last listed
+      next_after = last;
+      break;
+    }
+    list.push_back(to_json(record));
+    last = record.id.value;
+  }
+  nlohmann::json reply{{key, std::move(list)}};
+  if (limited) reply["next_after"] = next_after;
+  return reply;
+}
+
 /// A result as the API writes it: {"status", "value", "raw", "cost_seconds", "message",
 /// "metrics"}; reports for ok results need a value or raw measurements.
 double read_lease_seconds(JsonReader& r) {
@@ -166,12 +241,13 @@ Measurement read_result(JsonReader& r) {
                          std::to_string(message.size()) +
                          "; keep what says why (the end of a program's output, say)");
   }
-  if (metrics) {
-    if (const auto size = db::json_text(*metrics).size(); size > kMaxMetricsBytes) {
-      throw FieldError(r.field("metrics"), "\"" + r.field("metrics") + "\" must be at most " +
-                                               std::to_string(kMaxMetricsBytes) +
-                                               " bytes as JSON, got " + std::to_string(size));
-    }
+  if (metrics) check_json_size(*metrics, r.field("metrics"), kMaxMetricsBytes);
+  if (raw.size() > kMaxRawValues) {
+    throw FieldError(r.field("raw"), "\"" + r.field("raw") + "\" must hold at most " +
+                                         std::to_string(kMaxRawValues) + " values, got " +
+                                         std::to_string(raw.size()) +
+                                         "; send the objective as \"value\" with a sample of the "
+                                         "repeats (tunebase worker keeps them evenly spaced)");
   }
   Measurement m;
   if (status == TrialStatus::ok) {
@@ -215,7 +291,11 @@ nlohmann::json result_properties() {
       {"status", {{"type", "string"}, {"enum", kResultStatuses}}},
       {"value",
        {{"type", "number"}, {"description", "the objective; needed when ok unless raw is given"}}},
-      {"raw", {{"type", "array"}, {"items", kNumber}}},
+      {"raw",
+       {{"type", "array"},
+        {"items", kNumber},
+        {"maxItems", kMaxRawValues},
+        {"description", "the repeated measurements, at most " + std::to_string(kMaxRawValues)}}},
       {"cost_seconds", {{"type", "number"}, {"minimum", 0}}},
       {"message",
        {{"type", "string"},
@@ -508,7 +588,9 @@ void Service::add_routes() {
   {
     auto& r = route("GET", "/v1/machines", "listMachines", "Every registered machine", Access::read,
                     bind(&Service::list_machines));
-    r.response_schema = object_schema({{"machines", array_of(machine_schema())}});
+    r.query = {after_param("machines"), limit_param("machines")};
+    r.response_schema =
+        object_schema({{"machines", array_of(machine_schema())}, {"next_after", kNextAfter}});
   }
   {
     auto& r = route("POST", "/v1/studies", "createStudy",
@@ -531,10 +613,17 @@ void Service::add_routes() {
             "{\"ConfigurationSpace\": ...} (docs/space-format.md); optional when the kernel "
             "is known"}}},
          {"machine", kString},
-         {"task", kAnyObject},
-         {"task_features", kAnyObject},
+         {"task",
+          {{"type", "object"},
+           {"description", "the input measured (matrix, problem size, command line): at most " +
+                               std::to_string(kMaxTaskBytes) + " bytes as JSON"}}},
+         {"task_features",
+          {{"type", "object"},
+           {"description", "numbers that place the input among others for transfer: at most " +
+                               std::to_string(kMaxTaskBytes) + " bytes as JSON"}}},
          {"objective",
           {{"type", "string"},
+           {"maxLength", db::kMaxNameBytes},
            {"description",
             "the objective's name (GET /v1/best?objective= filters by it). Default: named by "
             "the unit taken, as tunebase sweep names it: \"time\" for a time or a plain number "
@@ -542,10 +631,14 @@ void Service::add_routes() {
             "maximized"}}},
          {"direction", {{"type", "string"}, {"enum", {"minimize", "maximize"}}}},
          {"strategy", {{"type", "string"}, {"enum", strategy_names()}}},
-         {"strategy_options", kAnyObject},
+         {"strategy_options",
+          {{"type", "object"},
+           {"description", "at most " + std::to_string(kMaxStrategyOptionsBytes) +
+                               " bytes as JSON (tuner/bo.h lists them)"}}},
          {"budget", {{"type", "integer"}, {"minimum", 1}}},
          {"transfer", kBoolean},
-         {"prior_machines", {{"type", "array"}, {"items", kString}}},
+         {"prior_machines",
+          {{"type", "array"}, {"items", kString}, {"maxItems", kMaxPriorMachines}}},
          {"seed", {{"type", "integer"}, {"minimum", 0}}},
          {"unit",
           {{"type", "string"},
@@ -565,8 +658,11 @@ void Service::add_routes() {
   {
     auto& r = route("GET", "/v1/studies", "listStudies", "Every study, or those of one kernel",
                     Access::read, bind(&Service::list_studies));
-    r.query = {{"kernel", "string", false, "kernel name", {}}};
-    r.response_schema = object_schema({{"studies", array_of(study_schema())}});
+    r.query = {{"kernel", "string", false, "kernel name", {}},
+               after_param("studies"),
+               limit_param("studies")};
+    r.response_schema =
+        object_schema({{"studies", array_of(study_schema())}, {"next_after", kNextAfter}});
   }
   {
     auto& r = route("GET", "/v1/studies/{id}", "getStudy",
@@ -587,9 +683,10 @@ void Service::add_routes() {
                 "lease_ended are leases that ended with no result, timeout are evaluations "
                 "that timed out",
                 {"pending", "ok", "failed", "timeout", "invalid", "lease_ended"}},
-               {"after", "integer", false, "only trials with a greater id (new since a poll)", {}}};
-    r.response_schema =
-        object_schema({{"study_id", kInteger}, {"trials", array_of(trial_schema())}});
+               after_param("trials"),
+               limit_param("trials")};
+    r.response_schema = object_schema(
+        {{"study_id", kInteger}, {"trials", array_of(trial_schema())}, {"next_after", kNextAfter}});
   }
   {
     auto& r = route("GET", "/v1/studies/{id}/relevance", "parameterRelevance",
@@ -706,7 +803,10 @@ void Service::add_routes() {
     auto& r =
         route("POST", "/v1/trials/{id}/result", "reportResult",
               "Report the result (or failure) of a leased trial; accepted once (the same result "
-              "sent again answers 200 with the trial and already_stored: true), also after the "
+              "sent again, every field as before, answers 200 with the trial and "
+              "already_stored: true; one that differs in status, value, raw, cost_seconds, "
+              "message or metrics is a 409 naming what is stored and what differs), also after "
+              "the "
               "lease expired while the configuration has no other result and the budget has "
               "room (else 409): a newer lease of the configuration is then withdrawn, and its "
               "holder's result refused with 409",
@@ -1188,23 +1288,17 @@ Response Service::create_machine(Request& request) {
   // Registering a known name again without a fingerprint keeps the one stored.
   if (known && !fingerprint) return Response::json(machine_json(*known));
   if (fingerprint) {
-    if (const auto size = fingerprint->dump().size(); size > kMaxFingerprintBytes) {
-      throw FieldError("fingerprint", "\"fingerprint\" must be at most " +
-                                          std::to_string(kMaxFingerprintBytes) +
-                                          " bytes as JSON (what the machine is: CPU, GPUs, "
-                                          "memory), got " +
-                                          std::to_string(size));
-    }
+    check_json_size(*fingerprint, "fingerprint", kMaxFingerprintBytes,
+                    " (what the machine is: CPU, GPUs, memory)");
     info.fingerprint = *fingerprint;
   }
   refresh_fingerprint_hash(info);
   return Response::json(machine_json(store_.upsert_machine(info)), known ? 200 : 201);
 }
 
-Response Service::list_machines(Request&) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& m : reader().list_machines()) list.push_back(machine_json(m));
-  return Response::json({{"machines", list}});
+Response Service::list_machines(Request& request) {
+  return Response::json(listing_page(request, "machines", reader().list_machines(),
+                                     [](const db::MachineRecord& m) { return machine_json(m); }));
 }
 
 // --- studies
@@ -1223,6 +1317,7 @@ Response Service::create_study(Request& request) {
   const auto* task = r.optional_object("task");
   const auto* task_features = r.optional_object("task_features");
   const auto objective = r.optional_string("objective");
+  if (objective) check_name_in(*objective, "objective", "\"objective\"");
   study.direction = db::direction_from_string(
       r.optional_choice("direction", {"minimize", "maximize"}).value_or("minimize"));
   const auto strategy = r.optional_choice("strategy", strategy_names());
@@ -1239,13 +1334,24 @@ Response Service::create_study(Request& request) {
                                  std::to_string(unit->size()));
   }
   if (unit && !unit->empty()) check_name_in(*unit, "unit", "\"unit\"");
+  if (task) check_json_size(*task, "task", kMaxTaskBytes, " (a description of the input)");
+  if (task_features) check_json_size(*task_features, "task_features", kMaxTaskBytes);
+  if (strategy_options) {
+    check_json_size(*strategy_options, "strategy_options", kMaxStrategyOptionsBytes);
+  }
   if (prior_machines) {
+    if (prior_machines->size() > kMaxPriorMachines) {
+      throw FieldError("prior_machines", "\"prior_machines\" may name at most " +
+                                             std::to_string(kMaxPriorMachines) + " machines, got " +
+                                             std::to_string(prior_machines->size()));
+    }
     for (std::size_t i = 0; i < prior_machines->size(); ++i) {
+      const auto field = "prior_machines[" + std::to_string(i) + "]";
       if (!(*prior_machines)[i].is_string()) {
-        throw FieldError("prior_machines[" + std::to_string(i) + "]",
-                         "\"prior_machines\" must list machine names (strings), got " +
-                             (*prior_machines)[i].dump());
+        throw FieldError(field, "\"prior_machines\" must list machine names (strings), got " +
+                                    (*prior_machines)[i].dump());
       }
+      check_name_in((*prior_machines)[i].get<std::string>(), field, "\"" + field + "\"");
     }
   }
 
@@ -1339,10 +1445,9 @@ Response Service::create_study(Request& request) {
 
 Response Service::list_studies(Request& request) {
   const auto kernel = request.query_value("kernel").value_or("");
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& s : reader().list_studies(kernel))
-    list.push_back(study_json(reader(), s, false));
-  return Response::json({{"studies", list}});
+  return Response::json(
+      listing_page(request, "studies", reader().list_studies(kernel),
+                   [&](const db::StudyRecord& s) { return study_json(reader(), s, false); }));
 }
 
 Response Service::get_study(Request& request) {
@@ -1367,22 +1472,39 @@ Response Service::list_trials(Request& request) {
     }
   }
   if (request.query_value("after")) range.after = integer_query(request, "after");
+  // With a limit, one trial more than it is read: whether there is a next page.
+  const bool limited = request.query_value("limit").has_value();
+  const auto limit = limited ? static_cast<std::size_t>(integer_query(request, "limit"))
+                             : std::numeric_limits<std::size_t>::max();
   // NotFound before anything is sent.
-  auto pages = std::make_shared<db::TrialPages>(reader(), id, range);
+  auto pages = std::make_shared<db::TrialPages>(
+      reader(), id, range, std::min(limit, db::TrialPages::kDefaultPageTrials - 1) + 1);
   auto response = Response::text("{\"study_id\":" + std::to_string(id.value) + ",\"trials\":[",
                                  "application/json");
-  auto first = std::make_shared<bool>(true);
-  auto ended = std::make_shared<bool>(false);
-  response.more = [pages, first, ended](std::string& out) {
-    if (*ended) return false;
+  struct Walk {
+    std::size_t listed = 0;
+    std::int64_t last = 0;
+    bool ended = false;
+  };
+  auto walk = std::make_shared<Walk>();
+  response.more = [pages, walk, limited, limit](std::string& out) {
+    if (walk->ended) return false;
     const auto page = pages->next();
-    if (page.empty()) out += "]}";
-    *ended = page.empty();
+    bool more = false;  // a trial beyond the limit: there is a next page
     for (const auto& t : page) {
-      if (!*first) out += ',';
-      *first = false;
+      if (walk->listed == limit) {
+        more = true;
+        break;
+      }
+      if (walk->listed++ > 0) out += ',';
       out += db::json_text(trial_json(t));
+      walk->last = t.id.value;
     }
+    walk->ended = page.empty() || more;
+    if (!walk->ended) return true;
+    out += ']';
+    if (limited) out += ",\"next_after\":" + (more ? std::to_string(walk->last) : "null");
+    out += '}';
     return true;
   };
   return response;
@@ -1488,7 +1610,7 @@ std::vector<Response> Service::report_results(std::vector<Request*>& requests) {
       const db::TrialId id{requests[i]->id_param("id")};
       const auto body = parse_json_body(requests[i]->body);
       JsonReader r(body);
-      auto client_id = r.required_string("client_id");
+      auto client_id = checked_name(r, "client_id", true);
       auto result = read_result(r);
       r.finish();
       reports.push_back({id, std::move(client_id), std::move(result)});
@@ -1525,7 +1647,8 @@ std::vector<Response> Service::add_measurements(std::vector<Request*>& requests)
       (void)studies_.space(batch.study);  // an unknown study is a 404 whatever the body holds
       const auto body = parse_json_body(requests[i]->body);
       JsonReader r(body);
-      batch.client_id = r.optional_string("client_id").value_or("external");
+      batch.client_id = checked_name(r, "client_id", false);
+      if (batch.client_id.empty()) batch.client_id = "external";
       const auto& list = r.required_array("measurements");
       r.finish();
       if (list.empty() || list.size() > kMaxMeasurementsPerRequest) {

@@ -798,14 +798,18 @@ std::vector<StudyManager::MeasurementOutcome> StudyManager::add_measurements_all
           const std::string field = "measurements[" + std::to_string(i) + "].config";
           if (auto it = entry->finished.find(t.config_key); it != entry->finished.end()) {
             const auto held = store_.get_trial(db::TrialId{it->second});
-            if (same_result(held.result, t.result)) {
+            const auto differing = differing_fields(held.result, t.result);
+            if (differing.empty()) {
               stored[b][i] = held.id;
               continue;
             }
+            std::string differs;
+            for (const auto& f : differing) differs += (differs.empty() ? "" : ", ") + f;
             throw Conflict("configuration " + t.config.dump() + " (" + field +
                            ") already has another result in study " + std::to_string(study_id) +
                            " (trial " + std::to_string(it->second) + ": " +
                            result_text(held.result) + "; this one: " + result_text(t.result) +
+                           ", differing in " + differs +
                            "); a configuration is measured once per study (sending the same "
                            "result again is answered with its trial)");
           }

@@ -160,14 +160,14 @@ std::vector<nlohmann::json> own_pending_trials(api::HttpClient& client,
                                                const std::string& client_id,
                                                const std::string& token) {
   std::vector<nlohmann::json> out;
-  const auto reply = client.get(study_path + "/trials?status=pending", token);
-  if (reply.status != 200) return out;
-  const auto pending = reply.json();
-  for (const auto& t : pending["trials"]) {
-    if (t.value("client_id", std::string()) == client_id) {
-      out.push_back({{"trial_id", t["id"]}, {"config", t["config"]}});
-    }
-  }
+  const auto reply = api::get_all_pages(
+      client, study_path + "/trials?status=pending", "trials", token, [&](const nlohmann::json& t) {
+        if (t.value("client_id", std::string()) == client_id) {
+          out.push_back({{"trial_id", t["id"]}, {"config", t["config"]}});
+        }
+        return true;
+      });
+  if (reply.status != 200) out.clear();
   return out;
 }
 
@@ -218,22 +218,21 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
   // Measurements replayed from a file are the file's device's: stored in a study of a machine
   // registered as another device, they would pass for that machine's.
   if (const auto device = evaluator.measured_on(); device && !device->empty()) {
-    const auto machines = client.get("/v1/machines", options.token);
     const auto study_machine = study.value("machine", std::string());
-    if (machines.status == 200) {
-      for (const auto& m : machines.json().value("machines", nlohmann::json::array())) {
-        if (m.value("name", std::string()) != study_machine) continue;
-        const auto fingerprint = m.value("fingerprint", nlohmann::json::object());
-        const auto registered = fingerprint.value("device_name", std::string());
-        if (!registered.empty() && registered != *device) {
-          throw InvalidInput("study " + std::to_string(options.study) + " is of machine " +
-                             study_machine + " (device " + registered +
-                             "), but the replayed file was measured on " + *device +
-                             "; its times would be stored as " + study_machine +
-                             "'s: create a study for that device (--create-study)");
-        }
-      }
-    }
+    (void)api::get_all_pages(
+        client, "/v1/machines", "machines", options.token, [&](const nlohmann::json& m) {
+          if (m.value("name", std::string()) != study_machine) return true;
+          const auto fingerprint = m.value("fingerprint", nlohmann::json::object());
+          const auto registered = fingerprint.value("device_name", std::string());
+          if (!registered.empty() && registered != *device) {
+            throw InvalidInput("study " + std::to_string(options.study) + " is of machine " +
+                               study_machine + " (device " + registered +
+                               "), but the replayed file was measured on " + *device +
+                               "; its times would be stored as " + study_machine +
+                               "'s: create a study for that device (--create-study)");
+          }
+          return false;
+        });
   }
   const std::string client_id = options.client_id.empty() ? default_client_id() : options.client_id;
 

@@ -8,18 +8,32 @@
 
 namespace tunebase {
 
-bool same_result(const Measurement& a, const Measurement& b) {
+std::vector<std::string> differing_fields(const Measurement& stored, const Measurement& sent) {
   const auto same_number = [](double x, double y) {
     return x == y || (std::isnan(x) && std::isnan(y));
   };
-  if (a.status != b.status || !same_number(a.objective, b.objective) ||
-      a.raw.size() != b.raw.size()) {
-    return false;
+  std::vector<std::string> fields;
+  if (stored.status != sent.status) fields.emplace_back("status");
+  if (!same_number(stored.objective, sent.objective)) fields.emplace_back("value");
+  if (!std::equal(stored.raw.begin(), stored.raw.end(), sent.raw.begin(), sent.raw.end(),
+                  same_number)) {
+    fields.emplace_back("raw");
   }
-  for (std::size_t i = 0; i < a.raw.size(); ++i) {
-    if (!same_number(a.raw[i], b.raw[i])) return false;
-  }
-  return a.ok() || a.message == b.message;
+  if (!same_number(stored.cost_seconds, sent.cost_seconds)) fields.emplace_back("cost_seconds");
+  if (stored.message != sent.message) fields.emplace_back("message");
+  // No metrics and an empty object are both none.
+  const auto metrics = [](const nlohmann::json& m) {
+    return m.is_null() ? nlohmann::json::object() : m;
+  };
+  if (metrics(stored.metrics) != metrics(sent.metrics)) fields.emplace_back("metrics");
+  return fields;
+}
+
+bool same_result(const Measurement& a, const Measurement& b) {
+  const auto differing = differing_fields(a, b);
+  return std::all_of(differing.begin(), differing.end(), [&](const std::string& field) {
+    return field == "cost_seconds" || field == "metrics" || (field == "message" && a.ok());
+  });
 }
 
 namespace {
@@ -64,6 +78,15 @@ Measurement storable(Measurement m) {
   }
   if (!std::isfinite(m.cost_seconds) || m.cost_seconds < 0) m.cost_seconds = 0.0;
   std::erase_if(m.raw, [](double r) { return !std::isfinite(r); });
+  if (const auto taken = m.raw.size(); taken > kMaxRawValues) {
+    std::vector<double> kept(kMaxRawValues);
+    for (std::size_t i = 0; i < kMaxRawValues; ++i) kept[i] = m.raw[i * taken / kMaxRawValues];
+    m.raw = std::move(kept);
+    m.message += std::string(m.message.empty() ? "" : "; ") + "raw holds " +
+                 std::to_string(kMaxRawValues) + " of its " + std::to_string(taken) +
+                 " measurements, evenly spaced (at most " + std::to_string(kMaxRawValues) +
+                 " are stored)";
+  }
   if (const auto size =
           m.metrics.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).size();
       size > kMaxMetricsBytes) {

@@ -23,6 +23,8 @@ TrialStatus trial_status_from_string(std::string_view s);
 inline constexpr std::size_t kMaxMessageBytes = 64 * 1024;
 /// The most bytes a result's metrics may take as JSON, for the same reason.
 inline constexpr std::size_t kMaxMetricsBytes = 64 * 1024;
+/// The most raw measurements a result may hold (about 100 KB as JSON), for the same reason.
+inline constexpr std::size_t kMaxRawValues = 4096;
 
 /// Result of evaluating one configuration. A failed evaluation is data: its status and
 /// message are kept and stored like any other result.
@@ -51,8 +53,10 @@ struct Measurement {
 /// becomes 0, raw values that are not finite are left out, bytes of the message that are not
 /// UTF-8 become U+FFFD (as JSON writes them), a message over kMaxMessageBytes keeps
 /// its start and its end (where a failing program says why) with a note of what was cut between,
-/// and metrics over kMaxMetricsBytes are left out, with a note in the message (what the store and
-/// the API refuse or cannot write, which would lose the evaluation).
+/// metrics over kMaxMetricsBytes are left out, with a note in the message, and more than
+/// kMaxRawValues raw values are thinned to that many, evenly spaced in the order taken, with a
+/// note (what the store and the API refuse or cannot write, which would lose the evaluation).
+/// The objective stays as the evaluator gave it.
 Measurement storable(Measurement m);
 
 /// A configuration together with its result.
@@ -61,8 +65,16 @@ struct Observation {
   Measurement result;
 };
 
-/// Whether `b` is the result `a` holds (status, value, raw measurements, and a failure's
-/// message): what a client sends again when it retries after a lost answer.
+/// The fields of a result, as the API names them (status, value, raw, cost_seconds, message,
+/// metrics), in which `sent` differs from `stored`: none when `sent` is the very result
+/// `stored` holds, what a client sends again when it retries after a lost answer. Numbers
+/// compare exactly (JSON carries a double exactly), metrics as JSON objects (whatever the
+/// order of their keys; 2 and 2.0 are one number).
+std::vector<std::string> differing_fields(const Measurement& stored, const Measurement& sent);
+
+/// Whether `b` measured what `a` holds: status, value, raw measurements and a failure's
+/// message, as a Kernel Tuner cache keeps them (not cost, metrics or an ok result's message;
+/// a retry is told by differing_fields).
 bool same_result(const Measurement& a, const Measurement& b);
 
 /// Median of a non-empty list (average of the two middle values for an even count).

@@ -1075,18 +1075,27 @@ std::vector<Store::CompletionOutcome> Store::complete_trials(const std::vector<C
       if (current.finished_at) {
         // A client that lost the answer sends its result again: the same result is no conflict.
         const auto& had = current.result;
-        if (same_result(had, c.result)) {
+        const auto differing = differing_fields(had, c.result);
+        if (differing.empty()) {
           out[i].record = current;
           out[i].already_stored = true;
           impl_->db.exec("RELEASE one_result", item);
           continue;
         }
+        // What differs, with what this report says where it is short.
+        std::string differs;
+        for (const auto& field : differing) {
+          differs += (differs.empty() ? "" : ", ") + field;
+          if (field == "status") differs += " " + std::string(to_string(c.result.status));
+          if (field == "value" && c.result.ok()) differs += " " + format_number(c.result.objective);
+        }
         throw Conflict("trial " + std::to_string(c.trial.value) + " already has a result (status " +
                        std::string(to_string(had.status)) +
                        (had.ok() ? ", value " + format_number(had.objective) : std::string()) +
-                       ", stored " + *current.finished_at +
-                       "); a result is accepted once (sending the same result again is answered "
-                       "with the stored trial)");
+                       ", stored " + *current.finished_at + "); this report differs in " + differs +
+                       ": a result is accepted once (sending the same result again is answered "
+                       "with the stored trial; GET /v1/trials/" +
+                       std::to_string(c.trial.value) + " shows it)");
       }
       if (current.result.status != TrialStatus::pending) {
         // A late result (the lease ended). A configuration is measured once: the result is

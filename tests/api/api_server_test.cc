@@ -2210,6 +2210,29 @@ TEST(ApiServer, ExportsAndTrialListsAreStreamedInChunks) {
       nlohmann::json::parse(get_on(stream, list + "?after=" + std::to_string(after), 11).body());
   ASSERT_EQ(recent["trials"].size(), 4u);
   EXPECT_EQ(recent["trials"][0]["id"], trials_json[1196]["id"]);
+  // Pages larger and smaller than the store's (500 trials): each ends where it says the next
+  // begins, and together they are the list.
+  for (const std::size_t limit : {499, 500, 501, 700}) {
+    SCOPED_TRACE(limit);
+    std::vector<nlohmann::json> ids;
+    std::string from;
+    for (std::size_t pages = 1; pages <= 3; ++pages) {
+      const auto paged = get_on(stream, list + "?limit=" + std::to_string(limit) + from, 11);
+      EXPECT_TRUE(paged.chunked());
+      const auto page = nlohmann::json::parse(paged.body());
+      for (const auto& t : page["trials"]) ids.push_back(t["id"]);
+      const bool last = pages * limit >= 1200;
+      ASSERT_EQ(page["trials"].size(), last ? 1200 - (pages - 1) * limit : limit);
+      if (last) {
+        EXPECT_TRUE(page["next_after"].is_null());
+        break;
+      }
+      ASSERT_EQ(page["next_after"], ids.back());
+      from = "&after=" + page["next_after"].dump();
+    }
+    ASSERT_EQ(ids.size(), 1200u);
+    for (std::size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], trials_json[i]["id"]) << i;
+  }
   EXPECT_EQ(get_on(stream, "/v1/studies/999/trials", 11).result_int(), 404);
 }
 
@@ -2434,6 +2457,208 @@ TEST(ApiServer, RefusesToListenOnABusyPort) {
   } catch (const IoError& e) {
     EXPECT_THAT(e.what(), HasSubstr("cannot listen on 127.0.0.1:" + std::to_string(first.port())));
   }
+}
+
+// A client of a large study takes its trials a page at a time: limit, then after = the reply's
+// next_after until it is null. Without limit the reply is as before: every trial, no next_after.
+TEST(ApiServer, ListingsComeInPagesWithLimitAndNextAfter) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 20);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const std::string list = base + "/trials";
+  nlohmann::json measurements = nlohmann::json::array();
+  for (int bx : {1, 2, 4, 8}) {
+    for (int by : {1, 2}) {
+      // Every third one failed: a filter by status pages too.
+      const bool failed = measurements.size() % 3 == 2;
+      nlohmann::json m{{"config", {{"bx", bx}, {"by", by}, {"unroll", 0}}}};
+      if (failed) {
+        m["status"] = "failed";
+      } else {
+        m["value"] = bx + by;
+      }
+      measurements.push_back(m);
+    }
+  }
+  ASSERT_EQ(c.post(base + "/measurements", {{"measurements", measurements}}, server.token).status,
+            201);
+  const auto all = c.get(list).json();
+  ASSERT_EQ(all["trials"].size(), 8u);
+  EXPECT_FALSE(all.contains("next_after")) << "a reply without limit is as before";
+
+  // Every page in turn, for each page size (the last page full or not).
+  const auto walk = [&](const std::string& query, std::size_t limit) {
+    std::vector<nlohmann::json> seen;
+    std::string after;
+    for (int pages = 0; pages < 20; ++pages) {
+      const auto reply = c.get(list + "?" + query + "limit=" + std::to_string(limit) + after);
+      EXPECT_EQ(reply.status, 200) << reply.body;
+      const auto page = reply.json();
+      EXPECT_LE(page["trials"].size(), limit);
+      for (const auto& t : page["trials"]) seen.push_back(t["id"]);
+      EXPECT_TRUE(page.contains("next_after")) << page.dump();
+      if (page["next_after"].is_null()) return seen;
+      EXPECT_EQ(page["next_after"], page["trials"].back()["id"]);
+      after = "&after=" + page["next_after"].dump();
+    }
+    ADD_FAILURE() << "no last page";
+    return seen;
+  };
+  std::vector<nlohmann::json> ids;
+  for (const auto& t : all["trials"]) ids.push_back(t["id"]);
+  for (std::size_t limit : {1, 3, 4, 7, 8, 9, 10000}) {
+    SCOPED_TRACE(limit);
+    EXPECT_EQ(walk("", limit), ids);
+  }
+  std::vector<nlohmann::json> failed_ids;
+  const auto failed = c.get(list + "?status=failed").json();
+  for (const auto& t : failed["trials"]) failed_ids.push_back(t["id"]);
+  ASSERT_EQ(failed_ids.size(), 2u) << failed.dump();
+  EXPECT_EQ(walk("status=failed&", 1), failed_ids);
+  // A full page that is the last one says so: nothing follows.
+  EXPECT_TRUE(c.get(list + "?limit=8").json()["next_after"].is_null());
+  EXPECT_EQ(c.get(list + "?limit=7").json()["next_after"], ids[6]);
+
+  // Studies and machines page the same way.
+  for (int i = 0; i < 2; ++i) {
+    create_demo_study(c, server.token, "random", 5, "machine-" + std::to_string(i));
+  }
+  const auto studies = c.get("/v1/studies?limit=2").json();
+  ASSERT_EQ(studies["studies"].size(), 2u);
+  EXPECT_EQ(studies["next_after"], studies["studies"][1]["id"]);
+  const auto rest = c.get("/v1/studies?limit=2&after=" + studies["next_after"].dump()).json();
+  ASSERT_EQ(rest["studies"].size(), 1u);
+  EXPECT_TRUE(rest["next_after"].is_null());
+  EXPECT_EQ(c.get("/v1/studies").json()["studies"].size(), 3u);
+  EXPECT_FALSE(c.get("/v1/studies").json().contains("next_after"));
+  const auto machines = c.get("/v1/machines?limit=2").json();
+  ASSERT_EQ(machines["machines"].size(), 2u);
+  const auto last = c.get("/v1/machines?limit=2&after=" + machines["next_after"].dump()).json();
+  ASSERT_EQ(last["machines"].size(), 1u);
+  EXPECT_EQ(last["machines"][0]["name"], "machine-1");
+  EXPECT_TRUE(last["next_after"].is_null());
+
+  // The limit's bounds are in the OpenAPI document.
+  const auto doc = c.get("/openapi.json").json();
+  const auto& params = doc["paths"]["/v1/studies/{id}/trials"]["get"]["parameters"];
+  bool documented = false;
+  for (const auto& p : params) {
+    if (p["name"] != "limit") continue;
+    documented = p["schema"]["minimum"] == 1 && p["schema"]["maximum"] == 10000;
+  }
+  EXPECT_TRUE(documented) << params.dump();
+}
+
+// A client that lists over HTTP (the worker) takes a listing a page at a time: each request
+// small, however many trials the study holds.
+TEST(ApiServer, GetAllPagesReadsAListingAPageAtATime) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  nlohmann::json x{{"name", "x"}, {"type", "integer"}, {"low", 0}, {"high", 9999}};
+  nlohmann::json space{{"parameters", nlohmann::json::array({x})}};
+  const auto made =
+      c.post("/v1/studies",
+             {{"kernel", "wide"}, {"machine", "m"}, {"strategy", "random"}, {"space", space}},
+             server.token);
+  ASSERT_EQ(made.status, 201) << made.body;
+  const auto study = "/v1/studies/" + made.json()["id"].dump();
+  const std::size_t count = 2 * static_cast<std::size_t>(kListPageItems) + 5;
+  nlohmann::json measurements = nlohmann::json::array();
+  for (std::size_t i = 0; i < count; ++i) {
+    measurements.push_back({{"config", {{"x", i}}}, {"value", 1.0 + static_cast<double>(i)}});
+  }
+  ASSERT_EQ(c.post(study + "/measurements", {{"measurements", measurements}}, server.token).status,
+            201);
+  std::vector<std::int64_t> xs;
+  const auto reply = get_all_pages(c, study + "/trials?status=ok", "trials", server.token,
+                                   [&](const nlohmann::json& t) {
+                                     xs.push_back(t["config"]["x"].get<std::int64_t>());
+                                     return true;
+                                   });
+  EXPECT_EQ(reply.status, 200) << reply.body;
+  ASSERT_EQ(xs.size(), count);
+  for (std::size_t i = 0; i < count; ++i) EXPECT_EQ(xs[i], static_cast<std::int64_t>(i));
+  EXPECT_THAT(c.get("/metrics").body,
+              HasSubstr("route=\"GET /v1/studies/{id}/trials\",code=\"200\"} 3"));
+  // `each` ends the walk early: one page read.
+  std::size_t taken = 0;
+  get_all_pages(c, study + "/trials", "trials", server.token,
+                [&](const nlohmann::json&) { return ++taken < 10; });
+  EXPECT_EQ(taken, 10u);
+  EXPECT_THAT(c.get("/metrics").body,
+              HasSubstr("route=\"GET /v1/studies/{id}/trials\",code=\"200\"} 4"));
+}
+
+// A result is accepted once. Sent again as it was (a retry after a lost answer, with its
+// metrics' keys in another order) it is answered with the stored trial; sent with anything
+// different it is a 409 that says what is stored and what differs, and nothing changes.
+TEST(ApiServer, AResultSentAgainWithOtherContentIsAConflict) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 10);
+  const auto trial = c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
+                            {{"n", 1}, {"client_id", "w"}}, server.token)
+                         .json()["suggestions"][0]["trial_id"]
+                         .get<std::int64_t>();
+  const std::string path = "/v1/trials/" + std::to_string(trial) + "/result";
+  const auto send = [&](const std::string& body) {
+    return c.request("POST", path, body, server.token);
+  };
+  const std::string fields =
+      R"("client_id": "w", "value": 0.1, "raw": [0.1, 0.30000000000000004], "cost_seconds": 1.5,
+         "message": "ran")";
+  ASSERT_EQ(send("{" + fields + R"(, "metrics": {"gflops": 12.5, "bytes": 3}})").status, 200);
+  const auto stored = c.get("/v1/trials/" + std::to_string(trial)).json();
+
+  const auto retry = send("{" + fields + R"(, "metrics": {"bytes": 3.0, "gflops": 12.5}})");
+  ASSERT_EQ(retry.status, 200) << retry.body;
+  EXPECT_TRUE(retry.json()["already_stored"].get<bool>());
+
+  const std::map<std::string, std::string> others = {
+      {"value", R"("client_id": "w", "value": 0.2, "raw": [0.1, 0.30000000000000004],
+                   "cost_seconds": 1.5, "message": "ran", "metrics": {"gflops": 12.5, "bytes": 3})"},
+      {"raw", R"("client_id": "w", "value": 0.1, "raw": [0.1, 0.3], "cost_seconds": 1.5,
+                 "message": "ran", "metrics": {"gflops": 12.5, "bytes": 3})"},
+      {"cost_seconds", R"("client_id": "w", "value": 0.1, "raw": [0.1, 0.30000000000000004],
+                          "cost_seconds": 2, "message": "ran",
+                          "metrics": {"gflops": 12.5, "bytes": 3})"},
+      {"message", R"("client_id": "w", "value": 0.1, "raw": [0.1, 0.30000000000000004],
+                     "cost_seconds": 1.5, "metrics": {"gflops": 12.5, "bytes": 3})"},
+      {"metrics", "{" + fields + R"(, "metrics": {"gflops": 12.6, "bytes": 3}})"},
+      {"metrics, no metrics", "{" + fields + "}"},
+      {"status failed", R"("client_id": "w", "status": "failed", "message": "ran")"}};
+  for (const auto& [differs, body] : others) {
+    SCOPED_TRACE(differs);
+    const auto reply = send(body.front() == '{' ? body : "{" + body + "}");
+    EXPECT_EQ(reply.status, 409) << reply.body;
+    const auto message = reply.error_message();
+    EXPECT_THAT(message, HasSubstr("already has a result (status ok, value 0.1, stored "));
+    const auto field = differs.substr(0, differs.find(','));
+    EXPECT_THAT(message, HasSubstr("differs in " + field)) << message;
+  }
+  EXPECT_THAT(send("{" + others.at("value") + "}").error_message(),
+              HasSubstr("differs in value 0.2"));
+  EXPECT_EQ(c.get("/v1/trials/" + std::to_string(trial)).json(), stored);
+
+  // Measurements added again are told the same way.
+  const std::string measurements = "/v1/studies/" + std::to_string(study) + "/measurements";
+  // Not the configuration of the trial above.
+  const nlohmann::json config{
+      {"bx", 1},
+      {"by", 1},
+      {"unroll", stored["config"] == nlohmann::json{{"bx", 1}, {"by", 1}, {"unroll", 0}} ? 1 : 0}};
+  const auto add = [&](const nlohmann::json& metrics) {
+    return c.post(measurements,
+                  {{"measurements", {{{"config", config}, {"value", 2.0}, {"metrics", metrics}}}}},
+                  server.token);
+  };
+  ASSERT_EQ(add({{"a", 1}}).status, 201);
+  EXPECT_EQ(add({{"a", 1}}).status, 200);
+  const auto other = add({{"a", 2}});
+  EXPECT_EQ(other.status, 409) << other.body;
+  EXPECT_THAT(other.error_message(), HasSubstr("differing in metrics"));
 }
 
 }  // namespace

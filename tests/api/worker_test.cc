@@ -191,6 +191,8 @@ class VerboseEvaluator : public ReplayEvaluator {
     }
     auto m = ReplayEvaluator::evaluate(config);
     m.metrics = {{"trace", std::string(2 * kMaxMetricsBytes, 't')}};
+    // Many repeats of a short kernel: more raw values than a result may hold.
+    m.raw.assign(2 * kMaxRawValues + 3, m.objective);
     return m;
   }
 
@@ -198,8 +200,8 @@ class VerboseEvaluator : public ReplayEvaluator {
   int calls_ = 0;
 };
 
-// The service refuses messages and metrics over its limits: the worker cuts them down rather
-// than lose the evaluation.
+// The service refuses messages, metrics and raw values over its limits: the worker cuts them
+// down rather than lose the evaluation.
 TEST(Worker, AResultThatSaysTooMuchIsCutDownAndStored) {
   testing::TestServer server;
   VerboseEvaluator evaluator;
@@ -214,6 +216,7 @@ TEST(Worker, AResultThatSaysTooMuchIsCutDownAndStored) {
     EXPECT_NE(t.result.status, TrialStatus::pending) << "a result was not delivered";
     EXPECT_LE(t.result.message.size(), kMaxMessageBytes);
     EXPECT_TRUE(t.result.metrics.empty() || !t.result.metrics.contains("trace"));
+    EXPECT_LE(t.result.raw.size(), kMaxRawValues);
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -70,6 +71,51 @@ TEST(Storable, MetricsOverTheLimitAreLeftOutSayingSo) {
       << stored.message;
   m.metrics = {{"GFLOP/s", 9.5}};
   EXPECT_EQ(storable(m).metrics, m.metrics);
+}
+
+// The API takes at most kMaxRawValues raw values: a worker run with many repeats sends an even
+// sample of them, in order, and says so; its objective is what the evaluator gave.
+TEST(Storable, RawValuesOverTheLimitAreThinnedEvenlySayingSo) {
+  const std::size_t taken = 3 * kMaxRawValues + 1;
+  std::vector<double> raw(taken);
+  for (std::size_t i = 0; i < taken; ++i) raw[i] = static_cast<double>(i);
+  auto m = Measurement::success(42.0, raw, 1.0);
+  m.message = "ran";
+  const auto stored = storable(m);
+  ASSERT_EQ(stored.raw.size(), kMaxRawValues);
+  EXPECT_EQ(stored.raw.front(), 0.0);
+  EXPECT_GT(stored.raw.back(), static_cast<double>(taken - 5)) << "the sample spans them all";
+  EXPECT_TRUE(std::is_sorted(stored.raw.begin(), stored.raw.end()));
+  EXPECT_EQ(stored.objective, 42.0);
+  EXPECT_EQ(stored.message.rfind("ran; raw holds 4096 of its 12289 measurements", 0), 0u)
+      << stored.message;
+  // At the limit, nothing changes.
+  const auto whole = Measurement::success(1.0, std::vector<double>(kMaxRawValues, 1.0));
+  EXPECT_EQ(storable(whole).raw.size(), kMaxRawValues);
+  EXPECT_TRUE(storable(whole).message.empty());
+}
+
+// A retry is the result stored, field for field; anything else differs, and says where.
+TEST(DifferingFields, NameEveryFieldThatDiffers) {
+  auto stored = Measurement::success(0.1, {0.1, 0.2}, 1.5);
+  stored.message = "ran";
+  stored.metrics = nlohmann::json::parse(R"({"gflops": 2, "bytes": 3.5})");
+  auto sent = stored;
+  sent.metrics = nlohmann::json::parse(R"({"bytes": 3.5, "gflops": 2.0})");
+  EXPECT_TRUE(differing_fields(stored, sent).empty());
+  sent.objective = 0.2;
+  sent.cost_seconds = 1.0;
+  sent.metrics["gflops"] = 2.5;
+  EXPECT_EQ(differing_fields(stored, sent),
+            (std::vector<std::string>{"value", "cost_seconds", "metrics"}));
+  const auto failed = Measurement::failure(TrialStatus::failed, "crashed");
+  EXPECT_EQ(
+      differing_fields(stored, failed),
+      (std::vector<std::string>{"status", "value", "raw", "cost_seconds", "message", "metrics"}));
+  // Metrics left out and an empty object are the same: none.
+  auto none = failed;
+  none.metrics = nullptr;
+  EXPECT_TRUE(differing_fields(failed, none).empty());
 }
 
 }  // namespace
