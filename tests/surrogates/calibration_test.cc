@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/math/distributions/normal.hpp>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -11,17 +12,33 @@
 namespace tunebase::surrogates {
 namespace {
 
+// n residuals spread as a normal of standard deviation `sd` is: its (i + 1/2) / n quantiles.
+std::vector<double> normal_residuals(int n, double sd) {
+  const boost::math::normal_distribution<double> normal;
+  std::vector<double> out;
+  for (int i = 0; i < n; ++i) out.push_back(sd * boost::math::quantile(normal, (i + 0.5) / n));
+  return out;
+}
+
 TEST(IntervalScale, ResidualsTwiceTooLargeDoubleTheIntervalOnceThereAreMany) {
-  // r_i = +-2 (a model whose standard deviations are half what they should be): s2 tends to 4,
-  // and with many degrees of freedom the 68% half-width to 2 standard deviations.
-  std::vector<double> residuals;
-  for (int i = 0; i < 2000; ++i) residuals.push_back(i % 2 ? 2.0 : -2.0);
-  const auto scale = interval_scale(residuals, 2.0);
-  // s2 = (2 + 2000 * 4) / 2002
-  EXPECT_NEAR(scale.variance_scale, 8002.0 / 2002.0, 1e-12);
+  // A model whose standard deviations are half what they should be: s2 tends to 4, and with
+  // many degrees of freedom the 68% half-width to 2 standard deviations.
+  const auto scale = interval_scale(normal_residuals(2000, 2.0), 2.0);
+  EXPECT_NEAR(scale.variance_scale, 4.0, 0.02);
   EXPECT_DOUBLE_EQ(scale.degrees_of_freedom, 2002.0);
-  EXPECT_NEAR(scale.half_width(0.6826894921370859), 2.0, 1e-3);
-  EXPECT_NEAR(scale.half_width(0.95), 1.96 * 2.0, 1e-2);
+  EXPECT_NEAR(scale.half_width(0.6826894921370859), 2.0, 5e-3);
+  EXPECT_NEAR(scale.half_width(0.95), 1.96 * 2.0, 2e-2);
+}
+
+TEST(IntervalScale, OneResultFarFromTheRestDoesNotWidenEveryInterval) {
+  // 89 residuals of a calibrated model and one of 20 (a configuration far slower than any
+  // other): the mean of r^2 would be 5.4, and every interval 2.3 times as wide. Counted as 3.5
+  // robust standard deviations, it adds 12 / 91 to s2.
+  auto residuals = normal_residuals(89, 1.0);
+  residuals.push_back(20.0);
+  const auto scale = interval_scale(residuals, 2.0);
+  EXPECT_GT(scale.variance_scale, 1.0);
+  EXPECT_LT(scale.variance_scale, 1.25);
 }
 
 TEST(IntervalScale, FewResidualsGiveAStudentTWiderThanTheNormal) {
