@@ -32,6 +32,7 @@
 #include "db/store.h"
 #include "db/study_export.h"
 #include "tuner/quality.h"
+#include "tuner/strategy.h"
 
 namespace tunebase::cli {
 
@@ -314,9 +315,15 @@ void add_sweep_command(CLI::App& app) {
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("sweep", "Tune a kernel on this machine and store every trial");
   add_evaluator_options(*cmd, args->spec);
+  // The default (auto) picks one of these two; the help names every other registered one.
+  std::string others;
+  for (const auto& name : strategy_names()) {
+    if (name != "bo-transfer" && name != "bo") others += (others.empty() ? "" : ", ") + name;
+  }
   cmd->add_option("--strategy,-s", args->sweep.strategy,
                   "Search strategy: bo-transfer when other machines or inputs measured this "
-                  "kernel, else bo; also random, lhs, exhaustive, ga, rgpe, stacked, prior-best");
+                  "kernel, else bo; also " +
+                      others);
   cmd->add_option("--options", args->strategy_options,
                   "Strategy options of a new study as JSON, e.g. '{\"initial_design\": 10}' "
                   "(bo: acquisition, kappa, min_feasible, ...; the API's strategy_options)");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <iostream>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -79,66 +80,197 @@ nlohmann::json gpu_options(const EvaluatorSpec& spec) {
   return options;
 }
 
+// The shared flags a kernel may read; reject_unused_options refuses the others.
+enum KernelFlag : unsigned {
+  kReadsMatrix = 1U << 0,
+  kReadsProblem = 1U << 1,
+  kReadsSize = 1U << 2,  // with kReadsMatrix: the size of the problem generated without one
+  kReadsCmd = 1U << 3,
+  kReadsSpace = 1U << 4,
+  kReadsRegex = 1U << 5,
+  kReadsMaximize = 1U << 6,
+  kReadsUnit = 1U << 7,
+  kReadsKernelName = 1U << 8,
+  kReadsTimeout = 1U << 9,
+  kReadsRepeats = 1U << 10,
+  kReadsReplay = 1U << 11,
+};
+// A matrix file, or a generated problem of a size.
+constexpr unsigned kMatrixInput = kReadsMatrix | kReadsProblem | kReadsSize;
+constexpr unsigned kGpuKernel = kReadsSize | kReadsTimeout | kReadsRepeats;
+
+bool is_kernel_name(std::string_view name);
+
+std::unique_ptr<Evaluator> make_spmv(const EvaluatorSpec& spec) {
+  SpmvOptions options;
+  if (spec.repeats > 0) options.repeats = spec.repeats;
+  return std::make_unique<SpmvEvaluator>(load_matrix(spec), options);
+}
+
+std::unique_ptr<Evaluator> make_petsc(const EvaluatorSpec& spec) {
+  PetscSolverOptions options;
+  options.time_limit_seconds = spec.timeout_seconds.value_or(kDefaultTimeoutSeconds);
+  if (spec.repeats > 0) options.repeats = spec.repeats;
+  return std::make_unique<PetscSolverEvaluator>(load_matrix(spec), options);
+}
+
+std::unique_ptr<Evaluator> make_command(const EvaluatorSpec& spec) {
+  if (spec.command.empty() || spec.space_file.empty()) {
+    throw InvalidInput("--kernel command needs --cmd 'program {param} ...' and --space FILE");
+  }
+  CommandOptions options;
+  options.timeout_seconds = spec.timeout_seconds.value_or(kDefaultTimeoutSeconds);
+  if (!spec.regex.empty()) options.objective_regex = spec.regex;
+  if (spec.repeats > 0) options.repeats = spec.repeats;
+  options.minimize = !spec.maximize;
+  options.unit = command_unit(spec.unit, spec.maximize);
+  // A command stopped by the signal that stops tunebase has not failed.
+  options.stopping = &g_interrupted;
+  if (!spec.kernel_name.empty()) {
+    // A built-in kernel's name would mix a program's measurements into that kernel's.
+    if (spec.kernel_name != "command" && is_kernel_name(spec.kernel_name)) {
+      throw InvalidInput("--kernel-name " + spec.kernel_name +
+                         " is a built-in kernel's name; give the program a name of its own");
+    }
+    options.kernel_name = spec.kernel_name;
+  }
+  return std::make_unique<CommandEvaluator>(load_space(spec.space_file), spec.command, options);
+}
+
+std::unique_ptr<Evaluator> make_replay(const EvaluatorSpec& spec) {
+  if (spec.replay_file.empty()) {
+    throw InvalidInput("--kernel replay needs --replay FILE (a Kernel Tuner cache or T4 file)");
+  }
+  auto replay = ReplayEvaluator::from_file(spec.replay_file, spec.kernel_name);
+  if (spec.space_file.empty()) return std::make_unique<ReplayEvaluator>(std::move(replay));
+  // Kernel Tuner's simulation mode with restrictions: the file's configurations they allow.
+  auto within = std::make_unique<ReplayInSpace>(std::move(replay), load_space(spec.space_file));
+  if (within->left_out() > 0) {
+    std::cerr << "note: " << spec.space_file << " leaves out " << within->left_out() << " of "
+              << spec.replay_file << "'s configurations; the sweep searches the other "
+              << within->candidates()->size() << "\n";
+  }
+  return within;
+}
+
+std::unique_ptr<Evaluator> make_opencl(const EvaluatorSpec& spec) {
+  return make_opencl_evaluator(spec.kernel, gpu_options(spec));
+}
+
+std::unique_ptr<Evaluator> make_cuda(const EvaluatorSpec& spec) {
+  return make_cuda_evaluator(spec.kernel, gpu_options(spec));
+}
+
+// One kernel the CLI can tune: --kernel's help and check, make_evaluator, and which shared
+// flags reject_unused_options lets through all come from this table.
+struct KernelEntry {
+  const char* name = nullptr;
+  std::unique_ptr<Evaluator> (*make)(const EvaluatorSpec& spec) = nullptr;
+  unsigned reads = 0;  // KernelFlag bits
+};
+
+// Adding a kernel is adding its entry (and its evaluator). The order is the order of listings.
+// The GPU kernels are listed even where their back end is not built: making one says so.
+constexpr KernelEntry kKernels[] = {
+    {"spmv", make_spmv, kMatrixInput | kReadsRepeats},
+    {"petsc", make_petsc, kMatrixInput | kReadsTimeout | kReadsRepeats},
+    {"command", make_command,
+     kReadsCmd | kReadsSpace | kReadsRegex | kReadsMaximize | kReadsUnit | kReadsKernelName |
+         kReadsTimeout | kReadsRepeats},
+    {"replay", make_replay, kReadsReplay | kReadsSpace | kReadsKernelName},
+    {"opencl-gemm", make_opencl, kGpuKernel},
+    {"opencl-spmv", make_opencl, kGpuKernel | kReadsMatrix},
+    {"opencl-conv", make_opencl, kGpuKernel},
+    {"cuda-gemm", make_cuda, kGpuKernel},
+    {"cuda-spmv", make_cuda, kGpuKernel | kReadsMatrix},
+    {"cuda-conv", make_cuda, kGpuKernel},
+};
+
+const KernelEntry* find_kernel(std::string_view name) {
+  for (const auto& entry : kKernels) {
+    if (name == entry.name) return &entry;
+  }
+  return nullptr;
+}
+
+bool is_kernel_name(std::string_view name) { return find_kernel(name) != nullptr; }
+
+// The kernels that read `flag`, for messages: "spmv and petsc", "every kernel but replay".
+std::string readers_text(unsigned flag) {
+  std::vector<std::string> readers;
+  std::vector<std::string> others;
+  for (const auto& entry : kKernels) {
+    ((entry.reads & flag) != 0 ? readers : others).emplace_back(entry.name);
+  }
+  if (others.size() == 1 && readers.size() > 1) return "every kernel but " + others.front();
+  std::string out;
+  for (std::size_t i = 0; i < readers.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == readers.size() ? " and " : ", ") + readers[i];
+  }
+  return out;
+}
+
 // An option given to a kernel that does not read it would be silently ignored (a replay
 // "with --space" searching the file's own space, an SpMV "maximised"): refuse it, naming who
 // reads it.
-void reject_unused_options(const EvaluatorSpec& spec) {
-  const bool gpu = spec.kernel.rfind("opencl-", 0) == 0 || spec.kernel.rfind("cuda-", 0) == 0;
-  const bool gpu_spmv = gpu && spec.kernel.ends_with("-spmv");
-  const bool matrix_kernel = spec.kernel == "spmv" || spec.kernel == "petsc";
-  const bool command = spec.kernel == "command";
-  const struct {
-    const char* flag;
-    bool given;
-    bool used;
-    const char* used_by;
-  } options[] = {
-      {"--matrix", !spec.matrix.empty(), matrix_kernel || gpu_spmv,
-       "spmv, petsc, opencl-spmv and cuda-spmv (the GPU gemm and conv kernels take --size)"},
-      {"--problem", !spec.problem.empty(), matrix_kernel && spec.matrix.empty(),
-       "spmv and petsc, when no --matrix is given"},
-      {"--size", spec.size != 0, (matrix_kernel || gpu_spmv) ? spec.matrix.empty() : gpu,
-       "spmv, petsc and the GPU SpMV kernels when no --matrix is given, and the other GPU "
-       "kernels"},
-      {"--cmd", !spec.command.empty(), command, "command"},
-      {"--space", !spec.space_file.empty(), command || spec.kernel == "replay",
-       "command, and replay (the file's configurations that the space allows)"},
-      {"--regex", !spec.regex.empty(), command, "command"},
-      {"--maximize", spec.maximize, command,
-       "command (the other kernels measure times, which are minimised)"},
-      {"--unit", !spec.unit.empty(), command, "command (the other kernels know their unit)"},
-      {"--kernel-name", !spec.kernel_name.empty(), command || spec.kernel == "replay",
-       "command and replay (the other kernels have their own names)"},
-      {"--timeout", spec.timeout_seconds.has_value(), command || spec.kernel == "petsc" || gpu,
-       "command, petsc and the GPU kernels"},
-      {"--repeats", spec.repeats != 0, spec.kernel != "replay",
-       "every kernel but replay (a file holds one value per configuration)"},
-      {"--replay", !spec.replay_file.empty(), spec.kernel == "replay", "replay"},
-  };
-  if (matrix_kernel && !spec.matrix.empty() && !spec.problem.empty()) {
+void reject_unused_options(const EvaluatorSpec& spec, const KernelEntry& kernel) {
+  const auto reads = [&](unsigned flag) { return (kernel.reads & flag) != 0; };
+  if (reads(kReadsProblem) && !spec.matrix.empty() && !spec.problem.empty()) {
     throw InvalidInput(
         "--matrix and --problem exclude each other: a file, or a generated "
         "problem (with --size)");
   }
+  const struct {
+    const char* flag;
+    bool given;
+    unsigned bit;
+    // Why, after the names of the kernels that read it.
+    const char* note;
+  } options[] = {
+      {"--matrix", !spec.matrix.empty(), kReadsMatrix, ""},
+      {"--problem", !spec.problem.empty(), kReadsProblem, ", when no --matrix is given"},
+      {"--size", spec.size != 0, kReadsSize, " (those that read --matrix only when none is given)"},
+      {"--cmd", !spec.command.empty(), kReadsCmd, ""},
+      {"--space", !spec.space_file.empty(), kReadsSpace,
+       " (for replay, the file's configurations that the space allows)"},
+      {"--regex", !spec.regex.empty(), kReadsRegex, ""},
+      {"--maximize", spec.maximize, kReadsMaximize,
+       " (the other kernels measure times, which are minimised)"},
+      {"--unit", !spec.unit.empty(), kReadsUnit, " (the other kernels know their unit)"},
+      {"--kernel-name", !spec.kernel_name.empty(), kReadsKernelName,
+       " (the other kernels have their own names)"},
+      {"--timeout", spec.timeout_seconds.has_value(), kReadsTimeout, ""},
+      {"--repeats", spec.repeats != 0, kReadsRepeats,
+       " (a file holds one value per configuration)"},
+      {"--replay", !spec.replay_file.empty(), kReadsReplay, ""},
+  };
   for (const auto& o : options) {
-    if (o.given && !o.used) {
+    // A kernel that takes a matrix file reads --size only for the problem it generates without.
+    const bool used =
+        reads(o.bit) && !(o.bit == kReadsSize && reads(kReadsMatrix) && !spec.matrix.empty());
+    if (o.given && !used) {
+      std::string why = o.note;
+      // A kernel with a size and no matrix (the GPU gemm) is pointed to what it takes.
+      if (o.bit == kReadsMatrix && reads(kReadsSize)) {
+        why = " (--kernel " + spec.kernel + " takes --size)";
+      }
       throw InvalidInput(std::string(o.flag) + " is not used by --kernel " + spec.kernel +
-                         "; it is read by " + o.used_by);
+                         "; it is read by " + readers_text(o.bit) + why);
     }
   }
 }
 
 }  // namespace
 
-namespace {
-const std::vector<std::string> kKernels = {"spmv",        "petsc",       "command",     "replay",
-                                           "opencl-gemm", "opencl-spmv", "opencl-conv", "cuda-gemm",
-                                           "cuda-spmv",   "cuda-conv"};
-}  // namespace
+std::vector<std::string> kernel_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : kKernels) names.emplace_back(entry.name);
+  return names;
+}
 
 std::string known_kernels() {
   std::string out;
-  for (const auto& k : kKernels) out += (out.empty() ? "" : ", ") + k;
+  for (const auto& k : kernel_names()) out += (out.empty() ? "" : ", ") + k;
   return out;
 }
 
@@ -217,64 +349,12 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
 
 std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {
   // A mistyped kernel is named as such, before what its options would be.
-  if (std::find(kKernels.begin(), kKernels.end(), spec.kernel) == kKernels.end()) {
+  const auto* kernel = find_kernel(spec.kernel);
+  if (!kernel) {
     throw InvalidInput("unknown kernel '" + spec.kernel + "'; known kernels: " + known_kernels());
   }
-  reject_unused_options(spec);
-  if (spec.kernel == "spmv") {
-    SpmvOptions options;
-    if (spec.repeats > 0) options.repeats = spec.repeats;
-    return std::make_unique<SpmvEvaluator>(load_matrix(spec), options);
-  }
-  if (spec.kernel == "petsc") {
-    PetscSolverOptions options;
-    options.time_limit_seconds = spec.timeout_seconds.value_or(kDefaultTimeoutSeconds);
-    if (spec.repeats > 0) options.repeats = spec.repeats;
-    return std::make_unique<PetscSolverEvaluator>(load_matrix(spec), options);
-  }
-  if (spec.kernel.rfind("opencl-", 0) == 0)
-    return make_opencl_evaluator(spec.kernel, gpu_options(spec));
-  if (spec.kernel.rfind("cuda-", 0) == 0)
-    return make_cuda_evaluator(spec.kernel, gpu_options(spec));
-  if (spec.kernel == "command") {
-    if (spec.command.empty() || spec.space_file.empty()) {
-      throw InvalidInput("--kernel command needs --cmd 'program {param} ...' and --space FILE");
-    }
-    CommandOptions options;
-    options.timeout_seconds = spec.timeout_seconds.value_or(kDefaultTimeoutSeconds);
-    if (!spec.regex.empty()) options.objective_regex = spec.regex;
-    if (spec.repeats > 0) options.repeats = spec.repeats;
-    options.minimize = !spec.maximize;
-    options.unit = command_unit(spec.unit, spec.maximize);
-    // A command stopped by the signal that stops tunebase has not failed.
-    options.stopping = &g_interrupted;
-    if (!spec.kernel_name.empty()) {
-      // A built-in kernel's name would mix a program's measurements into that kernel's.
-      if (spec.kernel_name != "command" &&
-          std::find(kKernels.begin(), kKernels.end(), spec.kernel_name) != kKernels.end()) {
-        throw InvalidInput("--kernel-name " + spec.kernel_name +
-                           " is a built-in kernel's name; give the program a name of its own");
-      }
-      options.kernel_name = spec.kernel_name;
-    }
-    return std::make_unique<CommandEvaluator>(load_space(spec.space_file), spec.command, options);
-  }
-  if (spec.kernel == "replay") {
-    if (spec.replay_file.empty()) {
-      throw InvalidInput("--kernel replay needs --replay FILE (a Kernel Tuner cache or T4 file)");
-    }
-    auto replay = ReplayEvaluator::from_file(spec.replay_file, spec.kernel_name);
-    if (spec.space_file.empty()) return std::make_unique<ReplayEvaluator>(std::move(replay));
-    // Kernel Tuner's simulation mode with restrictions: the file's configurations they allow.
-    auto within = std::make_unique<ReplayInSpace>(std::move(replay), load_space(spec.space_file));
-    if (within->left_out() > 0) {
-      std::cerr << "note: " << spec.space_file << " leaves out " << within->left_out() << " of "
-                << spec.replay_file << "'s configurations; the sweep searches the other "
-                << within->candidates()->size() << "\n";
-    }
-    return within;
-  }
-  throw InvalidInput("unknown kernel '" + spec.kernel + "'; known kernels: " + known_kernels());
+  reject_unused_options(spec, *kernel);
+  return kernel->make(spec);
 }
 
 }  // namespace tunebase::cli

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/machine.h"
 #include "kernels/evaluator.h"
@@ -49,7 +50,9 @@ MachineInfo this_machine(const std::string& name = {});
 /// InvalidInput when a replayed file names no device and no name is given.
 MachineInfo results_machine(const Evaluator& evaluator, const std::string& name = {});
 
-/// Names accepted by --kernel.
+/// Names accepted by --kernel, in the order of listings (apps/evaluators.cc's table).
+std::vector<std::string> kernel_names();
+/// The same, joined with ", " for help and messages.
 std::string known_kernels();
 
 }  // namespace tunebase::cli

@@ -1,11 +1,12 @@
-// The model-free strategies: random, lhs, exhaustive, ga.
+// The model-free strategies (random, lhs, exhaustive, ga) and the table of every strategy.
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <sstream>
+#include <string_view>
 
 #include "core/error.h"
 #include "tuner/bo.h"
@@ -187,6 +188,109 @@ class GeneticSearch final : public SearchStrategy {
     return out;
   }
 };
+
+// Every strategy takes a seed (make_strategy checks it, whoever reads it).
+constexpr const char* kSeedKey = "seed";
+
+// The keys the Bayesian optimisation strategies read besides the seed (tuner/bo.cc).
+constexpr const char* kBayesianOptimizationKeys[] = {"initial_design",
+                                                     "refit_every",
+                                                     "refit_below",
+                                                     "candidate_samples",
+                                                     "max_model_points",
+                                                     "acquisition",
+                                                     "kappa",
+                                                     "min_feasible",
+                                                     "covariance",
+                                                     "output",
+                                                     "lengthscale_location",
+                                                     "short_start",
+                                                     "rgpe_samples",
+                                                     "prior_points",
+                                                     "prior_best_fraction",
+                                                     "prior_best",
+                                                     "consensus_first",
+                                                     "local_every",
+                                                     "local_radius"};
+
+// Builds a strategy from its checked options and seed.
+using StrategyFactory = std::unique_ptr<SearchStrategy> (*)(const std::string& name,
+                                                            const StrategyOptions& options,
+                                                            std::uint64_t seed);
+
+template <class Strategy>
+std::unique_ptr<SearchStrategy> make_model_free(const std::string&, const StrategyOptions&,
+                                                std::uint64_t) {
+  return std::make_unique<Strategy>();
+}
+
+std::unique_ptr<SearchStrategy> make_latin_hypercube(const std::string&, const StrategyOptions&,
+                                                     std::uint64_t seed) {
+  return std::make_unique<LatinHypercube>(seed);
+}
+
+template <TransferMode mode>
+std::unique_ptr<SearchStrategy> make_bo(const std::string& name, const StrategyOptions& options,
+                                        std::uint64_t) {
+  return make_bayesian_optimization(options, mode, name);
+}
+
+// One strategy as make_strategy builds it and everything else lists it: strategy_names() (the
+// API's enum, the CLI's help and checks, the tests' list), the option keys make_strategy
+// accepts, learns_from_priors(), require_searchable().
+struct StrategyEntry {
+  const char* name = nullptr;
+  StrategyFactory make = nullptr;
+  // The options it reads besides the seed.
+  std::span<const char* const> option_keys = {};
+  // Reads priors (the transfer strategies); the others ignore them.
+  bool learns_from_priors = false;
+  // Walks the whole space in order: a space that cannot be enumerated is refused up front.
+  bool enumerates = false;
+  // Kernel Tuner's name of the same search, pointed to when given (nullptr: none).
+  const char* kernel_tuner_name = nullptr;
+};
+
+// Adding a strategy is adding its entry (and its class). The order is the order of listings.
+constexpr StrategyEntry kStrategies[] = {
+    {.name = "random", .make = make_model_free<RandomSearch>, .kernel_tuner_name = "random_sample"},
+    {.name = "lhs", .make = make_latin_hypercube},
+    {.name = "exhaustive",
+     .make = make_model_free<ExhaustiveSearch>,
+     .enumerates = true,
+     .kernel_tuner_name = "brute_force"},
+    {.name = "ga",
+     .make = make_model_free<GeneticSearch>,
+     .kernel_tuner_name = "genetic_algorithm"},
+    {.name = "bo",
+     .make = make_bo<TransferMode::none>,
+     .option_keys = kBayesianOptimizationKeys,
+     .kernel_tuner_name = "bayes_opt"},
+    // Transfer strategies; without priors in the state they are plain bo.
+    {.name = "bo-transfer",
+     .make = make_bo<TransferMode::rgpe>,
+     .option_keys = kBayesianOptimizationKeys,
+     .learns_from_priors = true},
+    {.name = "rgpe",
+     .make = make_bo<TransferMode::rgpe>,
+     .option_keys = kBayesianOptimizationKeys,
+     .learns_from_priors = true},
+    {.name = "stacked",
+     .make = make_bo<TransferMode::stacked>,
+     .option_keys = kBayesianOptimizationKeys,
+     .learns_from_priors = true},
+    {.name = "prior-best",
+     .make = make_bo<TransferMode::none>,
+     .option_keys = kBayesianOptimizationKeys,
+     .learns_from_priors = true},
+};
+
+const StrategyEntry* find_strategy(std::string_view name) {
+  for (const auto& entry : kStrategies) {
+    if (name == entry.name) return &entry;
+  }
+  return nullptr;
+}
 
 }  // namespace
 
@@ -388,40 +492,31 @@ std::vector<Configuration> latin_hypercube_proposals(
 }
 
 bool learns_from_priors(const std::string& strategy) {
-  return strategy == "bo-transfer" || strategy == "rgpe" || strategy == "stacked" ||
-         strategy == "prior-best";
+  const auto* entry = find_strategy(strategy);
+  return entry && entry->learns_from_priors;
 }
 
 void require_searchable(const std::string& strategy, const SearchSpace& space) {
-  if (strategy == "exhaustive" && !space.enumerable()) throw not_enumerable(space);
+  const auto* entry = find_strategy(strategy);
+  if (entry && entry->enumerates && !space.enumerable()) throw not_enumerable(space);
 }
 
 std::vector<std::string> strategy_names() {
-  return {"random",      "lhs",  "exhaustive", "ga",        "bo",
-          "bo-transfer", "rgpe", "stacked",    "prior-best"};
+  std::vector<std::string> names;
+  for (const auto& entry : kStrategies) names.emplace_back(entry.name);
+  return names;
 }
 
 const std::vector<std::string>& strategy_option_names() {
-  static const std::vector<std::string> names = {"seed",
-                                                 "initial_design",
-                                                 "refit_every",
-                                                 "refit_below",
-                                                 "candidate_samples",
-                                                 "max_model_points",
-                                                 "acquisition",
-                                                 "kappa",
-                                                 "min_feasible",
-                                                 "covariance",
-                                                 "output",
-                                                 "lengthscale_location",
-                                                 "short_start",
-                                                 "rgpe_samples",
-                                                 "prior_points",
-                                                 "prior_best_fraction",
-                                                 "prior_best",
-                                                 "consensus_first",
-                                                 "local_every",
-                                                 "local_radius"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out = {kSeedKey};
+    for (const auto& entry : kStrategies) {
+      for (const char* key : entry.option_keys) {
+        if (std::find(out.begin(), out.end(), key) == out.end()) out.emplace_back(key);
+      }
+    }
+    return out;
+  }();
   return names;
 }
 
@@ -488,28 +583,15 @@ std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
     }
   }
   const std::uint64_t seed =
-      OptionReader(options, name).count("seed", 0, 0, std::numeric_limits<std::uint64_t>::max());
-  if (name == "random") return std::make_unique<RandomSearch>();
-  if (name == "exhaustive") return std::make_unique<ExhaustiveSearch>();
-  if (name == "lhs") return std::make_unique<LatinHypercube>(seed);
-  if (name == "ga") return std::make_unique<GeneticSearch>();
-  if (name == "bo") return make_bayesian_optimization(options);
-  // Transfer strategies; without priors in the state they are plain bo.
-  if (name == "bo-transfer") return make_bayesian_optimization(options, TransferMode::rgpe, name);
-  if (name == "rgpe") return make_bayesian_optimization(options, TransferMode::rgpe, name);
-  if (name == "stacked") return make_bayesian_optimization(options, TransferMode::stacked, name);
-  if (name == "prior-best") return make_bayesian_optimization(options, TransferMode::none, name);
+      OptionReader(options, name).count(kSeedKey, 0, 0, std::numeric_limits<std::uint64_t>::max());
+  if (const auto* entry = find_strategy(name)) return entry->make(name, options, seed);
   std::string known;
   for (const auto& n : strategy_names()) known += (known.empty() ? "" : ", ") + n;
-  // Kernel Tuner's names of the same searches.
-  static const std::map<std::string, std::string, std::less<>> kKernelTunerNames = {
-      {"bayes_opt", "bo"},
-      {"brute_force", "exhaustive"},
-      {"random_sample", "random"},
-      {"genetic_algorithm", "ga"}};
   std::string hint;
-  if (const auto it = kKernelTunerNames.find(name); it != kKernelTunerNames.end()) {
-    hint = " (Kernel Tuner's " + name + " is " + it->second + " here)";
+  for (const auto& entry : kStrategies) {
+    if (entry.kernel_tuner_name && name == entry.kernel_tuner_name) {
+      hint = " (Kernel Tuner's " + name + " is " + entry.name + " here)";
+    }
   }
   throw InvalidInput("unknown strategy '" + name + "'" + hint + "; known strategies: " + known);
 }

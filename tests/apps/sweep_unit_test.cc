@@ -2,15 +2,22 @@
 
 #include <atomic>
 #include <csignal>
+#include <set>
+#include <string_view>
 
 #include "apps/cli.h"
+#include "apps/evaluators.h"
 #include "apps/sweep.h"
+#include "core/error.h"
+#include "tuner/strategy.h"
 
 namespace tunebase::cli {
 
-// The program's main defines them; sweep.cc reads them.
+// The program's main defines them; sweep.cc reads them, and the sweep command (whose help is
+// tested here, never run) installs the handler.
 std::atomic<bool> g_interrupted{false};
 std::atomic<int> g_interrupt_signal{SIGINT};
+void install_interrupt_handler() {}
 
 namespace {
 
@@ -60,6 +67,106 @@ TEST(DefaultOrigin, SaysWhetherTheSpaceDeclaresTheDefaults) {
   EXPECT_EQ(o.text,
             "the space declares defaults for 1 of its 2 parameters, the other takes its first "
             "value");
+}
+
+// The words of the line of `sweep --help` that describes `flag` (split at spaces and ,;:).
+std::set<std::string> help_words(const std::string& flag) {
+  CLI::App app;
+  add_sweep_command(app);
+  const auto help = app.get_subcommand("sweep")->help();
+  const auto at = help.find(flag + " TEXT");
+  if (at == std::string::npos) return {};
+  std::set<std::string> words;
+  std::string word;
+  for (std::size_t i = at; i <= help.size(); ++i) {
+    if (i == help.size() || std::string_view(" ,;:\n").find(help[i]) != std::string_view::npos) {
+      if (!word.empty()) words.insert(word);
+      word.clear();
+      if (i == help.size() || help[i] == '\n') break;
+    } else {
+      word += help[i];
+    }
+  }
+  return words;
+}
+
+std::string invalid_input(const EvaluatorSpec& spec) {
+  try {
+    (void)make_evaluator(spec);
+  } catch (const InvalidInput& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+// Registering a strategy or a kernel is what puts it in the help and in the error that lists
+// the allowed names.
+TEST(Registry, EveryStrategyIsInTheSweepHelp) {
+  const auto words = help_words("--strategy");
+  ASSERT_FALSE(words.empty());
+  for (const auto& name : strategy_names()) EXPECT_TRUE(words.count(name)) << name;
+}
+
+TEST(Registry, EveryKernelIsInTheHelpAndTheUnknownKernelError) {
+  const auto words = help_words("--kernel");
+  ASSERT_FALSE(words.empty());
+  EvaluatorSpec spec;
+  spec.kernel = "fft";
+  const auto message = invalid_input(spec);
+  EXPECT_NE(message.find("unknown kernel 'fft'; known kernels: "), std::string::npos) << message;
+  for (const auto& name : kernel_names()) {
+    EXPECT_TRUE(words.count(name)) << name;
+    EXPECT_NE(message.find(name), std::string::npos) << name << ": " << message;
+  }
+  // In the order of the table (a new kernel goes after these).
+  EXPECT_EQ(known_kernels().rfind("spmv, petsc, command, replay, opencl-gemm, opencl-spmv, "
+                                  "opencl-conv, cuda-gemm, cuda-spmv, cuda-conv",
+                                  0),
+            0u);
+}
+
+// Which kernels read a flag is said from the table, so a new kernel is named where it belongs.
+TEST(Registry, AFlagAKernelIgnoresNamesTheKernelsThatReadIt) {
+  EvaluatorSpec spec;
+  spec.kernel = "opencl-gemm";
+  spec.matrix = "m.mtx";
+  EXPECT_EQ(invalid_input(spec),
+            "--matrix is not used by --kernel opencl-gemm; it is read by spmv, petsc, "
+            "opencl-spmv and cuda-spmv (--kernel opencl-gemm takes --size)");
+  spec = {};
+  spec.kernel = "replay";
+  spec.repeats = 3;
+  EXPECT_EQ(invalid_input(spec),
+            "--repeats is not used by --kernel replay; it is read by every kernel but replay (a "
+            "file holds one value per configuration)");
+  spec = {};
+  spec.kernel = "spmv";
+  spec.timeout_seconds = 5.0;
+  EXPECT_EQ(invalid_input(spec),
+            "--timeout is not used by --kernel spmv; it is read by petsc, command, opencl-gemm, "
+            "opencl-spmv, opencl-conv, cuda-gemm, cuda-spmv and cuda-conv");
+  // A matrix kernel reads --size for the problem it generates, not beside a matrix file.
+  spec = {};
+  spec.kernel = "cuda-spmv";
+  spec.matrix = "m.mtx";
+  spec.size = 5;
+  EXPECT_NE(invalid_input(spec).find("--size is not used by --kernel cuda-spmv"),
+            std::string::npos);
+  spec = {};
+  spec.kernel = "spmv";
+  spec.matrix = "m.mtx";
+  spec.problem = "poisson2d";
+  EXPECT_NE(invalid_input(spec).find("--matrix and --problem exclude each other"),
+            std::string::npos);
+  // A command must not take a built-in kernel's name.
+  spec = {};
+  spec.kernel = "command";
+  spec.command = "echo {x}";
+  spec.space_file = "space.json";
+  spec.kernel_name = "cuda-gemm";
+  EXPECT_EQ(invalid_input(spec),
+            "--kernel-name cuda-gemm is a built-in kernel's name; give the program a name of its "
+            "own");
 }
 
 }  // namespace

@@ -315,6 +315,54 @@ TEST(Strategies, UnknownNameListsTheKnownOnes) {
   }
 }
 
+// The registry is the one list: every name in it is built, and an unknown name is answered
+// with all of them.
+TEST(Strategies, EveryRegisteredNameIsBuiltAndListedWhenOneIsUnknown) {
+  std::string message;
+  try {
+    make_strategy("simplex");
+  } catch (const InvalidInput& e) {
+    message = e.what();
+  }
+  ASSERT_NE(message.find("; known strategies: "), std::string::npos) << message;
+  for (const auto& name : strategy_names()) {
+    EXPECT_EQ(make_strategy(name)->name(), name);
+    EXPECT_NE(message.find(name), std::string::npos) << name << ": " << message;
+  }
+  EXPECT_NE(message.find("known strategies: random, lhs, exhaustive, ga, bo, bo-transfer, rgpe, "
+                         "stacked, prior-best"),
+            std::string::npos)
+      << message;
+  // The options any strategy reads, the seed first (as the API lists them).
+  const auto& keys = strategy_option_names();
+  ASSERT_GE(keys.size(), 2u);
+  EXPECT_EQ(keys[0], "seed");
+  EXPECT_EQ(keys[1], "initial_design");
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size()) << "no repeats";
+}
+
+TEST(Strategies, TheTransferStrategiesLearnFromPriorsAndExhaustiveNeedsAnEnumerableSpace) {
+  std::vector<std::string> learning;
+  for (const auto& name : strategy_names()) {
+    if (learns_from_priors(name)) learning.push_back(name);
+  }
+  EXPECT_EQ(learning, (std::vector<std::string>{"bo-transfer", "rgpe", "stacked", "prior-best"}));
+  EXPECT_FALSE(learns_from_priors("auto"));
+  EXPECT_FALSE(learns_from_priors("simplex"));
+
+  const auto reals = SearchSpace::from_json(nlohmann::json::parse(
+      R"({"parameters": [{"name": "x", "type": "real", "low": 0, "high": 1}]})"));
+  ASSERT_FALSE(reals.enumerable());
+  for (const auto& name : strategy_names()) {
+    if (name == "exhaustive") {
+      EXPECT_THROW(require_searchable(name, reals), InvalidInput);
+    } else {
+      EXPECT_NO_THROW(require_searchable(name, reals)) << name;
+    }
+    EXPECT_NO_THROW(require_searchable(name, test_space())) << name;
+  }
+}
+
 TEST(Strategies, OptionsAreCheckedByNameTypeAndRange) {
   const auto message = [](const std::string& name, const nlohmann::json& options) {
     try {
