@@ -87,7 +87,7 @@ db::StudyRecord resolve_study(const db::Store& store, const std::string& study) 
 namespace {
 
 std::string objective_text(const db::StudyRecord& study, double value) {
-  return format_objective(value, study.objective == "time" ? db::objective_unit(study) : "");
+  return format_objective(value, db::objective_unit(study));
 }
 
 // "task 2 {"matrix":"bcsstk13",...}": which input a study measured. The matrix name comes

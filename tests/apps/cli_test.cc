@@ -573,6 +573,12 @@ TEST_F(Cli, ACommandsUnitIsReadAsPeopleWriteIt) {
   r = run(sweep + " --cmd 'echo $(( {x} * 10 ))' --unit GFLOP/s --maximize --study rate");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["best"]["config"]["x"], 4);
+  // trials and best show a rate with its unit, as sweep does.
+  r = run("trials --study rate --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("40 GFLOP/s"), std::string::npos) << r.out;
+  r = run("best --kernel command --maximize --db " + db());
+  EXPECT_NE(r.out.find("40 GFLOP/s"), std::string::npos) << r.out << r.err;
   // A time per item is no rate: minimised.
   r = run(sweep + " --cmd 'echo {x}' --unit ms/step --study per-step");
   ASSERT_EQ(r.exit_code, 0) << r.err;
