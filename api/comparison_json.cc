@@ -30,9 +30,16 @@ nlohmann::json failure_reasons_json(const FailureBreakdown& breakdown) {
                        {"count", r.count},
                        {"example", r.example}});
   }
+  nlohmann::json by_status = nlohmann::json::object();
+  for (const auto& [status, trials] : breakdown.other_trials_by_status) {
+    by_status[std::string(to_string(status))] = trials;
+  }
   return {{"total", breakdown.total()},
           {"reasons", reasons},
-          {"others", {{"trials", breakdown.other_trials}, {"reasons", breakdown.other_reasons}}}};
+          {"others",
+           {{"trials", breakdown.other_trials},
+            {"reasons", breakdown.other_reasons},
+            {"trials_by_status", by_status}}}};
 }
 
 nlohmann::json failure_reasons_json(const db::Store& store, db::StudyId study) {

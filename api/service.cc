@@ -407,9 +407,11 @@ nlohmann::json study_schema() {
              {"reasons",
               {{"type", "array"},
                {"description",
-                "why, most frequent first (at most 10): messages grouped with numbers, paths, "
-                "commands, configurations and details after \"; \" left out; an exit code, "
-                "a signal and a violated constraint kept"},
+                "why, most frequent first (at most 10, each status's most frequent among "
+                "them): messages grouped with numbers, paths, commands, configurations and "
+                "details after \"; \" left out; an exit code, a signal, an error number and a "
+                "violated constraint kept, and the last line of a program's stderr or of a "
+                "Python traceback added after \": \""},
                {"items", object_schema({{"status", kString},
                                         {"reason", kString},
                                         {"count", kInteger},
@@ -420,8 +422,14 @@ nlohmann::json study_schema() {
                                            "bytes)"}}}})}}},
              {"others",
               {{"type", "object"},
-               {"description", "the trials of the reasons not listed, and how many reasons"},
-               {"properties", {{"trials", kInteger}, {"reasons", kInteger}}}}}})}},
+               {"description",
+                "the trials of the reasons not listed, how many reasons, and their trials by "
+                "status"},
+               {"properties",
+                {{"trials", kInteger},
+                 {"reasons", kInteger},
+                 {"trials_by_status",
+                  {{"type", "object"}, {"additionalProperties", kInteger}}}}}}}})}},
       {"id", "name", "kernel", "machine", "objective", "direction", "strategy", "status",
        "trials"});
 }

@@ -53,7 +53,7 @@ void print_failure_reasons(const FailureBreakdown& breakdown) {
   for (const auto& r : breakdown.reasons) {
     std::cout << std::setw(8) << r.count << "  " << std::left << std::setw(8) << to_string(r.status)
               << std::right << "  " << r.reason;
-    if (const auto example = one_line(r.example); example != r.reason) {
+    if (const auto example = one_line(r.example); !example.empty() && example != r.reason) {
       std::cout << "  (e.g. " << example.substr(0, 120) << (example.size() > 120 ? "..." : "")
                 << ")";
     }
@@ -61,7 +61,11 @@ void print_failure_reasons(const FailureBreakdown& breakdown) {
   }
   if (breakdown.other_reasons > 0) {
     std::cout << std::setw(8) << breakdown.other_trials << "  others (" << breakdown.other_reasons
-              << " more reasons)\n";
+              << " more reason" << (breakdown.other_reasons == 1 ? "" : "s");
+    for (const auto& [status, trials] : breakdown.other_trials_by_status) {
+      std::cout << ", " << trials << " " << to_string(status);
+    }
+    std::cout << ")\n";
   }
 }
 

@@ -27,10 +27,19 @@ bool ends_with_word(const std::string& out, std::string_view word) {
   return o.size() >= word.size() && o.substr(o.size() - word.size()) == word;
 }
 
-// A number a reader tells failures apart by: an exit code, a signal.
+// A number a reader tells failures apart by: an exit code, a signal, an error number
+// (`errno=2`, `returned -22`, `cudaError 700`, `error code -12`).
 bool number_names_the_reason(const std::string& out) {
-  return ends_with_word(out, "code") || ends_with_word(out, "signal") ||
-         ends_with_word(out, "status");
+  std::string o = out;
+  if (!o.empty() && o.back() == '-') o.pop_back();  // a negative code: its sign is written
+  while (!o.empty() && (o.back() == '=' || o.back() == ':' || o.back() == ' ')) o.pop_back();
+  std::string lower;
+  for (const char c : o) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const std::string_view word :
+       {"code", "signal", "status", "errno", "returned", "error", "cudaerror", "err"}) {
+    if (ends_with_word(lower, word)) return true;
+  }
+  return false;
 }
 
 // Past a number at text[i]: digits, one decimal point, an exponent; hex after 0x.
@@ -102,7 +111,34 @@ std::int64_t FailureBreakdown::total() const {
   return n;
 }
 
+// The last line of `text` with more than blanks on it.
+std::string_view last_line(std::string_view text) {
+  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
+  const auto start = text.find_last_of('\n');
+  text = start == std::string_view::npos ? text : text.substr(start + 1);
+  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
+  return text;
+}
+
 std::string failure_reason(std::string_view message) {
+  // A Python traceback says why in its last line (the exception), whatever ran it.
+  static constexpr std::string_view kTraceback = "Traceback (most recent call last):";
+  if (const auto at = message.find(kTraceback); at != std::string_view::npos) {
+    auto head = failure_reason(message.substr(0, at));
+    const auto exception = normalised(last_line(message.substr(at)));
+    if (message.substr(0, at).find_first_not_of(" \t\n;:") == std::string_view::npos) {
+      head.clear();
+    }
+    return cut(head.empty() ? exception : head + ": " + exception, kMaxReasonBytes);
+  }
+  // A program's stderr: its last line says why (`cannot open ...`), and tells failures with
+  // one exit code apart.
+  static constexpr std::string_view kStderr = "; stderr: ";
+  if (const auto at = message.find(kStderr); at != std::string_view::npos) {
+    const auto head = failure_reason(message.substr(0, at));
+    const auto why = normalised(last_line(message.substr(at + kStderr.size())));
+    return cut(why.empty() ? head : head + ": " + why, kMaxReasonBytes);
+  }
   std::string_view text = message;
   const auto line_end = text.find('\n');
   if (line_end != std::string_view::npos) text = text.substr(0, line_end);
@@ -156,13 +192,32 @@ FailureBreakdown failure_breakdown(const std::vector<FailureMessages>& messages,
   std::stable_sort(all.begin(), all.end(), [](const FailureReason& x, const FailureReason& y) {
     return x.count > y.count;  // map order (status, reason) breaks ties
   });
+  // Each status's most frequent reason is listed first, so that timeouts, say, are never all
+  // in others; then the most frequent of the rest.
+  std::vector<bool> listed(all.size(), false);
+  std::size_t n_listed = 0;
+  std::map<TrialStatus, bool> status_seen;
+  for (std::size_t i = 0; i < all.size() && n_listed < max_reasons; ++i) {
+    if (!status_seen[all[i].status]) {
+      status_seen[all[i].status] = true;
+      listed[i] = true;
+      ++n_listed;
+    }
+  }
+  for (std::size_t i = 0; i < all.size() && n_listed < max_reasons; ++i) {
+    if (!listed[i]) {
+      listed[i] = true;
+      ++n_listed;
+    }
+  }
   FailureBreakdown out;
-  for (auto& r : all) {
-    if (out.reasons.size() < max_reasons) {
-      out.reasons.push_back(std::move(r));
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (listed[i]) {
+      out.reasons.push_back(std::move(all[i]));
     } else {
-      out.other_trials += r.count;
+      out.other_trials += all[i].count;
       ++out.other_reasons;
+      out.other_trials_by_status[all[i].status] += all[i].count;
     }
   }
   return out;

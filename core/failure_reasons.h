@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,19 +39,23 @@ struct FailureReason {
 };
 
 struct FailureBreakdown {
-  /// Most frequent first (then by status and reason), at most kMaxFailureReasons.
+  /// Most frequent first (then by status and reason), at most kMaxFailureReasons; each status
+  /// present keeps its most frequent reason here.
   std::vector<FailureReason> reasons;
   /// Trials of the reasons beyond those listed, and how many reasons they are.
   std::int64_t other_trials = 0;
   std::size_t other_reasons = 0;
+  /// other_trials by status.
+  std::map<TrialStatus, std::int64_t> other_trials_by_status;
   std::int64_t total() const;
 };
 
 /// The reason a failure message belongs to: its first line up to "; " (where details such as
 /// a program's stderr follow), a leading "run N of M: " dropped, text in backquotes (a command)
 /// as `<command>`, {...} (a configuration) as {...}, paths as <path> and numbers as N, except
-/// an exit code or signal number and a violated constraint's text. An empty message is
-/// "(no message)".
+/// an exit code, signal or error number and a violated constraint's text; then, after ": ",
+/// the last line of a program's stderr ("; stderr: ...") or of a Python traceback (the
+/// exception), normalised alike. An empty message is "(no message)".
 std::string failure_reason(std::string_view message);
 
 /// Groups `messages` by status and failure_reason, keeping at most `max_reasons`.

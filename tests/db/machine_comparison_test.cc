@@ -101,7 +101,7 @@ TEST(FailureMessages, GroupsFinishedFailuresAndLeavesOutSuccessesAndEndedLeases)
   EXPECT_EQ(messages.size(), 2u);  // --block 32 and --block 64
   const auto breakdown = failure_breakdown(messages);
   ASSERT_EQ(breakdown.reasons.size(), 1u);
-  EXPECT_EQ(breakdown.reasons[0].reason, "`<command>` exited with code 1");
+  EXPECT_EQ(breakdown.reasons[0].reason, "`<command>` exited with code 1: oom");
   EXPECT_EQ(breakdown.reasons[0].count, 4);
 }
 
