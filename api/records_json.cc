@@ -20,26 +20,6 @@ std::string stored_kernels_text(const db::Store& store) {
   return "the kernels stored are " + text;
 }
 
-std::string similar_machine_name(const db::Store& store, const std::string& name) {
-  // Case, spaces, dashes and underscores left out: "tesla v100-pcie", "TeslaV100 PCIE".
-  const auto folded = [](const std::string& text) {
-    std::string out;
-    for (const unsigned char c : text) {
-      if (c != ' ' && c != '\t' && c != '-' && c != '_') {
-        out += static_cast<char>(std::tolower(c));
-      }
-    }
-    return out;
-  };
-  const auto wanted = folded(name);
-  std::string similar;
-  for (const auto& m : store.list_machines()) {
-    if (m.name == name) return "";
-    if (similar.empty() && folded(m.name) == wanted) similar = m.name;
-  }
-  return similar;
-}
-
 std::string stored_machines_text(const db::Store& store, std::string_view lists_all) {
   const auto machines = store.list_machines();
   std::string text;
@@ -90,9 +70,10 @@ Conflict too_few_for_a_model(const db::Store& store, db::StudyId study) {
   // Only an active study's model starts from other machines' measurements (its session's
   // priors); a finished one's is fitted on its own results.
   const bool active = store.get_study(study).status == db::StudyStatus::active;
-  return Conflict("study " + std::to_string(study.value) + " has " +
-                  std::to_string(store.trial_counts(study).ok) +
-                  " successful results, too few for a model (it needs 3" +
+  const auto ok = store.trial_counts(study).ok;
+  return Conflict("study " + std::to_string(study.value) + " has " + std::to_string(ok) +
+                  " successful result" + (ok == 1 ? "" : "s") +
+                  ", too few for a model (it needs 3" +
                   (active ? std::string(", or measurements of the kernel on other machines or "
                                         "inputs to start from")
                           : std::string("; a study that is no longer active is modelled from "

@@ -1907,7 +1907,7 @@ Response Service::best(Request& request) {
     if (!machine) {
       std::string note =
           "machine \"" + machine_name + "\" is not registered: predicted as for a new machine";
-      if (const auto similar = similar_machine_name(reader(), machine_name); !similar.empty()) {
+      if (const auto similar = db::similar_machine_name(reader(), machine_name); !similar.empty()) {
         note += "; did you mean \"" + similar + "\"?";
       } else if (const auto known = stored_machines_text(reader(), "GET /v1/machines lists all");
                  !known.empty()) {

@@ -428,7 +428,7 @@ void add_sweep_command(CLI::App& app) {
 // misspelt name would get that prediction without a word, so say which names it holds.
 // GET /v1/best says the same in its note.
 void note_unknown_machine(const db::Store& store, const std::string& name, const std::string& db) {
-  const auto same_but_case = api::similar_machine_name(store, name);
+  const auto same_but_case = db::similar_machine_name(store, name);
   const auto known = api::stored_machines_text(store, "tunebase machines lists all");
   std::cerr << "note: machine '" << name << "' is not in " << db << ": predicting as for a new "
             << "machine"

@@ -59,16 +59,17 @@ void print_comparison(const db::StoredComparison& c, const nlohmann::json& space
   for (std::size_t i = 0; i < cmp.pairs.size(); ++i) {
     const auto& p = cmp.pairs[i];
     std::cout << "\n"
-              << p.a << " vs " << p.b << ": " << p.measured_on_both
-              << " configurations measured on both, " << p.common << " ran on both\n";
+              << p.a << " vs " << p.b << ": " << p.measured_on_both << " configuration"
+              << (p.measured_on_both == 1 ? "" : "s") << " measured on both, " << p.common
+              << " ran on both\n";
     if (p.spearman) {
       std::cout << "  rank correlation (Spearman): " << fixed(*p.spearman, 3) << "\n";
     } else {
       std::cout << "  rank correlation: none (" << api::no_correlation_reason(p) << ")\n";
     }
-    if (p.top_k > 0) {
-      std::cout << "  top-" << p.top_k << " overlap: " << p.top_k_overlap << " of each one's "
-                << p.top_k << " best common configurations are the other's too\n";
+    if (p.top_k > 0 && p.top_k < p.common) {
+      std::cout << "  best " << p.top_k
+                << " of each (of those that ran on both): " << p.top_k_overlap << " in common\n";
     }
     const bool minimize = cmp.minimize;
     std::cout << "  " << best_elsewhere_text(p.a_best_on_b, c.unit, minimize) << "\n"
@@ -80,6 +81,11 @@ void print_comparison(const db::StoredComparison& c, const nlohmann::json& space
       std::cout << "    fails on " << e.failure.fails_on << ": "
                 << config_text(e.failure.config, space) << "  (" << to_string(e.failure.status)
                 << (e.message.empty() ? "" : ": " + one_line(e.message).substr(0, 120)) << ")\n";
+    }
+    const std::size_t fails = p.runs_on_a_fails_on_b + p.runs_on_b_fails_on_a;
+    if (fails > c.failures[i].size()) {
+      std::cout << "    ... and " << fails - c.failures[i].size() << " more (the first "
+                << kListedFailures << " of each machine, by configuration)\n";
     }
   }
 }

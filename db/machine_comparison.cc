@@ -97,7 +97,9 @@ StoredComparison compare_stored_machines(const Store& store, const ComparisonQue
     const std::string which =
         "the machines that measured kernel " + q.kernel + " are " + joined(measured_by);
     if (!store.find_machine(machine)) {
-      throw NotFound("unknown machine \"" + machine + "\"; " + which);
+      const auto similar = similar_machine_name(store, machine);
+      throw NotFound("unknown machine \"" + machine + "\"; " +
+                     (similar.empty() ? which : "did you mean \"" + similar + "\"? " + which));
     }
     throw NotFound("machine " + machine + " measured nothing of kernel " + q.kernel + "; " + which);
   }

@@ -70,6 +70,10 @@ TEST(CompareStoredMachines, SaysWhatIsWrongAndWhatThereIs) {
             std::string::npos);
   EXPECT_THROW(compare_stored_machines(store, {"demo", {"m1", "zz"}, {}, ""}), NotFound);
   EXPECT_NE(message({"demo", {"m1", "zz"}, {}, ""}).find("m1, m2, m3"), std::string::npos);
+  // A name stored but for case and dashes is what was probably meant.
+  EXPECT_NE(message({"demo", {"M-1", "m2"}, {}, ""}).find("did you mean \"m1\"?"),
+            std::string::npos)
+      << message({"demo", {"M-1", "m2"}, {}, ""});
   EXPECT_THROW(compare_stored_machines(store, {"demo", {"m1"}, {}, ""}), InvalidInput);
   EXPECT_THROW(compare_stored_machines(store, {"demo", {"m1", "m1"}, {}, ""}), InvalidInput);
   // Different inputs: not comparable, and the message names both.
