@@ -72,7 +72,7 @@ class Cli : public ::testing::Test {
   std::size_t trials_so_far(const std::string& name) {
     try {
       if (!std::filesystem::exists(db())) return 0;
-      db::Store store(db());
+      db::Store store(db(), {.read_only = true});  // a reader: never in a writer's way
       const auto study = store.find_study(name);
       return study ? store.trials(study->id).size() : 0;
     } catch (const std::exception&) {
