@@ -1352,17 +1352,17 @@ TrialCounts Store::trial_counts(StudyId study) const {
   return c;
 }
 
-std::vector<FailureMessages> Store::failure_messages(StudyId study,
-                                                     std::size_t prefix_chars) const {
+std::vector<FailureMessages> Store::failure_messages(StudyId study, std::size_t edge_chars) const {
   std::lock_guard lock(impl_->mutex);
   impl_->require_study(study);
   // trials_by_study_status_objective finds them; a lease that ended has no finished_at.
   auto st = impl_->db.prepare(
-      "SELECT status, substr(message, 1, ?2) AS m, count(*) FROM trials WHERE study_id = ?1 "
-      "AND status IN ('failed', 'timeout', 'invalid') AND finished_at IS NOT NULL "
-      "GROUP BY status, m",
+      "SELECT status, CASE WHEN length(message) <= 2 * ?2 THEN message ELSE substr(message, 1, "
+      "?2) || char(10) || substr(message, -?2) END AS m, count(*) FROM trials WHERE "
+      "study_id = ?1 AND status IN ('failed', 'timeout', 'invalid') AND finished_at IS NOT "
+      "NULL GROUP BY status, m",
       "reading why trials of study " + std::to_string(study.value) + " failed");
-  st.bind(1, study.value).bind(2, static_cast<std::int64_t>(prefix_chars));
+  st.bind(1, study.value).bind(2, static_cast<std::int64_t>(edge_chars));
   std::vector<FailureMessages> out;
   while (st.step()) {
     out.push_back(

@@ -506,11 +506,12 @@ class Store {
   std::vector<std::string> pending_keys(StudyId study) const;
   TrialCounts trial_counts(StudyId study) const;
   /// The messages of the study's evaluations that failed, timed out or were invalid (leases
-  /// that ended with no result left out): each (status, message's first `prefix_chars`
-  /// characters) once, with how many trials hold it. Grouped by SQLite in one query, so that
-  /// a study of 100,000 failures is read as the few messages they share (failure_breakdown).
-  std::vector<FailureMessages> failure_messages(StudyId study,
-                                                std::size_t prefix_chars = 1000) const;
+  /// that ended with no result left out): each (status, message) once, with how many trials
+  /// hold it, a message longer than 2 `edge_chars` characters as its first and its last
+  /// `edge_chars` joined by a newline (what failure_reason reads: the first line, and the last
+  /// of a program's stderr or a traceback). Grouped by SQLite in one query, so that a study of
+  /// 100,000 failures is read as the few messages they share (failure_breakdown).
+  std::vector<FailureMessages> failure_messages(StudyId study, std::size_t edge_chars = 1000) const;
   /// What the study's budget counts: trials with a result plus live leases.
   std::int64_t budget_used(StudyId study) const;
   /// SQLite's data_version of this connection: it changes when another connection (another

@@ -109,5 +109,26 @@ TEST(FailureMessages, GroupsFinishedFailuresAndLeavesOutSuccessesAndEndedLeases)
   EXPECT_EQ(breakdown.reasons[0].count, 4);
 }
 
+TEST(FailureMessages, ALongStderrKeepsItsLastLineWhereTheErrorIs) {
+  tunebase::testing::TempDir dir;
+  Store store(dir.file("f.db"));
+  const auto study = make_study(store, "a", "m1");
+  // Two Python failures whose tracebacks are longer than what is read of a message's start.
+  const std::string frames(3000, '.');
+  int block = 16;
+  for (const std::string exception : {"ValueError: bad block", "KeyError: 'tile'"}) {
+    store.add_trial(study.id, config_json(block, "row"), config_key(block, "row"),
+                    Measurement::failure(TrialStatus::failed,
+                                         "`python k.py` exited with code 1; stderr: Traceback "
+                                         "(most recent call last):\n" +
+                                             frames + "\n" + exception + "\n"));
+    block *= 2;
+  }
+  const auto breakdown = failure_breakdown(store.failure_messages(study.id));
+  ASSERT_EQ(breakdown.reasons.size(), 2u);
+  EXPECT_EQ(breakdown.reasons[0].reason, "`<command>` exited with code 1: KeyError: 'tile'");
+  EXPECT_EQ(breakdown.reasons[1].reason, "`<command>` exited with code 1: ValueError: bad block");
+}
+
 }  // namespace
 }  // namespace tunebase::db
