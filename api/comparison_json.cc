@@ -30,9 +30,18 @@ nlohmann::json failure_reasons_json(const FailureBreakdown& breakdown) {
                        {"count", r.count},
                        {"example", r.example}});
   }
+  nlohmann::json by_status = nlohmann::json::array();
+  for (const auto& o : breakdown.others) {
+    by_status.push_back({{"status", std::string(to_string(o.status))},
+                         {"trials", o.trials},
+                         {"reasons", o.reasons}});
+  }
   return {{"total", breakdown.total()},
           {"reasons", reasons},
-          {"others", {{"trials", breakdown.other_trials}, {"reasons", breakdown.other_reasons}}}};
+          {"others",
+           {{"trials", breakdown.other_trials},
+            {"reasons", breakdown.other_reasons},
+            {"by_status", by_status}}}};
 }
 
 nlohmann::json failure_reasons_json(const db::Store& store, db::StudyId study) {
