@@ -85,7 +85,9 @@ nlohmann::json comparison_json(const db::StoredComparison& c) {
                           {"config_key", e.failure.config_key},
                           {"status", std::string(to_string(e.failure.status))},
                           {"trial_id", e.failure.trial_id},
-                          {"message", e.message}});
+                          {"message", e.message},
+                          {"reason", e.reason},
+                          {"count", e.count}});
     }
     nlohmann::json pair{
         {"machines", {p.a, p.b}},

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <set>
 
+#include "core/machine.h"
+
 namespace tunebase::api {
 
 nlohmann::json unit_json(const db::StudyRecord& study) {
@@ -21,23 +23,9 @@ std::string stored_kernels_text(const db::Store& store) {
 }
 
 std::string similar_machine_name(const db::Store& store, const std::string& name) {
-  // Case, spaces, dashes and underscores left out: "tesla v100-pcie", "TeslaV100 PCIE".
-  const auto folded = [](const std::string& text) {
-    std::string out;
-    for (const unsigned char c : text) {
-      if (c != ' ' && c != '\t' && c != '-' && c != '_') {
-        out += static_cast<char>(std::tolower(c));
-      }
-    }
-    return out;
-  };
-  const auto wanted = folded(name);
-  std::string similar;
-  for (const auto& m : store.list_machines()) {
-    if (m.name == name) return "";
-    if (similar.empty() && folded(m.name) == wanted) similar = m.name;
-  }
-  return similar;
+  std::vector<std::string> names;
+  for (const auto& m : store.list_machines()) names.push_back(m.name);
+  return tunebase::similar_machine_name(name, names);
 }
 
 std::string stored_machines_text(const db::Store& store, std::string_view lists_all) {
@@ -91,8 +79,9 @@ Conflict too_few_for_a_model(const db::Store& store, db::StudyId study) {
   // priors); a finished one's is fitted on its own results.
   const bool active = store.get_study(study).status == db::StudyStatus::active;
   return Conflict("study " + std::to_string(study.value) + " has " +
-                  std::to_string(store.trial_counts(study).ok) +
-                  " successful results, too few for a model (it needs 3" +
+                  std::to_string(store.trial_counts(study).ok) + " successful result" +
+                  (store.trial_counts(study).ok == 1 ? "" : "s") +
+                  ", too few for a model (it needs 3" +
                   (active ? std::string(", or measurements of the kernel on other machines or "
                                         "inputs to start from")
                           : std::string("; a study that is no longer active is modelled from "

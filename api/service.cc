@@ -135,12 +135,18 @@ std::int64_t integer_query(const Request& request, const std::string& name) {
   return v;
 }
 
-// GET /v1/compare: machines=A,B[,...] names the machines, each checked as a name.
+// GET /v1/compare: machines=A,B[,...] names the machines, each checked as a name. The value is
+// split at its literal commas before it is decoded, so that a name with a comma is sent with
+// it escaped ("Tesla P100%2C 12GB").
 Response compare_machines_response(const db::Store& store, const Request& request) {
   db::ComparisonQuery query;
   query.kernel = *checked_query_name(request, "kernel");
-  boost::split(query.machines, *request.query_value("machines"), boost::is_any_of(","));
+  const auto raw = request.raw_query.find("machines");
+  const bool encoded = raw != request.raw_query.end();
+  boost::split(query.machines, encoded ? raw->second : *request.query_value("machines"),
+               boost::is_any_of(","));
   for (auto& name : query.machines) {
+    if (encoded) name = percent_decode(name, true);
     boost::trim_if(name, boost::is_any_of(" "));
     check_name_in(name, "query.machines", "each machine of query parameter \"machines\"");
   }
@@ -1192,7 +1198,7 @@ Outcome Service::handle(Request& request, const std::string& target, Runs here) 
   Outcome out;
   out.route = router_.routes().size();
   try {
-    if (here == Runs::io) split_target(target, request.path, request.query);
+    if (here == Runs::io) split_target(target, request.path, request.query, &request.raw_query);
     const auto match = router_.match(request.method, request.path);
     out.route = match.index;
     request.params = match.params;

@@ -1044,7 +1044,7 @@ std::string no_relevance_reason(const db::Store& store, db::StudyId study) {
              : "the GP's lengthscales say something once the study has about two successful "
                "results per encoded input (one per numeric parameter, one per value of a "
                "categorical one); it has " +
-                   std::to_string(ok) + " successful results";
+                   std::to_string(ok) + " successful result" + (ok == 1 ? "" : "s");
 }
 
 std::optional<PredictedBest> StudyManager::predict_best(

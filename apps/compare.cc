@@ -6,6 +6,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "api/comparison_json.h"
@@ -59,16 +60,18 @@ void print_comparison(const db::StoredComparison& c, const nlohmann::json& space
   for (std::size_t i = 0; i < cmp.pairs.size(); ++i) {
     const auto& p = cmp.pairs[i];
     std::cout << "\n"
-              << p.a << " vs " << p.b << ": " << p.measured_on_both
-              << " configurations measured on both, " << p.common << " ran on both\n";
+              << p.a << " vs " << p.b << ": " << p.measured_on_both << " configuration"
+              << (p.measured_on_both == 1 ? "" : "s") << " measured on both, " << p.common
+              << " ran on both\n";
     if (p.spearman) {
       std::cout << "  rank correlation (Spearman): " << fixed(*p.spearman, 3) << "\n";
     } else {
       std::cout << "  rank correlation: none (" << api::no_correlation_reason(p) << ")\n";
     }
     if (p.top_k > 0) {
-      std::cout << "  top-" << p.top_k << " overlap: " << p.top_k_overlap << " of each one's "
-                << p.top_k << " best common configurations are the other's too\n";
+      // Of each machine's top_k best configurations that ran on both, how many are the other's.
+      std::cout << "  best " << p.top_k << " in common: " << p.top_k_overlap << " of " << p.top_k
+                << "\n";
     }
     const bool minimize = cmp.minimize;
     std::cout << "  " << best_elsewhere_text(p.a_best_on_b, c.unit, minimize) << "\n"
@@ -76,10 +79,19 @@ void print_comparison(const db::StoredComparison& c, const nlohmann::json& space
               << "  runs on " << p.a << ", fails on " << p.b << ": " << p.runs_on_a_fails_on_b
               << "; runs on " << p.b << ", fails on " << p.a << ": " << p.runs_on_b_fails_on_a
               << "\n";
-    for (const auto& e : c.failures[i]) {
-      std::cout << "    fails on " << e.failure.fails_on << ": "
-                << config_text(e.failure.config, space) << "  (" << to_string(e.failure.status)
-                << (e.message.empty() ? "" : ": " + one_line(e.message).substr(0, 120)) << ")\n";
+    for (const auto& [runs_on, fails_on, all] : {std::tuple{p.a, p.b, p.runs_on_a_fails_on_b},
+                                                 std::tuple{p.b, p.a, p.runs_on_b_fails_on_a}}) {
+      std::size_t listed = 0;
+      for (const auto& e : c.failures[i]) {
+        if (e.failure.fails_on != fails_on) continue;
+        listed += e.count;
+        std::cout << "    fails on " << fails_on << ": " << e.count << "  "
+                  << to_string(e.failure.status) << "  " << shortened(e.reason, kMaxReasonBytes)
+                  << "  (e.g. " << config_text(e.failure.config, space) << ")\n";
+      }
+      if (all > listed) {
+        std::cout << "    and " << all - listed << " more, for other reasons\n";
+      }
     }
   }
 }
@@ -117,8 +129,7 @@ void add_compare_command(CLI::App& app) {
       std::cout << api::comparison_json(comparison).dump(2) << "\n";
       return;
     }
-    const auto kernel = store.find_kernel(comparison.kernel);
-    print_comparison(comparison, kernel ? kernel->space : nlohmann::json());
+    print_comparison(comparison, comparison.space);
   });
 }
 
