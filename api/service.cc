@@ -413,9 +413,11 @@ nlohmann::json study_schema() {
              {"reasons",
               {{"type", "array"},
                {"description",
-                "why, most frequent first (at most 10): messages grouped with numbers, paths, "
-                "commands, configurations and details after \"; \" left out; an exit code, "
-                "a signal and a violated constraint kept"},
+                "why, most frequent first (at most 10, each status keeping its most frequent): "
+                "messages grouped, ignoring case, with numbers, paths, times, ids, commands, "
+                "configurations and details after \"; \" left out; an exit code, a signal, an "
+                "error code, a violated constraint, a command's first stderr line and a Python "
+                "traceback's exception kept; the reason is whole (not cut)"},
                {"items", object_schema({{"status", kString},
                                         {"reason", kString},
                                         {"count", kInteger},
@@ -426,8 +428,15 @@ nlohmann::json study_schema() {
                                            "bytes)"}}}})}}},
              {"others",
               {{"type", "object"},
-               {"description", "the trials of the reasons not listed, and how many reasons"},
-               {"properties", {{"trials", kInteger}, {"reasons", kInteger}}}}}})}},
+               {"description",
+                "the trials of the reasons not listed, and how many reasons: in all and by "
+                "status"},
+               {"properties",
+                {{"trials", kInteger},
+                 {"reasons", kInteger},
+                 {"by_status",
+                  array_of(object_schema(
+                      {{"status", kString}, {"trials", kInteger}, {"reasons", kInteger}}))}}}}}})}},
       {"id", "name", "kernel", "machine", "objective", "direction", "strategy", "status",
        "trials"});
 }
@@ -1028,13 +1037,20 @@ void Service::add_routes() {
                   "how many of each machine's top_k best common configurations are shared"}}},
                {"best_elsewhere", array_of(best_elsewhere)},
                {"runs_on_one_only", array_of(one_only)},
-               {"runs_on_one_only_examples", array_of(object_schema({{"runs_on", kString},
-                                                                     {"fails_on", kString},
-                                                                     {"config", kConfig},
-                                                                     {"config_key", kString},
-                                                                     {"status", kString},
-                                                                     {"trial_id", kInteger},
-                                                                     {"message", kString}}))},
+               {"runs_on_one_only_examples",
+                {{"type", "array"},
+                 {"description",
+                  "of each direction, the 5 most frequent failure reasons (as failure_reasons "
+                  "groups them): how many configurations (count) and one of them"},
+                 {"items", object_schema({{"runs_on", kString},
+                                          {"fails_on", kString},
+                                          {"config", kConfig},
+                                          {"config_key", kString},
+                                          {"status", kString},
+                                          {"trial_id", kInteger},
+                                          {"message", kString},
+                                          {"reason", kString},
+                                          {"count", kInteger}})}}},
                {"note", kString}}))}});
   }
   {
