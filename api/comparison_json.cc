@@ -30,16 +30,18 @@ nlohmann::json failure_reasons_json(const FailureBreakdown& breakdown) {
                        {"count", r.count},
                        {"example", r.example}});
   }
-  nlohmann::json by_status = nlohmann::json::object();
-  for (const auto& [status, trials] : breakdown.other_trials_by_status) {
-    by_status[std::string(to_string(status))] = trials;
+  nlohmann::json by_status = nlohmann::json::array();
+  for (const auto& o : breakdown.others) {
+    by_status.push_back({{"status", std::string(to_string(o.status))},
+                         {"trials", o.trials},
+                         {"reasons", o.reasons}});
   }
   return {{"total", breakdown.total()},
           {"reasons", reasons},
           {"others",
            {{"trials", breakdown.other_trials},
             {"reasons", breakdown.other_reasons},
-            {"trials_by_status", by_status}}}};
+            {"by_status", by_status}}}};
 }
 
 nlohmann::json failure_reasons_json(const db::Store& store, db::StudyId study) {
@@ -83,7 +85,9 @@ nlohmann::json comparison_json(const db::StoredComparison& c) {
                           {"config_key", e.failure.config_key},
                           {"status", std::string(to_string(e.failure.status))},
                           {"trial_id", e.failure.trial_id},
-                          {"message", e.message}});
+                          {"message", e.message},
+                          {"reason", e.reason},
+                          {"count", e.count}});
     }
     nlohmann::json pair{
         {"machines", {p.a, p.b}},

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <set>
 
+#include "core/machine.h"
+
 namespace tunebase::api {
 
 nlohmann::json unit_json(const db::StudyRecord& study) {
@@ -18,6 +20,12 @@ std::string stored_kernels_text(const db::Store& store) {
   std::string text;
   for (const auto& n : names) text += (text.empty() ? "" : ", ") + n;
   return "the kernels stored are " + text;
+}
+
+std::string similar_machine_name(const db::Store& store, const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& m : store.list_machines()) names.push_back(m.name);
+  return tunebase::similar_machine_name(name, names);
 }
 
 std::string stored_machines_text(const db::Store& store, std::string_view lists_all) {
@@ -70,9 +78,9 @@ Conflict too_few_for_a_model(const db::Store& store, db::StudyId study) {
   // Only an active study's model starts from other machines' measurements (its session's
   // priors); a finished one's is fitted on its own results.
   const bool active = store.get_study(study).status == db::StudyStatus::active;
-  const auto ok = store.trial_counts(study).ok;
-  return Conflict("study " + std::to_string(study.value) + " has " + std::to_string(ok) +
-                  " successful result" + (ok == 1 ? "" : "s") +
+  return Conflict("study " + std::to_string(study.value) + " has " +
+                  std::to_string(store.trial_counts(study).ok) + " successful result" +
+                  (store.trial_counts(study).ok == 1 ? "" : "s") +
                   ", too few for a model (it needs 3" +
                   (active ? std::string(", or measurements of the kernel on other machines or "
                                         "inputs to start from")

@@ -21,6 +21,10 @@ nlohmann::json machine_json(const db::MachineRecord& machine);
 /// "the kernels stored are a, b" (each name once, sorted), or "nothing is stored yet": how an
 /// unknown kernel's error says what there is.
 std::string stored_kernels_text(const db::Store& store);
+/// The name of a stored machine that `name` matches but for case and surrounding spaces
+/// ("VM" or "vm " for "vm"), empty when there is none or `name` is stored itself: what a
+/// misspelt machine, which would be answered as a new one, probably meant.
+std::string similar_machine_name(const db::Store& store, const std::string& name);
 /// Machines a note names at most: a store of hundreds would bury the note.
 inline constexpr std::size_t kListedMachines = 8;
 /// The machines stored, for a note on a name the store does not hold: "a, b" (the first

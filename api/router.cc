@@ -39,6 +39,8 @@ std::size_t decode_percent(std::string_view text, bool plus_is_space, std::strin
   return std::string_view::npos;
 }
 
+}  // namespace
+
 std::string percent_decode(std::string_view text, bool plus_is_space) {
   std::string out;
   if (const auto bad = decode_percent(text, plus_is_space, out); bad != std::string_view::npos) {
@@ -47,6 +49,8 @@ std::string percent_decode(std::string_view text, bool plus_is_space) {
   }
   return out;
 }
+
+namespace {
 
 std::vector<std::string_view> segments(std::string_view path) {
   std::vector<std::string_view> out;
@@ -177,13 +181,15 @@ std::size_t Router::body_limit(std::string_view method, std::string_view path) c
 }
 
 void split_target(std::string_view target, std::string& path,
-                  std::map<std::string, std::string>& query) {
+                  std::map<std::string, std::string>& query,
+                  std::map<std::string, std::string>* raw_query) {
   const auto q = target.find('?');
   // The path stays as sent: the router splits it, then decodes each segment. Its escapes are
   // checked here, so that a bad one is named rather than matching no route.
   path = std::string(target.substr(0, q));
   for (const auto segment : segments(path)) percent_decode(segment, false);
   query.clear();
+  if (raw_query) raw_query->clear();
   if (q == std::string_view::npos) return;
   std::string_view rest = target.substr(q + 1);
   while (!rest.empty()) {
@@ -198,6 +204,7 @@ void split_target(std::string_view target, std::string& path,
     if (query.count(name)) {
       throw FieldError("query." + name, "query parameter \"" + name + "\" is given twice");
     }
+    if (raw_query && eq != std::string_view::npos) raw_query->emplace(name, pair.substr(eq + 1));
     query.emplace(std::move(name), std::move(value));
   }
 }

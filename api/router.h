@@ -41,6 +41,9 @@ struct Request {
   std::string method;  ///< "GET", "POST", ... ("HEAD" takes the GET routes)
   std::string path;    ///< path without the query, as sent: the router decodes each segment
   std::map<std::string, std::string> query;
+  /// The query's values as sent (still percent-encoded), for a list whose separator must be
+  /// told from an escaped one in a name (machines=A,B with "Tesla P100%2C 12GB").
+  std::map<std::string, std::string> raw_query;
   /// Values of {name} segments of the matched pattern.
   std::map<std::string, std::string> params;
   std::string authorization;
@@ -155,11 +158,17 @@ class Router {
   std::vector<Route> routes_;
 };
 
+/// `text` with its %XX escapes decoded (and '+' as a space when `plus_is_space`: a query).
+/// Throws FieldError for a bad escape.
+std::string percent_decode(std::string_view text, bool plus_is_space);
+
 /// Splits "/a/b?x=1&y=%20" into the path (left encoded: Router::match splits it at '/', then
-/// decodes each segment, so "%2F" never separates segments) and the decoded query map. Throws
+/// decodes each segment, so "%2F" never separates segments) and the decoded query map (and,
+/// when asked, the values as sent: Request::raw_query). Throws
 /// FieldError for bad percent-encoding or a repeated query parameter.
 void split_target(std::string_view target, std::string& path,
-                  std::map<std::string, std::string>& query);
+                  std::map<std::string, std::string>& query,
+                  std::map<std::string, std::string>* raw_query = nullptr);
 
 /// Checks the query parameters against the route: unknown names and missing required ones
 /// are FieldErrors naming the parameter and what is allowed.

@@ -135,12 +135,18 @@ std::int64_t integer_query(const Request& request, const std::string& name) {
   return v;
 }
 
-// GET /v1/compare: machines=A,B[,...] names the machines, each checked as a name.
+// GET /v1/compare: machines=A,B[,...] names the machines, each checked as a name. The value is
+// split at its literal commas before it is decoded, so that a name with a comma is sent with
+// it escaped ("Tesla P100%2C 12GB").
 Response compare_machines_response(const db::Store& store, const Request& request) {
   db::ComparisonQuery query;
   query.kernel = *checked_query_name(request, "kernel");
-  boost::split(query.machines, *request.query_value("machines"), boost::is_any_of(","));
+  const auto raw = request.raw_query.find("machines");
+  const bool encoded = raw != request.raw_query.end();
+  boost::split(query.machines, encoded ? raw->second : *request.query_value("machines"),
+               boost::is_any_of(","));
   for (auto& name : query.machines) {
+    if (encoded) name = percent_decode(name, true);
     boost::trim_if(name, boost::is_any_of(" "));
     check_name_in(name, "query.machines", "each machine of query parameter \"machines\"");
   }
@@ -407,11 +413,11 @@ nlohmann::json study_schema() {
              {"reasons",
               {{"type", "array"},
                {"description",
-                "why, most frequent first (at most 10, each status's most frequent among "
-                "them): messages grouped with numbers, paths, commands, configurations and "
-                "details after \"; \" left out; an exit code, a signal, an error number and a "
-                "violated constraint kept, and the last line of a program's stderr or of a "
-                "Python traceback added after \": \""},
+                "why, most frequent first (at most 10, each status keeping its most frequent): "
+                "messages grouped, ignoring case, with numbers, paths, times, ids, commands, "
+                "configurations and details after \"; \" left out; an exit code, a signal, an "
+                "error code, a violated constraint, a command's first stderr line and a Python "
+                "traceback's exception kept; the reason is whole (not cut)"},
                {"items", object_schema({{"status", kString},
                                         {"reason", kString},
                                         {"count", kInteger},
@@ -423,13 +429,14 @@ nlohmann::json study_schema() {
              {"others",
               {{"type", "object"},
                {"description",
-                "the trials of the reasons not listed, how many reasons, and their trials by "
+                "the trials of the reasons not listed, and how many reasons: in all and by "
                 "status"},
                {"properties",
                 {{"trials", kInteger},
                  {"reasons", kInteger},
-                 {"trials_by_status",
-                  {{"type", "object"}, {"additionalProperties", kInteger}}}}}}}})}},
+                 {"by_status",
+                  array_of(object_schema(
+                      {{"status", kString}, {"trials", kInteger}, {"reasons", kInteger}}))}}}}}})}},
       {"id", "name", "kernel", "machine", "objective", "direction", "strategy", "status",
        "trials"});
 }
@@ -1030,13 +1037,20 @@ void Service::add_routes() {
                   "how many of each machine's top_k best common configurations are shared"}}},
                {"best_elsewhere", array_of(best_elsewhere)},
                {"runs_on_one_only", array_of(one_only)},
-               {"runs_on_one_only_examples", array_of(object_schema({{"runs_on", kString},
-                                                                     {"fails_on", kString},
-                                                                     {"config", kConfig},
-                                                                     {"config_key", kString},
-                                                                     {"status", kString},
-                                                                     {"trial_id", kInteger},
-                                                                     {"message", kString}}))},
+               {"runs_on_one_only_examples",
+                {{"type", "array"},
+                 {"description",
+                  "of each direction, the 5 most frequent failure reasons (as failure_reasons "
+                  "groups them): how many configurations (count) and one of them"},
+                 {"items", object_schema({{"runs_on", kString},
+                                          {"fails_on", kString},
+                                          {"config", kConfig},
+                                          {"config_key", kString},
+                                          {"status", kString},
+                                          {"trial_id", kInteger},
+                                          {"message", kString},
+                                          {"reason", kString},
+                                          {"count", kInteger}})}}},
                {"note", kString}}))}});
   }
   {
@@ -1200,7 +1214,7 @@ Outcome Service::handle(Request& request, const std::string& target, Runs here) 
   Outcome out;
   out.route = router_.routes().size();
   try {
-    if (here == Runs::io) split_target(target, request.path, request.query);
+    if (here == Runs::io) split_target(target, request.path, request.query, &request.raw_query);
     const auto match = router_.match(request.method, request.path);
     out.route = match.index;
     request.params = match.params;
@@ -1907,7 +1921,7 @@ Response Service::best(Request& request) {
     if (!machine) {
       std::string note =
           "machine \"" + machine_name + "\" is not registered: predicted as for a new machine";
-      if (const auto similar = db::similar_machine_name(reader(), machine_name); !similar.empty()) {
+      if (const auto similar = similar_machine_name(reader(), machine_name); !similar.empty()) {
         note += "; did you mean \"" + similar + "\"?";
       } else if (const auto known = stored_machines_text(reader(), "GET /v1/machines lists all");
                  !known.empty()) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "core/failure_reasons.h"
 #include "db/store.h"
 
 namespace tunebase::cli {
@@ -32,6 +33,10 @@ std::string host_name();
 
 /// A failure message (a program's stderr, say) on one line: control characters become spaces.
 std::string one_line(std::string text);
+
+/// Why evaluations failed, as `tunebase trials` ends: a line per reason, most frequent first,
+/// then one per status of the others; empty when nothing failed.
+std::string failure_reasons_text(const FailureBreakdown& breakdown);
 
 /// The largest --budget any command takes: the store's limit.
 inline constexpr auto kMaxBudget = static_cast<std::size_t>(db::kMaxStudyBudget);

@@ -43,33 +43,27 @@ std::string one_line(std::string text) {
   return text;
 }
 
-namespace {
-
-// Why evaluations failed, by reason, most frequent first.
-void print_failure_reasons(const FailureBreakdown& breakdown) {
-  if (breakdown.reasons.empty()) return;
-  std::cout << "why " << breakdown.total() << " evaluation" << (breakdown.total() == 1 ? "" : "s")
-            << " failed:\n";
+std::string failure_reasons_text(const FailureBreakdown& breakdown) {
+  if (breakdown.reasons.empty() && breakdown.others.empty()) return {};
+  static constexpr std::size_t kMaxShownExampleBytes = 120;
+  std::ostringstream out;
+  out << "why " << breakdown.total() << " evaluation" << (breakdown.total() == 1 ? "" : "s")
+      << " failed:\n";
   for (const auto& r : breakdown.reasons) {
-    std::cout << std::setw(8) << r.count << "  " << std::left << std::setw(8) << to_string(r.status)
-              << std::right << "  " << r.reason;
+    out << std::setw(8) << r.count << "  " << std::left << std::setw(8) << to_string(r.status)
+        << std::right << "  " << shortened(r.reason, kMaxReasonBytes);
     if (const auto example = one_line(r.example); !example.empty() && example != r.reason) {
-      std::cout << "  (e.g. " << example.substr(0, 120) << (example.size() > 120 ? "..." : "")
-                << ")";
+      out << "  (e.g. " << shortened(example, kMaxShownExampleBytes) << ")";
     }
-    std::cout << "\n";
+    out << "\n";
   }
-  if (breakdown.other_reasons > 0) {
-    std::cout << std::setw(8) << breakdown.other_trials << "  others (" << breakdown.other_reasons
-              << " more reason" << (breakdown.other_reasons == 1 ? "" : "s");
-    for (const auto& [status, trials] : breakdown.other_trials_by_status) {
-      std::cout << ", " << trials << " " << to_string(status);
-    }
-    std::cout << ")\n";
+  for (const auto& o : breakdown.others) {
+    out << std::setw(8) << o.trials << "  " << std::left << std::setw(8) << to_string(o.status)
+        << std::right << "  others (" << o.reasons << " more reason" << (o.reasons == 1 ? "" : "s")
+        << ")\n";
   }
+  return out.str();
 }
-
-}  // namespace
 
 db::StudyRecord resolve_study(const db::Store& store, const std::string& study) {
   // Study names are never digits only, so digits are an id.
@@ -428,7 +422,7 @@ void add_sweep_command(CLI::App& app) {
 // misspelt name would get that prediction without a word, so say which names it holds.
 // GET /v1/best says the same in its note.
 void note_unknown_machine(const db::Store& store, const std::string& name, const std::string& db) {
-  const auto same_but_case = db::similar_machine_name(store, name);
+  const auto same_but_case = api::similar_machine_name(store, name);
   const auto known = api::stored_machines_text(store, "tunebase machines lists all");
   std::cerr << "note: machine '" << name << "' is not in " << db << ": predicting as for a new "
             << "machine"
@@ -893,7 +887,7 @@ void add_query_commands(CLI::App& app) {
         std::cout << "\n";
       }
       std::cout << trials.size() << " trials; * marks a new best\n";
-      print_failure_reasons(failure_breakdown(store.failure_messages(study.id)));
+      std::cout << failure_reasons_text(failure_breakdown(store.failure_messages(study.id)));
       // What the search learnt: how much each parameter moves the objective.
       api::StudyManager studies(store);
       if (const auto relevance = studies.relevance(study.id); !relevance.empty()) {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "api/comparison_json.h"
@@ -67,9 +68,10 @@ void print_comparison(const db::StoredComparison& c, const nlohmann::json& space
     } else {
       std::cout << "  rank correlation: none (" << api::no_correlation_reason(p) << ")\n";
     }
-    if (p.top_k > 0 && p.top_k < p.common) {
-      std::cout << "  best " << p.top_k
-                << " of each (of those that ran on both): " << p.top_k_overlap << " in common\n";
+    if (p.top_k > 0) {
+      // Of each machine's top_k best configurations that ran on both, how many are the other's.
+      std::cout << "  best " << p.top_k << " in common: " << p.top_k_overlap << " of " << p.top_k
+                << "\n";
     }
     const bool minimize = cmp.minimize;
     std::cout << "  " << best_elsewhere_text(p.a_best_on_b, c.unit, minimize) << "\n"
@@ -77,15 +79,19 @@ void print_comparison(const db::StoredComparison& c, const nlohmann::json& space
               << "  runs on " << p.a << ", fails on " << p.b << ": " << p.runs_on_a_fails_on_b
               << "; runs on " << p.b << ", fails on " << p.a << ": " << p.runs_on_b_fails_on_a
               << "\n";
-    for (const auto& e : c.failures[i]) {
-      std::cout << "    fails on " << e.failure.fails_on << ": "
-                << config_text(e.failure.config, space) << "  (" << to_string(e.failure.status)
-                << (e.message.empty() ? "" : ": " + one_line(e.message).substr(0, 120)) << ")\n";
-    }
-    const std::size_t fails = p.runs_on_a_fails_on_b + p.runs_on_b_fails_on_a;
-    if (fails > c.failures[i].size()) {
-      std::cout << "    ... and " << fails - c.failures[i].size() << " more (the first "
-                << kListedFailures << " of each machine, by configuration)\n";
+    for (const auto& [runs_on, fails_on, all] : {std::tuple{p.a, p.b, p.runs_on_a_fails_on_b},
+                                                 std::tuple{p.b, p.a, p.runs_on_b_fails_on_a}}) {
+      std::size_t listed = 0;
+      for (const auto& e : c.failures[i]) {
+        if (e.failure.fails_on != fails_on) continue;
+        listed += e.count;
+        std::cout << "    fails on " << fails_on << ": " << e.count << "  "
+                  << to_string(e.failure.status) << "  " << shortened(e.reason, kMaxReasonBytes)
+                  << "  (e.g. " << config_text(e.failure.config, space) << ")\n";
+      }
+      if (all > listed) {
+        std::cout << "    and " << all - listed << " more, for other reasons\n";
+      }
     }
   }
 }
@@ -123,8 +129,7 @@ void add_compare_command(CLI::App& app) {
       std::cout << api::comparison_json(comparison).dump(2) << "\n";
       return;
     }
-    const auto kernel = store.find_kernel(comparison.kernel);
-    print_comparison(comparison, kernel ? kernel->space : nlohmann::json());
+    print_comparison(comparison, comparison.space);
   });
 }
 

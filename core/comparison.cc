@@ -103,12 +103,10 @@ PairComparison compare_pair(const MachineSummary& sa, const Results& a, const Ma
       vb.push_back(rb.value);
     } else if (ok_a) {
       ++p.runs_on_a_fails_on_b;
-      if (a_to_b.size() < kListedFailures)
-        a_to_b.push_back({key, rb.config, sa.machine, sb.machine, rb.status, rb.trial_id});
+      a_to_b.push_back({key, rb.config, sa.machine, sb.machine, rb.status, rb.trial_id});
     } else if (ok_b) {
       ++p.runs_on_b_fails_on_a;
-      if (b_to_a.size() < kListedFailures)
-        b_to_a.push_back({key, ra.config, sb.machine, sa.machine, ra.status, ra.trial_id});
+      b_to_a.push_back({key, ra.config, sb.machine, sa.machine, ra.status, ra.trial_id});
     }
   }
   p.common = keys.size();

@@ -19,7 +19,8 @@ inline constexpr std::size_t kMinCommonForCorrelation = 3;
 /// How many of each machine's best common configurations the top-k overlap compares (fewer
 /// when fewer are common).
 inline constexpr std::size_t kTopK = 10;
-/// Examples of configurations that run on one machine and fail on the other, per direction.
+/// Reasons listed of configurations that run on one machine and fail on the other, per
+/// direction (each with an example; the rest are counted).
 inline constexpr std::size_t kListedFailures = 5;
 
 /// One finished evaluation of a configuration on a machine.
@@ -95,7 +96,7 @@ struct PairComparison {
   BestElsewhere b_best_on_a;
   std::size_t runs_on_a_fails_on_b = 0;
   std::size_t runs_on_b_fails_on_a = 0;
-  /// Up to kListedFailures of each of the two, in config_key order.
+  /// Every one of the two, those failing on b first, each in config_key order.
   std::vector<FailsOnOne> fails_on_one;
 };
 

@@ -3,6 +3,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -102,6 +103,26 @@ std::string stable_json_hash(const nlohmann::json& j) {
 
 void refresh_fingerprint_hash(MachineInfo& info) {
   info.fingerprint_hash = stable_json_hash(info.fingerprint);
+}
+
+std::string similar_machine_name(const std::string& name, const std::vector<std::string>& names) {
+  // Case, spaces, dashes and underscores left out: "tesla v100-pcie", "TeslaV100 PCIE".
+  const auto folded = [](const std::string& text) {
+    std::string out;
+    for (const unsigned char c : text) {
+      if (c != ' ' && c != '\t' && c != '-' && c != '_') {
+        out += static_cast<char>(std::tolower(c));
+      }
+    }
+    return out;
+  };
+  const auto wanted = folded(name);
+  std::string similar;
+  for (const auto& n : names) {
+    if (n == name) return "";
+    if (similar.empty() && folded(n) == wanted) similar = n;
+  }
+  return similar;
 }
 
 MachineInfo detect_machine() {

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace tunebase {
 
@@ -18,6 +19,11 @@ struct MachineInfo {
   /// stable_json_hash(fingerprint).
   std::string fingerprint_hash;
 };
+
+/// The one of `names` that `name` matches but for case, spaces, dashes and underscores
+/// ("tesla k20m" for "Tesla K20m"), empty when none does or `name` is one of them itself: what
+/// a misspelt machine name probably meant.
+std::string similar_machine_name(const std::string& name, const std::vector<std::string>& names);
 
 /// Describes the machine this process runs on (reads /proc/cpuinfo, /proc/meminfo, uname).
 /// Fields that cannot be read are left out rather than guessed; `devices` starts empty.

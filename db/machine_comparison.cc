@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/machine.h"
 #include "core/measurements.h"
 
 namespace tunebase::db {
@@ -97,7 +98,8 @@ StoredComparison compare_stored_machines(const Store& store, const ComparisonQue
     const std::string which =
         "the machines that measured kernel " + q.kernel + " are " + joined(measured_by);
     if (!store.find_machine(machine)) {
-      const auto similar = similar_machine_name(store, machine);
+      const auto similar = similar_machine_name(
+          machine, std::vector<std::string>(measured_by.begin(), measured_by.end()));
       throw NotFound("unknown machine \"" + machine + "\"; " +
                      (similar.empty() ? which : "did you mean \"" + similar + "\"? " + which));
     }
@@ -117,6 +119,8 @@ StoredComparison compare_stored_machines(const Store& store, const ComparisonQue
       if (s.machine_name != machine || s.task_id != out.task.id) continue;
       own.insert(s.objective);
       if (!q.objective.empty() && s.objective != q.objective) continue;
+      // Kernels of one name may have other spaces (versions): show the compared one's order.
+      if (out.space.is_null()) out.space = store.get_kernel(s.kernel_id).space;
       objectives.insert({s.objective, s.direction});
       units.insert(objective_unit(s));
       if (first_unit.empty()) first_unit = objective_unit(s);
@@ -165,25 +169,29 @@ StoredComparison compare_stored_machines(const Store& store, const ComparisonQue
   }
   out.comparison = compare_machines(machines, out.direction == Direction::minimize);
 
-  const auto& pairs = out.comparison.pairs;
-  if (std::none_of(pairs.begin(), pairs.end(),
-                   [](const auto& p) { return p.common >= kMinCommonForCorrelation; })) {
-    std::string counts;
-    for (const auto& p : pairs) {
-      counts += (counts.empty() ? "" : ", ") + p.a + " and " + p.b + ": " +
-                std::to_string(p.common) + " (of " + std::to_string(p.measured_on_both) +
-                " measured on both)";
-    }
-    throw Conflict("too few configurations of kernel " + q.kernel +
-                   " ran on both machines of a pair to compare them (" + counts +
-                   "); a rank correlation needs at least " +
-                   std::to_string(kMinCommonForCorrelation) +
-                   ": measure more configurations on both");
-  }
-  for (const auto& p : pairs) {
+  for (const auto& p : out.comparison.pairs) {
     auto& examples = out.failures.emplace_back();
-    for (const auto& f : p.fails_on_one) {
-      examples.push_back({f, store.get_trial(TrialId{f.trial_id}).result.message});
+    for (const auto& fails_on : {p.b, p.a}) {
+      std::vector<const FailsOnOne*> failures;
+      std::vector<std::string> messages;
+      std::vector<FailureMessages> counted;
+      for (const auto& f : p.fails_on_one) {
+        if (f.fails_on != fails_on) continue;
+        failures.push_back(&f);
+        messages.push_back(store.get_trial(TrialId{f.trial_id}).result.message);
+        counted.push_back({f.status, messages.back(), 1});
+      }
+      // One example of each reason: the first configuration whose message is its example.
+      for (auto& r : failure_breakdown(counted, kListedFailures).reasons) {
+        for (std::size_t k = 0; k < failures.size(); ++k) {
+          if (failures[k]->status == r.status &&
+              shortened(messages[k], kMaxExampleBytes) == r.example) {
+            examples.push_back({*failures[k], messages[k], std::move(r.reason),
+                                static_cast<std::size_t>(r.count)});
+            break;
+          }
+        }
+      }
     }
   }
   return out;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/comparison.h"
+#include "core/failure_reasons.h"
 #include "db/store.h"
 
 namespace tunebase::db {
@@ -21,10 +22,13 @@ struct ComparisonQuery {
   std::string objective;
 };
 
-/// A failed configuration of FailsOnOne with its stored message.
+/// Configurations that run on one machine of a pair and fail on the other for one reason
+/// (core/failure_reasons.h): how many, and one of them with its stored message.
 struct FailureExample {
   FailsOnOne failure;
   std::string message;
+  std::string reason;
+  std::size_t count = 0;
 };
 
 struct StoredComparison {
@@ -36,7 +40,10 @@ struct StoredComparison {
   /// other machines are converted to it); empty for plain numbers.
   std::string unit;
   MachineComparison comparison;
-  /// The comparison's fails_on_one, pair by pair, with their messages.
+  /// The compared studies' search space (its parameters' order), of the first machine's.
+  nlohmann::json space;
+  /// The comparison's fails_on_one, pair by pair, by reason: of each direction the
+  /// kListedFailures most frequent reasons, most frequent first.
   std::vector<std::vector<FailureExample>> failures;
 };
 
@@ -44,8 +51,11 @@ struct StoredComparison {
 /// kernel version; configurations matched by their key) and compares them. NotFound for an
 /// unknown kernel, machine or task, or a machine that measured nothing of the kernel (naming
 /// what is stored); InvalidInput for fewer than two machines, a machine named twice, machines
-/// that measured different inputs and no --task, or studies of several objectives; Conflict
-/// when no two of the machines share kMinCommonForCorrelation successful configurations.
+/// that measured different inputs and no --task, or studies of several objectives. Machines
+/// that share too few successful configurations are compared all the same (no rank
+/// correlation: api::no_correlation_reason says why). An unknown machine that differs from one
+/// that measured the kernel only in case, spaces, dashes or underscores is named ("did you
+/// mean").
 StoredComparison compare_stored_machines(const Store& store, const ComparisonQuery& query);
 
 }  // namespace tunebase::db

@@ -1874,24 +1874,4 @@ void Store::revoke_token(std::string_view name) {
   }
 }
 
-std::string similar_machine_name(const Store& store, const std::string& name) {
-  // Case, spaces, dashes and underscores left out: "tesla v100-pcie", "TeslaV100 PCIE".
-  const auto folded = [](const std::string& text) {
-    std::string out;
-    for (const unsigned char c : text) {
-      if (c != ' ' && c != '\t' && c != '-' && c != '_') {
-        out += static_cast<char>(std::tolower(c));
-      }
-    }
-    return out;
-  };
-  const auto wanted = folded(name);
-  std::string similar;
-  for (const auto& m : store.list_machines()) {
-    if (m.name == name) return "";
-    if (similar.empty() && folded(m.name) == wanted) similar = m.name;
-  }
-  return similar;
-}
-
 }  // namespace tunebase::db

@@ -568,9 +568,4 @@ class Store {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The name of a stored machine that `name` matches but for case, spaces, dashes and
-/// underscores ("tesla v100-pcie" for "Tesla V100-PCIE"), empty when there is none or `name` is
-/// stored itself: what a misspelt machine probably meant.
-std::string similar_machine_name(const Store& store, const std::string& name);
-
 }  // namespace tunebase::db

@@ -61,7 +61,8 @@ TEST(ApiServer, ComparesMachinesAndSaysWhyTrialsFailed) {
   TestServer server;
   std::vector<Value> xs;
   for (std::int64_t x = 1; x <= 6; ++x) xs.emplace_back(x);
-  for (const auto& [device, scale] : {std::pair{"gpu-a", 1.0}, std::pair{"gpu-b", 2.0}}) {
+  for (const auto& [device, scale] :
+       {std::pair{"gpu-a", 1.0}, std::pair{"gpu-b", 2.0}, std::pair{"gpu-c, 12GB", 3.0}}) {
     MeasuredDataset d;
     d.device_name = device;
     d.kernel_name = "stencil";
@@ -85,6 +86,11 @@ TEST(ApiServer, ComparesMachinesAndSaysWhyTrialsFailed) {
   EXPECT_EQ(j["pairs"][0]["best_elsewhere"][0]["status"], "failed");  // gpu-a's best, x = 6
   EXPECT_EQ(j["pairs"][0]["runs_on_one_only"][0]["count"], 1);
   EXPECT_EQ(j["machines"][1]["best"]["config"], (nlohmann::json{{"x", 5}}));
+
+  // A comma in a name is sent escaped: only literal commas separate the names.
+  r = c.get("/v1/compare?kernel=stencil&machines=gpu-a,gpu-c%2C%2012GB");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["machines"][1]["machine"], "gpu-c, 12GB");
 
   r = c.get("/v1/compare?kernel=stencil&machines=gpu-a,gpu-z");
   EXPECT_EQ(r.status, 404) << r.body;

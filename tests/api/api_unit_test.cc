@@ -8,6 +8,7 @@
 #include <set>
 #include <string_view>
 
+#include "api/comparison_json.h"
 #include "api/errors.h"
 #include "api/json_reader.h"
 #include "api/metrics.h"
@@ -592,6 +593,20 @@ TEST(PredictedBest, AnInputIsAnsweredInItsOwnSpaceByThoseWhoMeasuredIt) {
   ASSERT_TRUE(any.has_value());
   EXPECT_EQ(any->kernel_version, gen_kernel.version);
   EXPECT_EQ(any->inputs, 2u);
+}
+
+TEST(FailureReasonsJson, AReasonIsWholeAndOthersAreByStatus) {
+  FailureBreakdown b;
+  const std::string long_reason(kMaxReasonBytes + 50, 'x');
+  b.reasons = {{TrialStatus::failed, long_reason, 4, "x"}};
+  b.others = {{TrialStatus::timeout, 3, 1}};
+  b.other_trials = 3;
+  b.other_reasons = 1;
+  const auto j = failure_reasons_json(b);
+  EXPECT_EQ(j["reasons"][0]["reason"], long_reason);
+  EXPECT_EQ(j["others"]["trials"], 3);
+  EXPECT_EQ(j["others"]["by_status"],
+            nlohmann::json::parse(R"([{"status": "timeout", "trials": 3, "reasons": 1}])"));
 }
 
 }  // namespace

@@ -2255,10 +2255,37 @@ TEST_F(Cli, CompareTakesEachMachinesBestToTheOtherAndTrialsSayWhyTheyFailed) {
   EXPECT_NE(r.out.find("GPU-A's best on GPU-B: 30.000 ms, 0.100 of GPU-B's best (10.00x slower)"),
             std::string::npos)
       << r.out;
+  // The configurations failing on one, by reason, with an example of each.
+  EXPECT_NE(r.out.find("  best 10 in common: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    fails on GPU-B: 8  failed  CompilationFailedConfig  (e.g. "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("    fails on GPU-B: 1  failed  RuntimeFailedConfig  (e.g. "),
+            std::string::npos)
+      << r.out;
+  // A misspelt machine is named.
+  r = run("compare --kernel toy --machine GPU-A --machine gpu_b --db " + db());
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("did you mean \"GPU-B\"?"), std::string::npos) << r.err;
+  // Two machines with too few configurations run on both are compared all the same.
+  auto c_cache = nlohmann::json::parse(toy_cache("GPU-C", 2.0, 5));
+  for (auto& [key, entry] : c_cache["cache"].items()) {
+    if (key != "3,5" && key != "3,4") entry["time"] = "CompilationFailedConfig";
+  }
+  const auto c_file = dir_.file("c.json");
+  std::ofstream(c_file) << c_cache.dump();
+  ASSERT_EQ(run("import " + c_file + " --db " + db()).exit_code, 0);
   r = run("compare --kernel toy --machine GPU-A --machine GPU-C --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("GPU-A vs GPU-C: 64 configurations measured on both, 2 ran on both\n"
+                       "  rank correlation: none (2 configurations ran on both; a rank "
+                       "correlation needs at least 3)"),
+            std::string::npos)
+      << r.out;
+  r = run("compare --kernel toy --machine GPU-A --machine GPU-D --db " + db());
   EXPECT_EQ(r.exit_code, 3) << r.err;  // not found, naming those that measured it
-  EXPECT_NE(r.err.find("unknown machine \"GPU-C\"; the machines that measured kernel toy are "
-                       "GPU-A, GPU-B"),
+  EXPECT_NE(r.err.find("unknown machine \"GPU-D\"; the machines that measured kernel toy are "
+                       "GPU-A, GPU-B, GPU-C"),
             std::string::npos)
       << r.err;
 

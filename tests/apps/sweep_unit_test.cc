@@ -169,5 +169,22 @@ TEST(Registry, AFlagAKernelIgnoresNamesTheKernelsThatReadIt) {
             "own");
 }
 
+TEST(FailureReasonsText, OthersAreByStatusAndAnEmptyMessageHasNoExample) {
+  FailureBreakdown b;
+  b.reasons = {
+      {TrialStatus::failed, "(no message)", 4, ""},
+      {TrialStatus::timeout, "`<command>` timed out after N s", 3, "`b` timed out after 3 s"}};
+  b.others = {{TrialStatus::failed, 2, 1}, {TrialStatus::invalid, 5, 2}};
+  b.other_trials = 7;
+  b.other_reasons = 3;
+  EXPECT_EQ(failure_reasons_text(b),
+            "why 14 evaluations failed:\n"
+            "       4  failed    (no message)\n"
+            "       3  timeout   `<command>` timed out after N s  (e.g. `b` timed out after 3 s)\n"
+            "       2  failed    others (1 more reason)\n"
+            "       5  invalid   others (2 more reasons)\n");
+  EXPECT_EQ(failure_reasons_text({}), "");
+}
+
 }  // namespace
 }  // namespace tunebase::cli

@@ -70,10 +70,6 @@ TEST(CompareStoredMachines, SaysWhatIsWrongAndWhatThereIs) {
             std::string::npos);
   EXPECT_THROW(compare_stored_machines(store, {"demo", {"m1", "zz"}, {}, ""}), NotFound);
   EXPECT_NE(message({"demo", {"m1", "zz"}, {}, ""}).find("m1, m2, m3"), std::string::npos);
-  // A name stored but for case and dashes is what was probably meant.
-  EXPECT_NE(message({"demo", {"M-1", "m2"}, {}, ""}).find("did you mean \"m1\"?"),
-            std::string::npos)
-      << message({"demo", {"M-1", "m2"}, {}, ""});
   EXPECT_THROW(compare_stored_machines(store, {"demo", {"m1"}, {}, ""}), InvalidInput);
   EXPECT_THROW(compare_stored_machines(store, {"demo", {"m1", "m1"}, {}, ""}), InvalidInput);
   // Different inputs: not comparable, and the message names both.
@@ -81,11 +77,49 @@ TEST(CompareStoredMachines, SaysWhatIsWrongAndWhatThereIs) {
   const auto inputs = message({"demo", {"m1", "m2"}, {}, ""});
   EXPECT_NE(inputs.find("{\"n\":100}"), std::string::npos) << inputs;
   EXPECT_NE(inputs.find("{\"n\":200}"), std::string::npos) << inputs;
-  // m3 measured the input, but nothing ran: too few in common, and says how many are needed.
-  EXPECT_THROW(compare_stored_machines(store, {"demo", {"m1", "m3"}, {}, ""}), Conflict);
-  const auto few = message({"demo", {"m1", "m3"}, {}, ""});
-  EXPECT_NE(few.find("m1 and m3: 0"), std::string::npos) << few;
-  EXPECT_NE(few.find("at least 3"), std::string::npos) << few;
+  // m3 measured the input, but nothing ran: compared all the same, with no rank correlation,
+  // as a pair of three machines is.
+  const auto few = compare_stored_machines(store, {"demo", {"m1", "m3"}, {}, ""});
+  ASSERT_EQ(few.comparison.pairs.size(), 1u);
+  EXPECT_EQ(few.comparison.pairs[0].common, 0u);
+  EXPECT_FALSE(few.comparison.pairs[0].spearman);
+  EXPECT_TRUE(few.comparison.machines[0].best);
+  EXPECT_FALSE(few.comparison.machines[1].best);
+  // A misspelt machine: the one meant is named.
+  const auto misspelt = message({"demo", {"m1", "M_2"}, {}, ""});
+  EXPECT_NE(misspelt.find("did you mean \"m2\"?"), std::string::npos) << misspelt;
+}
+
+TEST(CompareStoredMachines, CountsConfigurationsThatFailOnOneByReason) {
+  tunebase::testing::TempDir dir;
+  Store store(dir.file("c.db"));
+  const auto a = make_study(store, "a", "m1");
+  measure(store, a, [](std::int64_t b, const std::string&) { return double(b); });
+  const auto b = make_study(store, "b", "m2");
+  for (const std::int64_t block : {16, 32, 64}) {
+    for (const std::string layout : {"row", "col"}) {
+      const auto result =
+          block == 16
+              ? (layout == "row" ? Measurement::success(1.0)
+                                 : Measurement::failure(TrialStatus::failed, "RuntimeFailedConfig"))
+              : Measurement::failure(TrialStatus::failed, "CompilationFailedConfig");
+      store.add_trial(b.id, config_json(block, layout), config_key(block, layout), result);
+    }
+  }
+  // Another space of the same kernel name: the comparison keeps its studies' own.
+  store.upsert_kernel("demo", SearchSpace({categorical("layout", {Value{std::string("row")}}),
+                                           ordinal("block", {Value{std::int64_t{16}}})},
+                                          {}));
+  const auto c = compare_stored_machines(store, {"demo", {"m1", "m2"}, {}, ""});
+  EXPECT_EQ(c.space, store.get_kernel(a.kernel_id).space);
+  EXPECT_EQ(c.comparison.pairs[0].runs_on_a_fails_on_b, 5u);
+  ASSERT_EQ(c.failures.at(0).size(), 2u);
+  EXPECT_EQ(c.failures[0][0].reason, "CompilationFailedConfig");
+  EXPECT_EQ(c.failures[0][0].count, 4u);
+  EXPECT_EQ(c.failures[0][0].failure.fails_on, "m2");
+  EXPECT_EQ(c.failures[0][1].reason, "RuntimeFailedConfig");
+  EXPECT_EQ(c.failures[0][1].count, 1u);
+  EXPECT_EQ(c.failures[0][1].failure.config_key, "16,col");
 }
 
 TEST(FailureMessages, GroupsFinishedFailuresAndLeavesOutSuccessesAndEndedLeases) {
@@ -105,7 +139,7 @@ TEST(FailureMessages, GroupsFinishedFailuresAndLeavesOutSuccessesAndEndedLeases)
   EXPECT_EQ(messages.size(), 2u);  // --block 32 and --block 64
   const auto breakdown = failure_breakdown(messages);
   ASSERT_EQ(breakdown.reasons.size(), 1u);
-  EXPECT_EQ(breakdown.reasons[0].reason, "`<command>` exited with code 1: oom");
+  EXPECT_EQ(breakdown.reasons[0].reason, "`<command>` exited with code 1; stderr: oom");
   EXPECT_EQ(breakdown.reasons[0].count, 4);
 }
 
@@ -126,8 +160,10 @@ TEST(FailureMessages, ALongStderrKeepsItsLastLineWhereTheErrorIs) {
   }
   const auto breakdown = failure_breakdown(store.failure_messages(study.id));
   ASSERT_EQ(breakdown.reasons.size(), 2u);
-  EXPECT_EQ(breakdown.reasons[0].reason, "`<command>` exited with code 1: KeyError: 'tile'");
-  EXPECT_EQ(breakdown.reasons[1].reason, "`<command>` exited with code 1: ValueError: bad block");
+  EXPECT_EQ(breakdown.reasons[0].reason,
+            "`<command>` exited with code 1; stderr: KeyError: 'tile'");
+  EXPECT_EQ(breakdown.reasons[1].reason,
+            "`<command>` exited with code 1; stderr: ValueError: bad block");
 }
 
 }  // namespace
