@@ -289,9 +289,7 @@ bool is_command_failure(std::string_view head) {
 
 std::string shortened(std::string_view text, std::size_t max_bytes) {
   if (text.size() <= max_bytes) return std::string(text);
-  std::size_t end = max_bytes;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  return std::string(text.substr(0, end)) + "...";
+  return std::string(utf8_prefix(text, max_bytes)) + "...";
 }
 
 std::int64_t FailureBreakdown::total() const {

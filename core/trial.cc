@@ -36,14 +36,13 @@ bool same_result(const Measurement& a, const Measurement& b) {
   });
 }
 
-namespace {
-
-// The first `n` bytes of `s`, or fewer: never the start of a UTF-8 character without its end.
 std::string_view utf8_prefix(std::string_view s, std::size_t n) {
   if (n >= s.size()) return s;
   while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
   return s.substr(0, n);
 }
+
+namespace {
 
 // The last `n` bytes of `s`, or fewer, from the start of a UTF-8 character.
 std::string_view utf8_suffix(std::string_view s, std::size_t n) {

@@ -21,6 +21,9 @@ TrialStatus trial_status_from_string(std::string_view s);
 /// The most bytes a result's message may hold: every listing and export of its study carries
 /// it. The API refuses a longer one; storable() cuts one down (a command's whole output, say).
 inline constexpr std::size_t kMaxMessageBytes = 64 * 1024;
+
+/// The first `n` bytes of `s`, or fewer: never the start of a UTF-8 character without its end.
+std::string_view utf8_prefix(std::string_view s, std::size_t n);
 /// The most bytes a result's metrics may take as JSON, for the same reason.
 inline constexpr std::size_t kMaxMetricsBytes = 64 * 1024;
 /// The most raw measurements a result may hold (about 100 KB as JSON), for the same reason.
