@@ -20,6 +20,11 @@ namespace {
 // Predicting the best configuration scores at most this many candidates (the enumerated valid
 // set when it is smaller, else a uniform sample of kSampledPredictionCandidates).
 constexpr std::size_t kMaxPredictionCandidates = 200000;
+// A machine that measured a kernel on at least this many other inputs is predicted from those
+// alone: how this very hardware ranks configurations carries to a new input better than other
+// machines do (a CPU and a GPU disagree on SpMV formats), and with other machines' sources
+// beside it, a zero-shot model weighs every source alike, whichever machine asks.
+constexpr std::size_t kMinOwnInputs = 3;
 constexpr std::size_t kSampledPredictionCandidates = 20000;
 // A predicted best must be more likely to run than to fail.
 constexpr double kMinFeasibility = 0.5;
@@ -158,7 +163,8 @@ nlohmann::json predicted_best_json(const std::string& kernel, const std::string&
                           {"kernel_version", p.kernel_version},
                           {"model", p.model},
                           {"weights", p.weights},
-                          {"chosen_from", p.from_measurements ? "measurements" : "model"}};
+                          {"chosen_from", p.from_measurements ? "measurements" : "model"},
+                          {"this_machine_only", p.this_machine_only}};
   if (p.from_measurements) {
     based_on["sources"] = p.sources;
     based_on["sources_that_ran_it"] = p.sources_that_ran_it;
@@ -270,6 +276,18 @@ std::optional<PredictedBest> predict_best_from(
   }
   auto priors = priors_from_store(store, space, query);
   if (priors.empty()) return std::nullopt;
+  bool this_machine_only = false;
+  if (machine && (task || new_input)) {
+    const std::string own = store.get_machine(*machine).name;
+    const auto own_inputs =
+        static_cast<std::size_t>(std::count_if(priors.begin(), priors.end(), [&](const Prior& p) {
+          return p.source == own && p.ok_count() > 0;
+        }));
+    if (own_inputs >= kMinOwnInputs) {
+      std::erase_if(priors, [&](const Prior& p) { return p.source != own; });
+      this_machine_only = true;
+    }
+  }
 
   PredictedBest out;
   std::unordered_set<std::string> machines;
@@ -280,6 +298,7 @@ std::optional<PredictedBest> predict_best_from(
   out.machines = machines.size();
   out.inputs = priors.size();
   out.kernel_version = kernel->version;
+  out.this_machine_only = this_machine_only;
   // The unit the sources' values are in, when their studies agree on one.
   std::unordered_set<std::string> units;
   for (const auto& study : studies) {

@@ -66,6 +66,9 @@ struct PredictedBest {
                              ///< it measured other inputs)
   std::size_t inputs = 0;    ///< (machine, input) sources: more than machines when one
                              ///< machine measured several inputs
+  /// From the target machine's own measurements of other inputs only (it measured enough of
+  /// them: kMinOwnInputs); other machines' are left out.
+  bool this_machine_only = false;
   /// Configurations that failed on the target, left out of the candidates.
   std::size_t failed_here = 0;
   std::string kernel_version;
@@ -98,7 +101,9 @@ nlohmann::json predicted_best_json(const std::string& kernel, const std::string&
 /// there are too many).
 /// An input that is not stored (a matrix never measured) is given by `input_features` and the
 /// kernel version its space has, with no `task`: the model carries the other inputs'
-/// measurements to it by its features.
+/// measurements to it by its features. A machine that measured the kernel on at least 3 other
+/// inputs is predicted from those alone, not from other machines (not even their measurements
+/// of this input): this_machine_only.
 std::optional<PredictedBest> predict_best(const db::Store& store, const std::string& kernel_name,
                                           std::optional<db::MachineId> machine,
                                           std::optional<db::TaskId> task, db::Direction direction,

@@ -954,7 +954,8 @@ void Service::add_routes() {
            {"description",
             "(predicted) what the prediction rests on: trials, machines, inputs (the "
             "machine and input pairs measured, each a source), failed_here, kernel_version, "
-            "model, weights (per source), chosen_from "
+            "model, weights (per source), this_machine_only (true: from M's own measurements of 3 "
+            "or more other inputs alone), chosen_from "
             "(measurements or model) and, when chosen from measurements, sources, "
             "sources_that_ran_it and mean_quantile (0: each source's best)"}}}});
   }

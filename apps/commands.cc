@@ -287,7 +287,11 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
   std::cout << "\nobjective: " << format_objective(p.forecast.mean, p.unit) << " (68% interval "
             << format_objective(p.forecast.lower, p.unit) << " .. "
             << format_objective(p.forecast.upper, p.unit)
-            << (!input.empty()
+            << (p.this_machine_only
+                    ? ", from this machine's measurements of " + std::to_string(p.inputs) +
+                          " other inputs, which alone are predicted from: other machines' are "
+                          "left out)\n"
+                : !input.empty()
                     ? ", for the measured inputs' machines; a new input's objective may lie far "
                       "outside it: the configuration is the better guess)\n"
                 : p.machines > 1

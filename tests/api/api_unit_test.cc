@@ -26,6 +26,26 @@
 namespace tunebase::api {
 namespace {
 
+// A study of `kernel` on `input` by machine `machine` (registered when new) that measured
+// every valid configuration of `space` as `f` says.
+void measure_every_configuration(db::Store& store, const std::string& study_name,
+                                 const std::string& machine, const db::KernelRecord& kernel,
+                                 const SearchSpace& space, const db::TaskRecord& input,
+                                 const std::function<Measurement(const Configuration&)>& f) {
+  MachineInfo info;
+  info.name = machine;
+  refresh_fingerprint_hash(info);
+  db::NewStudy s;
+  s.name = study_name;
+  s.kernel = kernel.id;
+  s.machine = store.upsert_machine(info).id;
+  s.task = input.id;
+  const auto study = store.create_study(s);
+  for (const auto& c : space.valid_configurations()) {
+    store.add_trial(study.id, space.config_to_json(c), space.key(c), f(c));
+  }
+}
+
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -547,18 +567,8 @@ TEST(PredictedBest, AnInputIsAnsweredInItsOwnSpaceByThoseWhoMeasuredIt) {
   const auto measure = [&](const std::string& machine, const db::KernelRecord& kernel,
                            const SearchSpace& space, const db::TaskRecord& input,
                            const std::function<Measurement(const Configuration&)>& f) {
-    MachineInfo info;
-    info.name = machine;
-    refresh_fingerprint_hash(info);
-    db::NewStudy s;
-    s.name = "s" + std::to_string(++studies);
-    s.kernel = kernel.id;
-    s.machine = store.upsert_machine(info).id;
-    s.task = input.id;
-    const auto study = store.create_study(s);
-    for (const auto& c : space.valid_configurations()) {
-      store.add_trial(study.id, space.config_to_json(c), space.key(c), f(c));
-    }
+    measure_every_configuration(store, "s" + std::to_string(++studies), machine, kernel, space,
+                                input, f);
   };
   const auto ksp = [](const Configuration& c) { return std::get<std::string>(c[0]); };
   const auto x = [](const Configuration& c) { return std::get<std::int64_t>(c[1]); };
@@ -593,6 +603,63 @@ TEST(PredictedBest, AnInputIsAnsweredInItsOwnSpaceByThoseWhoMeasuredIt) {
   ASSERT_TRUE(any.has_value());
   EXPECT_EQ(any->kernel_version, gen_kernel.version);
   EXPECT_EQ(any->inputs, 2u);
+}
+
+TEST(PredictedBest, AMachineThatMeasuredOtherInputsIsPredictedFromThemNotFromOtherMachines) {
+  // A CPU runs csr fastest on every matrix it measured, two GPUs ell. A new matrix, and one
+  // that only the GPUs measured, are predicted for the CPU from the CPU's own measurements:
+  // with the GPUs' beside them, a model that knows nothing of the CPU on the new input weighs
+  // the three machines alike and answers ell, 3 times slower there.
+  tunebase::testing::TempDir dir;
+  db::Store store(dir.file("t.db"));
+  const SearchSpace space({categorical("format", {Value{"csr"}, Value{"ell"}})}, {});
+  const auto kernel = store.upsert_kernel("spmv_format", space);
+  int studies = 0;
+  const auto measure = [&](const std::string& machine, const db::TaskRecord& input, bool csr_best) {
+    measure_every_configuration(store, "s" + std::to_string(++studies), machine, kernel, space,
+                                input, [&](const Configuration& c) {
+                                  const bool csr = std::get<std::string>(c[0]) == "csr";
+                                  return Measurement::success(csr == csr_best ? 1.0 : 3.0);
+                                });
+  };
+  const auto matrix = [&](double rows) {
+    return store.upsert_task("spmv_format", {{"rows", rows}}, {{"rows", rows}});
+  };
+  for (const double rows : {100.0, 1000.0, 10000.0, 100000.0}) {
+    const auto input = matrix(rows);
+    measure("cpu", input, true);
+    measure("gpu-a", input, false);
+    measure("gpu-b", input, false);
+  }
+  const auto gpus_only = matrix(50000.0);
+  measure("gpu-a", gpus_only, false);
+  measure("gpu-b", gpus_only, false);
+  const auto cpu = store.find_machine("cpu");
+  ASSERT_TRUE(cpu.has_value());
+
+  const auto new_matrix =
+      predict_best(store, "spmv_format", cpu->id, std::nullopt, db::Direction::minimize, "",
+                   {{"rows", 5000.0}}, kernel.version);
+  ASSERT_TRUE(new_matrix.has_value());
+  EXPECT_EQ(new_matrix->config, (nlohmann::json{{"format", "csr"}}));
+  EXPECT_TRUE(new_matrix->this_machine_only);
+  EXPECT_EQ(new_matrix->machines, 1u);
+  EXPECT_EQ(new_matrix->inputs, 4u);
+  EXPECT_EQ(predicted_best_json("spmv_format", "cpu", *new_matrix)["based_on"]["this_machine_only"],
+            true);
+
+  const auto measured_elsewhere =
+      predict_best(store, "spmv_format", cpu->id, gpus_only.id, db::Direction::minimize, "");
+  ASSERT_TRUE(measured_elsewhere.has_value());
+  EXPECT_EQ(measured_elsewhere->config, (nlohmann::json{{"format", "csr"}}));
+  EXPECT_TRUE(measured_elsewhere->this_machine_only);
+
+  // A machine that measured nothing is still predicted from every machine's measurements.
+  const auto unknown =
+      predict_best(store, "spmv_format", std::nullopt, gpus_only.id, db::Direction::minimize, "");
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_EQ(unknown->config, (nlohmann::json{{"format", "ell"}}));
+  EXPECT_FALSE(unknown->this_machine_only);
 }
 
 TEST(FailureReasonsJson, AReasonIsWholeAndOthersAreByStatus) {
