@@ -16,9 +16,13 @@
 //     in model units, and log time is a monotone map of those);
 //   - MLPD: the mean log predictive density of the held-out log times under that two-piece
 //     normal (nats; higher is better; it punishes both overconfidence and needless width);
-//   - width: the median of upper / lower (how wide an interval a user is handed).
+//   - width: the median of upper / lower (how wide an interval a user is handed);
+//   - forecast s: the median over the seeds of the wall time from restoring the Session to
+//     its forecasts, what `tunebase predict` spends once it has read the study (the model's
+//     fit and the interval's cross-validation included).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -47,6 +51,7 @@ struct Score {
   double log_density = 0.0;
   std::vector<double> width;  // upper / lower
   std::vector<double> seed_in68;
+  std::vector<double> seed_seconds;  // restore and forecast, per seed
 
   void add(const Score& s) {
     points += s.points;
@@ -55,6 +60,7 @@ struct Score {
     log_density += s.log_density;
     width.insert(width.end(), s.width.begin(), s.width.end());
     if (s.points > 0) seed_in68.push_back(static_cast<double>(s.in68) / s.points);
+    seed_seconds.insert(seed_seconds.end(), s.seed_seconds.begin(), s.seed_seconds.end());
   }
 };
 
@@ -156,12 +162,15 @@ int main(int argc, char** argv) {
           std::shuffle(held_out.begin(), held_out.end(), pick);
           if (test > 0 && held_out.size() > test) held_out.resize(test);
         }
-        Session session(space, options);
-        session.restore(known, {});
         std::vector<Configuration> asked;
         for (std::size_t j : held_out) asked.push_back(configs[target.ok[j]]);
+        const auto start = std::chrono::steady_clock::now();
+        Session session(space, options);
+        session.restore(known, {});
         const auto forecasts = session.forecast(asked);
         Score s;
+        s.seed_seconds.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
         for (std::size_t i = 0; i < forecasts.size(); ++i) {
           score(forecasts[i], target.time[held_out[i]], s);
         }
@@ -171,18 +180,18 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "| n | forecasts | in 68%% (seeds: min..max) | in 95%% | MLPD | width upper/lower "
-        "(median) |\n|---|---|---|---|---|---|\n");
+        "(median) | forecast s (median) |\n|---|---|---|---|---|---|---|\n");
     for (std::size_t k = 0; k < train_sizes.size(); ++k) {
       const Score& s = totals[k];
       if (s.points == 0) {
-        std::printf("| %zu | no model | | | | |\n", train_sizes[k]);
+        std::printf("| %zu | no model | | | | | |\n", train_sizes[k]);
         continue;
       }
       const auto [lo, hi] = std::minmax_element(s.seed_in68.begin(), s.seed_in68.end());
       const double points = static_cast<double>(s.points);
-      std::printf("| %zu | %zu | %.2f (%.2f..%.2f) | %.2f | %.2f | %.2f |\n", train_sizes[k],
+      std::printf("| %zu | %zu | %.2f (%.2f..%.2f) | %.2f | %.2f | %.2f | %.3f |\n", train_sizes[k],
                   s.points, s.in68 / points, *lo, *hi, s.in95 / points, s.log_density / points,
-                  median(s.width));
+                  median(s.width), median(s.seed_seconds));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_calibration: %s\n", e.what());

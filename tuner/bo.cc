@@ -101,6 +101,15 @@ constexpr double kCentral68 = 0.6826894921370859;  // Phi(1) - Phi(-1)
 // cross-validation with refitted hyperparameters; from it on, from leave-one-out residuals.
 constexpr std::size_t kIntervalRefitBelow = 200;
 constexpr std::size_t kIntervalFolds = 10;
+// From this many target rows on, each fold's refit descends only from the hyperparameters fitted
+// on all rows and from short lengthscales, not from the prior mode and two random draws too: from
+// scratch the ten refits took 0.4 to 0.8 s at 100 rows and 1.2 to 3.3 s at 199 (GEMM A100, 2-core
+// VM), and there the two descents give the same intervals (every "in 68%" of
+// bench/calibration.sh within 0.03 at 50, 0.01 at 100 and 200 results). With fewer rows a fold
+// may fit another mode than all rows do, which the interval has to show (one descent from the
+// whole's optimum for every n: 0.61 inside instead of 0.74 on GEMM A100 at 10 results), and
+// refits from scratch cost less.
+constexpr std::size_t kIntervalWarmFoldsFrom = 50;
 // Configurations a study may measure before its strategy's first proposal: a sweep's default,
 // its baseline.
 constexpr std::size_t kBaselineMeasurements = 1;
@@ -997,13 +1006,20 @@ class BayesianOptimization final : public ModelBasedStrategy {
     return true;
   }
 
-  // Type-II maximum likelihood from the usual starts, and once more from short lengthscales;
-  // the higher log posterior wins.
+  enum class FitStarts { usual, warm_start_only };
+
+  // Type-II maximum likelihood from the usual starts (or from `warm_start` alone), and once more
+  // from short lengthscales; the higher log posterior wins.
   GaussianProcess fit_gp(const Matrix& x, const std::vector<double>& y, Rng& rng,
-                         const std::optional<surrogates::GpHyperparameters>& warm_start) const {
+                         const std::optional<surrogates::GpHyperparameters>& warm_start,
+                         FitStarts starts = FitStarts::usual) const {
     const auto dim = static_cast<std::size_t>(x.nc());
     auto options = fit_options_;
     options.warm_start = warm_start;
+    if (starts == FitStarts::warm_start_only) {
+      options.start_at_prior_mode = false;
+      options.random_starts = 0;
+    }
     GaussianProcess gp = GaussianProcess::fit(x, y, options, rng);
     if (!short_start_) return gp;
     auto log_posterior = [&](const GaussianProcess& m) {
@@ -1134,7 +1150,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
 
   // Standardised residuals (z_i - mu(x_i)) / sd(x_i) of the study's own successes (model
   // units), each forecast as forecasts are (the transfer part included) by a target GP fitted,
-  // hyperparameters included and from scratch, on the other folds. With fixed hyperparameters,
+  // hyperparameters included (fold_model), on the other folds. With fixed hyperparameters,
   // as leave_one_out is, the residuals look calibrated (mean r^2 0.9 to 1.2 on GEMM A100 with
   // 10 and 50 random measurements) while held-out times are not: maximum likelihood picks
   // lengthscales that suit exactly these points, and only a refit without them shows how far
@@ -1178,10 +1194,14 @@ class BayesianOptimization final : public ModelBasedStrategy {
     return residuals;
   }
 
-  // The target GP on (x, y) as update_model would fit it, but from no earlier optimum: default
-  // hyperparameters with the mean of y below kMinObservationsForModel rows.
+  // The target GP on (x, y) as update_model would fit it: from no earlier optimum while gp_ holds
+  // fewer than kIntervalWarmFoldsFrom rows, from gp_'s optimum (and short lengthscales) from then
+  // on; default hyperparameters with the mean of y below kMinObservationsForModel rows.
   GaussianProcess fold_model(const Matrix& x, const std::vector<double>& y, Rng& rng) const {
-    if (y.size() >= kMinObservationsForModel) return fit_gp(x, y, rng, std::nullopt);
+    if (y.size() >= kMinObservationsForModel) {
+      if (gp_.size() < kIntervalWarmFoldsFrom) return fit_gp(x, y, rng, std::nullopt);
+      return fit_gp(x, y, rng, gp_.hyperparameters(), FitStarts::warm_start_only);
+    }
     Matrix empty(0, x.nc());
     auto h = GaussianProcess::fit(empty, {}, fit_options_, rng).hyperparameters();
     if (!y.empty())
