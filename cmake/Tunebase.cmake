@@ -29,7 +29,9 @@
 # down does not untune a build. tunebase's 404 ("nothing measured") is an answer: the defaults;
 # a 404 of a wrong URL (no tunebase error header) is no answer, and keeps the earlier one.
 # A server that answers 503 or 429 with Retry-After (busy) is asked again after it, within
-# TIMEOUT.
+# TIMEOUT. The answer's note (a machine not registered: "did you mean ...?"), and the notes
+# `tunebase best` prints on stderr, are shown: as warnings when the answer may not be the one
+# asked for.
 include_guard(GLOBAL)
 
 # Seconds to wait for an answer by default: configure must not hang when the server does.
@@ -77,6 +79,31 @@ function(_tunebase_c_literal json_value json_type out_var)
   endif()
 endfunction()
 
+# The notes `tunebase best` prints on stderr, each line "note: ...": a machine name the database
+# does not hold (a prediction as for a new machine, perhaps "did you mean ...?") as a warning,
+# anything else (the direction its studies take) as a status line.
+function(_tunebase_show_cli_notes text prefix)
+  string(STRIP "${text}" rest)
+  while(NOT rest STREQUAL "")
+    string(FIND "${rest}" "\n" end)
+    if(end EQUAL -1)
+      set(line "${rest}")
+      set(rest "")
+    else()
+      string(SUBSTRING "${rest}" 0 ${end} line)
+      math(EXPR end "${end} + 1")
+      string(SUBSTRING "${rest}" ${end} -1 rest)
+    endif()
+    string(STRIP "${line}" line)
+    string(REGEX REPLACE "^note: " "" line "${line}")
+    if(line MATCHES "did you mean|as for a new machine")
+      message(WARNING "${prefix}${line}")
+    elseif(NOT line STREQUAL "")
+      message(STATUS "${prefix}${line}")
+    endif()
+  endwhile()
+endfunction()
+
 function(tunebase_best_config)
   cmake_parse_arguments(
     TB "MAXIMIZE;REQUIRED"
@@ -117,6 +144,7 @@ function(tunebase_best_config)
   endif()
   set(answer "")
   set(why "")
+  set(cli_notes "")  # what `tunebase best` said on stderr beside its answer
   # No source could be reached (as against one that answered that it knows nothing): only then
   # is an earlier answer kept.
   set(unreachable FALSE)
@@ -274,6 +302,7 @@ function(tunebase_best_config)
                       ERROR_VARIABLE err TIMEOUT ${TB_TIMEOUT})
       if(rc EQUAL 0)
         set(answer "${out}")
+        set(cli_notes "${err}")
       else()
         string(STRIP "${err}" err)
         set(why "`tunebase best --db ${TB_DB}` failed (${rc}): ${err}")
@@ -333,6 +362,14 @@ function(tunebase_best_config)
       endif()
       message(STATUS "tunebase: ${TB_KERNEL} on ${TB_MACHINE}: ${source} best configuration "
                      "(${value_text})")
+      # The answer's note (GET /v1/best, and `tunebase best --json` of a measurement): a machine
+      # not registered ("did you mean ...?"), an input measured nowhere, studies of both
+      # directions. Each says the answer may not be the one asked for.
+      string(JSON note ERROR_VARIABLE no_note GET "${answer}" note)
+      if(NOT no_note AND NOT note STREQUAL "")
+        message(WARNING "tunebase: ${TB_KERNEL} on ${TB_MACHINE}: ${note}")
+      endif()
+      _tunebase_show_cli_notes("${cli_notes}" "tunebase: ${TB_KERNEL} on ${TB_MACHINE}: ")
       # A parameter the answer lacks (a study of a narrower space) keeps its default.
       # By macro name: Kernel Tuner's BLOCK_SIZE answers DEFAULTS block_size.
       foreach(name IN LISTS default_names)

@@ -132,6 +132,9 @@ post "/v1/studies/$rate/measurements" '{"measurements": [
 check_build rate measured 128 2 -DTUNEBASE_SERVER="$url" -DTUNEBASE_MACHINE=rate-machine
 check_build rate-db measured 128 2 -DTUNEBASE_DB="$db" -DTUNEBASE_EXECUTABLE="$tunebase" \
   -DTUNEBASE_MACHINE=rate-machine
+# What `tunebase best` notes on stderr beside its answer is shown (as a status line: no warning).
+grep -q "^-- tunebase: blocked_sum on rate-machine: the studies of blocked_sum maximize" \
+  "$work/rate-db.log" || { cat "$work/rate-db.log"; fail "rate-db: the CLI's note is not shown"; }
 # REQUIRED: no answer fails the configure.
 if cmake -S "$repo/examples/configure_time" -B "$work/build-required" -DTUNEBASE_SERVER="$url" \
      -DTUNEBASE_MACHINE=elsewhere -DTUNEBASE_REQUIRED=ON >"$work/required.log" 2>&1; then
@@ -180,7 +183,8 @@ for block in 32 64 128 256 512; do
   for unroll in 1 2 4 8; do
     value=5.0e-3
     [ "$block" = 128 ] && [ "$unroll" = 2 ] && value=1.0e-3
-    measurements+="${measurements:+,}{\"config\": {\"block_size\": $block, \"unroll\": $unroll}, \"value\": $value}"
+    measurements+="${measurements:+,}{\"config\": {\"block_size\": $block, \"unroll\": $unroll},"
+    measurements+=" \"value\": $value}"
   done
 done
 post "/v1/studies/$mybox/measurements" "{\"measurements\": [$measurements]}" >/dev/null
@@ -204,7 +208,8 @@ for _ in $(seq 400); do
   curl -sS "$url/metrics" | grep -q '^tunebase_model_questions 1$' && break
   sleep 0.05
 done
-curl -sS "$url/metrics" | grep -q '^tunebase_model_questions 1$' || fail "busy: the queue never filled"
+curl -sS "$url/metrics" | grep -q '^tunebase_model_questions 1$' ||
+  fail "busy: the queue never filled"
 check_build busy predicted 128 2 -DTUNEBASE_SERVER="$url" -DTUNEBASE_MACHINE=new-runner
 wait "$busy_pid" || fail "busy: the predictions that kept the server busy failed"
 grep -q "is busy (HTTP 503); asking again in 1 s" "$work/busy.log" ||
@@ -212,5 +217,17 @@ grep -q "is busy (HTTP 503); asking again in 1 s" "$work/busy.log" ||
 grep -q "answered after [1-9][0-9]* retries" "$work/busy.log" ||
   { cat "$work/busy.log"; fail "busy: no answer after retries"; }
 
+# A misspelt machine gets a prediction as for a new machine, not mybox's measurement: the
+# server's note (did you mean) is shown as a warning, and the CLI's (DB) too.
+warned() {  # warned LOG TEXT: TEXT is the message of a CMake warning in LOG
+  tr -s ' \n' ' ' <"$1" | grep -qF "(message): $2" || { cat "$1"; fail "no warning \"$2\" in $1"; }
+}
+check_build misspelt predicted 128 2 -DTUNEBASE_SERVER="$url" -DTUNEBASE_MACHINE=MyBox
+warned "$work/misspelt.log" 'tunebase: blocked_sum on MyBox: machine "MyBox" is not registered: '\
+'predicted as for a new machine; did you mean "mybox"?'
+check_build misspelt-db predicted 128 2 -DTUNEBASE_DB="$db" -DTUNEBASE_EXECUTABLE="$tunebase" \
+  -DTUNEBASE_MACHINE=MyBox
+warned "$work/misspelt-db.log" "tunebase: blocked_sum on MyBox: machine 'MyBox' is not in $db: "\
+"predicting as for a new machine; did you mean 'mybox'?"
 stop_server
 echo "example_e2e: OK"
