@@ -17,7 +17,7 @@
 #                             # a parameter the answer lacks)
 #     [TIMEOUT seconds]       # the longest wait for the server or the CLI (default 60: a
 #                             # prediction for a new machine fits a model, seconds on a busy
-#                             # server)
+#                             # server), retries after a 503's or 429's Retry-After included
 #     [REQUIRED]              # no answer is an error, not the defaults (release builds)
 #     [RESULT_VARIABLE var])  # set to "measured", "predicted", "kept" or "defaults"
 #
@@ -28,6 +28,10 @@
 # every DEFAULTS parameter, is kept with a warning ("kept"): a configure run while the server is
 # down does not untune a build. tunebase's 404 ("nothing measured") is an answer: the defaults;
 # a 404 of a wrong URL (no tunebase error header) is no answer, and keeps the earlier one.
+# A server that answers 503 or 429 with Retry-After (busy) is asked again after it, within
+# TIMEOUT. The answer's note (a machine not registered: "did you mean ...?"), and the notes
+# `tunebase best` prints on stderr, are shown: as warnings when the answer may not be the one
+# asked for.
 include_guard(GLOBAL)
 
 # Seconds to wait for an answer by default: configure must not hang when the server does.
@@ -75,6 +79,31 @@ function(_tunebase_c_literal json_value json_type out_var)
   endif()
 endfunction()
 
+# The notes `tunebase best` prints on stderr, each line "note: ...": a machine name the database
+# does not hold (a prediction as for a new machine, perhaps "did you mean ...?") as a warning,
+# anything else (the direction its studies take) as a status line.
+function(_tunebase_show_cli_notes text prefix)
+  string(STRIP "${text}" rest)
+  while(NOT rest STREQUAL "")
+    string(FIND "${rest}" "\n" end)
+    if(end EQUAL -1)
+      set(line "${rest}")
+      set(rest "")
+    else()
+      string(SUBSTRING "${rest}" 0 ${end} line)
+      math(EXPR end "${end} + 1")
+      string(SUBSTRING "${rest}" ${end} -1 rest)
+    endif()
+    string(STRIP "${line}" line)
+    string(REGEX REPLACE "^note: " "" line "${line}")
+    if(line MATCHES "did you mean|as for a new machine")
+      message(WARNING "${prefix}${line}")
+    elseif(NOT line STREQUAL "")
+      message(STATUS "${prefix}${line}")
+    endif()
+  endwhile()
+endfunction()
+
 function(tunebase_best_config)
   cmake_parse_arguments(
     TB "MAXIMIZE;REQUIRED"
@@ -115,6 +144,7 @@ function(tunebase_best_config)
   endif()
   set(answer "")
   set(why "")
+  set(cli_notes "")  # what `tunebase best` said on stderr beside its answer
   # No source could be reached (as against one that answered that it knows nothing): only then
   # is an earlier answer kept.
   set(unreachable FALSE)
@@ -137,11 +167,70 @@ function(tunebase_best_config)
     if(TB_TOKEN)
       set(auth HTTPHEADER "Authorization: Bearer ${TB_TOKEN}")
     endif()
-    file(DOWNLOAD "${url}" "${reply_file}" STATUS status LOG transfer_log ${auth}
-         TIMEOUT ${TB_TIMEOUT})
-    list(GET status 0 code)
+    # A busy server (503: too many questions to models wait, or its database is locked; 429 from
+    # a rate-limiting proxy) says in Retry-After when to ask again: wait that long and ask again
+    # while an answer can still come within TIMEOUT, the bound on the whole wait. Many
+    # configures at once for a new machine (CI) each ask for a prediction and fill the server's
+    # queue of questions to models.
+    string(TIMESTAMP started "%s" UTC)
+    math(EXPR deadline "${started} + ${TB_TIMEOUT}")
+    set(retries 0)
+    set(gave_up "")
+    while(TRUE)
+      string(TIMESTAMP now "%s" UTC)
+      math(EXPR left "${deadline} - ${now}")
+      if(left LESS 1)
+        set(left 1)
+      endif()
+      file(REMOVE "${reply_file}")
+      file(DOWNLOAD "${url}" "${reply_file}" STATUS status LOG transfer_log ${auth}
+           TIMEOUT ${left})
+      list(GET status 0 code)
+      if(code EQUAL 0)
+        break()
+      endif()
+      string(REGEX MATCHALL "HTTP/[0-9.]+ [0-9][0-9][0-9]" http_codes "${transfer_log}")
+      if(NOT http_codes)
+        break()
+      endif()
+      list(GET http_codes -1 http_code)
+      if(NOT http_code MATCHES " (503|429)$")
+        break()
+      endif()
+      # Seconds only; an HTTP date there is not waited for.
+      if(NOT transfer_log MATCHES "[Rr]etry-[Aa]fter: *([0-9]+)")
+        set(gave_up "; it sent no Retry-After in seconds, so it was not asked again")
+        break()
+      endif()
+      set(wait ${CMAKE_MATCH_1})
+      if(wait LESS 1)
+        set(wait 1)  # no tight loop of questions against a server that is busy
+      endif()
+      string(TIMESTAMP now "%s" UTC)
+      math(EXPR asked_again_at "${now} + ${wait}")
+      if(NOT asked_again_at LESS deadline)
+        string(CONCAT gave_up "; not asked again after its Retry-After of ${wait} s: the "
+                              "answer could not come within TIMEOUT ${TB_TIMEOUT} s")
+        break()
+      endif()
+      math(EXPR retries "${retries} + 1")
+      string(REGEX REPLACE "^HTTP/[0-9.]+ " "" http_code "${http_code}")
+      message(STATUS "tunebase: ${TB_SERVER} is busy (HTTP ${http_code}); asking again in "
+                     "${wait} s, as its Retry-After says (retry ${retries}, TIMEOUT "
+                     "${TB_TIMEOUT} s)")
+      execute_process(COMMAND "${CMAKE_COMMAND}" -E sleep ${wait})
+    endwhile()
+    if(retries GREATER 0)
+      string(TIMESTAMP now "%s" UTC)
+      math(EXPR waited "${now} - ${started}")
+      string(PREPEND gave_up "; asked again ${retries} times after its Retry-After, for ${waited} "
+                             "s in all (TIMEOUT ${TB_TIMEOUT} s)")
+    endif()
     if(code EQUAL 0 AND EXISTS "${reply_file}")
       file(READ "${reply_file}" answer)
+      if(retries GREATER 0)
+        message(STATUS "tunebase: ${TB_SERVER} answered after ${retries} retries")
+      endif()
     else()
       list(GET status 1 text)
       string(CONCAT why "server ${TB_SERVER} did not answer GET /v1/best within TIMEOUT "
@@ -190,6 +279,7 @@ function(tunebase_best_config)
           string(APPEND why ": ${message}")
         endif()
       endif()
+      string(APPEND why "${gave_up}")
     endif()
     file(REMOVE "${reply_file}")
   elseif(TB_DB)
@@ -212,6 +302,7 @@ function(tunebase_best_config)
                       ERROR_VARIABLE err TIMEOUT ${TB_TIMEOUT})
       if(rc EQUAL 0)
         set(answer "${out}")
+        set(cli_notes "${err}")
       else()
         string(STRIP "${err}" err)
         set(why "`tunebase best --db ${TB_DB}` failed (${rc}): ${err}")
@@ -271,6 +362,14 @@ function(tunebase_best_config)
       endif()
       message(STATUS "tunebase: ${TB_KERNEL} on ${TB_MACHINE}: ${source} best configuration "
                      "(${value_text})")
+      # The answer's note (GET /v1/best, and `tunebase best --json` of a measurement): a machine
+      # not registered ("did you mean ...?"), an input measured nowhere, studies of both
+      # directions. Each says the answer may not be the one asked for.
+      string(JSON note ERROR_VARIABLE no_note GET "${answer}" note)
+      if(NOT no_note AND NOT note STREQUAL "")
+        message(WARNING "tunebase: ${TB_KERNEL} on ${TB_MACHINE}: ${note}")
+      endif()
+      _tunebase_show_cli_notes("${cli_notes}" "tunebase: ${TB_KERNEL} on ${TB_MACHINE}: ")
       # A parameter the answer lacks (a study of a narrower space) keeps its default.
       # By macro name: Kernel Tuner's BLOCK_SIZE answers DEFAULTS block_size.
       foreach(name IN LISTS default_names)

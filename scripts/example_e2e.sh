@@ -132,6 +132,9 @@ post "/v1/studies/$rate/measurements" '{"measurements": [
 check_build rate measured 128 2 -DTUNEBASE_SERVER="$url" -DTUNEBASE_MACHINE=rate-machine
 check_build rate-db measured 128 2 -DTUNEBASE_DB="$db" -DTUNEBASE_EXECUTABLE="$tunebase" \
   -DTUNEBASE_MACHINE=rate-machine
+# What `tunebase best` notes on stderr beside its answer is shown (as a status line: no warning).
+grep -q "^-- tunebase: blocked_sum on rate-machine: the studies of blocked_sum maximize" \
+  "$work/rate-db.log" || { cat "$work/rate-db.log"; fail "rate-db: the CLI's note is not shown"; }
 # REQUIRED: no answer fails the configure.
 if cmake -S "$repo/examples/configure_time" -B "$work/build-required" -DTUNEBASE_SERVER="$url" \
      -DTUNEBASE_MACHINE=elsewhere -DTUNEBASE_REQUIRED=ON >"$work/required.log" 2>&1; then
@@ -161,5 +164,70 @@ TUNEBASE_TOKEN="$token" check_build auth measured 256 4 -DTUNEBASE_SERVER="$url"
 TUNEBASE_TOKEN= check_build no-token defaults 64 1 -DTUNEBASE_SERVER="$url" \
   -DTUNEBASE_MACHINE=e2e-machine
 grep -q "answered HTTP 401" "$work/no-token.log" || { cat "$work/no-token.log"; fail "no-token: no status"; }
+stop_server
+
+# Predictions for machines not registered, from a fresh database: a server whose queue of
+# questions to models holds one, and mybox's measurements to predict from (best: 128, 2).
+db="$work/predict.db"
+token=$("$tunebase" token create e2e --db "$db" 2>/dev/null)
+start_server --model-threads 1 --max-model-questions 1
+post /v1/machines '{"name": "mybox"}' >/dev/null
+mybox=$(post /v1/studies '{"name": "mybox", "kernel": "blocked_sum", "machine": "mybox",
+  "strategy": "random", "space": {"parameters": [
+    {"name": "block_size", "type": "ordinal", "values": [32, 64, 128, 256, 512]},
+    {"name": "unroll", "type": "ordinal", "values": [1, 2, 4, 8]}]}}' |
+  sed -n 's/.*"id":\([0-9]*\),"kernel".*/\1/p')
+[ -n "$mybox" ] || fail "no study id of mybox"
+measurements=""
+for block in 32 64 128 256 512; do
+  for unroll in 1 2 4 8; do
+    value=5.0e-3
+    [ "$block" = 128 ] && [ "$unroll" = 2 ] && value=1.0e-3
+    measurements+="${measurements:+,}{\"config\": {\"block_size\": $block, \"unroll\": $unroll},"
+    measurements+=" \"value\": $value}"
+  done
+done
+post "/v1/studies/$mybox/measurements" "{\"measurements\": [$measurements]}" >/dev/null
+
+# A busy server: while a question to the models (a prediction of 100,000 configurations, a
+# second or more each, three in a row) fills the queue, GET /v1/best for a machine not
+# registered (a prediction too) is answered 503 with Retry-After; the helper waits and asks
+# again within its TIMEOUT, and gets the prediction, not the defaults.
+cmake -S "$repo/examples/configure_time" -B "$work/build-busy" >"$work/busy-first.log" 2>&1 ||
+  { cat "$work/busy-first.log"; fail "busy: first configure"; }  # the compiler found before
+config='{"block_size": 64, "unroll": 1}'
+{ printf '{"study_id": %s, "configs": [%s' "$mybox" "$config"
+  for _ in $(seq 99999); do printf ',%s' "$config"; done
+  printf ']}'; } >"$work/many.json"
+(for _ in 1 2 3; do
+   curl -sS -o /dev/null -X POST -H 'Content-Type: application/json' --data @"$work/many.json" \
+     "$url/v1/predict"
+ done) &
+busy_pid=$!
+for _ in $(seq 400); do
+  curl -sS "$url/metrics" | grep -q '^tunebase_model_questions 1$' && break
+  sleep 0.05
+done
+curl -sS "$url/metrics" | grep -q '^tunebase_model_questions 1$' ||
+  fail "busy: the queue never filled"
+check_build busy predicted 128 2 -DTUNEBASE_SERVER="$url" -DTUNEBASE_MACHINE=new-runner
+wait "$busy_pid" || fail "busy: the predictions that kept the server busy failed"
+grep -q "is busy (HTTP 503); asking again in 1 s" "$work/busy.log" ||
+  { cat "$work/busy.log"; fail "busy: not asked again after Retry-After"; }
+grep -q "answered after [1-9][0-9]* retries" "$work/busy.log" ||
+  { cat "$work/busy.log"; fail "busy: no answer after retries"; }
+
+# A misspelt machine gets a prediction as for a new machine, not mybox's measurement: the
+# server's note (did you mean) is shown as a warning, and the CLI's (DB) too.
+warned() {  # warned LOG TEXT: TEXT is the message of a CMake warning in LOG
+  tr -s ' \n' ' ' <"$1" | grep -qF "(message): $2" || { cat "$1"; fail "no warning \"$2\" in $1"; }
+}
+check_build misspelt predicted 128 2 -DTUNEBASE_SERVER="$url" -DTUNEBASE_MACHINE=MyBox
+warned "$work/misspelt.log" 'tunebase: blocked_sum on MyBox: machine "MyBox" is not registered: '\
+'predicted as for a new machine; did you mean "mybox"?'
+check_build misspelt-db predicted 128 2 -DTUNEBASE_DB="$db" -DTUNEBASE_EXECUTABLE="$tunebase" \
+  -DTUNEBASE_MACHINE=MyBox
+warned "$work/misspelt-db.log" "tunebase: blocked_sum on MyBox: machine 'MyBox' is not in $db: "\
+"predicting as for a new machine; did you mean 'mybox'?"
 stop_server
 echo "example_e2e: OK"
