@@ -1286,6 +1286,11 @@ TEST(ApiServer, BestForAnInputGivenByItsFeatures) {
   EXPECT_THAT(r.json()["note"].get<std::string>(),
               HasSubstr("no stored input of kernel \"demo\" has the feature \"N\""));
   EXPECT_THAT(r.json()["note"].get<std::string>(), HasSubstr("task_features lacks \"n\""));
+  // It names no stored input, so no stored input's measurements answer as if it were this one:
+  // the model predicts it.
+  EXPECT_EQ(r.json()["source"], "predicted") << r.body;
+  EXPECT_EQ(r.json()["based_on"]["chosen_from"], "model") << r.body;
+  EXPECT_FALSE(r.json()["based_on"].contains("sources_that_ran_it")) << r.body;
   // Another input with the same features, measured on m3: each machine is answered with the
   // one it measured, and told that two match.
   ASSERT_EQ(c.post("/v1/machines", {{"name", "m3"}}, server.token).status, 201);
