@@ -1430,13 +1430,24 @@ TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   ASSERT_EQ(measured.status, 200) << measured.body;
   EXPECT_EQ(measured.json()["source"], "measured") << measured.body;
   // Nor past failures there: what failed on a machine is left out of its prediction.
+  std::size_t failures = 0;
   {
     auto failing = parse_measurements(kernel_tuner_cache("gpu-new", 1.0), "x");
     for (auto& e : failing.entries) e.result = Measurement::failure(TrialStatus::failed, "no");
+    failures = failing.entries.size();
     db::Store(server.db_path()).import_dataset(failing);
   }
   const auto after_failures = c.get("/v1/best?kernel=convolution&machine=gpu-new");
   ASSERT_EQ(after_failures.status, 404) << after_failures.body;  // everything failed there
+  // Failed evaluations are something measured: the 404 says how many and where to read why.
+  const auto why_not = after_failures.json()["error"]["message"].get<std::string>();
+  EXPECT_THAT(why_not, HasSubstr("no successful measurement for kernel \"convolution\" on "
+                                 "machine \"gpu-new\""));
+  EXPECT_THAT(why_not, ::testing::ContainsRegex(
+                           "\\(direction minimize; " + std::to_string(failures) +
+                           " evaluations, all failed: GET /v1/studies/[0-9]+ \\(tunebase trials "
+                           "--study [0-9]+\\) shows why\\)"));
+  EXPECT_THAT(why_not, ::testing::Not(HasSubstr("nothing measured")));
 
   // A task that does not exist is not predicted for.
   const auto no_task = c.get("/v1/best?kernel=convolution&machine=gpu-unregistered&task=999");
