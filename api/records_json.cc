@@ -172,6 +172,38 @@ nlohmann::json counts_json(const db::TrialCounts& c) {
           {"lease_ended", c.lease_ended}};
 }
 
+std::optional<AllFailed> all_failed_here(const db::Store& store, const std::string& kernel,
+                                         db::MachineId machine, std::optional<db::TaskId> task,
+                                         const std::string& objective) {
+  AllFailed out;
+  for (const auto& s : store.list_studies(kernel)) {
+    if (s.machine_id != machine || (task && s.task_id != *task)) continue;
+    if (!objective.empty() && s.objective != objective) continue;
+    const auto counts = store.trial_counts(s.id);
+    if (counts.ok > 0) return std::nullopt;
+    if (counts.results() == 0) continue;
+    out.evaluations += counts.results();
+    out.studies.push_back(s.id);
+  }
+  if (out.evaluations == 0) return std::nullopt;
+  return out;
+}
+
+std::string all_failed_text(const AllFailed& failed,
+                            const std::function<std::string(db::StudyId)>& why) {
+  std::string text =
+      std::to_string(failed.evaluations) +
+      (failed.evaluations == 1 ? " evaluation, failed: " : " evaluations, all failed: ");
+  for (std::size_t i = 0; i < failed.studies.size() && i < kListedStudies; ++i) {
+    if (i > 0) text += " or ";
+    text += why(failed.studies[i]);
+  }
+  if (failed.studies.size() > kListedStudies) {
+    text += " (and " + std::to_string(failed.studies.size() - kListedStudies) + " more studies)";
+  }
+  return text + " shows why";
+}
+
 namespace {
 
 // A study's unit as its settings hold it; none (null), also when stored as "" (sweeps of a

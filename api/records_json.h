@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -40,6 +42,22 @@ std::optional<db::Direction> studies_direction(const db::Store& store, const std
                                                const std::string& objective = "",
                                                std::optional<db::MachineId> machine = std::nullopt,
                                                std::optional<db::TaskId> task = std::nullopt);
+/// Studies a message on failed evaluations names at most.
+inline constexpr std::size_t kListedStudies = 3;
+/// Evaluations of `kernel` on `machine` (of `task` and `objective` when given) when every one
+/// of them failed: how many, in which studies. None when one succeeded or none has a result.
+struct AllFailed {
+  std::int64_t evaluations = 0;
+  std::vector<db::StudyId> studies;
+};
+std::optional<AllFailed> all_failed_here(const db::Store& store, const std::string& kernel,
+                                         db::MachineId machine,
+                                         std::optional<db::TaskId> task = std::nullopt,
+                                         const std::string& objective = "");
+/// "3 evaluations, all failed: `why` shows why" with `why` given each study's id
+/// ("GET /v1/studies/7", "tunebase trials --study 7"), those of several studies joined by "or".
+std::string all_failed_text(const AllFailed& failed,
+                            const std::function<std::string(db::StudyId)>& why);
 /// The refusal of a forecast for a study with too few successful results for a model.
 Conflict too_few_for_a_model(const db::Store& store, db::StudyId study);
 /// What an import tells its user beyond its counts (the file's own notes apart): which input

@@ -1968,8 +1968,19 @@ Response Service::best(Request& request) {
     const std::string other_name(db::to_string(other));
     const bool other_way =
         machine && reader().best_trial(kernel, machine->id, task, other, objective).has_value();
-    throw NotFound("nothing measured for kernel \"" + kernel + "\" on machine \"" + machine_name +
-                   "\" (" + filters + ")" +
+    // Evaluations that all failed are something measured, just nothing that worked.
+    const auto all_failed = machine && !new_input
+                                ? all_failed_here(reader(), kernel, machine->id, task, objective)
+                                : std::nullopt;
+    if (all_failed) {
+      filters += "; " + all_failed_text(*all_failed, [](db::StudyId id) {
+                   const auto n = std::to_string(id.value);
+                   return "GET /v1/studies/" + n + " (tunebase trials --study " + n + ")";
+                 });
+    }
+    throw NotFound(std::string(all_failed ? "no successful measurement" : "nothing measured") +
+                   " for kernel \"" + kernel + "\" on machine \"" + machine_name + "\" (" +
+                   filters + ")" +
                    (other_way ? "; what was measured there is in studies that " + other_name +
                                     ": ask with direction=" + other_name
                     : kernel_direction == other

@@ -751,18 +751,18 @@ void add_query_commands(CLI::App& app) {
           const bool other_way =
               machine && store.best_trial(args->kernel, machine->id, task, other).has_value();
           // Trials that all failed are something measured, just nothing that worked.
-          std::int64_t failed_here = 0;
-          for (const auto& s : store.list_studies(args->kernel)) {
-            const bool this_input = task ? s.task_id == *task : !unmeasured_input;
-            if (machine && s.machine_id == machine->id && this_input) {
-              const auto counts = store.trial_counts(s.id);
-              failed_here += counts.failed + counts.timeout + counts.invalid;
-            }
-          }
+          const auto all_failed = machine && !unmeasured_input
+                                      ? api::all_failed_here(store, args->kernel, machine->id, task)
+                                      : std::nullopt;
           throw NotFound(
-              (failed_here > 0 ? "no successful measurement (" + std::to_string(failed_here) +
-                                     " failed trials; tunebase trials shows why)"
-                               : std::string("nothing measured")) +
+              (all_failed ? "no successful measurement (" +
+                                api::all_failed_text(*all_failed,
+                                                     [](db::StudyId id) {
+                                                       return "tunebase trials --study " +
+                                                              std::to_string(id.value);
+                                                     }) +
+                                ")"
+                          : std::string("nothing measured")) +
               " for kernel '" + args->kernel + "' on machine '" + machine_name + "'" +
               (task ? " with task " + std::to_string(task->value) : std::string()) +
               (unmeasured_input ? " for matrix " + input_name : std::string()) +

@@ -26,7 +26,8 @@
 # unchanged answer does not rebuild the project. When no source can be reached, a header that
 # holds an earlier answer (measured or predicted) for the same kernel and machine, defining
 # every DEFAULTS parameter, is kept with a warning ("kept"): a configure run while the server is
-# down does not untune a build. tunebase's 404 ("nothing measured") is an answer: the defaults;
+# down does not untune a build. tunebase's 404 ("nothing measured", "no successful
+# measurement") is an answer: the defaults;
 # a 404 of a wrong URL (no tunebase error header) is no answer, and keeps the earlier one.
 # A server that answers 503 or 429 with Retry-After (busy) is asked again after it, within
 # TIMEOUT. The answer's note (a machine not registered: "did you mean ...?"), and the notes

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -354,6 +355,42 @@ class SolverProcess {
     return std::sqrt(sum) / rhs_norm_;
   }
 
+  /// Why the preconditioner failed, as PETSc names it (PCFailedReasons): of a block Jacobi
+  /// preconditioner, the first failed block's ILU (a zero pivot there is the usual cause).
+  struct PcFailure {
+    std::string reason;  ///< e.g. FACTOR_NUMERIC_ZEROPIVOT
+    std::string where;   ///< e.g. "in the ILU of block 0"; empty for the outer PC
+  };
+  std::optional<PcFailure> pc_failure(KSP ksp) {
+    PC pc = nullptr;
+    PCFailedReason reason = PC_NOERROR;
+    if (KSPGetPC(ksp, &pc) != 0 || PCGetFailedReason(pc, &reason) != 0) return std::nullopt;
+    if (reason == PC_NOERROR) return std::nullopt;
+    PcFailure failure{PCFailedReasons[reason], {}};
+    PetscBool bjacobi = PETSC_FALSE;
+    PetscInt blocks = 0;
+    PetscInt first = 0;
+    KSP* sub = nullptr;
+    if (reason != PC_SUBPC_ERROR ||
+        PetscObjectTypeCompare((PetscObject)pc, PCBJACOBI, &bjacobi) != 0 || !bjacobi ||
+        PCBJacobiGetSubKSP(pc, &blocks, &first, &sub) != 0) {
+      return failure;
+    }
+    for (PetscInt i = 0; i < blocks; ++i) {
+      PC sub_pc = nullptr;
+      PCFailedReason sub_reason = PC_NOERROR;
+      if (KSPGetPC(sub[i], &sub_pc) != 0 || PCGetFailedReason(sub_pc, &sub_reason) != 0) break;
+      if (sub_reason == PC_NOERROR) continue;
+      PCType type = nullptr;
+      std::string name = PCGetType(sub_pc, &type) == 0 && type ? type : "sub-PC";
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+      return PcFailure{PCFailedReasons[sub_reason],
+                       "in the " + name + " of block " + std::to_string(first + i)};
+    }
+    return failure;
+  }
+
   std::vector<std::string> unused_options() {
     std::vector<std::string> names;
     PetscInt count = 0;
@@ -416,6 +453,13 @@ class SolverProcess {
             std::ostringstream m;
             m << "KSP did not converge: " << KSPConvergedReasons[reason] << " after " << iterations
               << " iterations";
+            if (reason == KSP_DIVERGED_PC_FAILED) {
+              if (const auto pc = pc_failure(ksp)) {
+                m << " (PC failed: " << pc->reason << (pc->where.empty() ? "" : " ") << pc->where
+                  << ")";
+                reply["pc_failed_reason"] = pc->reason;
+              }
+            }
             reply["message"] = m.str();
             break;
           }
@@ -851,8 +895,9 @@ SolveReply read_reply(const nlohmann::json& reply, double cost_seconds) {
   } catch (const nlohmann::json::exception& e) {
     throw MalformedReply(e.what());
   }
-  for (const char* key : {"reason", "iterations", "residual", "wall_seconds", "cpu_seconds",
-                          "setup_seconds", "solve_seconds", "repeats", "unused_options"}) {
+  for (const char* key :
+       {"reason", "pc_failed_reason", "iterations", "residual", "wall_seconds", "cpu_seconds",
+        "setup_seconds", "solve_seconds", "repeats", "unused_options"}) {
     if (reply.contains(key)) read.measurement.metrics[key] = reply[key];
   }
   return read;

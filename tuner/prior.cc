@@ -193,9 +193,19 @@ std::vector<Prior> priors_of_the_input(const std::vector<Prior>& priors,
   if (!described) {
     return priors_share_the_input(priors, study_features) ? priors : std::vector<Prior>{};
   }
+  // Features that share no name with a prior's cannot tell its input from any other: only a
+  // number both give, and equal, says it is this input ({"foo":1} is no stored input's).
+  const auto shares_a_number = [&](const Prior& p) {
+    if (!p.task_features.is_object()) return false;
+    for (const auto& [name, v] : study_features.items()) {
+      const auto it = p.task_features.find(name);
+      if (v.is_number() && it != p.task_features.end() && it->is_number()) return true;
+    }
+    return false;
+  };
   std::vector<Prior> out;
   for (const auto& p : priors) {
-    if (priors_share_the_input({p}, study_features)) out.push_back(p);
+    if (shares_a_number(p) && priors_share_the_input({p}, study_features)) out.push_back(p);
   }
   return out;
 }

@@ -74,10 +74,10 @@ Consensus consensus_best(const std::vector<Prior>& priors, const SearchSpace& sp
 /// them and `study_features` (their consensus then speaks for this input; otherwise the model,
 /// which takes the features as inputs, must carry it across).
 bool priors_share_the_input(const std::vector<Prior>& priors, const nlohmann::json& study_features);
-/// The priors that measured the input of `study_features` (no numeric feature differs from
-/// it), so that their consensus speaks for it whatever other inputs' priors say. Features
-/// with no number say nothing about the input: then all priors when they share one input,
-/// else none.
+/// The priors that measured the input of `study_features` (they share a numeric feature with
+/// it and none differs), so that their consensus speaks for it whatever other inputs' priors
+/// say. Features with no number say nothing about the input: then all priors when they share
+/// one input, else none.
 std::vector<Prior> priors_of_the_input(const std::vector<Prior>& priors,
                                        const nlohmann::json& study_features);
 

@@ -1286,6 +1286,11 @@ TEST(ApiServer, BestForAnInputGivenByItsFeatures) {
   EXPECT_THAT(r.json()["note"].get<std::string>(),
               HasSubstr("no stored input of kernel \"demo\" has the feature \"N\""));
   EXPECT_THAT(r.json()["note"].get<std::string>(), HasSubstr("task_features lacks \"n\""));
+  // It names no stored input, so no stored input's measurements answer as if it were this one:
+  // the model predicts it.
+  EXPECT_EQ(r.json()["source"], "predicted") << r.body;
+  EXPECT_EQ(r.json()["based_on"]["chosen_from"], "model") << r.body;
+  EXPECT_FALSE(r.json()["based_on"].contains("sources_that_ran_it")) << r.body;
   // Another input with the same features, measured on m3: each machine is answered with the
   // one it measured, and told that two match.
   ASSERT_EQ(c.post("/v1/machines", {{"name", "m3"}}, server.token).status, 201);
@@ -1425,13 +1430,24 @@ TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {
   ASSERT_EQ(measured.status, 200) << measured.body;
   EXPECT_EQ(measured.json()["source"], "measured") << measured.body;
   // Nor past failures there: what failed on a machine is left out of its prediction.
+  std::size_t failures = 0;
   {
     auto failing = parse_measurements(kernel_tuner_cache("gpu-new", 1.0), "x");
     for (auto& e : failing.entries) e.result = Measurement::failure(TrialStatus::failed, "no");
+    failures = failing.entries.size();
     db::Store(server.db_path()).import_dataset(failing);
   }
   const auto after_failures = c.get("/v1/best?kernel=convolution&machine=gpu-new");
   ASSERT_EQ(after_failures.status, 404) << after_failures.body;  // everything failed there
+  // Failed evaluations are something measured: the 404 says how many and where to read why.
+  const auto why_not = after_failures.json()["error"]["message"].get<std::string>();
+  EXPECT_THAT(why_not, HasSubstr("no successful measurement for kernel \"convolution\" on "
+                                 "machine \"gpu-new\""));
+  EXPECT_THAT(why_not, ::testing::ContainsRegex(
+                           "\\(direction minimize; " + std::to_string(failures) +
+                           " evaluations, all failed: GET /v1/studies/[0-9]+ \\(tunebase trials "
+                           "--study [0-9]+\\) shows why\\)"));
+  EXPECT_THAT(why_not, ::testing::Not(HasSubstr("nothing measured")));
 
   // A task that does not exist is not predicted for.
   const auto no_task = c.get("/v1/best?kernel=convolution&machine=gpu-unregistered&task=999");

@@ -1001,7 +1001,8 @@ TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   ASSERT_EQ(r.exit_code, 1) << r.err;  // stored, and the sweep says nothing worked
   r = run("best --kernel command --db " + failing);
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("no successful measurement (2 failed trials; tunebase trials shows why)"),
+  EXPECT_NE(r.err.find("no successful measurement (2 evaluations, all failed: tunebase trials "
+                       "--study 1 shows why)"),
             std::string::npos)
       << r.err;
 }

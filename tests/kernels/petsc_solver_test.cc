@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/failure_reasons.h"
 #include "kernels/pde_problems.h"
 #include "tests/support/process_limits.h"
 
@@ -227,15 +228,19 @@ TEST(PetscSolver, ConvergedInKspNormButTrueResidualTooLargeFails) {
   EXPECT_NE(m.message.find("true residual"), std::string::npos) << m.message;
 }
 
-TEST(PetscSolver, IluOnAZeroDiagonalFailsWithItsReason) {
-  // Permutation matrix [[0 1],[1 0]] (x3 blocks): ILU(0) meets a zero pivot at once.
+/// Permutation matrix [[0 1],[1 0]] (x3 blocks): ILU(0) meets a zero pivot at once.
+CsrMatrix zero_diagonal() {
   CsrMatrix a;
   a.rows = a.cols = 6;
   a.name = "zero_diagonal";
   a.row_ptr = {0, 1, 2, 3, 4, 5, 6};
   a.col = {1, 0, 3, 2, 5, 4};
   a.val = {1, 1, 1, 1, 1, 1};
-  PetscSolverEvaluator e(a, options_with(1));
+  return a;
+}
+
+TEST(PetscSolver, IluOnAZeroDiagonalFailsWithItsReason) {
+  PetscSolverEvaluator e(zero_diagonal(), options_with(1));
   const Measurement m = e.evaluate(e.petsc_default());
   EXPECT_EQ(m.status, TrialStatus::failed);
   EXPECT_FALSE(m.message.empty());
@@ -252,6 +257,28 @@ TEST(PetscSolver, IluOnAZeroDiagonalFailsWithItsReason) {
       << message_of(after);
   EXPECT_GT(after.metrics.value("iterations", 0), 0) << message_of(after);
   EXPECT_TRUE(after.metrics["unused_options"].empty()) << message_of(after);
+}
+
+TEST(PetscSolver, APcFailureSaysWhyThePreconditionerFailed) {
+  PetscSolverEvaluator e(zero_diagonal(), options_with(1));
+  // Block Jacobi fails because its block's ILU does: the block's reason is the one to show.
+  const Measurement m = e.evaluate(e.petsc_default());
+  EXPECT_EQ(m.metrics.value("reason", std::string()), "DIVERGED_PC_FAILED") << message_of(m);
+  EXPECT_EQ(m.metrics.value("pc_failed_reason", std::string()), "FACTOR_NUMERIC_ZEROPIVOT")
+      << message_of(m);
+  EXPECT_THAT(m.message, ::testing::HasSubstr("DIVERGED_PC_FAILED after 0 iterations (PC failed: "
+                                              "FACTOR_NUMERIC_ZEROPIVOT in the ILU of block 0)"));
+  // The reason stays part of the failure's group, with the block's number as N.
+  EXPECT_EQ(failure_reason(m.message),
+            "KSP did not converge: DIVERGED_PC_FAILED after N iterations (PC failed: "
+            "FACTOR_NUMERIC_ZEROPIVOT in the ILU of block N)");
+  // ILU as the preconditioner itself: its own reason, no block.
+  const Measurement ilu =
+      e.evaluate(with(e.space(), e.petsc_default(),
+                      {{"pc_type", std::string("ilu")}, {"bjacobi_blocks", std::int64_t{1}}}));
+  EXPECT_EQ(ilu.metrics.value("pc_failed_reason", std::string()), "FACTOR_NUMERIC_ZEROPIVOT")
+      << message_of(ilu);
+  EXPECT_THAT(ilu.message, ::testing::EndsWith("(PC failed: FACTOR_NUMERIC_ZEROPIVOT)"));
 }
 
 TEST(PetscSolver, CrashInTheSolverProcessIsAFailedTrial) {

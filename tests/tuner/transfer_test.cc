@@ -399,6 +399,25 @@ TEST(TaskFeatures, PriorsOnOtherInputsPredictTheOptimumOfANewInput) {
   EXPECT_EQ(std::get<std::int64_t>(first[1]), 3) << s.key(first);
 }
 
+TEST(TaskFeatures, OnlyPriorsWithTheStudysFeaturesAreOfItsInput) {
+  const auto s = space();
+  const std::vector<Prior> priors = {make_prior(s, "n=4", same, {{"n", 4}, {"rows", 10}}),
+                                     make_prior(s, "n=8", same, {{"n", 8}, {"rows", 10}})};
+  const auto sources = [](const std::vector<Prior>& found) {
+    std::vector<std::string> names;
+    for (const auto& p : found) names.push_back(p.source);
+    return names;
+  };
+  EXPECT_EQ(sources(priors_of_the_input(priors, {{"n", 4}})), std::vector<std::string>{"n=4"});
+  EXPECT_EQ(sources(priors_of_the_input(priors, {{"n", 4}, {"foo", 1}})),
+            std::vector<std::string>{"n=4"});
+  // A feature no prior has tells no input from another: none is this input (it was all).
+  EXPECT_TRUE(priors_of_the_input(priors, {{"foo", 1}}).empty());
+  EXPECT_TRUE(priors_of_the_input({make_prior(s, "bare", same)}, {{"n", 4}}).empty());
+  // Features with no number still leave the priors of one input theirs.
+  EXPECT_EQ(priors_of_the_input({priors[0]}, {{"matrix", "west0479"}}).size(), 1u);
+}
+
 TEST(Priors, FromADatasetMatchByNameAndSkipWhatTheSpaceLacks) {
   const auto s = space();
   MeasuredDataset d;
