@@ -227,21 +227,10 @@ void check_same_input(db::Store& store, const std::string& kernel,
 // A resumed study keeps what its objective means: the direction and the unit it was measured
 // in. A command's --maximize and --unit only say what its number is, so they must agree.
 void check_same_objective(const db::StudyRecord& study, bool minimize, const std::string& unit) {
-  const bool study_minimizes = study.direction == db::Direction::minimize;
-  const auto study_unit = db::objective_unit(study);
-  std::vector<std::string> differs;
-  if (study_minimizes != minimize) {
-    differs.push_back(study_minimizes ? "it minimizes its objective: leave out --maximize"
-                                      : "it maximizes its objective: add --maximize");
-  }
-  // A study created without a unit (over the API) takes numbers in any.
-  if (!study_unit.empty() && study_unit != unit) {
-    differs.push_back("its objective is in " + study_unit + ": give --unit " + study_unit);
-  }
+  const auto differs = objective_mismatch(study.direction == db::Direction::minimize,
+                                          db::objective_unit(study), minimize, unit);
   if (differs.empty()) return;
-  std::string what;
-  for (const auto& d : differs) what += (what.empty() ? "" : "; ") + d;
-  throw Conflict("study '" + study.name + "' cannot be resumed as given: " + what +
+  throw Conflict("study '" + study.name + "' cannot be resumed as given: " + differs +
                  " (or choose another --study name for a new study)");
 }
 
@@ -392,6 +381,22 @@ std::optional<double> SweepSummary::speedup() const {
   const double d = default_result->result.objective;
   if (!(b > 0.0 && d > 0.0)) return std::nullopt;  // a ratio of signed values means nothing
   return minimize ? d / b : b / d;
+}
+
+std::string objective_mismatch(bool study_minimizes, const std::string& study_unit, bool minimize,
+                               const std::string& unit) {
+  std::vector<std::string> differs;
+  if (study_minimizes != minimize) {
+    differs.push_back(study_minimizes ? "it minimizes its objective: leave out --maximize"
+                                      : "it maximizes its objective: add --maximize");
+  }
+  // A study created without a unit (over the API) takes numbers in any.
+  if (!study_unit.empty() && study_unit != unit) {
+    differs.push_back("its objective is in " + study_unit + ": give --unit " + study_unit);
+  }
+  std::string what;
+  for (const auto& d : differs) what += (what.empty() ? "" : "; ") + d;
+  return what;
 }
 
 std::string format_objective(double value, const std::string& unit) {

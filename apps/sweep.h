@@ -122,6 +122,13 @@ std::string busy_machine_note(double load_average, unsigned cores);
 /// The JSON object of an --options argument: InvalidInput naming `option` otherwise.
 nlohmann::json parse_strategy_options(const std::string& text, const std::string& option);
 
+/// What a command's --maximize (`minimize` false) and --unit say against the objective of the
+/// study they would add to ("it maximizes its objective: add --maximize; its objective is in
+/// ms: give --unit ms"); empty when they agree. A study without a unit (`study_unit` empty,
+/// created over the API) takes numbers in any. Sweep (resuming) and worker (joining) refuse
+/// a study that differs: its stored numbers would mean another thing.
+std::string objective_mismatch(bool study_minimizes, const std::string& study_unit, bool minimize,
+                               const std::string& unit);
 /// "12.3 us", "4.56 ms", "1.23 s": a time for people.
 std::string format_seconds(double s);
 /// A value in `unit` ("s", "ms", or anything else, printed as a plain number) for people.

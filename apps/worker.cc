@@ -171,6 +171,33 @@ std::vector<nlohmann::json> own_pending_trials(api::HttpClient& client,
   return out;
 }
 
+/// The client id of the live lease of the study that ends first; none when it cannot be read.
+std::optional<std::string> first_lease_holder(api::HttpClient& client,
+                                              const std::string& study_path,
+                                              const std::string& token) {
+  std::optional<std::string> holder;
+  std::string first_end;
+  // ISO 8601 times of one time zone, as the server gives them, sort as text.
+  const auto keep_first = [&](const nlohmann::json& trial) {
+    const auto ends = trial.find("lease_expires_at");
+    if (ends == trial.end() || !ends->is_string()) return true;
+    if (!holder || ends->get_ref<const std::string&>() < first_end) {
+      first_end = ends->get<std::string>();
+      holder = trial.value("client_id", std::string());
+    }
+    return true;
+  };
+  try {
+    const auto reply = api::get_all_pages(client, study_path + "/trials?status=pending", "trials",
+                                          token, keep_first);
+    if (reply.status != 200) holder.reset();
+  } catch (const std::exception&) {
+    holder.reset();  // only a hint in the worker's summary
+  }
+  if (holder && holder->empty()) holder.reset();
+  return holder;
+}
+
 nlohmann::json result_body(const Measurement& measured, const std::string& client_id) {
   const auto m = storable(measured);
   nlohmann::json body{{"client_id", client_id}, {"cost_seconds", m.cost_seconds}, {"raw", m.raw}};
@@ -202,6 +229,23 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
                        "\" (space " + version + "), but this worker's evaluator is \"" +
                        evaluator.kernel_name() + "\" (space " + space.fingerprint() +
                        "); start the worker with the evaluator options the study was created with");
+  }
+  // What the study's numbers mean: a result in another unit, or a rate stored in a study of
+  // times, would be stored as a wrong number. An evaluator that names no unit (a command
+  // without --unit prints a plain number) takes the study's.
+  const bool study_minimizes = study.value("direction", std::string("minimize")) != "maximize";
+  const auto study_unit =
+      study.contains("unit") && study["unit"].is_string() ? study["unit"].get<std::string>() : "";
+  const std::string unit =
+      evaluator.objective_unit().empty() ? study_unit : evaluator.objective_unit();
+  if (const auto differs =
+          objective_mismatch(study_minimizes, study_unit, evaluator.minimize(), unit);
+      !differs.empty()) {
+    throw Conflict(
+        "study " + std::to_string(options.study) + " ('" + study.value("name", std::string()) +
+        "', which " + (study_minimizes ? "minimizes" : "maximizes") + " its objective" +
+        (study_unit.empty() ? std::string() : " in " + study_unit) +
+        ") cannot be joined as given: " + differs + " (or --create-study NAME for a new study)");
   }
   // The input is part of what a study measures (a command's includes its command line): results
   // of another input would be stored as this one's. A study created with no input description
@@ -305,6 +349,15 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
           summary.stop_reason += "; more may come when the first live lease ends, in " +
                                  db::format_number(wait) + " s: --patience " +
                                  db::format_number(wait) + " waits for it";
+          // A worker that was killed (SIGKILL, a lost machine) cannot give its leases back; one
+          // started with its client id takes them up as its own at once.
+          const auto holder = first_lease_holder(client, study_path, options.token);
+          summary.stop_reason +=
+              holder ? ", or, if the worker with client id \"" + *holder +
+                           "\" died, a worker started with --client-id '" + *holder +
+                           "' takes its leases up at once"
+                     : ", or, if their worker died, a worker started with its --client-id "
+                       "takes its leases up at once";
         }
         break;
       }
@@ -413,7 +466,7 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
     }
     if (!options.quiet) {
       std::cerr << "trial " << trial_id << " " << space.config_text(config) << " -> "
-                << (m.ok() ? format_objective(m.objective, evaluator.objective_unit())
+                << (m.ok() ? format_objective(m.objective, unit)
                            : std::string(to_string(m.status)) + " (" + m.message + ")")
                 << "\n";
     }
@@ -436,6 +489,11 @@ void add_worker_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "worker", "Ask a tunebase server for configurations, evaluate them here, report results");
   add_evaluator_options(*cmd, args->spec);
+  // A worker on a study with a unit reads its command's number in that unit (run_worker).
+  cmd->get_option("--unit")->description(
+      "Unit of the number the command prints: s, ms, us or ns (shown as times) or a label such "
+      "as GFLOP/s; it must be the study's (default: the study's unit; none with "
+      "--create-study, a plain number)");
   cmd->add_option("--server", args->server, "Server URL, http://HOST:PORT")->capture_default_str();
   cmd->add_option("--study", args->worker.study, "Study id to work on");
   cmd->add_option("--token", args->worker.token,
@@ -445,7 +503,8 @@ void add_worker_command(CLI::App& app) {
                   "leases of its name left from before it started");
   cmd->add_option("--lease", args->worker.lease_seconds,
                   "Seconds a suggestion is reserved for this worker, renewed every third of "
-                  "that while it is evaluated (a worker that dies gives it back when it ends)")
+                  "that while it is evaluated: a worker that is killed gives it back when it "
+                  "ends, or at once to a worker started with its --client-id")
       ->check(CLI::Range(0.001, 604800.0))
       ->capture_default_str();
   cmd->add_option("--max-trials", args->worker.max_trials, "Stop after this many trials")

@@ -12,13 +12,19 @@
 
 namespace tunebase::cli {
 
+/// A worker's --lease: the server's default for a lease (an hour) would hold a killed worker's
+/// configuration that long.
+inline constexpr double kDefaultWorkerLeaseSeconds = 300.0;
+
 struct WorkerOptions {
   std::int64_t study = 0;
   std::string token;
   /// Names this worker in the study's trials; default "<host>:<pid>". Unique per worker: the
   /// worker takes up live leases of this name from before it started as its own.
   std::string client_id;
-  double lease_seconds = 3600.0;
+  /// Renewed every third of it while a configuration is evaluated, so it may be short: a
+  /// worker that is killed holds its configuration until its lease ends.
+  double lease_seconds = kDefaultWorkerLeaseSeconds;
   /// Stop after this many trials (0: until the study has no more suggestions).
   std::size_t max_trials = 0;
   /// Seconds to keep asking while the remaining budget is leased to other workers (their
@@ -40,8 +46,9 @@ struct WorkerSummary {
 };
 
 /// Checks that `evaluator` tunes the study's kernel and space (InvalidInput naming both when
-/// not), then loops ask (n=1), evaluate, tell until the study is done, max_trials, or Ctrl-C
-/// (the trial in progress is finished and reported first).
+/// not) and measures its objective in its direction and unit (Conflict naming the flags to
+/// give; an evaluator without a unit takes the study's), then loops ask (n=1), evaluate, tell until
+/// the study is done, max_trials, or Ctrl-C (the trial in progress is finished and reported first).
 WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
                          const WorkerOptions& options);
 

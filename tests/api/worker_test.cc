@@ -616,5 +616,146 @@ TEST(Worker, RefusesAnEvaluatorForAnotherInput) {
   EXPECT_EQ(cli::run_worker(evaluator, client, options).evaluated, 1u);
 }
 
+// A replay whose number is in `unit` and better lower or higher as told: a command's --unit
+// and --maximize.
+class ObjectiveEvaluator : public ReplayEvaluator {
+ public:
+  ObjectiveEvaluator(std::string unit, bool minimize)
+      : ReplayEvaluator(measured_dataset("conv"), "generated.json"),
+        unit_(std::move(unit)),
+        minimize_(minimize) {}
+  std::string objective_unit() const override { return unit_; }
+  bool minimize() const override { return minimize_; }
+
+ private:
+  std::string unit_;
+  bool minimize_;
+};
+
+TEST(Worker, RefusesAStudyOfAnotherUnitOrDirection) {
+  testing::TestServer server;
+  auto c = server.client();
+  ObjectiveEvaluator in_ms("ms", true);
+  const auto study = create_study(c, server.token, in_ms, 3, "random", nlohmann::json::object(),
+                                  {{"name", "units"}, {"unit", "ms"}, {"direction", "minimize"}});
+  auto options = quiet_worker(study, server.token);
+  const std::string refused = "study " + std::to_string(study) +
+                              " ('units', which minimizes its objective in ms) cannot be joined "
+                              "as given: ";
+  // Seconds stored in a study of milliseconds: 17.5 s would read as 17.5 ms.
+  ObjectiveEvaluator in_s("s", true);
+  EXPECT_THAT([&] { (void)cli::run_worker(in_s, c, options); },
+              ::testing::ThrowsMessage<Conflict>(
+                  HasSubstr(refused + "its objective is in ms: give --unit ms (or --create-study "
+                                      "NAME for a new study)")));
+  // A rate stored in a study of times: its best would be the slowest configuration.
+  ObjectiveEvaluator rate("GFLOP/s", false);
+  EXPECT_THAT([&] { (void)cli::run_worker(rate, c, options); },
+              ::testing::ThrowsMessage<Conflict>(
+                  HasSubstr(refused + "it minimizes its objective: leave out --maximize; its "
+                                      "objective is in ms: give --unit ms")));
+  EXPECT_TRUE(server.store().trials(db::StudyId{study}).empty());
+  // The study's own unit and direction are accepted.
+  options.max_trials = 1;
+  EXPECT_EQ(cli::run_worker(in_ms, c, options).evaluated, 1u);
+}
+
+TEST(Worker, WithoutAUnitTakesTheStudysButNotItsDirection) {
+  testing::TestServer server;
+  auto c = server.client();
+  ObjectiveEvaluator rate("GFLOP/s", false);
+  const auto study =
+      create_study(c, server.token, rate, 3, "random", nlohmann::json::object(),
+                   {{"name", "rates"}, {"unit", "GFLOP/s"}, {"direction", "maximize"}});
+  auto options = quiet_worker(study, server.token);
+  // A command with neither --unit nor --maximize: a rate would be minimised.
+  ObjectiveEvaluator plain("", true);
+  try {
+    (void)cli::run_worker(plain, c, options);
+    FAIL() << "a worker that minimises joined a study that maximizes";
+  } catch (const Conflict& e) {
+    EXPECT_THAT(e.what(), HasSubstr("('rates', which maximizes its objective in GFLOP/s) cannot be "
+                                    "joined as given: it maximizes its objective: add --maximize "
+                                    "(or"));
+  }
+  EXPECT_TRUE(server.store().trials(db::StudyId{study}).empty());
+  // With --maximize and no --unit, its numbers are the study's GFLOP/s, and shown so.
+  ObjectiveEvaluator plain_max("", false);
+  options.quiet = false;
+  ::testing::internal::CaptureStderr();
+  const auto summary = cli::run_worker(plain_max, c, options);
+  const auto printed = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(summary.evaluated, 3u) << summary.stop_reason;
+  EXPECT_THAT(printed, ::testing::ContainsRegex("trial [0-9]+ .* -> [0-9.]+ GFLOP/s\n")) << printed;
+}
+
+// Asks for a suggestion as another client while it evaluates: with the study's whole budget
+// leased to the worker, the answer says when the worker's lease ends.
+class LeaseWatchingEvaluator : public ReplayEvaluator {
+ public:
+  explicit LeaseWatchingEvaluator(testing::TestServer& server, std::int64_t study)
+      : ReplayEvaluator(measured_dataset("conv"), "generated.json"),
+        server_(server),
+        study_(study) {}
+  Measurement evaluate(const Configuration& config) override {
+    if (answer_.is_null()) {
+      auto c = server_.client();
+      answer_ = c.post("/v1/studies/" + std::to_string(study_) + "/suggestions",
+                       {{"n", 1}, {"client_id", "other"}}, server_.token)
+                    .json();
+    }
+    return ReplayEvaluator::evaluate(config);
+  }
+  nlohmann::json answer_;
+
+ private:
+  testing::TestServer& server_;
+  std::int64_t study_;
+};
+
+TEST(Worker, AKilledWorkersLeaseEndsWithinMinutes) {
+  testing::TestServer server;
+  ReplayEvaluator reference(measured_dataset("conv"), "generated.json");
+  auto c = server.client();
+  const auto study = create_study(c, server.token, reference, 1);
+  LeaseWatchingEvaluator evaluator(server, study);
+  // As `tunebase worker` without --lease: renewed every third of it while it evaluates, the
+  // lease may be short, and a worker that is killed holds its configuration no longer.
+  auto options = quiet_worker(study, server.token, "w1");
+  EXPECT_EQ(cli::run_worker(evaluator, c, options).evaluated, 1u);
+  ASSERT_TRUE(evaluator.answer_["suggestions"].empty()) << evaluator.answer_;
+  ASSERT_TRUE(evaluator.answer_.contains("retry_after_seconds")) << evaluator.answer_;
+  // (The lease's end is stored to the millisecond: a hair past 300 s.)
+  EXPECT_LE(evaluator.answer_["retry_after_seconds"].get<double>(), 301.0);
+  EXPECT_GT(evaluator.answer_["retry_after_seconds"].get<double>(), 200.0);
+}
+
+TEST(Worker, SaysThatADeadWorkersLeasesAreTakenUpByItsClientId) {
+  testing::TestServer server;
+  ReplayEvaluator evaluator(measured_dataset("conv"), "generated.json");
+  auto c = server.client();
+  const auto study = create_study(c, server.token, evaluator, 2);
+  // A worker killed after it was given a configuration: its lease holds the rest of the budget.
+  const auto dead =
+      c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
+             {{"n", 1}, {"client_id", "dead-worker"}, {"lease_seconds", 300}}, server.token);
+  ASSERT_EQ(dead.status, 200) << dead.body;
+  auto options = quiet_worker(study, server.token, "w1");
+  const auto summary = cli::run_worker(evaluator, c, options);
+  EXPECT_EQ(summary.evaluated, 1u) << summary.stop_reason;
+  EXPECT_THAT(summary.stop_reason, HasSubstr("more may come when the first live lease ends, in"));
+  EXPECT_THAT(summary.stop_reason,
+              HasSubstr("or, if the worker with client id \"dead-worker\" died, a worker started "
+                        "with --client-id 'dead-worker' takes its leases up at once"));
+  // As said: the dead worker's configuration is measured now, not in 300 s.
+  auto heir = quiet_worker(study, server.token, "dead-worker");
+  const auto taken_up = cli::run_worker(evaluator, c, heir);
+  EXPECT_EQ(taken_up.evaluated, 1u) << taken_up.stop_reason;
+  const auto trial = server.store().get_trial(
+      db::TrialId{dead.json()["suggestions"][0]["trial_id"].get<std::int64_t>()});
+  EXPECT_NE(trial.result.status, TrialStatus::pending);
+  EXPECT_EQ(trial.client_id, "dead-worker");
+}
+
 }  // namespace
 }  // namespace tunebase::api
