@@ -420,6 +420,48 @@ TEST_F(Cli, StopEndsAnActiveStudyAndASweepResumesIt) {
   EXPECT_EQ(trials("s1").size(), 7u);
 }
 
+TEST_F(Cli, ASweepThatStartsANewStudyNamesTheActiveOneItCouldResume) {
+  const auto sweep_with = [&](const std::string& cmd, const std::string& extra) {
+    return "sweep --kernel command --space " + x4_space() + " --cmd '" + cmd +
+           "' --strategy exhaustive --no-progress " + extra + " --db " + db();
+  };
+  const auto sweep = sweep_with("echo {x}", "--budget 2");
+  auto r = run(sweep);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // A completed study is nothing to go on with.
+  EXPECT_EQ(r.err.find("note: study"), std::string::npos) << r.err;
+  r = run(sweep);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("note: study"), std::string::npos) << r.err;
+  // As an interrupted sweep leaves them: both active, the newest named.
+  std::vector<db::StudyRecord> studies;
+  {
+    db::Store store(db());
+    studies = store.list_studies();
+    ASSERT_EQ(studies.size(), 2u);
+    for (const auto& s : studies) store.set_study_status(s.id, db::StudyStatus::active);
+  }
+  r = run(sweep);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto& newest = studies[1];
+  EXPECT_NE(r.err.find("note: study '" + newest.name + "' (id " + std::to_string(newest.id.value) +
+                       ") of this kernel, machine and input is active with 2 trials; tunebase "
+                       "sweep --study '" +
+                       newest.name + "' resumes it"),
+            std::string::npos)
+      << r.err;
+  // Which study a sweep without --study uses is unchanged: a new one.
+  EXPECT_EQ(db::Store(db()).list_studies().size(), 3u);
+  // Another input (a command's includes its command line) is another study's business; so is
+  // a study given by --study, which is resumed.
+  r = run(sweep_with("echo {x}; true", "--budget 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("note: study"), std::string::npos) << r.err;
+  r = run(sweep_with("echo {x}", "--budget 3 --study '" + newest.name + "'"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("of this kernel, machine and input is active"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, StopEndsASweepThatIsRunningTheStudy) {
   const auto space = dir_.file("slow.json");
   std::ofstream(space)
@@ -1182,6 +1224,10 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
   EXPECT_LT(stored.size(), 100u);
   for (const auto& t : stored) EXPECT_EQ(t["status"], "ok") << t.dump();
   EXPECT_NE(slurp(dir_.file("o")).find("interrupted"), std::string::npos);
+  // The summary says how to go on: a sweep run again without --study starts a new study.
+  EXPECT_NE(slurp(dir_.file("o")).find("resume:     the same sweep with --study 'interrupted'"),
+            std::string::npos)
+      << slurp(dir_.file("o"));
   // Told at once that the evaluation under way is finished first.
   EXPECT_NE(slurp(dir_.file("e")).find("interrupted: stopping after the evaluation under way"),
             std::string::npos)
