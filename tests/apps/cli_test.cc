@@ -1247,6 +1247,52 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
   for (const auto& t : stored) EXPECT_EQ(t["status"], "ok") << t.dump();
 }
 
+TEST_F(Cli, AnInterruptEndsWith130WhenTheSummarysPipeIsClosed) {
+  // As `tunebase sweep ... | tee log` and Ctrl-C: the terminal's SIGINT ends tee too, and the
+  // summary goes to a pipe nobody reads.
+  const std::string space = x_space(99);
+  const auto closed_stdout_sweep = [&](const std::string& args, int sig) {
+    int out[2];
+    EXPECT_EQ(pipe(out), 0);
+    const std::string cmd = std::string(TUNEBASE_CLI) + " sweep --kernel command --space " + space +
+                            " " + args + " --no-progress --db " + db() + " 2>" + dir_.file("e");
+    const pid_t pid = fork();
+    EXPECT_GE(pid, 0);
+    if (pid == 0) {
+      ::signal(SIGPIPE, SIG_DFL);  // as a shell starts it, whatever the test runner set
+      dup2(out[1], STDOUT_FILENO);
+      close(out[0]);
+      close(out[1]);
+      execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    close(out[0]);  // the reader is gone
+    if (sig != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      kill(pid, sig);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status))
+        << "ended by signal " << WTERMSIG(status) << ": " << slurp(dir_.file("e"));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(closed_stdout_sweep("--cmd 'sleep 0.2; echo {x}' --budget 100 --study piped", SIGINT),
+            130)
+      << slurp(dir_.file("e"));
+  EXPECT_GE(trials("piped").size(), 2u);
+  EXPECT_EQ(slurp(dir_.file("e")).find("error:"), std::string::npos) << slurp(dir_.file("e"));
+  // Not interrupted, a summary that could not be written is an error a script sees, not a
+  // tuned kernel with no word.
+  EXPECT_EQ(closed_stdout_sweep("--cmd 'echo {x}' --budget 2 --study whole", 0), 6)
+      << slurp(dir_.file("e"));
+  EXPECT_NE(slurp(dir_.file("e")).find("error: tunebase sweep: stdout could not be written to"),
+            std::string::npos)
+      << slurp(dir_.file("e"));
+  EXPECT_EQ(trials("whole").size(), 2u);
+}
+
 // Alive, and not a zombie waiting for a reaper.
 bool process_running(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
