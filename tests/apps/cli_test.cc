@@ -300,6 +300,37 @@ TEST_F(Cli, SpaceCountsTheValidConfigurationsAndJudgesTheDefault) {
   EXPECT_EQ(r.exit_code, 6) << r.err;
 }
 
+TEST_F(Cli, AConstraintThatDividesByZeroIsNamedWithItsFileValuesAndAGuard) {
+  const auto space = dir_.file("divides.json");
+  const auto write = [&](const std::string& a, const std::string& restriction) {
+    std::ofstream(space) << R"({"tune_params": {"a": )" << a << R"(, "b": [1, 2, 4, 8]},
+                               "restrictions": [")"
+                         << restriction << R"("]})";
+  };
+  write("[0, 2, 4]", "b/a>=1");
+  auto r = run("space " + space);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("error: " + space +
+                       ": evaluating \"b/a>=1\": division by zero at a=0, b=1; guard the "
+                       "divisor: \"a == 0 or b/a>=1\" keeps those "
+                       "configurations, \"a != 0 and b/a>=1\" leaves them out"),
+            std::string::npos)
+      << r.err;
+  // Met where the space is enumerated, past its defaults: the values and the guard still.
+  write("[2, 0, 4]", "b/a>=1");
+  r = run("space " + space);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("evaluating \"b/a>=1\": division by zero at a=0, b="), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("guard the divisor: \"a == 0 or b/a>=1\""), std::string::npos) << r.err;
+  // Guarded as suggested, the space is counted.
+  write("[0, 2, 4]", "a == 0 or b/a>=1");
+  r = run("space " + space);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // a = 0 with any b, b >= 2 with a = 2, b >= 4 with a = 4.
+  EXPECT_NE(r.out.find("valid:       9 (75%)"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, AResumedSweepMeasuresExpiredLeasesAndLeavesLiveOnesAlone) {
   auto r = sweep_s1("random", 3, 1);
   ASSERT_EQ(r.exit_code, 0) << r.err;
