@@ -195,6 +195,10 @@ void print_sweep_summary(const SweepSummary& s) {
     if (s.left_active) std::cout << " (the study stays active until they report)";
   }
   std::cout << "\n";
+  // A sweep run again without --study starts a new study: say how this one goes on.
+  if (s.interrupted) {
+    std::cout << "resume:     the same sweep with --study '" << s.study_name << "'\n";
+  }
   if (!s.stopped.empty()) std::cout << "stopped:    " << s.stopped << "\n";
   if (!s.last_failure.empty()) {
     std::cout << "failure:    " << one_line(s.last_failure) << " (the last of " << s.failed_here

@@ -63,6 +63,11 @@ void end_by_second_interrupt() {
 }  // namespace
 
 void install_interrupt_handler() {
+  // `tunebase sweep | tee log` and Ctrl-C: the terminal's SIGINT ends tee too, and the summary
+  // is written to a pipe nobody reads. Ended by SIGPIPE there, tunebase would exit 141 with no
+  // word; ignored, the write fails as an error does (main says so), and an interrupt still
+  // ends with 128 + its signal. Commands are spawned with every signal at its default.
+  std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   // A closed terminal or a dropped ssh connection (SIGHUP) stops tunebase as SIGTERM does:
@@ -132,7 +137,18 @@ int run_command_line(int argc, char** argv) {
   // Every error ends here and becomes one exit code; messages say what was wrong.
   try {
     app.parse(argc, argv);
-    return cli::g_interrupted ? 128 + cli::g_interrupt_signal : cli::kOk;
+    // Stopped, a command says so by its exit status whatever became of its output (a summary
+    // written to a pipe whose reader Ctrl-C ended too).
+    if (cli::g_interrupted) return 128 + cli::g_interrupt_signal;
+    // The answer on stdout was lost (a closed pipe, a full disk): a script must not take it for
+    // the whole of it.
+    if (!std::cout.flush()) {
+      std::cerr << "error: " << command
+                << ": stdout could not be written to (a pipe whose reader ended, or a full "
+                   "disk): its output is incomplete\n";
+      return cli::kIo;
+    }
+    return cli::kOk;
   } catch (const CLI::ParseError& e) {
     // CLI11 prints the message; its own exit codes (105-109) become the documented one for a
     // bad flag. --help and --version are CLI11 "errors" too, with code 0.

@@ -254,6 +254,28 @@ db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
   return store.create_study(study);
 }
 
+// A sweep without --study creates a new study each time, and measures everything again: a user
+// who ran it before (and interrupted it) expects it to go on. Say which study it would go on
+// with: the newest active one of the same kernel version, machine and input.
+void note_active_study_of_this_sweep(const db::Store& store, const db::KernelRecord& kernel,
+                                     const db::StudyRecord& created) {
+  std::optional<db::StudyRecord> newest;
+  for (const auto& s : store.list_studies(kernel.name)) {
+    if (s.id == created.id || s.status != db::StudyStatus::active ||
+        s.kernel_id != created.kernel_id || s.machine_id != created.machine_id ||
+        s.task_id != created.task_id) {
+      continue;
+    }
+    if (!newest || s.id.value > newest->id.value) newest = s;
+  }
+  if (!newest) return;
+  const auto trials = store.trial_counts(newest->id).results();
+  std::cerr << "note: study '" << newest->name << "' (id " << newest->id.value
+            << ") of this kernel, machine and input is active with " << trials
+            << (trials == 1 ? " trial" : " trials") << "; tunebase sweep --study '" << newest->name
+            << "' resumes it\n";
+}
+
 // The options a resumed study is swept with: its own seed and choice of priors. A given option
 // that differs is noted, and applies to new studies (as --strategy does).
 SweepOptions kept_by_study(const db::StudyRecord& study, SweepOptions options) {
@@ -650,6 +672,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
                                         strategy, evaluator.objective_unit());
   const std::size_t budget =
       resumed ? sweep_budget(store, study, options) : options.budget.value_or(kDefaultSweepBudget);
+  if (!resumed) note_active_study_of_this_sweep(store, kernel, study);
   if (follows_default && strategy != study.strategy) {
     write_waiting("to store the study's strategy",
                   [&] { store.set_study_strategy(study.id, strategy); });

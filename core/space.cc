@@ -527,6 +527,37 @@ SearchSpace& SearchSpace::operator=(const SearchSpace& other) {
 
 namespace {
 
+// Whether `c` holds at `config` (whose values of the constraint's parameters are set). One that
+// cannot be evaluated there (a division by zero, say) fails the whole space: say at which
+// values, and how to guard it, as Kernel Tuner's users write their restrictions.
+bool constraint_holds(const Constraint& c, const std::vector<Parameter>& parameters,
+                      const Configuration& config) {
+  try {
+    return c.expression.holds(config);
+  } catch (const ParseError&) {
+    throw;
+  } catch (const InvalidInput& e) {
+    std::string at;
+    std::vector<std::string> zero;
+    for (const auto i : c.parameters) {
+      at += (at.empty() ? "" : ", ") + parameters[i].name + "=" + to_string(config[i]);
+      const auto& v = config[i];
+      if (!std::holds_alternative<std::string>(v) && as_double(v) == 0) {
+        zero.push_back(parameters[i].name);
+      }
+    }
+    std::string hint;
+    const std::string why = e.what();  // names the constraint: 'evaluating "b/a>=1": ...'
+    if (why.ends_with("by zero")) {
+      const std::string divisor = zero.size() == 1 ? zero[0] : "<divisor>";
+      hint = "; guard the divisor: \"" + divisor + " == 0 or " + c.text +
+             "\" keeps those configurations, \"" + divisor + " != 0 and " + c.text +
+             "\" leaves them out";
+    }
+    throw InvalidInput(why + " at " + at + hint);
+  }
+}
+
 // The parameters of a space made empty or moved from: shared, so that a move allocates nothing.
 const std::shared_ptr<const std::vector<Parameter>>& no_parameters() {
   static const auto none = std::make_shared<const std::vector<Parameter>>();
@@ -602,7 +633,7 @@ void SearchSpace::enumerate_once() const {
       current[depth] = (*parameters_)[depth].values[index[depth]];
       bool ok = true;
       for (const Constraint* c : check_at[depth]) {
-        if (!c->expression.holds(current)) {
+        if (!constraint_holds(*c, *parameters_, current)) {
           ok = false;
           break;
         }
@@ -664,7 +695,7 @@ std::optional<std::size_t> SearchSpace::valid_count() const {
 
 bool SearchSpace::satisfies_constraints(const Configuration& c) const {
   for (const auto& constraint : constraints_) {
-    if (!constraint.expression.holds(c)) return false;
+    if (!constraint_holds(constraint, *parameters_, c)) return false;
   }
   return true;
 }
@@ -691,7 +722,7 @@ void SearchSpace::check(const Configuration& c) const {
     }
   }
   for (const auto& constraint : constraints_) {
-    if (!constraint.expression.holds(c)) {
+    if (!constraint_holds(constraint, *parameters_, c)) {
       throw InvalidInput("configuration " + config_text(c) + " violates constraint \"" +
                          constraint.text + "\"");
     }
@@ -1258,9 +1289,9 @@ SearchSpace SearchSpace::load(const std::string& path) {
   }
   // A space with nothing valid is an error the user should hear about at once. The defaults
   // are tried first: no random draws are needed to find them valid.
-  if (!space.valid_defaults().empty()) return space;
   Rng rng(0);
   try {
+    if (!space.valid_defaults().empty()) return space;
     (void)space.sample(rng);
   } catch (const InvalidInput& e) {
     throw InvalidInput(path + ": " + e.what());

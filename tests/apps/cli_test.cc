@@ -300,6 +300,37 @@ TEST_F(Cli, SpaceCountsTheValidConfigurationsAndJudgesTheDefault) {
   EXPECT_EQ(r.exit_code, 6) << r.err;
 }
 
+TEST_F(Cli, AConstraintThatDividesByZeroIsNamedWithItsFileValuesAndAGuard) {
+  const auto space = dir_.file("divides.json");
+  const auto write = [&](const std::string& a, const std::string& restriction) {
+    std::ofstream(space) << R"({"tune_params": {"a": )" << a << R"(, "b": [1, 2, 4, 8]},
+                               "restrictions": [")"
+                         << restriction << R"("]})";
+  };
+  write("[0, 2, 4]", "b/a>=1");
+  auto r = run("space " + space);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("error: " + space +
+                       ": evaluating \"b/a>=1\": division by zero at a=0, b=1; guard the "
+                       "divisor: \"a == 0 or b/a>=1\" keeps those "
+                       "configurations, \"a != 0 and b/a>=1\" leaves them out"),
+            std::string::npos)
+      << r.err;
+  // Met where the space is enumerated, past its defaults: the values and the guard still.
+  write("[2, 0, 4]", "b/a>=1");
+  r = run("space " + space);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("evaluating \"b/a>=1\": division by zero at a=0, b="), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("guard the divisor: \"a == 0 or b/a>=1\""), std::string::npos) << r.err;
+  // Guarded as suggested, the space is counted.
+  write("[0, 2, 4]", "a == 0 or b/a>=1");
+  r = run("space " + space);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // a = 0 with any b, b >= 2 with a = 2, b >= 4 with a = 4.
+  EXPECT_NE(r.out.find("valid:       9 (75%)"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, AResumedSweepMeasuresExpiredLeasesAndLeavesLiveOnesAlone) {
   auto r = sweep_s1("random", 3, 1);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -418,6 +449,48 @@ TEST_F(Cli, StopEndsAnActiveStudyAndASweepResumesIt) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("was stopped; this sweep resumes it"), std::string::npos) << r.err;
   EXPECT_EQ(trials("s1").size(), 7u);
+}
+
+TEST_F(Cli, ASweepThatStartsANewStudyNamesTheActiveOneItCouldResume) {
+  const auto sweep_with = [&](const std::string& cmd, const std::string& extra) {
+    return "sweep --kernel command --space " + x4_space() + " --cmd '" + cmd +
+           "' --strategy exhaustive --no-progress " + extra + " --db " + db();
+  };
+  const auto sweep = sweep_with("echo {x}", "--budget 2");
+  auto r = run(sweep);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // A completed study is nothing to go on with.
+  EXPECT_EQ(r.err.find("note: study"), std::string::npos) << r.err;
+  r = run(sweep);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("note: study"), std::string::npos) << r.err;
+  // As an interrupted sweep leaves them: both active, the newest named.
+  std::vector<db::StudyRecord> studies;
+  {
+    db::Store store(db());
+    studies = store.list_studies();
+    ASSERT_EQ(studies.size(), 2u);
+    for (const auto& s : studies) store.set_study_status(s.id, db::StudyStatus::active);
+  }
+  r = run(sweep);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto& newest = studies[1];
+  EXPECT_NE(r.err.find("note: study '" + newest.name + "' (id " + std::to_string(newest.id.value) +
+                       ") of this kernel, machine and input is active with 2 trials; tunebase "
+                       "sweep --study '" +
+                       newest.name + "' resumes it"),
+            std::string::npos)
+      << r.err;
+  // Which study a sweep without --study uses is unchanged: a new one.
+  EXPECT_EQ(db::Store(db()).list_studies().size(), 3u);
+  // Another input (a command's includes its command line) is another study's business; so is
+  // a study given by --study, which is resumed.
+  r = run(sweep_with("echo {x}; true", "--budget 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("note: study"), std::string::npos) << r.err;
+  r = run(sweep_with("echo {x}", "--budget 3 --study '" + newest.name + "'"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("of this kernel, machine and input is active"), std::string::npos) << r.err;
 }
 
 TEST_F(Cli, StopEndsASweepThatIsRunningTheStudy) {
@@ -1183,6 +1256,10 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
   EXPECT_LT(stored.size(), 100u);
   for (const auto& t : stored) EXPECT_EQ(t["status"], "ok") << t.dump();
   EXPECT_NE(slurp(dir_.file("o")).find("interrupted"), std::string::npos);
+  // The summary says how to go on: a sweep run again without --study starts a new study.
+  EXPECT_NE(slurp(dir_.file("o")).find("resume:     the same sweep with --study 'interrupted'"),
+            std::string::npos)
+      << slurp(dir_.file("o"));
   // Told at once that the evaluation under way is finished first.
   EXPECT_NE(slurp(dir_.file("e")).find("interrupted: stopping after the evaluation under way"),
             std::string::npos)
@@ -1200,6 +1277,52 @@ TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
   stored = trials("interrupted");
   EXPECT_GT(stored.size(), before_hangup);
   for (const auto& t : stored) EXPECT_EQ(t["status"], "ok") << t.dump();
+}
+
+TEST_F(Cli, AnInterruptEndsWith130WhenTheSummarysPipeIsClosed) {
+  // As `tunebase sweep ... | tee log` and Ctrl-C: the terminal's SIGINT ends tee too, and the
+  // summary goes to a pipe nobody reads.
+  const std::string space = x_space(99);
+  const auto closed_stdout_sweep = [&](const std::string& args, int sig) {
+    int out[2];
+    EXPECT_EQ(pipe(out), 0);
+    const std::string cmd = std::string(TUNEBASE_CLI) + " sweep --kernel command --space " + space +
+                            " " + args + " --no-progress --db " + db() + " 2>" + dir_.file("e");
+    const pid_t pid = fork();
+    EXPECT_GE(pid, 0);
+    if (pid == 0) {
+      ::signal(SIGPIPE, SIG_DFL);  // as a shell starts it, whatever the test runner set
+      dup2(out[1], STDOUT_FILENO);
+      close(out[0]);
+      close(out[1]);
+      execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    close(out[0]);  // the reader is gone
+    if (sig != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      kill(pid, sig);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status))
+        << "ended by signal " << WTERMSIG(status) << ": " << slurp(dir_.file("e"));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(closed_stdout_sweep("--cmd 'sleep 0.2; echo {x}' --budget 100 --study piped", SIGINT),
+            130)
+      << slurp(dir_.file("e"));
+  EXPECT_GE(trials("piped").size(), 2u);
+  EXPECT_EQ(slurp(dir_.file("e")).find("error:"), std::string::npos) << slurp(dir_.file("e"));
+  // Not interrupted, a summary that could not be written is an error a script sees, not a
+  // tuned kernel with no word.
+  EXPECT_EQ(closed_stdout_sweep("--cmd 'echo {x}' --budget 2 --study whole", 0), 6)
+      << slurp(dir_.file("e"));
+  EXPECT_NE(slurp(dir_.file("e")).find("error: tunebase sweep: stdout could not be written to"),
+            std::string::npos)
+      << slurp(dir_.file("e"));
+  EXPECT_EQ(trials("whole").size(), 2u);
 }
 
 // Alive, and not a zombie waiting for a reaper.
