@@ -493,28 +493,30 @@ TEST(Worker, TakesUpItsOwnLeaseWhoseReplyWasLost) {
   EXPECT_EQ(evaluator.evaluated.front(), lost.json()["suggestions"][0]["config"]);
 }
 
-// While it evaluates its first configuration, another worker started with the same client id
-// is given a configuration.
-class TwinEvaluator : public ReplayEvaluator {
+// While it evaluates its first configuration, asks the study for a suggestion as client
+// `client_id` (another worker, or a twin started with the same client id) and keeps the answer.
+class AskingEvaluator : public ReplayEvaluator {
  public:
-  TwinEvaluator(testing::TestServer& server, std::int64_t study)
+  AskingEvaluator(testing::TestServer& server, std::int64_t study, std::string client_id)
       : ReplayEvaluator(measured_dataset("conv"), "generated.json"),
         server_(server),
-        study_(study) {}
+        study_(study),
+        client_id_(std::move(client_id)) {}
   Measurement evaluate(const Configuration& config) override {
-    if (twin_.is_null()) {
+    if (answer_.is_null()) {
       auto c = server_.client();
-      twin_ = c.post("/v1/studies/" + std::to_string(study_) + "/suggestions",
-                     {{"n", 1}, {"client_id", "w1"}}, server_.token)
-                  .json()["suggestions"];
+      answer_ = c.post("/v1/studies/" + std::to_string(study_) + "/suggestions",
+                       {{"n", 1}, {"client_id", client_id_}}, server_.token)
+                    .json();
     }
     return ReplayEvaluator::evaluate(config);
   }
-  nlohmann::json twin_;
+  nlohmann::json answer_;
 
  private:
   testing::TestServer& server_;
   std::int64_t study_;
+  std::string client_id_;
 };
 
 TEST(Worker, LeavesALeaseOfItsNameMadeForAnotherWorkerAlone) {
@@ -522,12 +524,13 @@ TEST(Worker, LeavesALeaseOfItsNameMadeForAnotherWorkerAlone) {
   ReplayEvaluator reference(measured_dataset("conv"), "generated.json");
   auto c = server.client();
   const auto study = create_study(c, server.token, reference, 3);
-  TwinEvaluator evaluator(server, study);
+  AskingEvaluator evaluator(server, study, "w1");  // a twin of the worker
   auto options = quiet_worker(study, server.token, "w1");
   const auto summary = cli::run_worker(evaluator, c, options);
-  ASSERT_EQ(evaluator.twin_.size(), 1u);
+  ASSERT_EQ(evaluator.answer_["suggestions"].size(), 1u);
   EXPECT_EQ(summary.evaluated, 2u) << summary.stop_reason;
-  const auto twin = server.store().get_trial(db::TrialId{evaluator.twin_[0]["trial_id"]});
+  const auto twin =
+      server.store().get_trial(db::TrialId{evaluator.answer_["suggestions"][0]["trial_id"]});
   EXPECT_EQ(twin.result.status, TrialStatus::pending) << "the twin's lease was evaluated here";
   // The twin's lease (an hour) holds the rest of the budget: the worker says when it ends.
   EXPECT_THAT(summary.stop_reason, HasSubstr("more may come when the first live lease ends, in"));
@@ -689,36 +692,14 @@ TEST(Worker, WithoutAUnitTakesTheStudysButNotItsDirection) {
   EXPECT_THAT(printed, ::testing::ContainsRegex("trial [0-9]+ .* -> [0-9.]+ GFLOP/s\n")) << printed;
 }
 
-// Asks for a suggestion as another client while it evaluates: with the study's whole budget
-// leased to the worker, the answer says when the worker's lease ends.
-class LeaseWatchingEvaluator : public ReplayEvaluator {
- public:
-  explicit LeaseWatchingEvaluator(testing::TestServer& server, std::int64_t study)
-      : ReplayEvaluator(measured_dataset("conv"), "generated.json"),
-        server_(server),
-        study_(study) {}
-  Measurement evaluate(const Configuration& config) override {
-    if (answer_.is_null()) {
-      auto c = server_.client();
-      answer_ = c.post("/v1/studies/" + std::to_string(study_) + "/suggestions",
-                       {{"n", 1}, {"client_id", "other"}}, server_.token)
-                    .json();
-    }
-    return ReplayEvaluator::evaluate(config);
-  }
-  nlohmann::json answer_;
-
- private:
-  testing::TestServer& server_;
-  std::int64_t study_;
-};
-
 TEST(Worker, AKilledWorkersLeaseEndsWithinMinutes) {
   testing::TestServer server;
   ReplayEvaluator reference(measured_dataset("conv"), "generated.json");
   auto c = server.client();
   const auto study = create_study(c, server.token, reference, 1);
-  LeaseWatchingEvaluator evaluator(server, study);
+  // Another client asks while the worker evaluates: with the study's whole budget leased to
+  // the worker, the answer says when the worker's lease ends.
+  AskingEvaluator evaluator(server, study, "other");
   // As `tunebase worker` without --lease: renewed every third of it while it evaluates, the
   // lease may be short, and a worker that is killed holds its configuration no longer.
   auto options = quiet_worker(study, server.token, "w1");
