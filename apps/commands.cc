@@ -345,8 +345,8 @@ void add_sweep_command(CLI::App& app) {
       cmd->add_option("--budget,-b", args->budget,
                       "Number of evaluations in the study (default " +
                           std::to_string(kDefaultSweepBudget) +
-                          " for a new study; a resumed study keeps its own unless given, which "
-                          "changes it)")
+                          " for a new study, every configuration for --strategy exhaustive; a "
+                          "resumed study keeps its own unless given, which changes it)")
           ->check(CLI::Range(std::size_t{1}, kMaxBudget));
   auto* seed =
       cmd->add_option("--seed", args->seed,

@@ -237,7 +237,7 @@ void check_same_objective(const db::StudyRecord& study, bool minimize, const std
 db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
                              const db::KernelRecord& kernel, const db::MachineRecord& machine,
                              const db::TaskRecord& task, bool minimize, const std::string& strategy,
-                             const std::string& unit) {
+                             const std::string& unit, std::size_t budget) {
   db::NewStudy study;
   study.name = options.study_name;
   study.kernel = kernel.id;
@@ -246,12 +246,29 @@ db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
   study.direction = minimize ? db::Direction::minimize : db::Direction::maximize;
   study.objective = default_objective_name(unit, minimize);
   study.strategy = strategy;
-  study.budget = static_cast<std::int64_t>(options.budget.value_or(kDefaultSweepBudget));
+  study.budget = static_cast<std::int64_t>(budget);
   study.settings = transfer_settings(options);
   study.settings["seed"] = options.seed.value_or(0);
   study.settings["unit"] = unit;
   study.settings["strategy_options"] = options.strategy_options.value_or(nlohmann::json::object());
   return store.create_study(study);
+}
+
+// The budget of a new study: --budget, else every configuration for exhaustive (as Kernel
+// Tuner's brute_force measures the whole space), else kDefaultSweepBudget. An exhaustive search
+// given a smaller budget says how much of the space it leaves out.
+std::size_t new_study_budget(const SweepOptions& options, const std::string& strategy,
+                             const Evaluator& evaluator, const SearchSpace& space) {
+  if (strategy != "exhaustive") return options.budget.value_or(kDefaultSweepBudget);
+  const auto* candidates = evaluator.candidates();
+  const std::size_t all = candidates ? candidates->size() : space.valid_count().value_or(0);
+  if (!options.budget) return std::clamp<std::size_t>(all, 1, kMaxBudget);
+  if (*options.budget < all) {
+    std::cerr << "note: exhaustive measures " << *options.budget << " of the " << all
+              << (candidates ? " configurations the file holds" : " valid configurations")
+              << " (--budget " << *options.budget << "); without --budget it measures all\n";
+  }
+  return *options.budget;
 }
 
 // A sweep without --study creates a new study each time, and measures everything again: a user
@@ -669,9 +686,10 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   const auto study = resumed
                          ? *resumed
                          : create_study(store, options, kernel, machine, task, evaluator.minimize(),
-                                        strategy, evaluator.objective_unit());
+                                        strategy, evaluator.objective_unit(),
+                                        new_study_budget(options, strategy, evaluator, space));
   const std::size_t budget =
-      resumed ? sweep_budget(store, study, options) : options.budget.value_or(kDefaultSweepBudget);
+      resumed ? sweep_budget(store, study, options) : static_cast<std::size_t>(*study.budget);
   if (!resumed) note_active_study_of_this_sweep(store, kernel, study);
   if (follows_default && strategy != study.strategy) {
     write_waiting("to store the study's strategy",

@@ -25,7 +25,8 @@ struct SweepOptions {
   /// study keeps its own.
   std::optional<nlohmann::json> strategy_options;
   /// Evaluations in the study. None: a resumed study keeps its stored budget, a new one gets
-  /// kDefaultSweepBudget. Given for a resumed study, it replaces the stored budget.
+  /// kDefaultSweepBudget (an exhaustive one, every configuration). Given for a resumed study,
+  /// it replaces the stored budget.
   std::optional<std::size_t> budget;
   /// The random seed of a new study (none: 0); a resumed study keeps its own.
   std::optional<std::uint64_t> seed;

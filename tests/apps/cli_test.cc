@@ -253,6 +253,26 @@ TEST_F(Cli, SweepStoresEveryTrialAndResumes) {
 
 // A space file checked before a sweep: its valid configurations counted (or estimated), and its
 // default judged.
+// As Kernel Tuner's brute_force: without --budget, exhaustive measures the whole space (40
+// configurations, more than the default budget of 30); a smaller --budget says what it leaves.
+TEST_F(Cli, ExhaustiveMeasuresTheWholeSpaceUnlessGivenABudget) {
+  const auto space = dir_.file("ab.json");
+  std::ofstream(space)
+      << R"({"tune_params": {"a": [1, 2, 3, 4, 5, 6, 7, 8], "b": [1, 2, 3, 4, 5]}})";
+  const auto sweep = "sweep --kernel command --space " + space +
+                     " --cmd 'echo {a}.{b}' --strategy exhaustive --no-progress --db " + db();
+  auto r = run(sweep + " --study all");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(trials("all").size(), 40u);
+  EXPECT_EQ(r.err.find("note: exhaustive"), std::string::npos) << r.err;
+  r = run(sweep + " --study part --budget 10");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(trials("part").size(), 10u);
+  EXPECT_NE(r.err.find("note: exhaustive measures 10 of the 40 valid configurations"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(Cli, SpaceCountsTheValidConfigurationsAndJudgesTheDefault) {
   const auto small = dir_.file("small.json");
   std::ofstream(small)
