@@ -226,6 +226,9 @@ void print_report(const QualityReport& r) {
   }
   for (const auto& level : r.evals_to) {
     std::ostringstream cell;
+    // Most seeds never reached it: their count (the budget, as the metric counts them) is
+    // no number of evaluations that reached it.
+    if (level.never > 0.5) cell << ">";
     cell << level.evaluations.median;
     if (level.never > 0) cell << " (" << std::lround(100 * level.never) << "% never)";
     std::cout << std::setw(18) << cell.str();

@@ -1968,6 +1968,12 @@ TEST_F(Cli, BenchmarkReplaysAMeasuredSpaceAgainstRandom) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto text = slurp(trace);
   EXPECT_NE(text.find(R"("configs":[{"z":)"), std::string::npos) << text;
+
+  // The toy's best, (3, 5), is the 30th configuration in order: exhaustive search with 5
+  // evaluations never reaches 0.90 of it, and the table does not show the budget as if it had.
+  r = run("benchmark --target " + target + " --strategy exhaustive --budget 5 --seeds 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(">5 (100% never)"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, BenchmarkRefusesWhatWouldMisleadIt) {
