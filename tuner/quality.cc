@@ -35,10 +35,14 @@ double fraction_after(const std::vector<double>& fractions, std::size_t k) {
 // Matplotlib's "tab10" colours: distinguishable, and familiar to readers of tuning papers.
 constexpr std::string_view kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-constexpr double kWidth = 860.0;
+constexpr double kPlotWidth = 590.0;
 constexpr double kHeight = 500.0;
 constexpr double kLeft = 70.0;    // room for y tick labels and the axis label
-constexpr double kRight = 200.0;  // room for the legend
+constexpr double kRight = 200.0;  // room for the legend, at least
+// Legend text: from the plot's edge to the text, and a generous width per character of the
+// 12-pixel sans-serif (long study names are widened for, not cut off).
+constexpr double kLegendIndent = 45.0;
+constexpr double kLegendCharWidth = 7.5;
 constexpr double kTop = 50.0;     // room for the title
 constexpr double kBottom = 60.0;  // room for x tick labels and the axis label
 constexpr double kBandOpacity = 0.18;
@@ -253,7 +257,12 @@ std::string quality_svg(const std::vector<QualityReport>& reports, const std::st
     }
   }
   const double x_max = static_cast<double>(max_budget);
-  const double plot_w = kWidth - kLeft - kRight;
+  std::size_t longest_label = 0;
+  for (const auto& r : reports) longest_label = std::max(longest_label, r.strategy.size());
+  const double plot_w = kPlotWidth;
+  const double width =
+      kLeft + plot_w +
+      std::max(kRight, kLegendIndent + kLegendCharWidth * static_cast<double>(longest_label));
   const double plot_h = kHeight - kTop - kBottom;
   const double y_step = tick_step(y_max);
   y_max = std::ceil(y_max / y_step - kLevelTolerance) * y_step;
@@ -263,10 +272,10 @@ std::string quality_svg(const std::vector<QualityReport>& reports, const std::st
 
   std::string s;
   s += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fmt(kWidth) + "\" height=\"" +
-       fmt(kHeight) + "\" viewBox=\"0 0 " + fmt(kWidth) + " " + fmt(kHeight) +
+  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fmt(width) + "\" height=\"" +
+       fmt(kHeight) + "\" viewBox=\"0 0 " + fmt(width) + " " + fmt(kHeight) +
        "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  s += "<rect x=\"0\" y=\"0\" width=\"" + fmt(kWidth) + "\" height=\"" + fmt(kHeight) +
+  s += "<rect x=\"0\" y=\"0\" width=\"" + fmt(width) + "\" height=\"" + fmt(kHeight) +
        "\" fill=\"white\"/>\n";
   s += "<text x=\"" + fmt(kLeft + plot_w / 2) + "\" y=\"" + fmt(kTop / 2 + 6) +
        "\" text-anchor=\"middle\" font-size=\"16\">" + xml_escape(title) + "</text>\n";

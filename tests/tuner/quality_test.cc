@@ -289,6 +289,30 @@ TEST(QualitySvg, WellFormedWithOnePathPerStrategy) {
   EXPECT_THAT(svg, Not(HasSubstr("<circle")));
 }
 
+// Default study names (kernel, machine, a timestamp) are far longer than the legend's 200
+// pixels: the canvas widens so that each is shown whole, not cut off at the same prefix.
+TEST(QualitySvg, LongLegendLabelsFitInsideTheCanvas) {
+  const std::string a = "import convolution_kernel on NVIDIA A100-PCIE-40GB (task 1)";
+  const std::string b = "import convolution_kernel on NVIDIA RTX A4000 (task 2)";
+  const std::string svg = quality_svg({quality_report(a, "toy", 10.0, 5, four_seeds()),
+                                       quality_report(b, "toy", 10.0, 5, four_seeds())},
+                                      "t");
+  boost::property_tree::ptree tree;
+  std::istringstream in(svg);
+  ASSERT_NO_THROW(boost::property_tree::read_xml(in, tree)) << svg;
+  const double width = tree.get<double>("svg.<xmlattr>.width");
+  int legend_entries = 0;
+  for (const auto& [name, child] : tree.get_child("svg")) {
+    if (name != "text" || child.get_value<std::string>() != a) continue;
+    ++legend_entries;
+    const double x = child.get<double>("<xmlattr>.x");
+    // At 12-pixel sans-serif a character is at most about 7 pixels wide.
+    EXPECT_LE(x + 7.0 * static_cast<double>(a.size()), width) << svg;
+  }
+  EXPECT_EQ(legend_entries, 1);
+  EXPECT_THAT(svg, HasSubstr(">" + b + "<"));
+}
+
 TEST(QualitySvg, OneEvaluationIsADot) {
   const std::string svg =
       quality_svg({quality_report("random", "toy", 10.0, 1, four_seeds())}, "t");
