@@ -153,13 +153,15 @@ nlohmann::json trial_json(const db::TrialRecord& t) {
 }
 
 nlohmann::json forecast_json(const nlohmann::json& config, const Forecast& f) {
-  return {{"config", config},
-          {"mean", f.mean},
-          {"lower", f.lower},
-          {"upper", f.upper},
-          {"std", f.std},
-          {"std_scale", f.log_scale ? "log" : "objective"},
-          {"probability_feasible", f.probability_feasible}};
+  nlohmann::json j{{"config", config},
+                   {"mean", f.mean},
+                   {"lower", f.lower},
+                   {"upper", f.upper},
+                   {"std", f.std},
+                   {"std_scale", f.log_scale ? "log" : "objective"},
+                   {"probability_feasible", f.probability_feasible}};
+  if (f.interval_unknown) j["note"] = std::string(kIntervalUnknownNote);
+  return j;
 }
 
 nlohmann::json counts_json(const db::TrialCounts& c) {

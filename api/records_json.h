@@ -92,6 +92,11 @@ nlohmann::json counts_json(const db::TrialCounts& counts);
 /// A trial, every field always present (null when not set): GET /v1/trials/{id} and
 /// tunebase trials --json.
 nlohmann::json trial_json(const db::TrialRecord& t);
+/// What a forecast whose interval_unknown is set says of its interval.
+inline constexpr std::string_view kIntervalUnknownNote =
+    "the successful measurements all have one value: their spread, and so the interval, cannot "
+    "be estimated from them (lower and upper are that value); measurements of configurations "
+    "that differ in it give one";
 /// One entry of POST /v1/predict's "predictions" (and tunebase predict --json).
 nlohmann::json forecast_json(const nlohmann::json& config, const Forecast& f);
 /// A study with its trial counts and task description; with its space when `with_space`.

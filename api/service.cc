@@ -1922,6 +1922,7 @@ Response Service::best(Request& request) {
     auto j = predicted_best_json(kernel, machine_name, prediction);
     if (task) j["task_id"] = task->value;
     auto said = notes;
+    if (prediction.forecast.interval_unknown) said.emplace_back(kIntervalUnknownNote);
     if (new_input) {
       j["task_features"] = *features;
       said.push_back(

@@ -960,6 +960,7 @@ void add_query_commands(CLI::App& app) {
                   << " (68% interval " << objective_text(study, f.lower) << " .. "
                   << objective_text(study, f.upper) << "), P(runs) " << std::setprecision(2)
                   << f.probability_feasible << "\n";
+        if (f.interval_unknown) std::cout << "  note: " << api::kIntervalUnknownNote << "\n";
       }
       if (args->json) {
         std::cout << nlohmann::json{{"study_id", study.id.value},

@@ -637,6 +637,29 @@ TEST(ApiServer, AMeasuredBestOfFewConfigurationsSaysHowFew) {
   EXPECT_FALSE(r.json().contains("note")) << r.body;
 }
 
+// Successes that all have one value show no spread: a forecast from them cannot say how far
+// another configuration may lie, and says so rather than give a zero-wide interval as if certain.
+TEST(ApiServer, AForecastFromEqualValuesSaysItsIntervalCannotBeEstimated) {
+  TestServer server;
+  auto c = server.client();
+  const auto id = testing::create_demo_study(c, server.token, "random", 100, "m");
+  nlohmann::json alike = nlohmann::json::array();
+  for (const int bx : {1, 2, 4, 8}) {
+    alike.push_back({{"config", {{"bx", bx}, {"by", 1}, {"unroll", 0}}}, {"value", 2.0}});
+  }
+  ASSERT_EQ(c.post("/v1/studies/" + std::to_string(id) + "/measurements", {{"measurements", alike}},
+                   server.token)
+                .status,
+            201);
+  const auto r = c.post("/v1/predict",
+                        {{"study_id", id}, {"configs", {{{"bx", 16}, {"by", 2}, {"unroll", 1}}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto f = r.json()["predictions"][0];
+  const bool honest_width = f["lower"].get<double>() < f["upper"].get<double>();
+  const bool says_so = f.value("note", "").find("cannot be estimated") != std::string::npos;
+  EXPECT_TRUE(honest_width || says_so) << r.body;
+}
+
 // A result ends its lease: a finished trial shows no lease time, in every reply that holds it.
 TEST(ApiServer, AFinishedTrialShowsNoLease) {
   TestServer server;
