@@ -153,13 +153,15 @@ nlohmann::json trial_json(const db::TrialRecord& t) {
 }
 
 nlohmann::json forecast_json(const nlohmann::json& config, const Forecast& f) {
-  return {{"config", config},
-          {"mean", f.mean},
-          {"lower", f.lower},
-          {"upper", f.upper},
-          {"std", f.std},
-          {"std_scale", f.log_scale ? "log" : "objective"},
-          {"probability_feasible", f.probability_feasible}};
+  nlohmann::json j{{"config", config},
+                   {"mean", f.mean},
+                   {"lower", f.lower},
+                   {"upper", f.upper},
+                   {"std", f.std},
+                   {"std_scale", f.log_scale ? "log" : "objective"},
+                   {"probability_feasible", f.probability_feasible}};
+  if (f.interval_unknown) j["note"] = std::string(kIntervalUnknownNote);
+  return j;
 }
 
 nlohmann::json counts_json(const db::TrialCounts& c) {
@@ -170,6 +172,35 @@ nlohmann::json counts_json(const db::TrialCounts& c) {
           {"timeout", c.timeout},
           {"invalid", c.invalid},
           {"lease_ended", c.lease_ended}};
+}
+
+MeasuredConfigurations measured_configurations(const db::Store& store, const std::string& kernel,
+                                               const db::MachineRecord& machine,
+                                               std::optional<db::TaskId> task,
+                                               db::Direction direction,
+                                               const std::string& objective,
+                                               const db::StudyRecord& best_study) {
+  MeasuredConfigurations out;
+  for (const auto& s : store.list_studies(kernel)) {
+    if (s.machine_id == machine.id && (!task || s.task_id == *task) && s.direction == direction &&
+        (objective.empty() || s.objective == objective)) {
+      out.configurations += store.trial_counts(s.id).ok;
+    }
+  }
+  if (out.configurations >= kFewMeasuredConfigurations) return out;
+  const auto space = SearchSpace::from_json(store.get_kernel(best_study.kernel_id).space);
+  const auto valid = space.enumerable() ? space.valid_count() : std::nullopt;
+  if (valid && out.configurations >= static_cast<std::int64_t>(*valid)) return out;
+  out.note = "only " + std::to_string(out.configurations) + " of " +
+             (valid ? std::to_string(*valid) + " valid" : std::string("the")) +
+             " configurations measured on \"" + machine.name + "\"" +
+             (task ? " for task " + std::to_string(task->value) : std::string()) +
+             ": the best of so few may be far from the best there (" +
+             std::to_string(kFewMeasuredConfigurations) +
+             " taken at random hold one of the best 5% with 95% chance); a sweep there (tunebase "
+             "sweep, or POST /v1/studies/" +
+             std::to_string(best_study.id.value) + "/suggest) measures more";
+  return out;
 }
 
 std::optional<AllFailed> all_failed_here(const db::Store& store, const std::string& kernel,

@@ -54,6 +54,25 @@ std::optional<AllFailed> all_failed_here(const db::Store& store, const std::stri
                                          db::MachineId machine,
                                          std::optional<db::TaskId> task = std::nullopt,
                                          const std::string& objective = "");
+/// A measured best of fewer configurations than this is said to be one of few: n configurations
+/// drawn at random hold one of the space's best 5% with probability 1 - 0.95^n, at least 95%
+/// from n = 59 on (Bergstra and Bengio's argument for random search). A best of fewer, or of a
+/// handful a person chose, may lie far from the machine's best.
+inline constexpr std::int64_t kFewMeasuredConfigurations = 59;
+/// How many configurations succeeded in the studies of `kernel` on `machine` that a measured
+/// best is chosen from (of `task` and `objective` when given, in `direction`), and, when fewer
+/// than kFewMeasuredConfigurations of a larger space, a note that says so (else empty).
+/// `best_study` holds the best: its space is the one counted, its id the one to measure more in.
+struct MeasuredConfigurations {
+  std::int64_t configurations = 0;
+  std::string note;
+};
+MeasuredConfigurations measured_configurations(const db::Store& store, const std::string& kernel,
+                                               const db::MachineRecord& machine,
+                                               std::optional<db::TaskId> task,
+                                               db::Direction direction,
+                                               const std::string& objective,
+                                               const db::StudyRecord& best_study);
 /// "3 evaluations, all failed: `why` shows why" with `why` given each study's id
 /// ("GET /v1/studies/7", "tunebase trials --study 7"), those of several studies joined by "or".
 std::string all_failed_text(const AllFailed& failed,
@@ -73,6 +92,11 @@ nlohmann::json counts_json(const db::TrialCounts& counts);
 /// A trial, every field always present (null when not set): GET /v1/trials/{id} and
 /// tunebase trials --json.
 nlohmann::json trial_json(const db::TrialRecord& t);
+/// What a forecast whose interval_unknown is set says of its interval.
+inline constexpr std::string_view kIntervalUnknownNote =
+    "the successful measurements all have one value: their spread, and so the interval, cannot "
+    "be estimated from them (lower and upper are that value); measurements of configurations "
+    "that differ in it give one";
 /// One entry of POST /v1/predict's "predictions" (and tunebase predict --json).
 nlohmann::json forecast_json(const nlohmann::json& config, const Forecast& f);
 /// A study with its trial counts and task description; with its space when `with_space`.

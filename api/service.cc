@@ -923,6 +923,11 @@ void Service::add_routes() {
          {"trial_id", {{"type", "integer"}, {"description", "(measured)"}}},
          {"study_id", {{"type", "integer"}, {"description", "(measured)"}}},
          {"study", {{"type", "string"}, {"description", "study name (measured)"}}},
+         {"measured_configurations",
+          {{"type", "integer"},
+           {"description",
+            "(measured) how many configurations succeeded on the machine (for the task, "
+            "direction and objective asked), the best among them"}}},
          {"task_id",
           {{"type", "integer"},
            {"description",
@@ -935,7 +940,8 @@ void Service::add_routes() {
             "registered (predicted as for a new machine; with the registered name it probably "
             "meant, or the machines registered); the input is measured nowhere; several "
             "stored inputs have the task_features given; features no stored input has; "
-            "studies of both directions measured the kernel there"}}},
+            "studies of both directions measured the kernel there; fewer than 59 configurations "
+            "measured there (a measured best of few)"}}},
          {"task_features",
           {{"type", "object"},
            {"description",
@@ -1898,6 +1904,10 @@ Response Service::best(Request& request) {
                       machine_name + "\": this is the " + std::string(db::to_string(direction)) +
                       " one; direction=" + name + " gives the other");
     }
+    const auto few =
+        measured_configurations(reader(), kernel, *machine, task, direction, objective, study);
+    j["measured_configurations"] = few.configurations;
+    if (!few.note.empty()) notes.push_back(few.note);
     if (!notes.empty()) j["note"] = joined_notes(notes);
     return remember(Response::json(j), options_.best_cache_ttl, false);
   }
@@ -1912,6 +1922,7 @@ Response Service::best(Request& request) {
     auto j = predicted_best_json(kernel, machine_name, prediction);
     if (task) j["task_id"] = task->value;
     auto said = notes;
+    if (prediction.forecast.interval_unknown) said.emplace_back(kIntervalUnknownNote);
     if (new_input) {
       j["task_features"] = *features;
       said.push_back(

@@ -798,6 +798,9 @@ void add_query_commands(CLI::App& app) {
         return;
       }
       const auto study = store.get_study(best->study_id);
+      // How many configurations the best was chosen from, as GET /v1/best says.
+      const auto few =
+          api::measured_configurations(store, args->kernel, *machine, task, direction, "", study);
       if (args->json) {
         nlohmann::json j{{"kernel", args->kernel},
                          {"machine", machine_name},
@@ -809,14 +812,18 @@ void add_query_commands(CLI::App& app) {
                          {"study", study.name},
                          {"study_id", study.id.value},
                          {"task_id", study.task_id.value},
-                         {"trial_id", best->id.value}};
+                         {"trial_id", best->id.value},
+                         {"measured_configurations", few.configurations}};
         // Measured both ways here (a time and a rate), as GET /v1/best says.
         const auto other = maximize ? db::Direction::minimize : db::Direction::maximize;
+        std::string note;
         if (!args->maximize && store.best_trial(args->kernel, machine->id, task, other)) {
-          j["note"] = "studies of both directions measured kernel \"" + args->kernel + "\" on \"" +
-                      machine_name + "\": this is the " + std::string(db::to_string(direction)) +
-                      " one" + (maximize ? std::string() : "; --maximize gives the other");
+          note = "studies of both directions measured kernel \"" + args->kernel + "\" on \"" +
+                 machine_name + "\": this is the " + std::string(db::to_string(direction)) +
+                 " one" + (maximize ? std::string() : "; --maximize gives the other");
         }
+        if (!few.note.empty()) note += (note.empty() ? "" : "; ") + few.note;
+        if (!note.empty()) j["note"] = note;
         std::cout << j.dump(2) << "\n";
         return;
       }
@@ -827,6 +834,7 @@ void add_query_commands(CLI::App& app) {
       std::cout << texts.config;
       if (!texts.options.empty()) std::cout << "\noptions:   " << texts.options;
       std::cout << "\nobjective: " << objective_text(study, best->result.objective) << "\n";
+      if (!few.note.empty()) std::cout << "note:      " << few.note << "\n";
       if (!task) {
         // Times of different inputs do not compare: say when others were measured here.
         std::set<std::int64_t> tasks;
@@ -952,6 +960,7 @@ void add_query_commands(CLI::App& app) {
                   << " (68% interval " << objective_text(study, f.lower) << " .. "
                   << objective_text(study, f.upper) << "), P(runs) " << std::setprecision(2)
                   << f.probability_feasible << "\n";
+        if (f.interval_unknown) std::cout << "  note: " << api::kIntervalUnknownNote << "\n";
       }
       if (args->json) {
         std::cout << nlohmann::json{{"study_id", study.id.value},

@@ -79,6 +79,9 @@ Value value_from_json(const nlohmann::json& j) {
                        " is out of range; integers must lie within -2^63 .. 2^63-1 "
                        "(-9223372036854775808 .. 9223372036854775807)");
   }
+  // Kernel Tuner takes any Python value as a tune_params value, True and False too, and Python
+  // holds True == 1 and False == 0 (one dict key): read as those integers, as T1's Values are.
+  if (j.is_boolean()) return std::int64_t{j.get<bool>() ? 1 : 0};
   if (j.is_number_integer()) return j.get<std::int64_t>();
   if (j.is_number_float()) {
     const double d = j.get<double>();

@@ -26,8 +26,9 @@ std::string to_string(const Value& v);
 /// `100000.0`, `1e-05`, `1e+16`, `abc`.
 std::string python_text(const Value& v);
 nlohmann::json to_json(const Value& v);
-/// Integer for a JSON integer, real for a JSON real (2.0 stays a real), or string; throws
-/// InvalidInput for an integer beyond int64 and anything else (null, bool, array, object).
+/// Integer for a JSON integer, real for a JSON real (2.0 stays a real), or string; true and
+/// false as 1 and 0 (Python's True == 1, for Kernel Tuner's tune_params); throws InvalidInput
+/// for an integer beyond int64 and anything else (null, array, object).
 Value value_from_json(const nlohmann::json& j);
 /// Equality that treats 2 and 2.0 as the same number. An integer and a real are compared
 /// exactly, as Python does (2**53 + 1 is not 2.0**53, though it rounds to it).

@@ -611,6 +611,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
       f.log_scale = log;
       f.probability_feasible = std::exp(log_feasible[i]);
       f.from_priors = target_.n_ok == 0;
+      f.interval_unknown = !from_sources && target_.sorted_g.front() == target_.sorted_g.back();
       out.push_back(f);
     }
     return out;

@@ -25,6 +25,9 @@ struct Forecast {
   double probability_feasible = 1.0;
   /// Predicted from priors alone: the study has no successful observation yet (zero-shot).
   bool from_priors = false;
+  /// The study's successes all had one value and no priors spoke: they show no spread, so
+  /// lower .. upper (that value) is no estimate of how far the objective may lie.
+  bool interval_unknown = false;
 };
 
 /// How much a parameter moves the objective, by the study's model: the inverse of its ARD

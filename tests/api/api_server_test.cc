@@ -176,10 +176,15 @@ TEST(ApiServer, FullAskTellStudyWithBayesianOptimisation) {
   };
   const auto times = study_of("minimize");
   const auto rates = study_of("maximize");
+  // Every configuration, the highest 7 at bx=4, by=2, unroll=1: a best of few would be said.
+  nlohmann::json every_rate = nlohmann::json::array();
+  const auto demo = SearchSpace::from_json(testing::demo_space());
+  for (const auto& config : demo.valid_configurations()) {
+    const auto j = demo.config_to_json(config);
+    every_rate.push_back({{"config", j}, {"value", 8.0 - testing::demo_objective(j)}});
+  }
   ASSERT_EQ(c.post("/v1/studies/" + std::to_string(rates) + "/measurements",
-                   {{"measurements",
-                     {{{"config", {{"bx", 4}, {"by", 2}, {"unroll", 1}}}, {"value", 7.0}}}}},
-                   server.token)
+                   {{"measurements", every_rate}}, server.token)
                 .status,
             201);
   const auto measured_way = c.get("/v1/best?kernel=rates&machine=test-machine");
@@ -591,6 +596,68 @@ TEST(ApiServer, BestTakesTheKernelsDirectionAndSaysWhatIsWrongWithAQuestion) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json()["source"], "predicted");
   EXPECT_FALSE(r.json().contains("note")) << r.body;
+}
+
+// A measured best says how many configurations it was chosen from, and that a few (fewer than
+// 59, the number that holds one of the best 5% with 95% chance) may be far from the best.
+TEST(ApiServer, AMeasuredBestOfFewConfigurationsSaysHowFew) {
+  TestServer server;
+  auto c = server.client();
+  const auto id = testing::create_demo_study(c, server.token, "random", 100, "m");
+  const std::string measurements = "/v1/studies/" + std::to_string(id) + "/measurements";
+  ASSERT_EQ(c.post(measurements,
+                   {{"measurements",
+                     {{{"config", {{"bx", 1}, {"by", 1}, {"unroll", 0}}}, {"value", 5.0}}}}},
+                   server.token)
+                .status,
+            201);
+  auto r = c.get("/v1/best?kernel=demo&machine=m");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["source"], "measured");
+  EXPECT_EQ(r.json()["measured_configurations"], 1) << r.body;
+  EXPECT_THAT(r.json().value("note", ""),
+              HasSubstr("only 1 of " + std::to_string(testing::kDemoValid) +
+                        " valid configurations measured on \"m\""));
+  EXPECT_THAT(r.json().value("note", ""),
+              HasSubstr("/v1/studies/" + std::to_string(id) + "/suggest) measures more"));
+  // Every valid configuration measured: the best there is, with nothing to add.
+  nlohmann::json every = nlohmann::json::array();
+  const auto space = SearchSpace::from_json(testing::demo_space());
+  for (const auto& config : space.valid_configurations()) {
+    const auto j = space.config_to_json(config);
+    if (j != nlohmann::json{{"bx", 1}, {"by", 1}, {"unroll", 0}}) {
+      every.push_back({{"config", j}, {"value", testing::demo_objective(j)}});
+    }
+  }
+  ASSERT_EQ(c.post(measurements, {{"measurements", every}}, server.token).status, 201);
+  r = c.get("/v1/best?kernel=demo&machine=m");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["objective"], 1.0);
+  EXPECT_EQ(r.json()["measured_configurations"], testing::kDemoValid) << r.body;
+  EXPECT_FALSE(r.json().contains("note")) << r.body;
+}
+
+// Successes that all have one value show no spread: a forecast from them cannot say how far
+// another configuration may lie, and says so rather than give a zero-wide interval as if certain.
+TEST(ApiServer, AForecastFromEqualValuesSaysItsIntervalCannotBeEstimated) {
+  TestServer server;
+  auto c = server.client();
+  const auto id = testing::create_demo_study(c, server.token, "random", 100, "m");
+  nlohmann::json alike = nlohmann::json::array();
+  for (const int bx : {1, 2, 4, 8}) {
+    alike.push_back({{"config", {{"bx", bx}, {"by", 1}, {"unroll", 0}}}, {"value", 2.0}});
+  }
+  ASSERT_EQ(c.post("/v1/studies/" + std::to_string(id) + "/measurements", {{"measurements", alike}},
+                   server.token)
+                .status,
+            201);
+  const auto r = c.post("/v1/predict",
+                        {{"study_id", id}, {"configs", {{{"bx", 16}, {"by", 2}, {"unroll", 1}}}}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto f = r.json()["predictions"][0];
+  const bool honest_width = f["lower"].get<double>() < f["upper"].get<double>();
+  const bool says_so = f.value("note", "").find("cannot be estimated") != std::string::npos;
+  EXPECT_TRUE(honest_width || says_so) << r.body;
 }
 
 // A result ends its lease: a finished trial shows no lease time, in every reply that holds it.

@@ -241,8 +241,24 @@ std::string document_error(const std::string& text) {
 TEST(SearchSpace, AValueThatIsNeitherNumberNorStringIsNamedOnce) {
   const auto message = document_error(R"({"tune_params": {"a": [1, null]}})");
   EXPECT_EQ(message, "tune_params 'a': expected a number or a string, got null");
-  EXPECT_EQ(document_error(R"({"tune_params": {"a": [true]}})"),
-            "tune_params 'a': expected a number or a string, got the boolean true");
+  EXPECT_EQ(document_error(R"({"tune_params": {"a": [1, [2]]}})"),
+            "tune_params 'a': expected a number or a string, got the array [2]");
+}
+
+// Kernel Tuner takes True and False as tune_params values; Python holds them equal to 1 and 0.
+TEST(SearchSpace, BooleanTuneParamsAreReadAsOneAndZero) {
+  const auto space = SearchSpace::from_document(
+      nlohmann::ordered_json::parse(R"({"tune_params": {"use_shmem": [true, false],
+                                                         "bx": [16, 32]},
+                                        "restrictions": ["use_shmem == True or bx == 32"]})"));
+  ASSERT_EQ(space.valid_count(), 3u);
+  const auto& p = space.parameter(0);
+  ASSERT_EQ(p.values.size(), 2u);
+  EXPECT_TRUE(same_value(p.values[0], Value{std::int64_t{1}}));
+  EXPECT_TRUE(same_value(p.values[1], Value{std::int64_t{0}}));
+  // A configuration or a cache entry that says true is the configuration with 1.
+  const auto c = space.config_from_json({{"use_shmem", true}, {"bx", 16}});
+  EXPECT_EQ(space.config_to_json(c), (nlohmann::json{{"use_shmem", 1}, {"bx", 16}}));
 }
 
 // A misspelt "restrictions" was dropped: every configuration was searched.
