@@ -208,6 +208,17 @@ nlohmann::json result_body(const Measurement& measured, const std::string& clien
   return body;
 }
 
+/// What is stored in place of a result the server refused as sent (HTTP 400: a negative time
+/// in a study of times, say): a failed trial that carries the server's reason and what was
+/// measured, so that nothing measured is lost and nobody measures the configuration again for
+/// the same refusal.
+Measurement refused_result(const Measurement& measured, const std::string& why) {
+  std::string message = "the server refused the result as measured (" + why + ")";
+  if (measured.ok()) message += "; measured " + db::format_number(measured.objective);
+  if (!measured.message.empty()) message += "; " + measured.message;
+  return storable(Measurement::failure(TrialStatus::failed, message, measured.cost_seconds));
+}
+
 }  // namespace
 
 WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
@@ -428,11 +439,25 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
              "/result the body " + db::json_text(body);
     };
     const auto undelivered = [&](const std::string& why) { return IoError(undelivered_text(why)); };
-    api::HttpReply told;
-    try {
-      told = post_with_retry(client, trial_path + "/result", body, options.token);
-    } catch (const IoError& e) {
-      throw undelivered(e.what());
+    const auto deliver = [&](const nlohmann::json& result) {
+      try {
+        return post_with_retry(client, trial_path + "/result", result, options.token);
+      } catch (const IoError& e) {
+        throw undelivered(e.what());
+      }
+    };
+    auto told = deliver(body);
+    if (told.status == 400) {
+      // Left leased, the configuration would wait for the lease to end, then be measured and
+      // refused again by the next worker.
+      const auto why = told.error_message();
+      m = refused_result(m, why);
+      told = deliver(result_body(m, client_id));
+      std::cerr << "warning: the server refused the result of trial " << trial_id << " "
+                << space.config_text(config) << ": " << why
+                << (told.status == 200 ? "; it is stored as a failed trial with that message\n"
+                                       : "; its lease is given back\n");
+      if (told.status == 400) release();
     }
     if (told.status >= 500) {
       throw undelivered("HTTP " + std::to_string(told.status) + ": " + told.error_message());
