@@ -1533,6 +1533,31 @@ TEST_F(Cli, AWorkerThatCannotRunItsCommandOrMeasuresNothingExitsNonZero) {
       << r.err;
 }
 
+TEST_F(Cli, AWorkerTakesAStudyByNameAndNamesTheCloseOnesOfAMisspeltName) {
+  const auto url = start_server();
+  const auto worker = [&](const std::string& study_options) {
+    return run("worker --kernel command --server " + url + " --token " + token_ + " --space " +
+               x4_space() + " --cmd 'echo {x}' --kernel-name x4 " + study_options +
+               " --max-trials 1 -q");
+  };
+  auto r = worker("--create-study x4-study");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = worker("--study x4-study");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("worker: 1 trials evaluated"), std::string::npos) << r.out;
+  r = worker("--study 1");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = worker("--study X4_Study");
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("the server has no study named 'X4_Study'; did you mean 'x4-study'?"),
+            std::string::npos)
+      << r.err;
+  r = worker("--study gemm");
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("no study named 'gemm' (its studies: 'x4-study';"), std::string::npos)
+      << r.err;
+}
+
 TEST_F(Cli, AnAbsurdSpeedupIsPrintedInAFewDigits) {
   // The default configuration (x = 0) prints 1e308, the others 1.
   const auto r = sweep_x4("absurd", "if [ {x} = 0 ]; then echo 1e308; else echo 1; fi", 2);
