@@ -680,6 +680,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   // An unknown name or option, or a search the space does not allow, fails before anything
   // is stored or changed.
   (void)make_strategy(strategy, strategy_options);
+  if (!keeps_strategy) require_own_options(strategy, strategy_options);
   if (!evaluator.candidates()) require_searchable(strategy, space);
   const auto study = resumed
                          ? *resumed

@@ -887,6 +887,35 @@ TEST_F(Cli, AResumedStudyKeepsItsSeedAndItsChoiceOfPriors) {
   EXPECT_EQ(store.find_study("own")->settings["transfer"], false);
 }
 
+TEST_F(Cli, ANewStudyRefusesAnOptionItsStrategyDoesNotReadAndAStoredOneStillResumes) {
+  const std::string sweep = "sweep --kernel command --space " + x4_space() +
+                            " --cmd 'echo {x}' --no-progress --strategy random --db " + db();
+  auto r = run(sweep + " --budget 2 --study bad --options '{\"kappa\": 2}'");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("strategy random takes no option \"kappa\" (another strategy's); its "
+                       "options: seed"),
+            std::string::npos)
+      << r.err;
+  {
+    db::Store store(db());
+    EXPECT_FALSE(store.find_study("bad").has_value());
+  }
+  // A study stored with such an option (before it was refused) is resumed as it was.
+  r = run(sweep + " --budget 2 --study old");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db().c_str(), &raw), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(raw,
+                         "UPDATE studies SET settings = json_set(settings, '$.strategy_options', "
+                         "json('{\"kappa\": 2}')) WHERE name = 'old'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  r = run(sweep + " --budget 3 --study old");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(trials("old").size(), 3u);
+}
+
 TEST_F(Cli, ASweepTakesStrategyOptionsAndAResumedStudyKeepsItsOwn) {
   auto r = sweep_x4("opts", "echo {x}", 2);
   ASSERT_EQ(r.exit_code, 0) << r.err;
