@@ -1411,7 +1411,11 @@ Response Service::create_study(Request& request) {
     return space->sample(rng);
   });
   const nlohmann::json options = strategy_options ? *strategy_options : nlohmann::json::object();
-  in_field("strategy_options", [&] { return make_strategy(strategy.value_or("bo"), options); });
+  in_field("strategy_options", [&] {
+    auto made = make_strategy(strategy.value_or("bo"), options);
+    require_own_options(strategy.value_or("bo"), options);
+    return made;
+  });
   if (strategy) in_field("strategy", [&] { require_searchable(*strategy, *space); });
 
   if (!study.name.empty() && store_.find_study(study.name)) {

@@ -47,6 +47,11 @@ extern std::atomic<bool> g_interrupted;
 extern std::atomic<int> g_interrupt_signal;
 /// Installs the handler: the first signal sets g_interrupted, a second one ends the process.
 void install_interrupt_handler();
+/// Set while a sweep waits for another writer's lock on its database (defined with the sweep);
+/// a second signal then sets g_stop_waiting instead of ending the process without a word, and
+/// the sweep ends its wait naming what it could not store.
+extern std::atomic<bool> g_waiting_for_database;
+extern std::atomic<bool> g_stop_waiting;
 
 /// A study by id (digits) or name; NotFound naming what was asked.
 db::StudyRecord resolve_study(const db::Store& store, const std::string& study);

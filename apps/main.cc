@@ -46,6 +46,17 @@ extern "C" void on_signal(int sig) {
     [[maybe_unused]] const auto written = write(STDERR_FILENO, kNote, sizeof kNote - 1);
     return;
   }
+  // A result waiting for the database's lock would be lost without a word: the sweep stops
+  // waiting and names it, then the process ends by this signal.
+  if (g_waiting_for_database && !g_stop_waiting.exchange(true)) {
+    int none = 0;
+    g_stopped_at_once_by.compare_exchange_strong(none, sig);
+    constexpr char kNote[] =
+        "\ninterrupted again: the wait for the database ends, and what could not be stored is "
+        "printed; interrupt once more to end at once\n";
+    [[maybe_unused]] const auto written = write(STDERR_FILENO, kNote, sizeof kNote - 1);
+    return;
+  }
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }

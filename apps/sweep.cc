@@ -30,6 +30,9 @@
 
 namespace tunebase::cli {
 
+std::atomic<bool> g_waiting_for_database{false};
+std::atomic<bool> g_stop_waiting{false};
+
 std::string host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
@@ -528,15 +531,22 @@ namespace {
 // import), a sweep's write is tried again, saying so once, for up to kStoreResultPatience:
 // giving up would end the sweep (and lose a measurement already paid for, which may have
 // taken minutes). Past that the error is thrown, with `on_give_up()` appended.
+// A second interrupt ends the wait sooner, with the same error.
 template <class Write, class Text>
 auto write_waiting(const std::string& doing, Write write, Text on_give_up) {
   const auto give_up = std::chrono::steady_clock::now() + kStoreResultPatience;
+  struct Waiting {
+    Waiting() { g_waiting_for_database = true; }
+    ~Waiting() { g_waiting_for_database = false; }
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+  } const waiting;
   for (bool said = false;; said = true) {
     try {
       return write();
     } catch (const db::SqliteError& e) {
       if (!e.busy()) throw;
-      if (std::chrono::steady_clock::now() >= give_up) {
+      if (std::chrono::steady_clock::now() >= give_up || g_stop_waiting) {
         throw StorageError(std::string(e.what()) + on_give_up());
       }
       if (!said) {
@@ -544,7 +554,10 @@ auto write_waiting(const std::string& doing, Write write, Text on_give_up) {
                   << std::chrono::duration_cast<std::chrono::minutes>(kStoreResultPatience).count()
                   << " minutes\n";
       }
-      std::this_thread::sleep_for(std::chrono::seconds(1));
+      const auto next_try = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (!g_stop_waiting && std::chrono::steady_clock::now() < next_try) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
     }
   }
 }
@@ -555,12 +568,14 @@ auto write_waiting(const std::string& doing, Write write) {
 }
 
 // The error past the wait names the measurement, so that it can be stored by hand.
-void complete_trial_waiting(db::Store& store, db::TrialId trial, const Measurement& m) {
+void complete_trial_waiting(db::Store& store, db::TrialId trial, const std::string& config_text,
+                            const Measurement& m) {
   write_waiting(
       "to store the result of trial " + std::to_string(trial.value),
       [&] { store.complete_trial(trial, m); },
       [&] {
-        return "; the result of trial " + std::to_string(trial.value) + " was not stored: " +
+        return "; the result of trial " + std::to_string(trial.value) + " " + config_text +
+               " was not stored: " +
                (m.ok() ? "objective " + nlohmann::json(m.objective).dump()
                        : std::string(to_string(m.status)) + " (" + m.message + ")");
       });
@@ -682,6 +697,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   // An unknown name or option, or a search the space does not allow, fails before anything
   // is stored or changed.
   (void)make_strategy(strategy, strategy_options);
+  if (!keeps_strategy) require_own_options(strategy, strategy_options);
   if (!evaluator.candidates()) require_searchable(strategy, space);
   const auto study = resumed
                          ? *resumed
@@ -822,7 +838,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     }
     m = storable(std::move(m));
     try {
-      complete_trial_waiting(store, trial, m);
+      complete_trial_waiting(store, trial, space.config_text(config), m);
     } catch (const Conflict& e) {
       std::cerr << "\nnote: " << e.what() << "; this run's measurement is not stored\n";
     }

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -106,6 +109,8 @@ constexpr auto kPollStep = std::chrono::milliseconds(100);
 constexpr int kMinRetriesWhenNotDone = 3;
 // Longest wait between two requests for suggestions when none was given.
 constexpr double kMaxPollSeconds = 5.0;
+// Studies named when --study names none of the server's.
+constexpr std::size_t kListedStudies = 10;
 
 std::string default_client_id() { return host_name() + ":" + std::to_string(getpid()); }
 
@@ -206,6 +211,52 @@ nlohmann::json result_body(const Measurement& measured, const std::string& clien
   if (!m.message.empty()) body["message"] = m.message;
   if (m.metrics.is_object()) body["metrics"] = m.metrics;
   return body;
+}
+
+/// The id of the study `study` names on the server: its id (digits; study names are never
+/// digits only) or its name, as `tunebase sweep --study` takes it.
+std::int64_t study_id_on_server(api::HttpClient& client, const std::string& study,
+                                const std::string& token) {
+  if (std::all_of(study.begin(), study.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    std::int64_t id = 0;
+    const auto [end, error] = std::from_chars(study.data(), study.data() + study.size(), id);
+    if (error != std::errc() || end != study.data() + study.size() || id <= 0) {
+      throw InvalidInput("--study " + study + " is no study id: give a positive id or a name");
+    }
+    return id;
+  }
+  std::optional<std::int64_t> found;
+  std::vector<std::string> names;
+  const auto reply =
+      api::get_all_pages(client, "/v1/studies", "studies", token, [&](const nlohmann::json& s) {
+        names.push_back(s.value("name", std::string()));
+        if (names.back() == study) found = s["id"].get<std::int64_t>();
+        return !found;
+      });
+  if (found) return *found;
+  if (reply.status != 200) fail_reply("listing the studies to find '" + study + "'", reply);
+  std::string known;
+  for (std::size_t i = 0; i < names.size() && i < kListedStudies; ++i) {
+    known += (i ? ", '" : "'") + names[i] + "'";
+  }
+  if (names.size() > kListedStudies) known += ", ...";
+  const auto similar = similar_machine_name(study, names);  // but for case, spaces, - and _
+  throw NotFound("the server has no study named '" + study + "'" +
+                 (!similar.empty() ? "; did you mean '" + similar + "'?"
+                  : known.empty()  ? " (it has no study yet)"
+                                   : " (its studies: " + known + "; GET /v1/studies lists all)") +
+                 "; --create-study NAME creates one");
+}
+
+/// What is stored in place of a result the server refused as sent (HTTP 400: a negative time
+/// in a study of times, say): a failed trial that carries the server's reason and what was
+/// measured, so that nothing measured is lost and nobody measures the configuration again for
+/// the same refusal.
+Measurement refused_result(const Measurement& measured, const std::string& why) {
+  std::string message = "the server refused the result as measured (" + why + ")";
+  if (measured.ok()) message += "; measured " + db::format_number(measured.objective);
+  if (!measured.message.empty()) message += "; " + measured.message;
+  return storable(Measurement::failure(TrialStatus::failed, message, measured.cost_seconds));
 }
 
 }  // namespace
@@ -428,11 +479,25 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
              "/result the body " + db::json_text(body);
     };
     const auto undelivered = [&](const std::string& why) { return IoError(undelivered_text(why)); };
-    api::HttpReply told;
-    try {
-      told = post_with_retry(client, trial_path + "/result", body, options.token);
-    } catch (const IoError& e) {
-      throw undelivered(e.what());
+    const auto deliver = [&](const nlohmann::json& result) {
+      try {
+        return post_with_retry(client, trial_path + "/result", result, options.token);
+      } catch (const IoError& e) {
+        throw undelivered(e.what());
+      }
+    };
+    auto told = deliver(body);
+    if (told.status == 400) {
+      // Left leased, the configuration would wait for the lease to end, then be measured and
+      // refused again by the next worker.
+      const auto why = told.error_message();
+      m = refused_result(m, why);
+      told = deliver(result_body(m, client_id));
+      std::cerr << "warning: the server refused the result of trial " << trial_id << " "
+                << space.config_text(config) << ": " << why
+                << (told.status == 200 ? "; it is stored as a failed trial with that message\n"
+                                       : "; its lease is given back\n");
+      if (told.status == 400) release();
     }
     if (told.status >= 500) {
       throw undelivered("HTTP " + std::to_string(told.status) + ": " + told.error_message());
@@ -481,7 +546,7 @@ void add_worker_command(CLI::App& app) {
     EvaluatorSpec spec;
     WorkerOptions worker;
     std::string server = "http://127.0.0.1:8080";
-    std::string create_study, machine, strategy;
+    std::string study, create_study, machine, strategy;
     std::int64_t budget = 0;
     std::int64_t seed = -1;
   };
@@ -495,7 +560,7 @@ void add_worker_command(CLI::App& app) {
       "as GFLOP/s; it must be the study's (default: the study's unit; none with "
       "--create-study, a plain number)");
   cmd->add_option("--server", args->server, "Server URL, http://HOST:PORT")->capture_default_str();
-  cmd->add_option("--study", args->worker.study, "Study id to work on");
+  cmd->add_option("--study", args->study, "Study to work on: its id or its name");
   cmd->add_option("--token", args->worker.token,
                   "API token (default: $TUNEBASE_TOKEN); see `tunebase token create`");
   cmd->add_option("--client-id", args->worker.client_id,
@@ -540,11 +605,14 @@ void add_worker_command(CLI::App& app) {
     if (args->worker.token.empty()) {
       if (const char* t = std::getenv("TUNEBASE_TOKEN")) args->worker.token = t;
     }
-    if (args->worker.study <= 0 && args->create_study.empty()) {
-      throw InvalidInput("worker needs --study ID (or --create-study NAME)");
+    if (args->study.empty() && args->create_study.empty()) {
+      throw InvalidInput("worker needs --study ID or NAME (or --create-study NAME)");
     }
     auto evaluator = make_evaluator(args->spec);
     api::HttpClient client(args->server);
+    if (args->create_study.empty()) {
+      args->worker.study = study_id_on_server(client, args->study, args->worker.token);
+    }
     if (!args->create_study.empty()) {
       const MachineInfo info = results_machine(*evaluator, args->machine);
       const auto m =

@@ -1,5 +1,6 @@
 #include "db/store.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <limits>
@@ -674,6 +676,17 @@ void Store::backup(const std::string& destination) {
       (folder / (".tunebase-backup-" + std::to_string(::getpid()) + ".partial")).string();
   std::error_code error;
   for (const auto& f : {partial, partial + "-wal", partial + "-shm"}) fs::remove(f, error);
+  // A folder that cannot be written to is named as given, not by the partial file's name in
+  // SQLite's "unable to open database file".
+  if (const int fd = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600); fd >= 0) {
+    ::close(fd);
+    fs::remove(partial, error);
+  } else {
+    const std::string why = std::strerror(errno);
+    throw IoError("backup destination " + destination + ": the folder " +
+                  (folder.empty() ? std::string(".") : folder.string()) + " is not writable (" +
+                  why + "); give a folder you can write to");
+  }
   try {
     impl_->db.backup_to(partial);
   } catch (...) {

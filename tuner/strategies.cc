@@ -501,6 +501,20 @@ void require_searchable(const std::string& strategy, const SearchSpace& space) {
   if (entry && entry->enumerates && !space.enumerable()) throw not_enumerable(space);
 }
 
+void require_own_options(const std::string& strategy, const StrategyOptions& options) {
+  const auto* entry = find_strategy(strategy);
+  if (!entry || !options.is_object()) return;  // make_strategy says what is wrong
+  std::vector<std::string> own = {kSeedKey};
+  own.insert(own.end(), entry->option_keys.begin(), entry->option_keys.end());
+  for (const auto& [key, value] : options.items()) {
+    if (std::find(own.begin(), own.end(), key) != own.end()) continue;
+    std::string taken;
+    for (const auto& k : own) taken += (taken.empty() ? "" : ", ") + k;
+    throw InvalidInput("strategy " + strategy + " takes no option \"" + key +
+                       "\" (another strategy's); its options: " + taken);
+  }
+}
+
 std::vector<std::string> strategy_names() {
   std::vector<std::string> names;
   for (const auto& entry : kStrategies) names.emplace_back(entry.name);

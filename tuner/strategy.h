@@ -103,6 +103,11 @@ class OptionReader {
 std::unique_ptr<SearchStrategy> make_strategy(const std::string& name,
                                               const StrategyOptions& options = {});
 std::vector<std::string> strategy_names();
+/// InvalidInput naming an option `strategy` does not read (a bo option given to random), with
+/// the options it takes. Checked where a study is created, where such an option would be kept
+/// and ignored without a word; make_strategy (a stored study's, a benchmark's options shared by
+/// several strategies) still ignores it.
+void require_own_options(const std::string& strategy, const StrategyOptions& options);
 /// Whether `strategy` learns from priors (the transfer strategies); the others ignore them.
 bool learns_from_priors(const std::string& strategy);
 /// InvalidInput when `strategy` cannot search `space` at all: exhaustive search of a space that

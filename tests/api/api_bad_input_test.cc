@@ -261,6 +261,10 @@ TEST_F(BadInput, EachClassGetsItsStatusAndNothingChanges) {
       {"unknown strategy option", "POST", "/v1/studies",
        study_body({{"strategy_options", {{"inital_design", 5}}}}), true, 400, "strategy_options",
        "known options: seed, initial_design"},
+      {"option of another strategy", "POST", "/v1/studies",
+       study_body({{"strategy", "random"}, {"strategy_options", {{"kappa", 2}}}}), true, 400,
+       "strategy_options", "strategy random takes no option \"kappa\" (another strategy's); its "
+       "options: seed"},
       {"integer range past 2^53", "POST", "/v1/studies",
        study_body({{"space",
                     {{"parameters",

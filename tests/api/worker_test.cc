@@ -460,6 +460,49 @@ TEST(Worker, AResultRefusedForARevokedTokenIsPrintedToBeSentAgain) {
   }
 }
 
+// A command that printed a negative time for its first configuration (a clock that went back).
+class NegativeFirstEvaluator : public ReplayEvaluator {
+ public:
+  NegativeFirstEvaluator() : ReplayEvaluator(measured_dataset("conv"), "generated.json") {}
+  std::string objective_unit() const override { return "ms"; }
+  Measurement evaluate(const Configuration& config) override {
+    if (first_.is_null()) {
+      first_ = space().config_to_json(config);
+      return Measurement::success(-1.5, {-1.5}, 0.25);
+    }
+    return ReplayEvaluator::evaluate(config);
+  }
+  nlohmann::json first_;
+};
+
+TEST(Worker, AResultTheServerRefusesIsStoredAsAFailureSayingWhy) {
+  testing::TestServer server;
+  auto c = server.client();
+  NegativeFirstEvaluator evaluator;
+  const auto study = create_study(c, server.token, evaluator, 3, "random", nlohmann::json::object(),
+                                  {{"unit", "ms"}});
+  auto options = quiet_worker(study, server.token, "w");
+  ::testing::internal::CaptureStderr();
+  const auto summary = cli::run_worker(evaluator, c, options);
+  const auto warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(warnings, HasSubstr("warning: the server refused the result of trial "));
+  EXPECT_THAT(warnings, HasSubstr("a time cannot be negative"));
+  EXPECT_THAT(warnings, HasSubstr("stored as a failed trial"));
+  // The worker went on, and nothing is left leased.
+  EXPECT_EQ(summary.evaluated, 3u) << summary.stop_reason;
+  EXPECT_EQ(summary.failed, 1u);
+  std::size_t refused = 0;
+  for (const auto& t : server.store().trials(db::StudyId{study})) {
+    EXPECT_NE(t.result.status, TrialStatus::pending) << t.config.dump() << " is still leased";
+    if (t.config != evaluator.first_) continue;
+    ++refused;
+    EXPECT_EQ(t.result.status, TrialStatus::failed);
+    EXPECT_THAT(t.result.message, HasSubstr("a time cannot be negative"));
+    EXPECT_THAT(t.result.message, HasSubstr("measured -1.5"));
+  }
+  EXPECT_EQ(refused, 1u);
+}
+
 // Remembers the configurations it evaluated, in order.
 class RecordingEvaluator : public ReplayEvaluator {
  public:

@@ -67,6 +67,21 @@ class Cli : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return nlohmann::json::parse(r.out).at("trials");
   }
+  /// Another writer's connection holding the database (BEGIN EXCLUSIVE) once study `name` has
+  /// a trial leased; nullptr when that did not come within 4 s.
+  sqlite3* hold_database_once_leased(const std::string& name) {
+    sqlite3* other = nullptr;
+    for (int i = 0; i < 200 && !other; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (trials_so_far(name) == 0) continue;
+      if (sqlite3_open(db().c_str(), &other) != SQLITE_OK ||
+          sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+        sqlite3_close(other);
+        other = nullptr;
+      }
+    }
+    return other;
+  }
   /// How many trials study `name` has stored, 0 while it (or the database) does not exist: a
   /// sweep running beside the test may be creating the file when it is read.
   std::size_t trials_so_far(const std::string& name) {
@@ -892,6 +907,35 @@ TEST_F(Cli, AResumedStudyKeepsItsSeedAndItsChoiceOfPriors) {
   EXPECT_EQ(store.find_study("own")->settings["transfer"], false);
 }
 
+TEST_F(Cli, ANewStudyRefusesAnOptionItsStrategyDoesNotReadAndAStoredOneStillResumes) {
+  const std::string sweep = "sweep --kernel command --space " + x4_space() +
+                            " --cmd 'echo {x}' --no-progress --strategy random --db " + db();
+  auto r = run(sweep + " --budget 2 --study bad --options '{\"kappa\": 2}'");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("strategy random takes no option \"kappa\" (another strategy's); its "
+                       "options: seed"),
+            std::string::npos)
+      << r.err;
+  {
+    db::Store store(db());
+    EXPECT_FALSE(store.find_study("bad").has_value());
+  }
+  // A study stored with such an option (before it was refused) is resumed as it was.
+  r = run(sweep + " --budget 2 --study old");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db().c_str(), &raw), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(raw,
+                         "UPDATE studies SET settings = json_set(settings, '$.strategy_options', "
+                         "json('{\"kappa\": 2}')) WHERE name = 'old'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  r = run(sweep + " --budget 3 --study old");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(trials("old").size(), 3u);
+}
+
 TEST_F(Cli, ASweepTakesStrategyOptionsAndAResumedStudyKeepsItsOwn) {
   auto r = sweep_x4("opts", "echo {x}", 2);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -1220,16 +1264,7 @@ TEST_F(Cli, AResultWaitsForADatabaseAnotherWriterHoldsPastTheBusyTimeout) {
   });
   // While the configuration is measured, another writer takes the database for longer than
   // the 5 s a write waits.
-  sqlite3* other = nullptr;
-  for (int i = 0; i < 200 && !other; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (trials_so_far("held") == 0) continue;
-    if (sqlite3_open(db().c_str(), &other) != SQLITE_OK ||
-        sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) != SQLITE_OK) {
-      sqlite3_close(other);
-      other = nullptr;
-    }
-  }
+  sqlite3* other = hold_database_once_leased("held");
   EXPECT_NE(other, nullptr) << "never held the database while the sweep measured";
   if (other) {
     std::this_thread::sleep_for(std::chrono::milliseconds(7000));
@@ -1244,6 +1279,43 @@ TEST_F(Cli, AResultWaitsForADatabaseAnotherWriterHoldsPastTheBusyTimeout) {
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_EQ(stored[0]["status"], "ok") << stored;
   EXPECT_EQ(stored[0]["value"], 7.0) << stored;
+}
+
+TEST_F(Cli, ASecondInterruptWhileAResultWaitsForTheDatabaseNamesIt) {
+  const auto space = dir_.file("one.json");
+  std::ofstream(space) << R"({"parameters": [{"name": "x", "values": [7]}]})";
+  const auto err = dir_.file("held.err");
+  const std::string cmd = std::string(TUNEBASE_CLI) + " sweep --kernel command --space " + space +
+                          " --cmd 'sleep 1; echo {x}' --budget 1 --study held --no-progress --db " +
+                          db() + " >/dev/null 2>" + err;
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + cmd).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // While the configuration is measured, another writer takes the database.
+  sqlite3* other = hold_database_once_leased("held");
+  EXPECT_NE(other, nullptr) << "never held the database while the sweep measured";
+  for (int i = 0; i < 600 && slurp(err).find("trying again to store") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (other) {
+    sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
+    sqlite3_close(other);
+  }
+  ASSERT_NE(other, nullptr);
+  const auto text = slurp(err);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << status << text;
+  // The measurement is not lost without a word: its configuration and value are printed.
+  EXPECT_NE(text.find(R"(the result of trial 1 {"x":7} was not stored: objective 7)"),
+            std::string::npos)
+      << text;
 }
 
 TEST_F(Cli, InterruptKeepsEveryFinishedTrial) {
@@ -1507,6 +1579,31 @@ TEST_F(Cli, AWorkerThatCannotRunItsCommandOrMeasuresNothingExitsNonZero) {
   EXPECT_NE(r.out.find("4 trials evaluated (4 failed)"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("none of the 4 trials this worker evaluated succeeded (the last: "),
             std::string::npos)
+      << r.err;
+}
+
+TEST_F(Cli, AWorkerTakesAStudyByNameAndNamesTheCloseOnesOfAMisspeltName) {
+  const auto url = start_server();
+  const auto worker = [&](const std::string& study_options) {
+    return run("worker --kernel command --server " + url + " --token " + token_ + " --space " +
+               x4_space() + " --cmd 'echo {x}' --kernel-name x4 " + study_options +
+               " --max-trials 1 -q");
+  };
+  auto r = worker("--create-study x4-study");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = worker("--study x4-study");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("worker: 1 trials evaluated"), std::string::npos) << r.out;
+  r = worker("--study 1");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = worker("--study X4_Study");
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("the server has no study named 'X4_Study'; did you mean 'x4-study'?"),
+            std::string::npos)
+      << r.err;
+  r = worker("--study gemm");
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("no study named 'gemm' (its studies: 'x4-study';"), std::string::npos)
       << r.err;
 }
 

@@ -4,6 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <set>
@@ -976,6 +977,29 @@ TEST(Backup, CopiesWhatIsStillInTheWalWhileAWriterHoldsTheFile) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("other.db")));
   EXPECT_THROW(reader.backup(""), InvalidInput);
   EXPECT_THROW(reader.backup(dir.file("no/such/folder/b.db")), InvalidInput);
+}
+
+TEST(StoreBackup, AFolderThatCannotBeWrittenToIsNamedAsGiven) {
+  TempDir dir;
+  const auto path = dir.file("live.db");
+  { Store writer(path); }
+  Store reader(path, StoreOptions{.read_only = true});
+  // A folder of no write permission; root writes anywhere but in /proc.
+  std::string folder = dir.file("locked");
+  std::filesystem::create_directory(folder);
+  std::filesystem::permissions(
+      folder, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  if (::geteuid() == 0) folder = "/proc";
+  const auto destination = folder + "/copy.db";
+  try {
+    reader.backup(destination);
+    FAIL() << "backed up into " << folder;
+  } catch (const IoError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("backup destination " + destination + ": the folder " + folder +
+                                    " is not writable ("));
+    EXPECT_THAT(e.what(), ::testing::Not(HasSubstr(".partial")));
+  }
+  std::filesystem::permissions(dir.file("locked"), std::filesystem::perms::owner_all);
 }
 
 TEST_F(StoreTest, ExportNamesALeaseThatEndedApartFromATimeout) {
