@@ -271,7 +271,13 @@ std::vector<SpmvMatrixMeasurements> spmv_measurements(const SpmvTable& table) {
   const std::string file = std::filesystem::path(table.path).filename().string();
   std::vector<SpmvMatrixMeasurements> out;
   out.reserve(table.rows.size());
+  std::map<std::string, std::size_t> line_of;  // matrix -> its first line
   for (const auto& row : table.rows) {
+    if (const auto [it, first] = line_of.emplace(row.matrix, row.line); !first) {
+      throw InvalidInput(table.path + ":" + std::to_string(row.line) + ": matrix " + row.matrix +
+                         " is on line " + std::to_string(it->second) +
+                         " already; a file holds one row per matrix");
+    }
     SpmvMatrixMeasurements m;
     m.task = {{"matrix", row.matrix}};
     m.task_features = nlohmann::json::object();

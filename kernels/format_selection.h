@@ -66,7 +66,8 @@ struct SpmvMatrixMeasurements {
   MeasuredDataset dataset;
 };
 
-/// Every row of `table` as SpmvMatrixMeasurements, in file order.
+/// Every row of `table` as SpmvMatrixMeasurements, in file order. InvalidInput naming the
+/// file and line when a matrix has two rows.
 std::vector<SpmvMatrixMeasurements> spmv_measurements(const SpmvTable& table);
 
 /// Reads every `*.csv` of `dir` (one machine each, in name order). Throws IoError for a
