@@ -31,6 +31,7 @@
 #include "db/json_text.h"
 #include "db/store.h"
 #include "db/study_export.h"
+#include "kernels/format_selection.h"
 #include "tuner/quality.h"
 #include "tuner/strategy.h"
 
@@ -304,6 +305,53 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
                       "either way, as much as GPUs differ: one machine shows nothing of how "
                       "machines differ)\n");
   if (!p.weights.empty()) std::cout << "weights:   " << weights_text(p.weights) << "\n";
+}
+
+/// Whether `path` is a table of SpMV times per storage format (Ginkgo's, one CSV per machine)
+/// rather than a Kernel Tuner or T4 file.
+bool is_spmv_table(const std::string& path) {
+  auto extension = std::filesystem::path(path).extension().string();
+  std::transform(extension.begin(), extension.end(), extension.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return extension == ".csv";
+}
+
+/// Files one SpMV-format table: one study per matrix (its task the matrix, its features the
+/// matrix properties), all in one transaction.
+void import_spmv_table(db::Store& store, const std::string& path, const std::string& machine,
+                       const std::string& kernel) {
+  const auto table = read_spmv_table(path);
+  std::vector<std::pair<MeasuredDataset, db::ImportOptions>> datasets;
+  for (auto& m : spmv_measurements(table)) {
+    db::ImportOptions options;
+    options.machine_name = machine;
+    options.kernel_name = kernel;
+    options.input = std::move(m.task);
+    options.task_features = std::move(m.task_features);
+    options.unit = "s";
+    options.match_other_inputs = false;
+    datasets.emplace_back(std::move(m.dataset), std::move(options));
+  }
+  const auto results = store.import_datasets(datasets);
+  std::size_t trials = 0, failed = 0, before = 0;
+  for (const auto& r : results) {
+    trials += r.trials;
+    failed += r.failed;
+    before += r.imported_before() ? 1 : 0;
+  }
+  const std::string what =
+      results.empty() ? table.machine
+                      : results.front().kernel_name + " on " + results.front().machine_name;
+  if (before == results.size()) {
+    std::cout << "nothing new: the " << before << " matrices of " << path << " (" << what
+              << ") were imported before, with the same results\n";
+    return;
+  }
+  std::cout << "imported " << trials << " trials (" << failed << " failed) of " << what << ": "
+            << results.size() - before << " matrices, one study each"
+            << (before > 0 ? "; " + std::to_string(before) + " others were imported before"
+                           : std::string())
+            << "\n";
 }
 
 }  // namespace
@@ -1166,18 +1214,32 @@ void add_query_commands(CLI::App& app) {
     };
     auto args = std::make_shared<Args>();
     auto* cmd = app.add_subcommand(
-        "import", "Store a Kernel Tuner cache (.json/.json.gz) or T4 file as measurements");
+        "import",
+        "Store a Kernel Tuner cache (.json/.json.gz) or T4 file as measurements, or a table of "
+        "SpMV times per format (.csv, Ginkgo's: kernel spmv_format, one study per matrix)");
     cmd->add_option("--study", args->study,
                     "Name of the new study (default: \"import KERNEL on MACHINE (task N)\")");
     cmd->add_option("file", args->file, "The file to import")->required();
-    cmd->add_option("--machine", args->machine, "Machine name (default: the file's device)");
+    cmd->add_option("--machine", args->machine,
+                    "Machine name (default: the file's device; a .csv's name without .csv)");
     cmd->add_option("--kernel", args->kernel,
-                    "Kernel name (default: the file's kernel_name; T4 files have none)");
+                    "Kernel name (default: the file's kernel_name; T4 files have none; a .csv's: "
+                    "spmv_format)");
     cmd->add_option("--input", args->input,
                     "The input the measurements are of, as JSON, e.g. '{\"problem_size\": "
                     "[4096, 4096]}' (default: the file's problem_size; T4 files name none)");
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->callback([args] {
+      if (is_spmv_table(args->file)) {
+        if (!args->study.empty() || !args->input.empty()) {
+          throw InvalidInput(
+              "an SpMV table (.csv) is filed as one study per matrix, its input the matrix: "
+              "--study and --input do not apply; give --kernel and --machine only");
+        }
+        db::Store store(args->db);
+        import_spmv_table(store, args->file, args->machine, args->kernel);
+        return;
+      }
       const auto dataset = read_measurements(args->file);
       db::Store store(args->db);
       db::ImportOptions options;

@@ -254,22 +254,24 @@ constexpr std::string_view kInsertFinishedTrial =
 
 // How the trials of a machine's earlier imports of a kernel (by study) meet a file's entries
 // (by configuration key): how many configurations both hold, how many of those with the same
-// result, and every key each study holds.
+// result, and every key each study holds. With `only_task`, only the imports of that input.
 struct ImportOverlap {
   std::size_t shared = 0;
   std::size_t same = 0;
   std::unordered_set<std::string> keys;
 };
 std::map<std::int64_t, ImportOverlap> import_overlaps(
-    Database& db, const std::string& kernel_name, MachineId machine,
+    Database& db, const std::string& kernel_name, MachineId machine, const TaskId* only_task,
     const std::unordered_map<std::string, const Observation*>& by_key, const std::string& what) {
   std::map<std::int64_t, ImportOverlap> out;
   auto st = db.prepare(
       "SELECT t.study_id, t.config_key, t.status, t.objective FROM trials t "
       "JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
-      "WHERE s.strategy = 'import' AND k.name = ?1 AND s.machine_id = ?2",
+      "WHERE s.strategy = 'import' AND k.name = ?1 AND s.machine_id = ?2 "
+      "AND (?3 IS NULL OR s.task_id = ?3)",
       what);
   st.bind(1, kernel_name).bind(2, machine.value);
+  if (only_task) st.bind(3, only_task->value);
   while (st.step()) {
     auto& o = out[st.column_int64(0)];
     auto key = st.column_text(1);
@@ -1581,7 +1583,33 @@ std::vector<PriorCount> Store::prior_counts(const PriorQuery& q) const {
 // --- import / export
 
 ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportOptions& options) {
+  return import_datasets({{dataset, options}}).front();
+}
+
+std::vector<ImportResult> Store::import_datasets(
+    const std::vector<std::pair<MeasuredDataset, ImportOptions>>& datasets) {
   std::lock_guard lock(impl_->mutex);
+  std::vector<ImportResult> results;
+  // Read-only: import_one says what is wrong with a broken file before it says that.
+  std::optional<Transaction> tx;
+  if (!impl_->db.read_only()) tx.emplace(impl_->db, "importing measurements");
+  bool changed = false;
+  for (const auto& [dataset, options] : datasets) {
+    // A savepoint per dataset: one imported before takes back the task or kernel version it
+    // alone brought, and leaves the others' writes alone.
+    impl_->db.exec("SAVEPOINT import_one", "importing measurements");
+    bool keep = true;
+    results.push_back(import_one(dataset, options, keep));
+    if (!keep) impl_->db.exec("ROLLBACK TO import_one", "importing measurements");
+    impl_->db.exec("RELEASE import_one", "importing measurements");
+    changed = changed || keep;
+  }
+  if (changed) tx->commit();
+  return results;
+}
+
+ImportResult Store::import_one(const MeasuredDataset& dataset, const ImportOptions& options,
+                               bool& keep) {
   const std::string machine_name =
       options.machine_name.empty() ? dataset.device_name : options.machine_name;
   const std::string kernel_name =
@@ -1621,8 +1649,6 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
     check_result(entry.result, what + ", configuration " + dataset.space.key(entry.config));
   }
   impl_->require_writable(what);
-
-  Transaction tx(impl_->db, what);
   ImportResult result;
 
   auto machine = impl_->find_machine(machine_name);
@@ -1652,14 +1678,16 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
         "{\"problem_size\": [4096, 4096]}), got " +
         json_text(input));
   }
-  result.task = impl_->upsert_task(kernel_name, input, nlohmann::json::object()).id;
+  result.task = impl_->upsert_task(kernel_name, input, options.task_features).id;
 
   // What this machine's imports of the kernel hold already: the same measurements are not
   // stored twice under any study name, and a file that extends an import of this input (the
   // cache of a Kernel Tuner run that went on) adds its new entries to that study.
   std::unordered_map<std::string, const Observation*> by_key;
   for (const auto& entry : dataset.entries) by_key.emplace(dataset.space.key(entry.config), &entry);
-  for (const auto& [id, o] : import_overlaps(impl_->db, kernel_name, machine->id, by_key, what)) {
+  const TaskId* only_input = options.match_other_inputs ? nullptr : &result.task;
+  for (const auto& [id, o] :
+       import_overlaps(impl_->db, kernel_name, machine->id, only_input, by_key, what)) {
     if (o.shared == 0 || o.same < o.shared) continue;
     const auto earlier = impl_->find_study_where("WHERE s.id = ?1", id);
     const std::string named = "study " + std::to_string(id) + " \"" + earlier->name + "\" (" +
@@ -1697,13 +1725,13 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
           result.kernel = earlier->kernel_id;
         }
         result.input_added = true;
-        tx.commit();
         return result;
       }
       if (!input_unknown && earlier->task_id != result.task) result.input_kept = earlier_input;
       result.kernel = earlier->kernel_id;
       result.task = earlier->task_id;
-      return result;  // rolled back
+      keep = false;
+      return result;
     }
     // Another input or another search space: a study of its own.
     if (earlier->task_id != result.task || earlier->kernel_id != result.kernel) continue;
@@ -1732,7 +1760,6 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
         .bind(1, static_cast<std::int64_t>(result.trials))
         .bind(2, id)
         .run();
-    tx.commit();
     return result;
   }
 
@@ -1747,9 +1774,8 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
   study.direction = Direction::minimize;
   study.strategy = "import";
   study.budget = static_cast<std::int64_t>(dataset.entries.size());
-  // Both formats hold times converted to milliseconds.
   study.settings = {
-      {"format", dataset.format}, {"device_name", dataset.device_name}, {"unit", "ms"}};
+      {"format", dataset.format}, {"device_name", dataset.device_name}, {"unit", options.unit}};
   if (const auto existing = impl_->find_study_where("WHERE s.name = ?1", study.name)) {
     const std::string again =
         "; give another study name to import it (tunebase import --study NAME, or POST "
@@ -1782,7 +1808,6 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
     ++result.trials;
     if (entry.result.status != TrialStatus::ok) ++result.failed;
   }
-  tx.commit();
   return result;
 }
 

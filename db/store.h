@@ -285,6 +285,16 @@ struct ImportOptions {
   /// The input the measurements are of (a task description, e.g. {"problem_size": [4096,
   /// 4096]}); default: the file's own (a Kernel Tuner cache's problem_size; T4 files name none).
   std::optional<nlohmann::json> input;
+  /// Numbers describing the input to a surrogate (matrix rows, nonzeros, ...), stored on its
+  /// task; none: the task keeps what it has.
+  nlohmann::json task_features = nlohmann::json::object();
+  /// The unit of the entries' objectives, recorded on the study (Kernel Tuner and T4 files
+  /// are converted to milliseconds).
+  std::string unit = "ms";
+  /// Whether an earlier import of the same results under another input counts as this file
+  /// (a Kernel Tuner cache imported again with --input). Off for files of many inputs, whose
+  /// inputs may share results (two matrices on which every format failed).
+  bool match_other_inputs = true;
 };
 
 struct ImportResult {
@@ -544,6 +554,10 @@ class Store {
   /// strategy "import" and status completed, and one trial per entry: all in ONE transaction.
   /// Conflict when the study name is taken (the dataset was imported already).
   ImportResult import_dataset(const MeasuredDataset& dataset, const ImportOptions& options = {});
+  /// import_dataset for each (dataset, options), all in ONE transaction (a file of thousands
+  /// of inputs is one commit; on an error nothing of it is stored). One result per dataset.
+  std::vector<ImportResult> import_datasets(
+      const std::vector<std::pair<MeasuredDataset, ImportOptions>>& datasets);
 
   // --- fitted models
   /// Stores fitted model parameters by key, replacing those with the same key, all in one
@@ -564,6 +578,10 @@ class Store {
   void revoke_token(std::string_view name);
 
  private:
+  /// One dataset of an import, inside the caller's transaction; `keep` is set false when what
+  /// it wrote must be undone (the file was imported before).
+  ImportResult import_one(const MeasuredDataset& dataset, const ImportOptions& options, bool& keep);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -4,16 +4,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/space.h"
 
 namespace tunebase {
 namespace {
@@ -204,6 +207,113 @@ std::size_t SpmvDataset::machine_index(const std::string& name) const {
   return static_cast<std::size_t>(it - machines.begin());
 }
 
+SpmvTable read_spmv_table(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError("SpMV dataset: cannot open '" + path + "'");
+  SpmvTable table;
+  table.path = path;
+  table.machine = std::filesystem::path(path).stem().string();
+  table.property_names = numeric_properties();
+  std::string line;
+  if (!std::getline(in, line)) throw InvalidInput(path + ": empty file");
+  const auto header = split_csv_line(line, path + ":1");
+  std::map<std::string, std::size_t> column;
+  for (std::size_t i = 0; i < header.size(); ++i) column[header[i]] = i;
+  for (const char* required : {"group", "name"}) {
+    if (!column.count(required)) {
+      throw InvalidInput(path + ":1: header lacks the '" + required + "' column");
+    }
+  }
+  std::vector<std::size_t> format_columns;
+  for (std::size_t i = 0; i < header.size(); ++i) {
+    if (!property_columns().count(header[i])) {
+      format_columns.push_back(i);
+      table.formats.push_back(header[i]);
+    }
+  }
+  if (format_columns.empty()) {
+    throw InvalidInput(path + ":1: no format (time) column after the properties");
+  }
+
+  std::size_t line_number = 1;
+  while (std::getline(in, line)) {
+    ++line_number;
+    if (line.empty() || line == "\r") continue;
+    const std::string where = path + ":" + std::to_string(line_number);
+    auto cells = split_csv_line(line, where);
+    if (cells.size() != header.size()) {
+      throw InvalidInput(where + ": " + std::to_string(cells.size()) + " cells, header has " +
+                         std::to_string(header.size()));
+    }
+    SpmvTable::Row row;
+    row.line = line_number;
+    row.matrix = cells[column["group"]] + "/" + cells[column["name"]];
+    row.properties.assign(table.property_names.size(), kNaN);
+    for (std::size_t k = 0; k < table.property_names.size(); ++k) {
+      const auto c = column.find(table.property_names[k]);
+      if (c != column.end()) {
+        row.properties[k] = parse_number(cells[c->second], where, table.property_names[k]);
+      }
+    }
+    for (std::size_t c : format_columns) row.times.push_back(std::move(cells[c]));
+    table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
+std::vector<SpmvMatrixMeasurements> spmv_measurements(const SpmvTable& table) {
+  std::vector<Value> values(table.formats.begin(), table.formats.end());
+  std::optional<Value> default_format;
+  if (std::find(table.formats.begin(), table.formats.end(), "csr") != table.formats.end()) {
+    default_format = Value(std::string("csr"));
+  }
+  const SearchSpace space({categorical("format", values, default_format)}, {});
+  const std::string file = std::filesystem::path(table.path).filename().string();
+  std::vector<SpmvMatrixMeasurements> out;
+  out.reserve(table.rows.size());
+  std::map<std::string, std::size_t> line_of;  // matrix -> its first line
+  for (const auto& row : table.rows) {
+    if (const auto [it, first] = line_of.emplace(row.matrix, row.line); !first) {
+      throw InvalidInput(table.path + ":" + std::to_string(row.line) + ": matrix " + row.matrix +
+                         " is on line " + std::to_string(it->second) +
+                         " already; a file holds one row per matrix");
+    }
+    SpmvMatrixMeasurements m;
+    m.task = {{"matrix", row.matrix}};
+    m.task_features = nlohmann::json::object();
+    for (std::size_t k = 0; k < table.property_names.size(); ++k) {
+      if (std::isfinite(row.properties[k])) {
+        m.task_features[table.property_names[k]] = row.properties[k];
+      }
+    }
+    m.dataset.device_name = table.machine;
+    m.dataset.kernel_name = kSpmvFormatKernel;
+    m.dataset.format = "ginkgo_spmv";
+    m.dataset.space = space;
+    for (std::size_t f = 0; f < table.formats.size(); ++f) {
+      Observation o;
+      o.config = {Value(table.formats[f])};
+      const std::string& cell = row.times[f];
+      char* end = nullptr;
+      const double t = cell.empty() ? kNaN : std::strtod(cell.c_str(), &end);
+      if (!cell.empty() && end == cell.c_str() + cell.size() && std::isfinite(t) && t > 0.0) {
+        o.result = Measurement::success(t);
+      } else {
+        o.result = Measurement::failure(
+            TrialStatus::failed,
+            file + " has no time for format " + table.formats[f] + " (line " +
+                std::to_string(row.line) + ": " +
+                (cell.empty() ? std::string("empty, the format did not complete there")
+                              : "'" + cell + "' is not a positive number of seconds") +
+                ")");
+      }
+      m.dataset.entries.push_back(std::move(o));
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 SpmvDataset read_spmv_dataset(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -225,59 +335,25 @@ SpmvDataset read_spmv_dataset(const std::string& dir) {
   std::vector<std::map<std::size_t, std::vector<double>>> per_machine;
 
   for (const auto& path : files) {
-    std::ifstream in(path);
-    if (!in) throw IoError("SpMV dataset: cannot open '" + path.string() + "'");
-    std::string line;
-    if (!std::getline(in, line)) throw InvalidInput(path.string() + ": empty file");
-    const auto header = split_csv_line(line, path.string() + ":1");
-    std::map<std::string, std::size_t> column;
-    for (std::size_t i = 0; i < header.size(); ++i) column[header[i]] = i;
-    for (const char* required : {"group", "name"}) {
-      if (!column.count(required)) {
-        throw InvalidInput(path.string() + ":1: header lacks the '" + required + "' column");
-      }
-    }
-    std::vector<std::size_t> format_columns;
-    std::vector<std::string> format_names;
-    for (std::size_t i = 0; i < header.size(); ++i) {
-      if (!property_columns().count(header[i])) {
-        format_columns.push_back(i);
-        format_names.push_back(header[i]);
-      }
-    }
-    if (format_columns.empty()) {
-      throw InvalidInput(path.string() + ":1: no format (time) column after the properties");
-    }
-    d.machines.push_back(path.stem().string());
-    d.formats.push_back(format_names);
+    const auto table = read_spmv_table(path.string());
+    d.machines.push_back(table.machine);
+    d.formats.push_back(table.formats);
     per_machine.emplace_back();
-
-    std::size_t line_number = 1;
-    while (std::getline(in, line)) {
-      ++line_number;
-      if (line.empty() || line == "\r") continue;
-      const std::string where = path.string() + ":" + std::to_string(line_number);
-      const auto cells = split_csv_line(line, where);
-      if (cells.size() != header.size()) {
-        throw InvalidInput(where + ": " + std::to_string(cells.size()) + " cells, header has " +
-                           std::to_string(header.size()));
-      }
-      const std::string key = cells[column["group"]] + "/" + cells[column["name"]];
-      auto [it, inserted] = matrix_index.emplace(key, d.matrices.size());
+    for (const auto& row : table.rows) {
+      auto [it, inserted] = matrix_index.emplace(row.matrix, d.matrices.size());
       if (inserted) {
-        d.matrices.push_back(key);
+        d.matrices.push_back(row.matrix);
         d.properties.emplace_back(d.property_names.size(), kNaN);
       }
       const std::size_t m = it->second;
       // Properties describe the matrix: keep the first value any file gives.
       for (std::size_t k = 0; k < d.property_names.size(); ++k) {
-        const auto c = column.find(d.property_names[k]);
-        if (c == column.end() || !std::isnan(d.properties[m][k])) continue;
-        d.properties[m][k] = parse_number(cells[c->second], where, d.property_names[k]);
+        if (std::isnan(d.properties[m][k])) d.properties[m][k] = row.properties[k];
       }
-      std::vector<double> times(format_columns.size(), kNaN);
-      for (std::size_t f = 0; f < format_columns.size(); ++f) {
-        const double t = parse_number(cells[format_columns[f]], where, format_names[f]);
+      const std::string where = table.path + ":" + std::to_string(row.line);
+      std::vector<double> times(table.formats.size(), kNaN);
+      for (std::size_t f = 0; f < table.formats.size(); ++f) {
+        const double t = parse_number(row.times[f], where, table.formats[f]);
         times[f] = (t > 0.0) ? t : kNaN;
       }
       per_machine.back()[m] = std::move(times);

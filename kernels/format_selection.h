@@ -5,8 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "core/measurements.h"
 
 namespace tunebase {
 
@@ -24,6 +27,48 @@ struct SpmvDataset {
 
   std::size_t machine_index(const std::string& name) const;  ///< throws NotFound
 };
+
+/// One machine's file of an SpmvDataset (`sparse/spmv/<machine>.csv`), rows as read.
+struct SpmvTable {
+  std::string path;
+  std::string machine;               ///< the file stem, e.g. "V100_SXM2"
+  std::vector<std::string> formats;  ///< its format (time) columns, in file order
+  /// The numeric matrix-property columns (rows, cols, nonzeros, ..., row_hyperflatness).
+  std::vector<std::string> property_names;
+  struct Row {
+    std::size_t line = 0;  ///< 1-based line in the file
+    std::string matrix;    ///< "group/name"
+    /// properties[k]: property_names[k], NaN when the cell is empty or the file lacks it.
+    std::vector<double> properties;
+    /// times[f]: the cell of formats[f] as written (seconds of one SpMV; empty when the
+    /// format did not complete), for the caller to read as its use needs.
+    std::vector<std::string> times;
+  };
+  std::vector<Row> rows;
+};
+
+/// Reads one machine's CSV. Throws IoError when it cannot be read, InvalidInput naming the
+/// file and line for a malformed one (no group/name columns, no format column, a row with the
+/// wrong number of cells, a property that is not a number).
+SpmvTable read_spmv_table(const std::string& path);
+
+/// The kernel an imported SpMV-format table is filed under: choosing the storage format of one
+/// matrix's SpMV.
+inline constexpr const char* kSpmvFormatKernel = "spmv_format";
+
+/// One matrix of an SpmvTable as measurements of that choice.
+struct SpmvMatrixMeasurements {
+  nlohmann::json task;           ///< {"matrix": "group/name"}
+  nlohmann::json task_features;  ///< the known numeric properties, {"rows": ..., ...}
+  /// Device the table's machine; one categorical parameter `format` (the table's format
+  /// columns, default csr) and one entry per format: its time in seconds, or failed with a
+  /// message that the file has no time for it (empty: the format did not complete there).
+  MeasuredDataset dataset;
+};
+
+/// Every row of `table` as SpmvMatrixMeasurements, in file order. InvalidInput naming the
+/// file and line when a matrix has two rows.
+std::vector<SpmvMatrixMeasurements> spmv_measurements(const SpmvTable& table);
 
 /// Reads every `*.csv` of `dir` (one machine each, in name order). Throws IoError for a
 /// missing or unreadable folder, InvalidInput naming the file and line for a malformed CSV

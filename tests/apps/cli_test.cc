@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
@@ -2548,6 +2549,114 @@ TEST_F(Cli, CompareTakesEachMachinesBestToTheOtherAndTrialsSayWhyTheyFailed) {
   EXPECT_EQ(reasons["total"], 9);
   EXPECT_EQ(reasons["reasons"][0]["reason"], "CompilationFailedConfig");
   EXPECT_EQ(reasons["reasons"][0]["count"], 8);
+}
+
+// A table of SpMV times per format as Ginkgo publishes them (sparse/spmv/<machine>.csv): two
+// matrices, ell did not complete for the second (an empty cell).
+std::string write_spmv_table(const std::string& path, const std::string& extra_rows = {}) {
+  std::ofstream out(path);
+  out << "group,name,id,kind,rows,cols,nonzeros,posdef,psym,nsym,row_min,row_max,csr,coo,ell\n"
+      << "G,small,1,\"a problem, with a comma\",10,10,28,1,1,1,2,3,2e-06,3e-06,1e-06\n"
+      << "G,wide,2,graph,100,100,900,0,0.5,0.25,1,40,5e-05,4e-05,\n"
+      << extra_rows;
+  return path;
+}
+
+TEST_F(Cli, ImportsAnSpmvFormatTableAsOneStudyPerMatrixWithItsFeatures) {
+  const auto file = write_spmv_table(dir_.file("GPU-X.csv"));
+  auto r = run("import " + file + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("imported 6 trials (1 failed) of spmv_format on GPU-X: 2 matrices"),
+            std::string::npos)
+      << r.out;
+
+  db::Store store(db(), {.read_only = true});
+  const auto kernel = store.find_kernel("spmv_format");
+  ASSERT_TRUE(kernel);
+  const auto space = SearchSpace::from_json(kernel->space);
+  ASSERT_EQ(space.dimension(), 1u);
+  EXPECT_EQ(space.parameters()[0].name, "format");
+  EXPECT_EQ(space.config_to_json(space.default_configuration())["format"], "csr");
+  const auto studies = store.list_studies("spmv_format");
+  ASSERT_EQ(studies.size(), 2u);
+  const auto wide = store.get_task(studies[1].task_id);
+  EXPECT_EQ(wide.description, (nlohmann::json{{"matrix", "G/wide"}}));
+  EXPECT_EQ(wide.features["nonzeros"], 900.0);
+  EXPECT_EQ(wide.features["nsym"], 0.25);
+  EXPECT_EQ(wide.features["row_max"], 40.0);
+  EXPECT_FALSE(wide.features.contains("id"));
+  EXPECT_FALSE(wide.features.contains("kind"));
+  EXPECT_EQ(studies[1].settings["unit"], "s");
+  EXPECT_EQ(store.get_machine(studies[1].machine_id).name, "GPU-X");
+
+  std::map<std::string, Measurement> by_format;
+  for (const auto& t : store.trials(studies[1].id)) {
+    by_format[t.config["format"].get<std::string>()] = t.result;
+  }
+  ASSERT_EQ(by_format.size(), 3u);
+  EXPECT_EQ(by_format["coo"].objective, 4e-05);
+  EXPECT_EQ(by_format["ell"].status, TrialStatus::failed);
+  EXPECT_NE(by_format["ell"].message.find("GPU-X.csv has no time for format ell"),
+            std::string::npos)
+      << by_format["ell"].message;
+
+  // The measured best of the matrix is its fastest format.
+  r = run("best --kernel spmv_format --machine GPU-X --task " + std::to_string(wide.id.value) +
+          " --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto best = nlohmann::json::parse(r.out);
+  EXPECT_EQ(best["config"]["format"], "coo");
+  EXPECT_EQ(best["objective"], 4e-05);
+}
+
+TEST_F(Cli, AnSpmvTableImportedAgainAddsNothing) {
+  const auto file = write_spmv_table(dir_.file("GPU-X.csv"));
+  ASSERT_EQ(run("import " + file + " --db " + db()).exit_code, 0);
+  const auto r = run("import " + file + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("nothing new: the 2 matrices of"), std::string::npos) << r.out;
+  db::Store store(db(), {.read_only = true});
+  const auto studies = store.list_studies("spmv_format");
+  ASSERT_EQ(studies.size(), 2u);
+  EXPECT_EQ(store.trials(studies[0].id).size() + store.trials(studies[1].id).size(), 6u);
+}
+
+TEST_F(Cli, ABrokenSpmvTableIsRefusedWithItsLineAndNothingIsStored) {
+  // An earlier import stays as it is.
+  ASSERT_EQ(run("import " + write_spmv_table(dir_.file("GPU-X.csv")) + " --db " + db()).exit_code,
+            0);
+  const std::vector<std::pair<std::string, std::string>> broken = {
+      {"group,kind,rows,csr\nG,graph,10,1e-06\n", ":1: header lacks the 'name' column"},
+      {"group,name,rows,nonzeros\nG,a,10,20\n", ":1: no format (time) column"},
+      {"group,name,rows,csr\nG,a,10,1e-06\nG,b,10\n", ":3: 3 cells, header has 4"},
+      {"group,name,rows,csr\nG,a,10,1e-06\nG,b,ten,1e-06\n",
+       ":3: column 'rows' holds 'ten', not a number"},
+      {"group,name,rows,csr\nG,a,10,1e-06\nG,a,10,2e-06\n", ":3: matrix G/a is on line 2 already"},
+  };
+  for (std::size_t i = 0; i < broken.size(); ++i) {
+    const auto file = dir_.file("GPU-Y" + std::to_string(i) + ".csv");
+    std::ofstream(file) << broken[i].first;
+    const auto r = run("import " + file + " --db " + db());
+    EXPECT_NE(r.exit_code, 0) << file;
+    EXPECT_NE(r.err.find(file + broken[i].second), std::string::npos) << r.err;
+  }
+  db::Store store(db(), {.read_only = true});
+  EXPECT_EQ(store.list_studies().size(), 2u);
+  EXPECT_EQ(store.list_machines().size(), 1u);
+}
+
+TEST_F(Cli, SpmvMatricesWithTheSameResultsAreStudiesOfTheirOwn) {
+  // Every format failed on both: the same results, but of two inputs, not one imported twice.
+  const auto file = write_spmv_table(dir_.file("GPU-X.csv"),
+                                     "G,huge,3,graph,9,9,81,0,1,1,9,9,,,\n"
+                                     "G,huger,4,graph,9,9,81,0,1,1,9,9,,,\n");
+  const auto r = run("import " + file + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("imported 12 trials (7 failed) of spmv_format on GPU-X: 4 matrices"),
+            std::string::npos)
+      << r.out;
+  db::Store store(db(), {.read_only = true});
+  EXPECT_EQ(store.list_studies("spmv_format").size(), 4u);
 }
 
 }  // namespace
