@@ -461,6 +461,12 @@ std::unique_ptr<Evaluator> make_source_kernel_evaluator(const std::string& backe
     compute = std::make_shared<OpenclBackend>(device);
   } else if (backend == "cuda") {
 #ifdef TUNEBASE_HAVE_CUDA
+    // CudaBackend's own message points to the built-in OpenCL kernels, no help for this one.
+    if (cuda_device_count() == 0) {
+      throw BackendError("no CUDA device available (" + cuda_unavailable_reason() +
+                         "): a CUDA kernel runs only on one; an OpenCL version of it runs "
+                         "here with --kernel opencl-source");
+    }
     compute = std::make_shared<CudaBackend>(static_cast<int>(device));
 #else
     throw BackendError("a CUDA kernel needs CUDA, but tunebase was built without it " +

@@ -117,6 +117,24 @@ TEST(CudaDevice, WithoutADeviceTheFactoryExplainsWhy) {
   EXPECT_THROW(make_cuda_evaluator("cuda-gemm", {{"size", 64}}), BackendError);
 }
 
+TEST(CudaDevice, WithoutADeviceAnOwnKernelSaysWhatRunsHereInstead) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  try {
+    make_source_kernel_evaluator(
+        "cuda", 0, kCudaScale, SearchSpace::from_kernel_tuner({{"tile", {1}}}, {}),
+        kernel_arguments_from_json(
+            nlohmann::json::parse(R"([{"type": "float", "size": 4, "output": true}])")),
+        {});
+    FAIL() << "expected a BackendError";
+  } catch (const BackendError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("no CUDA device available"), std::string::npos) << message;
+    EXPECT_NE(message.find("an OpenCL version of it runs here with --kernel opencl-source"),
+              std::string::npos)
+        << message;
+  }
+}
+
 TEST(CudaDevice, KernelsMatchTheirReferences) {
   TUNEBASE_CUDA_DEVICE_OR_SKIP();
   auto backend = std::make_shared<CudaBackend>(0);
