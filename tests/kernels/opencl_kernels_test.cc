@@ -604,6 +604,47 @@ TEST(SourceKernel, GridIsTheProblemSizeDividedByGridDivTimesTheBlock) {
             (NdRange{32 * 32, 1, 1}));
 }
 
+// out = in^T for a rows x cols matrix, tile_y rows per work-item, with block sizes named bx, by.
+constexpr char kTranspose[] = R"(
+__kernel void transpose(__global float* out, __global const float* in, const int rows,
+                        const int cols) {
+  const int x = get_global_id(0);
+  for (int t = 0; t < tile_y; ++t) {
+    const int y = get_group_id(1) * by * tile_y + t * by + get_local_id(1);
+    if (x < cols && y < rows) out[x * rows + y] = in[y * cols + x];
+  }
+})";
+
+TEST(SourceKernel, TwoDimensionsTakeTheirBlockSizeNamesAndGridDivisors) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  const auto space = SearchSpace::from_kernel_tuner(
+      {{"bx", {8, 16}}, {"by", {1, 4}}, {"tile_y", {1, 2}}}, {}, {"bx", "by", "tile_y"});
+  SourceKernelOptions options;
+  options.kernel_name = "transpose";
+  options.problem_size = {60, 50};  // x: columns, y: rows
+  options.grid_div[1] = std::vector<std::string>{"by", "tile_y"};
+  options.block_size_names = {"bx", "by", "bz"};
+  options.gpu.repeats = 1;
+  SourceKernelEvaluator evaluator(backend, kTranspose, space,
+                                  kernel_arguments_from_json(nlohmann::json::parse(R"([
+    {"type": "float", "size": 3000, "output": true},
+    {"type": "float", "size": 3000, "fill": "random"},
+    {"type": "int32", "value": 50}, {"type": "int32", "value": 60}])")),
+                                  options);
+  const auto config = space.config_from_json({{"bx", 16}, {"by", 4}, {"tile_y", 2}});
+  const auto launch = evaluator.launch_for(config);
+  // x: ceil(60 / 16) = 4 groups of 16; y: ceil(50 / (4 * 2)) = 7 groups of 4; z: 1 of 1
+  EXPECT_EQ(launch.global, (NdRange{64, 28, 1}));
+  EXPECT_EQ(launch.local, (NdRange{16, 4, 1}));
+  EXPECT_EQ(launch.defines.at("grid_size_y"), "7");
+  EXPECT_EQ(launch.defines.at("bz"), "1");
+  EXPECT_EQ(launch.defines.count("block_size_x"), 0u);
+  for (const auto& c : space.valid_configurations()) {
+    const auto m = evaluator.evaluate(c);
+    EXPECT_EQ(m.status, TrialStatus::ok) << space.config_text(c) << ": " << m.message;
+  }
+}
+
 TEST(SourceKernel, AConfigurationThatSkipsElementsFailsVerificationSayingWhere) {
   TUNEBASE_OPENCL_OR_SKIP(backend);
   auto evaluator = scale_evaluator(backend, scale_options());
