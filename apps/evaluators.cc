@@ -3,17 +3,20 @@
 #include <algorithm>
 #include <cctype>
 #include <iostream>
+#include <limits>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "apps/cli.h"
 #include "core/error.h"
+#include "core/measurements.h"
 #include "kernels/command.h"
 #include "kernels/gpu_evaluators.h"
 #include "kernels/pde_problems.h"
 #include "kernels/petsc_solver.h"
 #include "kernels/replay.h"
+#include "kernels/source_kernel.h"
 #include "kernels/sparse_matrix.h"
 #include "kernels/spmv.h"
 
@@ -94,6 +97,7 @@ enum KernelFlag : unsigned {
   kReadsTimeout = 1U << 9,
   kReadsRepeats = 1U << 10,
   kReadsReplay = 1U << 11,
+  kReadsSource = 1U << 12,  // --source, --problem-size, --args, --grid-div-*, ...
 };
 // A matrix file, or a generated problem of a size.
 constexpr unsigned kMatrixInput = kReadsMatrix | kReadsProblem | kReadsSize;
@@ -161,6 +165,49 @@ std::unique_ptr<Evaluator> make_cuda(const EvaluatorSpec& spec) {
   return make_cuda_evaluator(spec.kernel, gpu_options(spec));
 }
 
+// The kernel function's name is also the name its measurements are stored under, as Kernel
+// Tuner's cache files name them: a built-in kernel's name would mix the two.
+std::unique_ptr<Evaluator> make_source(const EvaluatorSpec& spec) {
+  if (spec.source_file.empty() || spec.kernel_name.empty() || spec.space_file.empty() ||
+      spec.problem_size.empty() || spec.args_file.empty()) {
+    throw InvalidInput("--kernel " + spec.kernel +
+                       " needs --source FILE, --kernel-name NAME (the kernel function), --space "
+                       "FILE (tune_params and restrictions), --problem-size X[,Y[,Z]] and --args "
+                       "FILE (the kernel's arguments)");
+  }
+  if (is_kernel_name(spec.kernel_name)) {
+    throw InvalidInput("--kernel-name " + spec.kernel_name +
+                       " is a built-in kernel's name, under which these measurements would mix "
+                       "with its own: rename the kernel function");
+  }
+  if (spec.problem_size.size() > 3 || spec.block_size_names.size() > 3) {
+    throw InvalidInput("--problem-size and --block-size-names take 1 to 3 values (x, y, z)");
+  }
+  SourceKernelOptions options;
+  options.kernel_name = spec.kernel_name;
+  options.problem_size = spec.problem_size;
+  const std::vector<std::string>* divisors[] = {&spec.grid_div_x, &spec.grid_div_y,
+                                                &spec.grid_div_z};
+  for (std::size_t d = 0; d < 3; ++d) {
+    if (!divisors[d]->empty()) options.grid_div[d] = *divisors[d];
+  }
+  for (std::size_t d = 0; d < spec.block_size_names.size(); ++d) {
+    options.block_size_names[d] = spec.block_size_names[d];
+  }
+  if (spec.atol) options.atol = *spec.atol;
+  if (spec.repeats > 0) options.gpu.repeats = spec.repeats;
+  options.gpu.time_limit_seconds = spec.timeout_seconds.value_or(kDefaultTimeoutSeconds);
+  auto arguments = load_kernel_arguments(spec.args_file);
+  if (std::none_of(arguments.begin(), arguments.end(), [](const auto& a) { return a.output; })) {
+    std::cerr << "note: no argument in " << spec.args_file
+              << " is marked \"output\": true, so results are not checked\n";
+  }
+  const std::string backend = spec.kernel == "cuda-source" ? "cuda" : "opencl";
+  return make_source_kernel_evaluator(backend, 0, read_maybe_gzipped(spec.source_file),
+                                      load_space(spec.space_file), std::move(arguments),
+                                      std::move(options));
+}
+
 // One kernel the CLI can tune: --kernel's help and check, make_evaluator, and which shared
 // flags reject_unused_options lets through all come from this table.
 struct KernelEntry {
@@ -184,6 +231,10 @@ constexpr KernelEntry kKernels[] = {
     {"cuda-gemm", make_cuda, kGpuKernel},
     {"cuda-spmv", make_cuda, kGpuKernel | kReadsMatrix},
     {"cuda-conv", make_cuda, kGpuKernel},
+    {"opencl-source", make_source,
+     kReadsSource | kReadsSpace | kReadsKernelName | kReadsTimeout | kReadsRepeats},
+    {"cuda-source", make_source,
+     kReadsSource | kReadsSpace | kReadsKernelName | kReadsTimeout | kReadsRepeats},
 };
 
 const KernelEntry* find_kernel(std::string_view name) {
@@ -243,6 +294,14 @@ void reject_unused_options(const EvaluatorSpec& spec, const KernelEntry& kernel)
       {"--repeats", spec.repeats != 0, kReadsRepeats,
        " (a file holds one value per configuration)"},
       {"--replay", !spec.replay_file.empty(), kReadsReplay, ""},
+      {"--source", !spec.source_file.empty(), kReadsSource, ""},
+      {"--problem-size", !spec.problem_size.empty(), kReadsSource, ""},
+      {"--args", !spec.args_file.empty(), kReadsSource, ""},
+      {"--grid-div-x", !spec.grid_div_x.empty(), kReadsSource, ""},
+      {"--grid-div-y", !spec.grid_div_y.empty(), kReadsSource, ""},
+      {"--grid-div-z", !spec.grid_div_z.empty(), kReadsSource, ""},
+      {"--block-size-names", !spec.block_size_names.empty(), kReadsSource, ""},
+      {"--atol", spec.atol.has_value(), kReadsSource, ""},
   };
   for (const auto& o : options) {
     // A kernel that takes a matrix file reads --size only for the problem it generates without.
@@ -336,7 +395,9 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
                  "Unit of the number the command prints: s, ms, us or ns (shown as times) or a "
                  "label such as GFLOP/s (default: none, a plain number)");
   cmd.add_option("--kernel-name", spec.kernel_name,
-                 "Name the command's measurements are stored under (default: command). Studies "
+                 "For opencl-source and cuda-source, the kernel function, which names its "
+                 "measurements too. Else the name the command's measurements are stored under "
+                 "(default: command). Studies "
                  "of one name learn from each other and best --kernel NAME answers for it: give "
                  "each program its own. For replay, the kernel's name instead of the file's (a "
                  "T4 file names none), as import --kernel");
@@ -345,6 +406,36 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
   cmd.add_option("--repeats", spec.repeats,
                  "Timed repetitions per configuration (default: the kernel's own)")
       ->check(CLI::Range(1, kMaxRepeats));
+  cmd.add_option("--source", spec.source_file,
+                 "opencl-source, cuda-source: the kernel source file; each tune parameter is "
+                 "passed as a -D define (CUDA: declare the kernel extern \"C\")");
+  cmd.add_option("--problem-size", spec.problem_size,
+                 "opencl-source, cuda-source: the problem's extents, x[,y[,z]]")
+      ->delimiter(',')
+      ->check(CLI::Range(std::int64_t{1}, kMaxSize));
+  cmd.add_option("--args", spec.args_file,
+                 "opencl-source, cuda-source: JSON array of the kernel's arguments in order: "
+                 "arrays {\"type\": \"float\", \"size\": N, \"fill\": \"random\", "
+                 "\"output\": true}, scalars {\"type\": \"int32\", \"value\": N}");
+  cmd.add_option("--grid-div-x", spec.grid_div_x,
+                 "opencl-source, cuda-source: expressions over the parameters whose product "
+                 "divides the problem size into the grid in x (default: block_size_x); "
+                 "work-items = grid * block")
+      ->delimiter(',');
+  cmd.add_option("--grid-div-y", spec.grid_div_y, "The same in y (default: block_size_y)")
+      ->delimiter(',');
+  cmd.add_option("--grid-div-z", spec.grid_div_z, "The same in z (default: block_size_z)")
+      ->delimiter(',');
+  cmd.add_option("--block-size-names", spec.block_size_names,
+                 "opencl-source, cuda-source: the parameters giving the work-group size in x, "
+                 "y, z (default: block_size_x,block_size_y,block_size_z; untuned: 256, 1, 1)")
+      ->delimiter(',');
+  cmd.add_option("--atol", spec.atol,
+                 "opencl-source, cuda-source: an output element passes when |x - reference| <= "
+                 "atol + 1e-5 |reference| (numpy.allclose, as Kernel Tuner; default 1e-6); the "
+                 "reference is the outputs of the space's defaults (Kernel Tuner: the first "
+                 "values)")
+      ->check(CLI::Range(0.0, std::numeric_limits<double>::max()));
 }
 
 std::unique_ptr<Evaluator> make_evaluator(const EvaluatorSpec& spec) {

@@ -34,6 +34,17 @@ struct EvaluatorSpec {
   /// Replay evaluator: a Kernel Tuner cache or T4 file.
   std::string replay_file;
   int repeats = 0;  ///< 0: the evaluator's default
+  /// Own kernel source (opencl-source, cuda-source), as Kernel Tuner's tune_kernel(): the
+  /// source file (the kernel function is --kernel-name, the space --space), the problem size,
+  /// the arguments file, grid divisors and block-size names per dimension, the tolerance.
+  std::string source_file;
+  std::vector<std::int64_t> problem_size;
+  std::string args_file;
+  std::vector<std::string> grid_div_x;
+  std::vector<std::string> grid_div_y;
+  std::vector<std::string> grid_div_z;
+  std::vector<std::string> block_size_names;
+  std::optional<double> atol;
 };
 
 /// Registers the evaluator options on a subcommand.

@@ -1892,6 +1892,68 @@ TEST_F(Cli, AnOpenclKernelIsSweptAndItsTrialsStored) {
   EXPECT_EQ(nlohmann::json::parse(best.out).at("source"), "measured") << best.out;
 }
 
+// The user's own OpenCL kernel, tuned as Kernel Tuner's tune_kernel() would: each parameter a
+// define, the grid from --problem-size and --grid-div-x, every configuration checked against
+// the defaults' outputs. skip = 1 leaves odd elements alone: failed trials saying why, which a
+// Kernel Tuner export calls RuntimeFailedConfig.
+TEST_F(Cli, AnOwnOpenclKernelIsSweptVerifiedAndExported) {
+  const auto source = dir_.file("scale.cl");
+  std::ofstream(source) << R"(
+__kernel void scale(__global float* y, __global const float* x, const float a, const int n) {
+  const int base = get_group_id(0) * block_size_x * tile + get_local_id(0);
+  for (int t = 0; t < tile; ++t) {
+    const int i = base + t * block_size_x;
+    if (i < n && (skip == 0 || i % 2 == 0)) y[i] = a * x[i];
+  }
+})";
+  const auto space = dir_.file("space.json");
+  std::ofstream(space) << R"({"tune_params": {"block_size_x": [16, 32], "tile": [1, 2],
+                                "skip": [0, 1]}, "restrictions": ["block_size_x * tile <= 64"]})";
+  const auto args = dir_.file("args.json");
+  std::ofstream(args) << R"([{"type": "float", "size": 1000, "output": true},
+    {"type": "float", "size": 1000, "fill": "random"}, {"type": "float", "value": 2.5},
+    {"type": "int32", "value": 1000}])";
+  const std::string own = "sweep --kernel opencl-source --source " + source +
+                          " --kernel-name scale --space " + space +
+                          " --problem-size 1000 --grid-div-x block_size_x,tile --repeats 1 "
+                          "--no-progress --db " +
+                          db();
+  auto r = run(own + " --args " + args + " --strategy exhaustive --budget 8 --study own");
+  if (r.exit_code != 0 && r.err.find("0 device(s) found") != std::string::npos) {
+    GTEST_SKIP() << "no OpenCL device found (install an ICD such as pocl-opencl-icd)";
+  }
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto stored = trials("own");
+  ASSERT_EQ(stored.size(), 8u);
+  for (const auto& t : stored) {
+    if (t.at("config").at("skip") == 0) {
+      EXPECT_EQ(t.at("status"), "ok") << t.dump();
+    } else {
+      EXPECT_EQ(t.at("status"), "failed") << t.dump();
+      EXPECT_NE(t.at("message").get<std::string>().find(
+                    "wrong result: output argument 0 differs from the reference configuration's"),
+                std::string::npos)
+          << t.dump();
+    }
+  }
+  const auto cache = dir_.file("own-cache.json");
+  r = run("export --study own --format kernel_tuner -o " + cache + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto exported = nlohmann::json::parse(slurp(cache));
+  EXPECT_EQ(exported.at("kernel_name"), "scale");
+  EXPECT_EQ(exported.at("problem_size"), nlohmann::json::parse("[1000]"));  // the study's task
+  EXPECT_EQ(exported.at("cache").at("16,1,1").at("time"), "RuntimeFailedConfig");
+  EXPECT_TRUE(exported.at("cache").at("16,1,0").at("time").is_number());
+
+  // An arguments file with an unknown type says which argument and what is allowed.
+  std::ofstream(args) << R"([{"type": "half", "size": 1000, "output": true}])";
+  r = run(own + " --args " + args + " --budget 1 --study bad");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(args + ": argument 0: unknown type \"half\"; allowed: float32, float"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(Cli, ACudaKernelWithoutAGpuSaysWhatRunsHereInstead) {
   const auto r = run("sweep --kernel cuda-gemm --size 64 --budget 1 --no-progress --db " + db());
   if (r.exit_code == 0) GTEST_SKIP() << "a CUDA device is here";

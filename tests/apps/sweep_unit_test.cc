@@ -144,7 +144,8 @@ TEST(Registry, AFlagAKernelIgnoresNamesTheKernelsThatReadIt) {
   spec.timeout_seconds = 5.0;
   EXPECT_EQ(invalid_input(spec),
             "--timeout is not used by --kernel spmv; it is read by petsc, command, opencl-gemm, "
-            "opencl-spmv, opencl-conv, cuda-gemm, cuda-spmv and cuda-conv");
+            "opencl-spmv, opencl-conv, cuda-gemm, cuda-spmv, cuda-conv, opencl-source and "
+            "cuda-source");
   // A matrix kernel reads --size for the problem it generates, not beside a matrix file.
   spec = {};
   spec.kernel = "cuda-spmv";
@@ -167,6 +168,30 @@ TEST(Registry, AFlagAKernelIgnoresNamesTheKernelsThatReadIt) {
   EXPECT_EQ(invalid_input(spec),
             "--kernel-name cuda-gemm is a built-in kernel's name; give the program a name of its "
             "own");
+}
+
+// The own-kernel flags (Kernel Tuner's tune_kernel arguments) are read by opencl-source and
+// cuda-source only, and those say everything they need.
+TEST(Registry, OwnKernelSourcesSayWhatTheyNeedAndOthersRefuseTheirFlags) {
+  EvaluatorSpec spec;
+  spec.kernel = "opencl-gemm";
+  spec.problem_size = {1024};
+  EXPECT_EQ(invalid_input(spec),
+            "--problem-size is not used by --kernel opencl-gemm; it is read by opencl-source and "
+            "cuda-source");
+  spec = {};
+  spec.kernel = "opencl-source";
+  spec.source_file = "scale.cl";
+  EXPECT_EQ(invalid_input(spec),
+            "--kernel opencl-source needs --source FILE, --kernel-name NAME (the kernel "
+            "function), --space FILE (tune_params and restrictions), --problem-size X[,Y[,Z]] and "
+            "--args FILE (the kernel's arguments)");
+  spec.kernel_name = "spmv";
+  spec.space_file = "space.json";
+  spec.problem_size = {1024};
+  spec.args_file = "args.json";
+  EXPECT_NE(invalid_input(spec).find("--kernel-name spmv is a built-in kernel's name"),
+            std::string::npos);
 }
 
 TEST(FailureReasonsText, OthersAreByStatusAndAnEmptyMessageHasNoExample) {

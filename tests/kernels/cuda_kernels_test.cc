@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/gpu_evaluators.h"
+#include "kernels/source_kernel.h"
 #include "kernels/sparse_matrix.h"
 
 namespace tunebase {
@@ -79,6 +80,28 @@ TEST(CudaNvrtc, BrokenDefineGivesTheCompilerLog) {
   }
 }
 
+// The user's own kernel as Kernel Tuner users write it for CUDA: y = a x, each thread scaling
+// `tile` elements block_size_x apart; skip = 1 leaves the odd elements alone.
+constexpr char kCudaScale[] = R"(
+extern "C" __global__ void scale(float* y, const float* x, const float a, const int n) {
+  const int base = blockIdx.x * block_size_x * tile + threadIdx.x;
+  for (int t = 0; t < tile; ++t) {
+    const int i = base + t * block_size_x;
+    if (i < n && (skip == 0 || i % 2 == 0)) y[i] = a * x[i];
+  }
+})";
+
+TEST(CudaNvrtc, AnOwnKernelCompilesWithKernelTunersDefines) {
+  const std::string ptx = compile_cuda_to_ptx(kCudaScale, "scale",
+                                              {{"block_size_x", "32"},
+                                               {"tile", "2"},
+                                               {"skip", "0"},
+                                               {"grid_size_x", "16"},
+                                               {"kernel_tuner", "1"}},
+                                              kArchitecture);
+  EXPECT_NE(ptx.find(".entry scale"), std::string::npos);
+}
+
 // ------------------------------------------------------------------- on a CUDA device only
 
 #define TUNEBASE_CUDA_DEVICE_OR_SKIP()                                          \
@@ -92,6 +115,24 @@ TEST(CudaDevice, WithoutADeviceTheFactoryExplainsWhy) {
   EXPECT_TRUE(cuda_devices().empty());
   EXPECT_FALSE(cuda_unavailable_reason().empty());
   EXPECT_THROW(make_cuda_evaluator("cuda-gemm", {{"size", 64}}), BackendError);
+}
+
+TEST(CudaDevice, WithoutADeviceAnOwnKernelSaysWhatRunsHereInstead) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  try {
+    make_source_kernel_evaluator(
+        "cuda", 0, kCudaScale, SearchSpace::from_kernel_tuner({{"tile", {1}}}, {}),
+        kernel_arguments_from_json(
+            nlohmann::json::parse(R"([{"type": "float", "size": 4, "output": true}])")),
+        {});
+    FAIL() << "expected a BackendError";
+  } catch (const BackendError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("no CUDA device available"), std::string::npos) << message;
+    EXPECT_NE(message.find("an OpenCL version of it runs here with --kernel opencl-source"),
+              std::string::npos)
+        << message;
+  }
 }
 
 TEST(CudaDevice, KernelsMatchTheirReferences) {
@@ -115,6 +156,30 @@ TEST(CudaDevice, KernelsMatchTheirReferences) {
     const Measurement m = conv.evaluate(config);
     EXPECT_TRUE(m.ok()) << conv.space().config_to_json(config).dump() << ": " << m.message;
   }
+}
+
+TEST(CudaDevice, AnOwnKernelIsMeasuredAndVerified) {
+  TUNEBASE_CUDA_DEVICE_OR_SKIP();
+  SourceKernelOptions options;
+  options.kernel_name = "scale";
+  options.problem_size = {1000};
+  options.grid_div[0] = std::vector<std::string>{"block_size_x", "tile"};
+  options.gpu.repeats = 1;
+  const auto space = SearchSpace::from_kernel_tuner(
+      {{"block_size_x", {32, 64}}, {"tile", {1, 2}}, {"skip", {0, 1}}}, {},
+      {"block_size_x", "tile", "skip"});
+  auto evaluator = make_source_kernel_evaluator(
+      "cuda", 0, kCudaScale, space, kernel_arguments_from_json(nlohmann::json::parse(R"([
+        {"type": "float", "size": 1000, "output": true},
+        {"type": "float", "size": 1000, "fill": "iota"},
+        {"type": "float", "value": 2.0}, {"type": "int32", "value": 1000}])")),
+      options);
+  const auto ok =
+      evaluator->evaluate(space.config_from_json({{"block_size_x", 64}, {"tile", 2}, {"skip", 0}}));
+  EXPECT_TRUE(ok.ok()) << ok.message;
+  const auto wrong =
+      evaluator->evaluate(space.config_from_json({{"block_size_x", 64}, {"tile", 2}, {"skip", 1}}));
+  EXPECT_NE(wrong.message.find("at element 1: 0 instead of 2"), std::string::npos) << wrong.message;
 }
 
 }  // namespace

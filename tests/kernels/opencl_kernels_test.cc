@@ -1,6 +1,7 @@
 // The OpenCL back end and GPU kernels on whatever OpenCL device is installed (PoCL on the CI
 // machine's CPU). Every kernel is checked against its CPU reference on small sizes for a small
-// sample of configurations: a PoCL compile costs about a second, so samples stay short.
+// sample of configurations: a PoCL compile costs about a second, so samples stay short. The
+// user's own kernel (SourceKernelEvaluator) is checked against its reference configuration.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,11 +11,13 @@
 #include <new>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
 #include "kernels/gpu_evaluators.h"
 #include "kernels/opencl_backend.h"
+#include "kernels/source_kernel.h"
 #include "kernels/sparse_matrix.h"
 
 namespace tunebase {
@@ -508,6 +511,249 @@ TEST(OpenclFactory, BuildsEvaluatorsByNameAndRejectsUnknownInput) {
   EXPECT_EQ(spmv->kernel_name(), "opencl-spmv");
   auto conv = make_opencl_evaluator("opencl-conv", {{"size", 40}});
   EXPECT_EQ(conv->task()["image_width"], 40);
+}
+
+// ------------------------------------------------------------------ the user's own kernel
+
+// y = a x, each work-item scaling `tile` elements block_size_x apart. skip = 1 leaves the odd
+// elements alone; broken = 1 does not compile.
+constexpr char kScale[] = R"(
+__kernel void scale(__global float* y, __global const float* x, const float a, const int n) {
+  const int base = get_group_id(0) * block_size_x * tile + get_local_id(0);
+  for (int t = 0; t < tile; ++t) {
+    const int i = base + t * block_size_x;
+    if (i < n && (skip == 0 || i % 2 == 0)) y[i] = a * x[i];
+  }
+#if broken
+  y[0] = undeclared_name;
+#endif
+})";
+
+constexpr std::int64_t kSize = 1000;  // not a multiple of any tile: the grid rounds up
+
+SearchSpace scale_space() {
+  return SearchSpace::from_kernel_tuner(
+      {{"block_size_x", {16, 32, 64}}, {"tile", {1, 2, 4}}, {"skip", {0, 1}}, {"broken", {0, 1}}},
+      {}, {"block_size_x", "tile", "skip", "broken"});
+}
+
+std::vector<KernelArgumentSpec> scale_arguments() {
+  return kernel_arguments_from_json(nlohmann::json::parse(R"([
+    {"type": "float", "size": 1000, "output": true},
+    {"type": "float", "size": 1000, "fill": "iota"},
+    {"type": "float", "value": 2.0},
+    {"type": "int32", "value": 1000}])"));
+}
+
+SourceKernelOptions scale_options() {
+  SourceKernelOptions options;
+  options.kernel_name = "scale";
+  options.problem_size = {kSize};
+  options.grid_div[0] = std::vector<std::string>{"block_size_x", "tile"};
+  options.gpu.repeats = 1;
+  return options;
+}
+
+std::unique_ptr<SourceKernelEvaluator> scale_evaluator(std::shared_ptr<ComputeBackend> backend,
+                                                       SourceKernelOptions options) {
+  return std::make_unique<SourceKernelEvaluator>(std::move(backend), kScale, scale_space(),
+                                                 scale_arguments(), std::move(options));
+}
+
+Configuration scale_config(const SearchSpace& space, int block, int tile, int skip, int broken) {
+  return space.config_from_json(
+      {{"block_size_x", block}, {"tile", tile}, {"skip", skip}, {"broken", broken}});
+}
+
+TEST(SourceKernel, TiledConfigurationsMeasureAndPassVerification) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  auto evaluator = scale_evaluator(backend, scale_options());
+  const auto& space = evaluator->space();
+  EXPECT_EQ(evaluator->kernel_name(), "scale");
+  EXPECT_EQ(evaluator->objective_unit(), "ms");
+  EXPECT_EQ(evaluator->task(), nlohmann::json::parse(R"({"problem_size": [1000]})"));
+  EXPECT_EQ(space.config_to_json(evaluator->reference()),
+            nlohmann::json::parse(R"({"block_size_x": 16, "tile": 1, "skip": 0, "broken": 0})"));
+  const std::vector<std::pair<int, int>> block_and_tile = {{16, 1}, {32, 2}, {64, 4}};
+  for (const auto& [block, tile] : block_and_tile) {
+    const auto m = evaluator->evaluate(scale_config(space, block, tile, 0, 0));
+    EXPECT_EQ(m.status, TrialStatus::ok) << block << " x " << tile << ": " << m.message;
+    EXPECT_GE(m.objective, 0.0);
+    EXPECT_TRUE(m.metrics.contains("wall_time_ms"));
+    EXPECT_FALSE(m.metrics.contains("GFLOP/s"));  // the kernel's work is not known
+  }
+}
+
+TEST(SourceKernel, GridIsTheProblemSizeDividedByGridDivTimesTheBlock) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  auto evaluator = scale_evaluator(backend, scale_options());
+  const auto launch = evaluator->launch_for(scale_config(evaluator->space(), 32, 2, 0, 0));
+  // grid = ceil(1000 / (32 * 2)) = 16 work-groups of 32
+  EXPECT_EQ(launch.global, (NdRange{16 * 32, 1, 1}));
+  EXPECT_EQ(launch.local, (NdRange{32, 1, 1}));
+  EXPECT_EQ(launch.defines.at("grid_size_x"), "16");
+  EXPECT_EQ(launch.defines.at("block_size_y"), "1");
+  EXPECT_EQ(launch.defines.at("tile"), "2");
+  EXPECT_EQ(launch.defines.at("kernel_tuner"), "1");
+
+  // Without grid_div_x the grid divides by block_size_x alone, as Kernel Tuner's default.
+  auto options = scale_options();
+  options.grid_div[0].reset();
+  auto by_block = scale_evaluator(backend, options);
+  EXPECT_EQ(by_block->launch_for(scale_config(by_block->space(), 32, 2, 0, 0)).global,
+            (NdRange{32 * 32, 1, 1}));
+}
+
+// out = in^T for a rows x cols matrix, tile_y rows per work-item, with block sizes named bx, by.
+constexpr char kTranspose[] = R"(
+__kernel void transpose(__global float* out, __global const float* in, const int rows,
+                        const int cols) {
+  const int x = get_global_id(0);
+  for (int t = 0; t < tile_y; ++t) {
+    const int y = get_group_id(1) * by * tile_y + t * by + get_local_id(1);
+    if (x < cols && y < rows) out[x * rows + y] = in[y * cols + x];
+  }
+})";
+
+TEST(SourceKernel, TwoDimensionsTakeTheirBlockSizeNamesAndGridDivisors) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  const auto space = SearchSpace::from_kernel_tuner(
+      {{"bx", {8, 16}}, {"by", {1, 4}}, {"tile_y", {1, 2}}}, {}, {"bx", "by", "tile_y"});
+  SourceKernelOptions options;
+  options.kernel_name = "transpose";
+  options.problem_size = {60, 50};  // x: columns, y: rows
+  options.grid_div[1] = std::vector<std::string>{"by", "tile_y"};
+  options.block_size_names = {"bx", "by", "bz"};
+  options.gpu.repeats = 1;
+  SourceKernelEvaluator evaluator(backend, kTranspose, space,
+                                  kernel_arguments_from_json(nlohmann::json::parse(R"([
+    {"type": "float", "size": 3000, "output": true},
+    {"type": "float", "size": 3000, "fill": "random"},
+    {"type": "int32", "value": 50}, {"type": "int32", "value": 60}])")),
+                                  options);
+  const auto config = space.config_from_json({{"bx", 16}, {"by", 4}, {"tile_y", 2}});
+  const auto launch = evaluator.launch_for(config);
+  // x: ceil(60 / 16) = 4 groups of 16; y: ceil(50 / (4 * 2)) = 7 groups of 4; z: 1 of 1
+  EXPECT_EQ(launch.global, (NdRange{64, 28, 1}));
+  EXPECT_EQ(launch.local, (NdRange{16, 4, 1}));
+  EXPECT_EQ(launch.defines.at("grid_size_y"), "7");
+  EXPECT_EQ(launch.defines.at("bz"), "1");
+  EXPECT_EQ(launch.defines.count("block_size_x"), 0u);
+  for (const auto& c : space.valid_configurations()) {
+    const auto m = evaluator.evaluate(c);
+    EXPECT_EQ(m.status, TrialStatus::ok) << space.config_text(c) << ": " << m.message;
+  }
+}
+
+TEST(SourceKernel, AConfigurationThatSkipsElementsFailsVerificationSayingWhere) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  auto evaluator = scale_evaluator(backend, scale_options());
+  const auto m = evaluator->evaluate(scale_config(evaluator->space(), 32, 2, 1, 0));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  // Element 1 stays 0 where the reference scaled x[1] = 1 by 2.
+  EXPECT_NE(m.message.find("wrong result: output argument 0 differs from the reference "
+                           "configuration's at element 1: 0 instead of 2"),
+            std::string::npos)
+      << m.message;
+  EXPECT_NE(m.message.find("500 of 1000 elements differ"), std::string::npos) << m.message;
+}
+
+TEST(SourceKernel, AConfigurationThatDoesNotCompileFailsWithTheBuildLog) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  auto evaluator = scale_evaluator(backend, scale_options());
+  const auto m = evaluator->evaluate(scale_config(evaluator->space(), 16, 1, 0, 1));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("compile failed"), std::string::npos) << m.message;
+  EXPECT_NE(m.message.find("undeclared_name"), std::string::npos) << m.message;
+}
+
+TEST(SourceKernel, AWorkGroupTooLargeIsAFailedMeasurement) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  const auto too_big = backend->device().max_work_group_size * 2;
+  auto space = SearchSpace::from_kernel_tuner(
+      {{"block_size_x", {16, too_big}}, {"tile", {1}}, {"skip", {0}}, {"broken", {0}}}, {},
+      {"block_size_x", "tile", "skip", "broken"});
+  SourceKernelEvaluator evaluator(backend, kScale, space, scale_arguments(), scale_options());
+  const auto m = evaluator.evaluate(
+      space.config_from_json({{"block_size_x", too_big}, {"tile", 1}, {"skip", 0}, {"broken", 0}}));
+  EXPECT_EQ(m.status, TrialStatus::failed);
+  EXPECT_NE(m.message.find("work-group of " + std::to_string(too_big)), std::string::npos)
+      << m.message;
+}
+
+TEST(SourceKernel, AReferenceThatFailsIsAnErrorSayingSo) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  auto options = scale_options();
+  options.reference = scale_config(scale_space(), 16, 1, 0, 1);
+  try {
+    scale_evaluator(backend, options);
+    FAIL() << "expected InvalidInput";
+  } catch (const InvalidInput& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("the reference configuration {\"block_size_x\":16,\"tile\":1,"
+                           "\"skip\":0,\"broken\":1} of kernel scale failed"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("undeclared_name"), std::string::npos) << message;
+  }
+}
+
+TEST(SourceKernel, AGridDivisorNamingNoParameterIsRefused) {
+  TUNEBASE_OPENCL_OR_SKIP(backend);
+  auto options = scale_options();
+  options.grid_div[0] = std::vector<std::string>{"block_size_x", "tile_x"};
+  try {
+    scale_evaluator(backend, options);
+    FAIL() << "expected InvalidInput";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "grid_div_x 'tile_x' names tile_x, which is not a parameter of the space"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+void expect_refused(const std::string& arguments, const std::string& expected) {
+  try {
+    kernel_arguments_from_json(nlohmann::json::parse(arguments));
+    ADD_FAILURE() << arguments << " was accepted";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+}
+
+TEST(SourceKernelArguments, BadArgumentsSayWhatIsWrongAndWhatIsAllowed) {
+  expect_refused(R"([{"type": "float16", "size": 4}])",
+                 "argument 0: unknown type \"float16\"; allowed: float32, float, float64");
+  expect_refused(R"([{"type": "float", "size": 4}, {"type": "int32", "size": 4, "fil": "ones"}])",
+                 "argument 1: unknown field \"fil\"; an array is {\"type\", \"size\", \"fill\", "
+                 "\"output\"}, a scalar {\"type\", \"value\"}");
+  expect_refused(R"([{"type": "int32", "value": 1.5}])",
+                 "argument 0's \"value\" must be a number that is a int32, got 1.5");
+  expect_refused(R"([{"type": "uint8", "size": 4, "fill": 300}])",
+                 "argument 0's \"fill\" must be a number that is a uint8, got 300");
+  expect_refused(R"([{"type": "float", "size": 4, "fill": "randn"}])",
+                 "unknown \"fill\" \"randn\"; allowed: random, zeros, ones, iota or a number");
+  expect_refused(R"([{"type": "float", "size": 0}])", "needs a \"size\" of at least 1 element");
+  expect_refused(R"([{"type": "float", "size": 4, "value": 1}])",
+                 "has both \"size\" and \"value\"");
+  expect_refused(R"([{"size": 4}])", "argument 0 has no \"type\"");
+  expect_refused(R"({"type": "float"})", "must be a JSON array with one entry per kernel argument");
+}
+
+TEST(SourceKernelArguments, ArraysAndScalarsAreRead) {
+  const auto args = kernel_arguments_from_json(nlohmann::json::parse(R"([
+    {"type": "double", "size": 8, "fill": "random", "output": true},
+    {"type": "uint32", "size": 3, "fill": 7},
+    {"type": "int64", "value": -5}])"));
+  ASSERT_EQ(args.size(), 3u);
+  EXPECT_EQ(args[0].type, ArgumentType::float64);
+  EXPECT_TRUE(args[0].output);
+  EXPECT_EQ(args[0].fill, "random");
+  EXPECT_EQ(args[1].fill_value, 7.0);
+  EXPECT_FALSE(args[1].output);
+  EXPECT_FALSE(args[2].is_array);
+  EXPECT_EQ(args[2].value, -5.0);
 }
 
 }  // namespace
