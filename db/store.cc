@@ -1458,15 +1458,37 @@ namespace {
 constexpr std::string_view kPriorTrialsWhere =
     "FROM trials t JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
     "JOIN machines m ON m.id = s.machine_id "
-    "WHERE k.name = ?1 AND (?2 = '' OR k.version = ?2) AND (?3 IS NULL OR s.machine_id <> ?3) "
+    "WHERE k.name = ?1 AND (?2 = '[]' OR k.version IN (SELECT value FROM json_each(?2))) "
+    "AND (?3 IS NULL OR s.machine_id <> ?3) "
     "AND (?4 IS NULL OR s.id <> ?4) AND (?5 IS NULL OR s.machine_id <> ?5 OR s.task_id <> ?6) "
     "AND (?7 = '' OR s.objective = ?7) AND (?8 IS NULL OR s.direction = ?8) "
     "AND (?9 = '[]' OR m.name IN (SELECT value FROM json_each(?9))) "
     "AND t.finished_at IS NOT NULL AND (?10 = 0 OR t.status = 'ok') "
     "AND (?12 IS NULL OR s.task_id = ?12)";
 
-void bind_prior_query(Statement& st, const PriorQuery& q) {
-  st.bind(1, q.kernel_name).bind(2, q.version);
+// The kernel versions a PriorQuery selects: `q.version` and every version of the kernel with
+// the same parameters and values; none (any version) when it names none.
+std::vector<std::string> prior_versions(Database& db, const PriorQuery& q) {
+  if (q.version.empty()) return {};
+  std::vector<std::string> out{q.version};
+  auto st = db.prepare("SELECT version, space FROM kernels WHERE name = ?1 ORDER BY id",
+                       "reading the versions of kernel " + q.kernel_name);
+  st.bind(1, q.kernel_name);
+  std::vector<std::pair<std::string, std::string>> versions;  // (version, parameters)
+  std::string wanted;
+  while (st.step()) {
+    const auto space = parse_json_column(st.column_text(1), db, "kernels.space");
+    versions.emplace_back(st.column_text(0), SearchSpace::parameters_fingerprint(space));
+    if (versions.back().first == q.version) wanted = versions.back().second;
+  }
+  for (const auto& [version, parameters] : versions) {
+    if (version != q.version && !wanted.empty() && parameters == wanted) out.push_back(version);
+  }
+  return out;
+}
+
+void bind_prior_query(Statement& st, Database& db, const PriorQuery& q) {
+  st.bind(1, q.kernel_name).bind(2, json_text(prior_versions(db, q)));
   if (q.exclude_machine) st.bind(3, q.exclude_machine->value);
   if (q.exclude_study) st.bind(4, q.exclude_study->value);
   if (q.exclude_target)
@@ -1511,7 +1533,7 @@ std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
           std::string(kPriorTrialsWhere) +
           " ORDER BY t.id LIMIT CASE WHEN ?11 > 0 THEN ?11 ELSE -1 END",
       "reading the trials of kernel " + q.kernel_name);
-  bind_prior_query(st, q);
+  bind_prior_query(st, impl_->db, q);
   std::vector<PriorTrial> out;
   std::unordered_map<std::int64_t, PriorReading> readings;
   while (st.step()) {
@@ -1550,7 +1572,7 @@ std::vector<PriorCount> Store::prior_counts(const PriorQuery& q) const {
       "sum(t.status = 'ok'), count(*) " +
           std::string(kPriorTrialsWhere) + " GROUP BY s.id ORDER BY s.id",
       "counting the trials of kernel " + q.kernel_name);
-  bind_prior_query(st, q);
+  bind_prior_query(st, impl_->db, q);
   std::map<std::pair<std::string, std::int64_t>, PriorCount> counts;
   while (st.step()) {
     if (prior_reading(q, st.column_text(3), st.column_text(4), impl_->db).left_out) continue;

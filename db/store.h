@@ -221,7 +221,9 @@ struct PriorCount {
 /// applied in the query.
 struct PriorQuery {
   std::string kernel_name;
-  /// Kernel version; empty: any.
+  /// Kernel version; empty: any. Versions whose spaces have the same parameters and values
+  /// (SearchSpace::parameters_fingerprint), whatever their constraints, are selected with it:
+  /// they measure one function (a Kernel Tuner cache records no restrictions).
   std::string version;
   /// Only these machines (names); empty: all.
   std::vector<std::string> machines;
