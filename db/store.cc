@@ -250,10 +250,15 @@ constexpr std::string_view kInsertFinishedTrial =
     "message, metrics, client_id, created_at, finished_at) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)";
 
-// How the trials of a machine's earlier imports of a kernel (by study) meet a file's entries
+// How the trials of a machine's earlier studies of a kernel (by study) meet a file's entries
 // (by configuration key): how many configurations both hold, how many of those with the same
-// result, and every key each study holds.
+// result (times compared in milliseconds, as the files hold them), and every key each study
+// holds. Studies measured here, not imported, count too: a sweep exported as a Kernel Tuner
+// cache and imported again is no new measurement.
+// Times converted into milliseconds (by an export, and here) may differ in their last bits.
+constexpr double kSameTimeShare = 1e-12;
 struct ImportOverlap {
+  bool imported = false;
   std::size_t shared = 0;
   std::size_t same = 0;
   std::unordered_set<std::string> keys;
@@ -263,19 +268,32 @@ std::map<std::int64_t, ImportOverlap> import_overlaps(
     const std::unordered_map<std::string, const Observation*>& by_key, const std::string& what) {
   std::map<std::int64_t, ImportOverlap> out;
   auto st = db.prepare(
-      "SELECT t.study_id, t.config_key, t.status, t.objective FROM trials t "
-      "JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
-      "WHERE s.strategy = 'import' AND k.name = ?1 AND s.machine_id = ?2",
+      "SELECT t.study_id, t.config_key, t.status, t.objective, s.strategy, s.settings "
+      "FROM trials t JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
+      "WHERE k.name = ?1 AND s.machine_id = ?2",
       what);
   st.bind(1, kernel_name).bind(2, machine.value);
+  std::unordered_map<std::int64_t, double> to_ms;  // study -> factor of its values into ms
   while (st.step()) {
-    auto& o = out[st.column_int64(0)];
+    const std::int64_t study = st.column_int64(0);
+    auto& o = out[study];
+    o.imported = st.column_text(4) == "import";
+    auto factor = to_ms.find(study);
+    if (factor == to_ms.end()) {
+      StudyRecord record;
+      record.strategy = st.column_text(4);
+      record.settings = parse_json_column(st.column_text(5), db, "studies.settings");
+      const auto unit = objective_unit(record);
+      factor = to_ms.emplace(study, is_time_unit(unit) ? time_unit_factor(unit, "ms") : 1.0).first;
+    }
     auto key = st.column_text(1);
     if (const auto it = by_key.find(key); it != by_key.end()) {
       ++o.shared;
       const auto& r = it->second->result;
       const bool ok = st.column_text(2) == "ok";
-      if (ok == r.ok() && (!ok || st.column_double(3) == r.objective)) ++o.same;
+      const double ms = st.column_double(3) * factor->second;
+      const bool same_time = std::abs(ms - r.objective) <= kSameTimeShare * std::abs(r.objective);
+      if (ok == r.ok() && (!ok || same_time)) ++o.same;
     }
     o.keys.insert(std::move(key));
   }
@@ -1714,8 +1732,11 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
       result.task = earlier->task_id;
       return result;  // rolled back
     }
-    // Another input or another search space: a study of its own.
-    if (earlier->task_id != result.task || earlier->kernel_id != result.kernel) continue;
+    // Another input or another search space: a study of its own. Only imports are extended:
+    // a study measured here holds what it measured.
+    if (!o.imported || earlier->task_id != result.task || earlier->kernel_id != result.kernel) {
+      continue;
+    }
     if (!options.study_name.empty() && options.study_name != earlier->name) {
       throw Conflict("the file extends " + named + ": the " + std::to_string(o.shared) +
                      " measurements they share are the same; import it without a study name "

@@ -1585,6 +1585,23 @@ TEST_F(Cli, ARestrictedSpaceLearnsFromAnImportedCacheOfItsParameters) {
       << r.err;
 }
 
+// A sweep exported as a Kernel Tuner cache (times in ms, failures as RuntimeFailedConfig) and
+// imported into its own database is what the study holds already: nothing is stored twice.
+TEST_F(Cli, ReimportingAnExportedSweepStoresNothingNew) {
+  ASSERT_EQ(sweep_x4("mine", "test {x} -ne 2 && echo 1{x}7", 4, "--unit us").exit_code, 0);
+  const auto file = dir_.file("mine.json");
+  ASSERT_EQ(run("export --study mine --format kernel_tuner -o " + file + " --db " + db()).exit_code,
+            0);
+  const auto r = run("import " + file + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("nothing new: study 1 holds all 4 measurements of this file"),
+            std::string::npos)
+      << r.out;
+  db::Store store(db(), {.read_only = true});
+  EXPECT_EQ(store.list_studies().size(), 1u);
+  EXPECT_EQ(store.list_kernels().size(), 1u);
+}
+
 // An imported study has no strategy of its own: a sweep resuming it searches as a new study
 // would, and --strategy is not "kept" from it; a resumed study's own strategy is the one
 // checked against the space, not the --strategy that does not apply to it.
