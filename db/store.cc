@@ -1664,11 +1664,14 @@ ImportResult Store::import_dataset(const MeasuredDataset& dataset, const ImportO
   result.machine = machine->id;
   result.machine_name = machine_name;
   {
-    auto st =
-        impl_->db.prepare("SELECT count(*) FROM kernels WHERE name = ?1 AND version <> ?2", what);
-    st.bind(1, kernel_name).bind(2, dataset.space.fingerprint());
-    st.step();
-    result.other_kernel_versions = static_cast<std::size_t>(st.column_int64(0));
+    // Spaces of other restrictions alone are priors of one another (PriorQuery::version).
+    auto st = impl_->db.prepare("SELECT space FROM kernels WHERE name = ?1", what);
+    st.bind(1, kernel_name);
+    const auto parameters = dataset.space.parameters_fingerprint();
+    while (st.step()) {
+      const auto space = parse_json_column(st.column_text(0), impl_->db, "kernels.space");
+      if (SearchSpace::parameters_fingerprint(space) != parameters) ++result.other_kernel_versions;
+    }
   }
   result.kernel = impl_->upsert_kernel(kernel_name, dataset.space).id;
   result.kernel_name = kernel_name;

@@ -1571,6 +1571,10 @@ TEST_F(Cli, ARestrictedSpaceLearnsFromAnImportedCacheOfItsParameters) {
     const int b = t["config"]["b"];
     EXPECT_TRUE(a + b >= 6 && b != 7) << t.dump();
   }
+  // Nor does an import of that space's parameters take it for another space.
+  r = run("import " + gpu_b + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("other search space"), std::string::npos) << r.err;
   // Other values are another space, and the note says which.
   cache["tune_params"]["a"] = {0, 1, 2, 3, 4, 5, 6};
   const auto fewer = dir_.file("fewer.json");
