@@ -667,17 +667,26 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     // reason is --prior-machine, or that none of them succeeded.
     std::size_t other_spaces = 0;
     std::size_t this_space = 0;
+    std::string difference;  // from the latest study of other parameters
+    const std::string parameters = space.parameters_fingerprint();
     for (const auto& s : store.list_studies(kernel.name)) {
       // A study of this machine and input is never a prior, whatever its space.
       if (s.machine_id == machine.id && s.task_id == task.id) continue;
-      (s.kernel_version == kernel.version ? this_space : other_spaces) += 1;
+      const auto other = store.find_kernel(kernel.name, s.kernel_version);
+      if (!other || SearchSpace::parameters_fingerprint(other->space) == parameters) {
+        ++this_space;
+        continue;
+      }
+      ++other_spaces;
+      difference = space.parameters_difference(SearchSpace::from_json(other->space));
     }
     if (other_spaces > 0 && this_space == 0) {
       std::cerr << "note: no priors: the " << other_spaces << " other "
                 << (other_spaces == 1 ? "study" : "studies") << " of " << kernel.name
-                << " searched another space (other parameters or values: for another kind of "
-                   "input, or from an edited space file), and measurements transfer only "
-                   "within one space\n";
+                << " searched another space (" << (other_spaces == 1 ? "" : "the latest: ")
+                << difference
+                << "), and measurements transfer only between spaces of the same parameters and "
+                   "values, whatever their restrictions\n";
     }
   }
   // A resumed study keeps its strategy and options, and one left to its default (made over

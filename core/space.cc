@@ -4,6 +4,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -983,6 +984,73 @@ nlohmann::json SearchSpace::to_json() const {
 }
 
 std::string SearchSpace::fingerprint() const { return fnv1a_hex(to_json().dump()); }
+
+namespace {
+
+// Differences parameters_difference names at most; the rest are counted.
+constexpr std::size_t kMaxNamedDifferences = 3;
+
+// The parameters of a space's JSON (to_json) by name, without their defaults: what a
+// configuration of the space can be.
+std::map<std::string, nlohmann::json> domains_of(const nlohmann::json& space_json) {
+  std::map<std::string, nlohmann::json> out;
+  for (auto p : space_json.at("parameters")) {
+    p.erase("default");
+    out.emplace(p.at("name").get<std::string>(), std::move(p));
+  }
+  return out;
+}
+
+// "1, 2, 4", "0..10 step 2", "[0.5, 2] log": a parameter's domain for people to read.
+std::string domain_text(const nlohmann::json& p) {
+  std::string out;
+  if (p.contains("values")) {
+    for (const auto& v : p["values"]) out += (out.empty() ? "" : ", ") + v.dump();
+  } else {
+    out = p["low"].dump() + ".." + p["high"].dump();
+    if (p.contains("step")) out += " step " + p["step"].dump();
+  }
+  if (p.value("log", false)) out += " (log)";
+  return p["type"].get<std::string>() + " " + out;
+}
+
+}  // namespace
+
+std::string SearchSpace::parameters_fingerprint() const {
+  return parameters_fingerprint(to_json());
+}
+
+std::string SearchSpace::parameters_fingerprint(const nlohmann::json& space_json) {
+  nlohmann::json domains = nlohmann::json::array();
+  for (auto& [name, p] : domains_of(space_json)) domains.push_back(std::move(p));
+  return fnv1a_hex(domains.dump());
+}
+
+std::string SearchSpace::parameters_difference(const SearchSpace& other) const {
+  const auto here = domains_of(to_json());
+  const auto there = domains_of(other.to_json());
+  std::vector<std::string> differences;
+  for (const auto& [name, p] : here) {
+    const auto it = there.find(name);
+    if (it == there.end()) {
+      differences.push_back("parameter " + name + " only here");
+    } else if (it->second != p) {
+      differences.push_back("parameter " + name + ": " + domain_text(it->second) + " there, " +
+                            domain_text(p) + " here");
+    }
+  }
+  for (const auto& [name, p] : there) {
+    if (!here.contains(name)) differences.push_back("parameter " + name + " only there");
+  }
+  std::string out;
+  for (std::size_t i = 0; i < differences.size() && i < kMaxNamedDifferences; ++i) {
+    out += (out.empty() ? "" : "; ") + differences[i];
+  }
+  if (differences.size() > kMaxNamedDifferences) {
+    out += "; " + std::to_string(differences.size() - kMaxNamedDifferences) + " more";
+  }
+  return out;
+}
 
 SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
   if (!j.is_object() || !j.contains("parameters") || !j["parameters"].is_array()) {

@@ -134,6 +134,16 @@ class SearchSpace {
   nlohmann::json to_json() const;
   /// Stable hash of the canonical JSON: a changed space is a new kernel version.
   std::string fingerprint() const;
+  /// Stable hash of the parameters and their values alone, without the constraints and the
+  /// defaults: spaces that restrict the same parameters differently measure one function, so
+  /// their measurements transfer between them.
+  std::string parameters_fingerprint() const;
+  /// parameters_fingerprint() of a space given as to_json() (a stored kernel version's).
+  static std::string parameters_fingerprint(const nlohmann::json& space_json);
+  /// How the parameters and values of `other` differ from this space's, for people to read
+  /// ("parameter tile: 1, 2 there, 1, 2, 4 here"; the first few differences); empty when they
+  /// are the same (constraints and defaults aside).
+  std::string parameters_difference(const SearchSpace& other) const;
 
   const std::vector<Parameter>& parameters() const { return *parameters_; }
   const std::vector<Constraint>& constraints() const { return constraints_; }

@@ -252,34 +252,54 @@ constexpr std::string_view kInsertFinishedTrial =
     "message, metrics, client_id, created_at, finished_at) "
     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)";
 
-// How the trials of a machine's earlier imports of a kernel (by study) meet a file's entries
+// How the trials of a machine's earlier studies of a kernel (by study) meet a file's entries
 // (by configuration key): how many configurations both hold, how many of those with the same
-// result, and every key each study holds. With `only_task`, only the imports of that input.
+// result (times compared in the file's unit, `unit`), and every key each study holds. With
+// `only_task`, only the studies of that input. Studies measured here, not imported, count
+// too: a sweep exported as a Kernel Tuner cache and imported again is no new measurement.
+// Times converted between units (by an export, and here) may differ in their last bits.
+constexpr double kSameTimeShare = 1e-12;
 struct ImportOverlap {
+  bool imported = false;
   std::size_t shared = 0;
   std::size_t same = 0;
   std::unordered_set<std::string> keys;
 };
 std::map<std::int64_t, ImportOverlap> import_overlaps(
     Database& db, const std::string& kernel_name, MachineId machine, const TaskId* only_task,
-    const std::unordered_map<std::string, const Observation*>& by_key, const std::string& what) {
+    const std::unordered_map<std::string, const Observation*>& by_key, const std::string& unit,
+    const std::string& what) {
   std::map<std::int64_t, ImportOverlap> out;
   auto st = db.prepare(
-      "SELECT t.study_id, t.config_key, t.status, t.objective FROM trials t "
-      "JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
-      "WHERE s.strategy = 'import' AND k.name = ?1 AND s.machine_id = ?2 "
-      "AND (?3 IS NULL OR s.task_id = ?3)",
+      "SELECT t.study_id, t.config_key, t.status, t.objective, s.strategy, s.settings "
+      "FROM trials t JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
+      "WHERE k.name = ?1 AND s.machine_id = ?2 AND (?3 IS NULL OR s.task_id = ?3)",
       what);
   st.bind(1, kernel_name).bind(2, machine.value);
   if (only_task) st.bind(3, only_task->value);
+  std::unordered_map<std::int64_t, double> to_unit;  // study -> factor of its values into `unit`
   while (st.step()) {
-    auto& o = out[st.column_int64(0)];
+    const std::int64_t study = st.column_int64(0);
+    auto& o = out[study];
+    o.imported = st.column_text(4) == "import";
+    auto factor = to_unit.find(study);
+    if (factor == to_unit.end()) {
+      StudyRecord record;
+      record.strategy = st.column_text(4);
+      record.settings = parse_json_column(st.column_text(5), db, "studies.settings");
+      const auto its = objective_unit(record);
+      const bool times = is_time_unit(its) && is_time_unit(unit);
+      factor = to_unit.emplace(study, times ? time_unit_factor(its, unit) : 1.0).first;
+    }
     auto key = st.column_text(1);
     if (const auto it = by_key.find(key); it != by_key.end()) {
       ++o.shared;
       const auto& r = it->second->result;
       const bool ok = st.column_text(2) == "ok";
-      if (ok == r.ok() && (!ok || st.column_double(3) == r.objective)) ++o.same;
+      const double value = st.column_double(3) * factor->second;
+      const bool same_time =
+          std::abs(value - r.objective) <= kSameTimeShare * std::abs(r.objective);
+      if (ok == r.ok() && (!ok || same_time)) ++o.same;
     }
     o.keys.insert(std::move(key));
   }
@@ -1473,15 +1493,37 @@ namespace {
 constexpr std::string_view kPriorTrialsWhere =
     "FROM trials t JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
     "JOIN machines m ON m.id = s.machine_id "
-    "WHERE k.name = ?1 AND (?2 = '' OR k.version = ?2) AND (?3 IS NULL OR s.machine_id <> ?3) "
+    "WHERE k.name = ?1 AND (?2 = '[]' OR k.version IN (SELECT value FROM json_each(?2))) "
+    "AND (?3 IS NULL OR s.machine_id <> ?3) "
     "AND (?4 IS NULL OR s.id <> ?4) AND (?5 IS NULL OR s.machine_id <> ?5 OR s.task_id <> ?6) "
     "AND (?7 = '' OR s.objective = ?7) AND (?8 IS NULL OR s.direction = ?8) "
     "AND (?9 = '[]' OR m.name IN (SELECT value FROM json_each(?9))) "
     "AND t.finished_at IS NOT NULL AND (?10 = 0 OR t.status = 'ok') "
     "AND (?12 IS NULL OR s.task_id = ?12)";
 
-void bind_prior_query(Statement& st, const PriorQuery& q) {
-  st.bind(1, q.kernel_name).bind(2, q.version);
+// The kernel versions a PriorQuery selects: `q.version` and every version of the kernel with
+// the same parameters and values; none (any version) when it names none.
+std::vector<std::string> prior_versions(Database& db, const PriorQuery& q) {
+  if (q.version.empty()) return {};
+  std::vector<std::string> out{q.version};
+  auto st = db.prepare("SELECT version, space FROM kernels WHERE name = ?1 ORDER BY id",
+                       "reading the versions of kernel " + q.kernel_name);
+  st.bind(1, q.kernel_name);
+  std::vector<std::pair<std::string, std::string>> versions;  // (version, parameters)
+  std::string wanted;
+  while (st.step()) {
+    const auto space = parse_json_column(st.column_text(1), db, "kernels.space");
+    versions.emplace_back(st.column_text(0), SearchSpace::parameters_fingerprint(space));
+    if (versions.back().first == q.version) wanted = versions.back().second;
+  }
+  for (const auto& [version, parameters] : versions) {
+    if (version != q.version && !wanted.empty() && parameters == wanted) out.push_back(version);
+  }
+  return out;
+}
+
+void bind_prior_query(Statement& st, Database& db, const PriorQuery& q) {
+  st.bind(1, q.kernel_name).bind(2, json_text(prior_versions(db, q)));
   if (q.exclude_machine) st.bind(3, q.exclude_machine->value);
   if (q.exclude_study) st.bind(4, q.exclude_study->value);
   if (q.exclude_target)
@@ -1526,7 +1568,7 @@ std::vector<PriorTrial> Store::prior_trials(const PriorQuery& q) const {
           std::string(kPriorTrialsWhere) +
           " ORDER BY t.id LIMIT CASE WHEN ?11 > 0 THEN ?11 ELSE -1 END",
       "reading the trials of kernel " + q.kernel_name);
-  bind_prior_query(st, q);
+  bind_prior_query(st, impl_->db, q);
   std::vector<PriorTrial> out;
   std::unordered_map<std::int64_t, PriorReading> readings;
   while (st.step()) {
@@ -1565,7 +1607,7 @@ std::vector<PriorCount> Store::prior_counts(const PriorQuery& q) const {
       "sum(t.status = 'ok'), count(*) " +
           std::string(kPriorTrialsWhere) + " GROUP BY s.id ORDER BY s.id",
       "counting the trials of kernel " + q.kernel_name);
-  bind_prior_query(st, q);
+  bind_prior_query(st, impl_->db, q);
   std::map<std::pair<std::string, std::int64_t>, PriorCount> counts;
   while (st.step()) {
     if (prior_reading(q, st.column_text(3), st.column_text(4), impl_->db).left_out) continue;
@@ -1663,11 +1705,14 @@ ImportResult Store::import_one(const MeasuredDataset& dataset, const ImportOptio
   result.machine = machine->id;
   result.machine_name = machine_name;
   {
-    auto st =
-        impl_->db.prepare("SELECT count(*) FROM kernels WHERE name = ?1 AND version <> ?2", what);
-    st.bind(1, kernel_name).bind(2, dataset.space.fingerprint());
-    st.step();
-    result.other_kernel_versions = static_cast<std::size_t>(st.column_int64(0));
+    // Spaces of other restrictions alone are priors of one another (PriorQuery::version).
+    auto st = impl_->db.prepare("SELECT space FROM kernels WHERE name = ?1", what);
+    st.bind(1, kernel_name);
+    const auto parameters = dataset.space.parameters_fingerprint();
+    while (st.step()) {
+      const auto space = parse_json_column(st.column_text(0), impl_->db, "kernels.space");
+      if (SearchSpace::parameters_fingerprint(space) != parameters) ++result.other_kernel_versions;
+    }
   }
   result.kernel = impl_->upsert_kernel(kernel_name, dataset.space).id;
   result.kernel_name = kernel_name;
@@ -1687,7 +1732,8 @@ ImportResult Store::import_one(const MeasuredDataset& dataset, const ImportOptio
   for (const auto& entry : dataset.entries) by_key.emplace(dataset.space.key(entry.config), &entry);
   const TaskId* only_input = options.match_other_inputs ? nullptr : &result.task;
   for (const auto& [id, o] :
-       import_overlaps(impl_->db, kernel_name, machine->id, only_input, by_key, what)) {
+       import_overlaps(impl_->db, kernel_name, machine->id, only_input, by_key, options.unit,
+                       what)) {
     if (o.shared == 0 || o.same < o.shared) continue;
     const auto earlier = impl_->find_study_where("WHERE s.id = ?1", id);
     const std::string named = "study " + std::to_string(id) + " \"" + earlier->name + "\" (" +
@@ -1733,8 +1779,11 @@ ImportResult Store::import_one(const MeasuredDataset& dataset, const ImportOptio
       keep = false;
       return result;
     }
-    // Another input or another search space: a study of its own.
-    if (earlier->task_id != result.task || earlier->kernel_id != result.kernel) continue;
+    // Another input or another search space: a study of its own. Only imports are extended:
+    // a study measured here holds what it measured.
+    if (!o.imported || earlier->task_id != result.task || earlier->kernel_id != result.kernel) {
+      continue;
+    }
     if (!options.study_name.empty() && options.study_name != earlier->name) {
       throw Conflict("the file extends " + named + ": the " + std::to_string(o.shared) +
                      " measurements they share are the same; import it without a study name "

@@ -221,7 +221,9 @@ struct PriorCount {
 /// applied in the query.
 struct PriorQuery {
   std::string kernel_name;
-  /// Kernel version; empty: any.
+  /// Kernel version; empty: any. Versions whose spaces have the same parameters and values
+  /// (SearchSpace::parameters_fingerprint), whatever their constraints, are selected with it:
+  /// they measure one function (a Kernel Tuner cache records no restrictions).
   std::string version;
   /// Only these machines (names); empty: all.
   std::vector<std::string> machines;
@@ -308,8 +310,8 @@ struct ImportResult {
   std::size_t trials = 0;
   /// Entries whose status is not ok (failed compilations and runs).
   std::size_t failed = 0;
-  /// Versions (search spaces) of the kernel stored before that differ from this file's: their
-  /// measurements and this file's are not priors for one another.
+  /// Versions (search spaces) of the kernel stored before whose parameters or values differ
+  /// from this file's: their measurements and this file's are not priors for one another.
   std::size_t other_kernel_versions = 0;
   /// When the file extends an earlier import of the same input (the same results for every
   /// configuration both hold), or was imported before (all of them): how many of its entries

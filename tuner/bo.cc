@@ -84,6 +84,15 @@ constexpr double kPriorFailureOk = 0.5;
 // stacked: the largest factor between the study's units and the stack's.
 constexpr double kMaxStackScale = 3.0;
 constexpr double kPriorFailureCount = 5.0;
+// A parameter value that every failure of the priors has (at least kMinFailingValueRuns of
+// them, and not every run), and that failed in at least this share of their runs with it,
+// probably fails here too: a code path that breaks, as an unsupported instruction. Its
+// configurations' P(feasible) is (ok + kPriorFailureOk) / (runs + 1) over the priors' and the
+// study's runs with it. Values that only some failures have say little in a small prior (5
+// failures with buggy = 1, 4 of them also with block_size_x = 8), and GPU spaces fail by
+// size, not by one value: convolution_hub's failures share none.
+constexpr double kFailingValueShare = 0.25;
+constexpr double kMinFailingValueRuns = 2.0;
 // prior-best: the priors' best configurations tried before the model takes over.
 constexpr std::size_t kDefaultPriorBestCount = 10;
 // Zero-shot from one source: one machine says nothing of how machines differ, so the interval
@@ -561,14 +570,9 @@ class BayesianOptimization final : public ModelBasedStrategy {
     for (const auto& c : configs) rows.push_back(encode(state, c));
     const Matrix x = rows_to_matrix(rows, model_dimension(state));
     const Prediction prediction = predict_combined(x);
-    std::vector<double> log_feasible(configs.size(), 0.0);
-    if (feasibility_) log_feasible = feasibility_->log_probability(x);
-    if (transfer_ready() && !prior_failed_.empty()) {
-      const double penalty = prior_failure_log_probability(state);
-      for (std::size_t i = 0; i < configs.size(); ++i) {
-        if (prior_failed_.count(state.space->key(configs[i]))) log_feasible[i] += penalty;
-      }
-    }
+    std::vector<double> log_feasible = with_prior_failures(
+        feasibility_ ? feasibility_->log_probability(x) : std::vector<double>(configs.size(), 0.0),
+        prior_log_feasible(state, configs));
     // What a measurement would give: the latent function's uncertainty and the noise the
     // target's measurements showed (zero-shot, the spread between machines stands for both).
     const double noise = target_.sorted_g.empty() ? 0.0 : gp_.hyperparameters().noise_variance;
@@ -756,6 +760,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     modelled_state_.clear();  // other priors: the model is to be made again
     sources_.clear();
     prior_failed_.clear();
+    failing_values_.clear();
     source_inverse_.clear();
     source_models_.clear();
     candidate_sources_.clear();
@@ -772,6 +777,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
       groups[p.source].push_back(&p);
     }
     mark_prior_failures(state);
+    mark_failing_values(state);
     // Zero-shot forecasts are told in the priors' units, all on one scale: log when every
     // prior value is positive (as the target's would be), else linear.
     zero_shot_log_ = true;
@@ -864,6 +870,36 @@ class BayesianOptimization final : public ModelBasedStrategy {
     }
     for (const auto& [key, counts] : failed_ok) {
       if (counts.first > counts.second) prior_failed_.insert(key);
+    }
+  }
+
+  // The parameter values that every failure of the priors has and that failed in at least
+  // kFailingValueShare of their runs with them (failing_values_), with those runs.
+  void mark_failing_values(const TuningState& state) {
+    const auto& space = *state.space;
+    std::map<std::pair<std::size_t, std::size_t>, FailingValue> runs;  // (parameter, value)
+    double all_runs = 0.0;
+    double all_failed = 0.0;
+    for (const auto& p : *state.priors) {
+      for (const auto& o : p.observations) {
+        all_runs += 1.0;
+        all_failed += o.result.ok() ? 0.0 : 1.0;
+        for (std::size_t k = 0; k < space.dimension(); ++k) {
+          const auto position = space.parameter(k).index_of(o.config[k]);
+          if (!position) continue;  // a real parameter
+          auto& v = runs[{k, *position}];
+          v.parameter = k;
+          v.position = *position;
+          v.runs += 1.0;
+          v.failed += o.result.ok() ? 0.0 : 1.0;
+        }
+      }
+    }
+    for (const auto& [at, v] : runs) {
+      if (v.failed >= kMinFailingValueRuns && v.failed == all_failed && v.runs < all_runs &&
+          v.failed >= kFailingValueShare * v.runs) {
+        failing_values_.push_back(v);
+      }
     }
   }
 
@@ -1387,29 +1423,77 @@ class BayesianOptimization final : public ModelBasedStrategy {
         {"model", "rgpe"}, {"sources", prior_models_json_}, {"dropped", dropped}};
   }
 
-  // log P(feasible) of a configuration that failed on a prior machine, from how such
-  // configurations fared in this study so far.
-  double prior_failure_log_probability(const TuningState& state) const {
+  // log P(feasible) of each of `configs` from the priors' failures, from how such
+  // configurations fared in this study so far: one that failed on a prior machine, and one
+  // with a value that failed in many of the priors' runs (failing_values_). Empty when the
+  // priors' failures say nothing of any configuration.
+  std::vector<double> prior_log_feasible(const TuningState& state,
+                                         const std::vector<Configuration>& configs) const {
+    if (!transfer_ready() || (prior_failed_.empty() && failing_values_.empty())) return {};
+    const auto& space = *state.space;
+    const auto has = [&](const Configuration& c, const FailingValue& v) {
+      return space.parameter(v.parameter).index_of(c[v.parameter]) == v.position;
+    };
     double seen = 0.0;
     double ok = 0.0;
+    std::vector<double> value_ok;
+    std::vector<double> value_runs;
+    for (const auto& v : failing_values_) {
+      value_ok.push_back(v.runs - v.failed);
+      value_runs.push_back(v.runs);
+    }
     for (const auto& o : state.observations) {
-      if (prior_failed_.count(state.space->key(o.config))) {
+      const double success = o.result.ok() ? 1.0 : 0.0;
+      if (prior_failed_.count(space.key(o.config))) {
         seen += 1.0;
-        ok += o.result.ok() ? 1.0 : 0.0;
+        ok += success;
+      }
+      for (std::size_t j = 0; j < failing_values_.size(); ++j) {
+        if (!has(o.config, failing_values_[j])) continue;
+        value_runs[j] += 1.0;
+        value_ok[j] += success;
       }
     }
-    return std::log((ok + kPriorFailureOk) / (seen + kPriorFailureCount));
+    // P(feasible | failed on a prior) = (ok + 0.5) / (seen + 5); per failing value
+    // P = (ok + 0.5) / (runs + 1); a configuration takes the product.
+    const double failed_before = std::log((ok + kPriorFailureOk) / (seen + kPriorFailureCount));
+    std::vector<double> out(configs.size(), 0.0);
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      if (!prior_failed_.empty() && prior_failed_.count(space.key(configs[i]))) {
+        out[i] += failed_before;
+      }
+      for (std::size_t j = 0; j < failing_values_.size(); ++j) {
+        if (has(configs[i], failing_values_[j])) {
+          out[i] += std::log((value_ok[j] + kPriorFailureOk) / (value_runs[j] + 1.0));
+        }
+      }
+    }
+    return out;
   }
 
-  // Whether the feasibility model (`model_log_feasible`: its log P, empty without one) gives
-  // candidate i at least min_feasible of succeeding. Candidates below rank after every other
-  // (a probabilistic constraint, as in constrained Bayesian optimisation): an unexplored
-  // corner beyond the failures has the objective model's largest variance and so, once the
-  // optimum is near, the largest expected improvement, which a small P(feasible) factor does
-  // not outweigh. Failures on prior machines stay a soft factor in the score (they say less
-  // about this machine, and what the study sees of such configurations moves the factor).
-  bool likely_feasible(std::span<const double> model_log_feasible, std::size_t i) const {
-    return model_log_feasible.empty() || model_log_feasible[i] >= log_min_feasible_;
+  // log P(feasible) of the feasibility model plus the priors' (prior_log_feasible); empty
+  // when neither says anything.
+  static std::vector<double> with_prior_failures(std::vector<double> model_log_feasible,
+                                                 const std::vector<double>& prior_log) {
+    if (prior_log.empty()) return model_log_feasible;
+    if (model_log_feasible.empty()) return prior_log;
+    for (std::size_t i = 0; i < prior_log.size(); ++i) model_log_feasible[i] += prior_log[i];
+    return model_log_feasible;
+  }
+
+  // Whether the feasibility model (`model_log_feasible`: its log P, empty without one) and
+  // the priors' failures (`prior_log`: prior_log_feasible) each give candidate i at least
+  // min_feasible of succeeding. Candidates below rank after every other (a probabilistic
+  // constraint, as in constrained Bayesian optimisation): an unexplored corner beyond the
+  // failures has the objective model's largest variance and so, once the optimum is near, the
+  // largest expected improvement, which a small P(feasible) factor does not outweigh (a
+  // prior's failed configuration, whose failing twin the study has not run, had the priors'
+  // best values and was proposed among the first). What the study sees of such
+  // configurations moves the priors' probability.
+  bool likely_feasible(std::span<const double> model_log_feasible,
+                       std::span<const double> prior_log, std::size_t i) const {
+    return (model_log_feasible.empty() || model_log_feasible[i] >= log_min_feasible_) &&
+           (prior_log.empty() || prior_log[i] >= log_min_feasible_);
   }
 
   // The lowest value the model believes the study has reached, in the units of its
@@ -1501,14 +1585,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
     }
     std::vector<double> model_log_feasible;
     if (feasibility_) model_log_feasible = feasibility_->log_probability(candidate_matrix_);
-    std::vector<double> log_feasible = model_log_feasible;
-    if (transfer_ready() && !prior_failed_.empty()) {
-      if (log_feasible.empty()) log_feasible.assign(cands.size(), 0.0);
-      const double penalty = prior_failure_log_probability(state);
-      for (const auto& key : prior_failed_) {
-        if (auto i = index_of(key)) log_feasible[*i] += penalty;
-      }
-    }
+    const std::vector<double> prior_log = prior_log_feasible(state, cands);
+    const std::vector<double> log_feasible = with_prior_failures(model_log_feasible, prior_log);
 
     // Kriging believer: pending configurations (other workers) and earlier picks of this
     // batch are fantasised at the target GP's predicted mean, so the batch spreads out.
@@ -1567,7 +1645,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
       bool best_likely = false;
       for (std::size_t i = 0; i < cands.size(); ++i) {
         if (blocked[i] || (!outside.empty() && outside[i])) continue;
-        const bool likely = likely_feasible(model_log_feasible, i);
+        const bool likely = likely_feasible(model_log_feasible, prior_log, i);
         if (std::tie(likely, s[i]) > std::tie(best_likely, best_score)) {
           best_likely = likely;
           best_score = s[i];
@@ -1622,26 +1700,19 @@ class BayesianOptimization final : public ModelBasedStrategy {
       at_observed = predict_combined(target_.x).mean;
     }
     const double best_z = incumbent(at_observed);
-    const double prior_penalty =
-        transfer_ready() && !prior_failed_.empty() ? prior_failure_log_probability(state) : 0.0;
     auto score = [&](const std::vector<Configuration>& configs) {
       std::vector<std::vector<double>> rows;
       for (const auto& c : configs) rows.push_back(encode(state, c));
       const Matrix x = rows_to_matrix(rows, dim);
       std::vector<double> model_log_feasible;
       if (feasibility_) model_log_feasible = feasibility_->log_probability(x);
-      std::vector<double> log_feasible = model_log_feasible;
-      if (prior_penalty != 0.0) {
-        if (log_feasible.empty()) log_feasible.assign(configs.size(), 0.0);
-        for (std::size_t i = 0; i < configs.size(); ++i) {
-          if (prior_failed_.count(space.key(configs[i]))) log_feasible[i] += prior_penalty;
-        }
-      }
+      const std::vector<double> prior_log = prior_log_feasible(state, configs);
+      const std::vector<double> log_feasible = with_prior_failures(model_log_feasible, prior_log);
       // (likely feasible, acquisition score): compared in that order.
       const auto s = scores(predict_combined(x), best_z, log_feasible);
       std::vector<std::pair<bool, double>> ranked(s.size());
       for (std::size_t i = 0; i < s.size(); ++i)
-        ranked[i] = {likely_feasible(model_log_feasible, i), s[i]};
+        ranked[i] = {likely_feasible(model_log_feasible, prior_log, i), s[i]};
       return ranked;
     };
     FantasyWindow fantasies(gp_, gp_rows_, fantasy_limit());
@@ -1796,6 +1867,14 @@ class BayesianOptimization final : public ModelBasedStrategy {
   // Per source: the inverse copula of the model values of its task nearest the study's.
   std::vector<InverseCopula> source_inverse_;
   std::unordered_set<std::string> prior_failed_;  // keys that failed on most priors that ran them
+  // A parameter value (its position) and the priors' runs with it, failed and all.
+  struct FailingValue {
+    std::size_t parameter = 0;
+    std::size_t position = 0;
+    double runs = 0.0;
+    double failed = 0.0;
+  };
+  std::vector<FailingValue> failing_values_;  // mark_failing_values
   std::vector<std::shared_ptr<const surrogates::SourceModel>> source_models_;  // rgpe
   surrogates::StackedPrior stack_;                                             // stacked
   std::vector<double> weights_;  // rgpe: sources..., target

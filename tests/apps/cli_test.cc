@@ -1660,6 +1660,70 @@ TEST_F(Cli, ResumingOnAnotherInputSaysWhichAndWhy) {
       << r.err;
 }
 
+// A Kernel Tuner cache records no restrictions: a sweep of a space that restricts the same
+// parameters and values learns from it, and proposes only what its restrictions allow.
+TEST_F(Cli, ARestrictedSpaceLearnsFromAnImportedCacheOfItsParameters) {
+  const auto gpu_a = dir_.file("toy-a.json");
+  std::ofstream(gpu_a) << toy_cache("GPU-A", 1.0, 5);
+  ASSERT_EQ(run("import " + gpu_a + " --db " + db()).exit_code, 0);
+  const auto gpu_b = dir_.file("toy-b.json");
+  std::ofstream(gpu_b) << toy_cache("GPU-B", 2.0, 4);
+  auto cache = nlohmann::json::parse(toy_cache("GPU-B", 2.0, 4));
+  nlohmann::json space = {{"tune_params", cache["tune_params"]},
+                          {"restrictions", {"a + b >= 6", "b != 7"}}};
+  const auto restricted = dir_.file("restricted.json");
+  std::ofstream(restricted) << space.dump();
+  auto r = run("sweep --kernel replay --replay " + gpu_b + " --space " + restricted +
+               " --budget 5 --no-progress --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("no priors"), std::string::npos) << r.err;
+  const auto summary = nlohmann::json::parse(r.out);
+  EXPECT_EQ(summary["strategy"], "bo-transfer") << r.out;
+  const auto trials =
+      nlohmann::json::parse(run("trials --study " + std::to_string(summary["study_id"].get<int>()) +
+                                " --json --db " + db())
+                                .out)["trials"];
+  ASSERT_EQ(trials.size(), 5u);
+  for (const auto& t : trials) {
+    const int a = t["config"]["a"];
+    const int b = t["config"]["b"];
+    EXPECT_TRUE(a + b >= 6 && b != 7) << t.dump();
+  }
+  // Nor does an import of that space's parameters take it for another space.
+  r = run("import " + gpu_b + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("other search space"), std::string::npos) << r.err;
+  // Other values are another space, and the note says which.
+  cache["tune_params"]["a"] = {0, 1, 2, 3, 4, 5, 6};
+  const auto fewer = dir_.file("fewer.json");
+  std::ofstream(fewer) << nlohmann::json{{"tune_params", cache["tune_params"]}}.dump();
+  r = run("sweep --kernel replay --replay " + gpu_b + " --space " + fewer +
+          " --budget 3 --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // (The restricted study was of this machine and input: never a prior.)
+  EXPECT_NE(r.err.find("no priors: the 1 other study of toy searched another space (parameter a: "
+                       "ordinal 0, 1, 2, 3, 4, 5, 6, 7 there, ordinal 0, 1, 2, 3, 4, 5, 6 here)"),
+            std::string::npos)
+      << r.err;
+}
+
+// A sweep exported as a Kernel Tuner cache (times in ms, failures as RuntimeFailedConfig) and
+// imported into its own database is what the study holds already: nothing is stored twice.
+TEST_F(Cli, ReimportingAnExportedSweepStoresNothingNew) {
+  ASSERT_EQ(sweep_x4("mine", "test {x} -ne 2 && echo 1{x}7", 4, "--unit us").exit_code, 0);
+  const auto file = dir_.file("mine.json");
+  ASSERT_EQ(run("export --study mine --format kernel_tuner -o " + file + " --db " + db()).exit_code,
+            0);
+  const auto r = run("import " + file + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("nothing new: study 1 holds all 4 measurements of this file"),
+            std::string::npos)
+      << r.out;
+  db::Store store(db(), {.read_only = true});
+  EXPECT_EQ(store.list_studies().size(), 1u);
+  EXPECT_EQ(store.list_kernels().size(), 1u);
+}
+
 // An imported study has no strategy of its own: a sweep resuming it searches as a new study
 // would, and --strategy is not "kept" from it; a resumed study's own strategy is the one
 // checked against the space, not the --strategy that does not apply to it.

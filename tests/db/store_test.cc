@@ -658,6 +658,35 @@ TEST_F(StoreTest, BestTrialComparesTimesInDifferentUnitsAsTimes) {
   EXPECT_EQ(store_.best_trial("demo", machine, std::nullopt, Direction::minimize)->id, fastest);
 }
 
+// A Kernel Tuner cache records no restrictions: a space that restricts the same parameters
+// and values measures the same function, and learns from it; other values do not.
+TEST_F(StoreTest, PriorTrialsOfAVersionAreThoseOfEverySpaceWithItsParameters) {
+  const auto imported = testing::make_study(store_, "imported", "m2");
+  store_.add_trial(imported.id, testing::config_json(16, "row"), "16,row",
+                   Measurement::success(1.0));
+  const auto plain = testing::small_space();
+  const SearchSpace restricted(plain.parameters(), {"block >= 32"});
+  const auto kernel = store_.upsert_kernel("demo", restricted);
+  ASSERT_NE(kernel.version, imported.kernel_version);
+  PriorQuery q;
+  q.kernel_name = "demo";
+  q.version = kernel.version;
+  ASSERT_EQ(store_.prior_trials(q).size(), 1u);
+  EXPECT_EQ(store_.prior_trials(q)[0].kernel_version, imported.kernel_version);
+  ASSERT_EQ(store_.prior_counts(q).size(), 1u);
+  // Other values of a parameter: another function, as far as anyone knows.
+  const SearchSpace wider({ordinal("block", {Value{std::int64_t{16}}, Value{std::int64_t{32}},
+                                             Value{std::int64_t{64}}, Value{std::int64_t{128}}}),
+                           plain.parameter(1)},
+                          {});
+  EXPECT_EQ(wider.parameters_difference(plain),
+            "parameter block: ordinal 16, 32, 64 there, ordinal 16, 32, 64, 128 here");
+  EXPECT_EQ(restricted.parameters_difference(plain), "");
+  q.version = store_.upsert_kernel("demo", wider).version;
+  EXPECT_TRUE(store_.prior_trials(q).empty());
+  EXPECT_TRUE(store_.prior_counts(q).empty());
+}
+
 // Equal times in two units are a tie, whatever the rounding of the conversion (0.9 * 1e-3 is
 // not 900 * 1e-6 in doubles): the earlier trial is the best.
 TEST_F(StoreTest, EqualTimesInTwoUnitsAreATie) {

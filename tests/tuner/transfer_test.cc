@@ -418,6 +418,61 @@ TEST(TaskFeatures, OnlyPriorsWithTheStudysFeaturesAreOfItsInput) {
   EXPECT_EQ(priors_of_the_input({priors[0]}, {{"matrix", "west0479"}}).size(), 1u);
 }
 
+TEST(PriorFailures, AConfigurationAndAValueThatFailedThereAreNotProposedFirst) {
+  // A kernel that fails with buggy = 1 here; another machine ran 20 of its configurations and
+  // failed 5 of them, all with buggy = 1 (a reviewer's sweep: 3 of 6 failed, among them the
+  // prior's failed 8,32,2,1).
+  const auto s = SearchSpace::from_kernel_tuner(
+      nlohmann::json::parse(R"({"block_size_x": [8, 16, 32], "block_size_y": [8, 16, 32],
+                                "tile": [1, 2, 4], "buggy": [0, 1]})"),
+      {}, {"block_size_x", "block_size_y", "tile", "buggy"});
+  constexpr double kFailed = -1.0;
+  const std::vector<std::pair<std::string, double>> measured_there = {
+      {"8,32,2,1", kFailed}, {"16,8,1,1", kFailed}, {"8,16,1,0", 1.690},   {"32,16,4,0", 2.320},
+      {"16,16,1,1", 1.335},  {"16,32,1,0", 1.681},  {"8,16,2,1", kFailed}, {"8,8,4,1", kFailed},
+      {"8,8,4,0", 3.337},    {"8,8,1,1", 2.683},    {"32,32,1,1", 2.684},  {"16,32,4,1", 2.314},
+      {"16,8,1,0", 1.680},   {"8,8,2,1", 2.454},    {"8,32,2,0", 1.125},   {"16,32,2,1", 1.439},
+      {"16,32,4,0", 2.334},  {"16,8,4,1", 2.314},   {"8,32,4,1", kFailed}, {"8,16,4,1", 2.357},
+  };
+  std::set<std::string> failed_there;
+  Prior prior;
+  prior.source = "other GPU";
+  for (const auto& [key, time] : measured_there) {
+    nlohmann::json values = nlohmann::json::object();
+    std::size_t from = 0;
+    for (const char* name : {"block_size_x", "block_size_y", "tile", "buggy"}) {
+      const auto to = key.find(',', from);
+      values[name] = std::stoi(key.substr(from, to - from));
+      from = to + 1;
+    }
+    const Configuration c = s.config_from_json(values);
+    if (time == kFailed) failed_there.insert(key);
+    prior.observations.push_back(
+        {c, time == kFailed ? Measurement::failure(TrialStatus::failed, "RuntimeFailedConfig")
+                            : Measurement::success(time)});
+  }
+  // fake.sh: fails with buggy = 1, else 1 + 0.3 log2(x y / 256)^2 + 0.2 (tile - 2)^2 ms.
+  const auto run_here = [](const Configuration& c) {
+    if (as_double(c[3]) == 1.0) return Measurement::failure(TrialStatus::failed, "buggy");
+    const double d = std::log2(as_double(c[0]) * as_double(c[1]) / 256.0);
+    const double tile = as_double(c[2]) - 2.0;
+    return Measurement::success(1.0 + 0.3 * d * d + 0.2 * tile * tile);
+  };
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    Session session(s, with_prior("bo-transfer", seed, prior));
+    session.observe(s.default_configuration(), run_here(s.default_configuration()));
+    int failures = 0;
+    for (int i = 0; i < 5; ++i) {
+      const auto c = session.propose(1).at(0);
+      EXPECT_FALSE(failed_there.count(s.key(c))) << "seed " << seed << ", proposal " << i;
+      const auto m = run_here(c);
+      failures += m.ok() ? 0 : 1;
+      session.observe(c, m);
+    }
+    EXPECT_LE(failures, 1) << "seed " << seed;
+  }
+}
+
 TEST(Priors, FromADatasetMatchByNameAndSkipWhatTheSpaceLacks) {
   const auto s = space();
   MeasuredDataset d;
