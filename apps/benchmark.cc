@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "apps/cli.h"
+#include "apps/evaluators.h"
 #include "apps/output_file.h"
 #include "apps/sweep.h"
 #include "core/error.h"
@@ -39,6 +40,9 @@ struct BenchmarkArgs {
   std::string trace_out;
   unsigned jobs = 1;
   std::string options = "{}";
+  std::string objective;
+  bool maximize = false;
+  bool minimize = false;
 };
 
 // Transfer strategies compared when priors are given and no --strategy is.
@@ -60,19 +64,22 @@ void print_notes(const std::string& file, const std::vector<std::string>& notes)
   for (const auto& note : notes) std::cout << "note: " << file << ": " << note << "\n";
 }
 
-// The best time among the configurations of a --space (the reference of the fractions: what a
+// The best objective among the configurations of a --space (the reference of the fractions: what a
 // perfect search of that space finds), after checking the space and the file overlap.
 double optimum_in_space(const ReplayEvaluator& target, const SearchSpace& space,
                         const std::vector<Configuration>& candidates,
                         const std::string& space_file) {
   std::size_t present = 0;
-  double best = std::numeric_limits<double>::infinity();
+  const double sign = target.minimize() ? 1.0 : -1.0;
+  double best = sign * std::numeric_limits<double>::infinity();
   for (const auto& c : candidates) {
     // Throws for a parameter of the space that the target lacks (or the reverse).
     const auto own = target.configuration_of(space.config_to_json(c));
     if (!target.contains(own)) continue;
     ++present;
-    if (const auto m = target.lookup(own); m.ok()) best = std::min(best, m.objective);
+    if (const auto m = target.lookup(own); m.ok() && sign * m.objective < sign * best) {
+      best = m.objective;
+    }
   }
   const std::string sizes = std::to_string(candidates.size()) + " configurations of " + space_file;
   if (present == 0) {
@@ -88,9 +95,10 @@ double optimum_in_space(const ReplayEvaluator& target, const SearchSpace& space,
     std::cout << "note: " << candidates.size() - present << " of the " << sizes << " are not in "
               << target.origin() << "; they count as failed evaluations\n";
   }
-  if (best > target.optimum()) {
-    std::cout << "note: the best time of " << target.origin() << " (" << target.optimum()
-              << ") is outside the space; fractions are of the space's best, " << best << "\n";
+  if (best != target.optimum()) {
+    std::cout << "note: the best " << target.objective_name() << " of " << target.origin() << " ("
+              << target.optimum() << ") is outside the space; fractions are of the space's best, "
+              << best << "\n";
   }
   return best;
 }
@@ -140,6 +148,7 @@ RunResult run_one(const ReplayEvaluator& target, const SearchSpace& space,
   options.budget = budget;
   options.candidates = candidates;
   options.priors = priors;
+  options.minimize = target.minimize();
   Session session(space, options);
   RunResult result;
   RunTrace& trace = result.trace;
@@ -279,6 +288,11 @@ void add_benchmark_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--options", args->options,
                   "Strategy options as JSON, e.g. '{\"initial_design\": 10}'");
+  cmd->add_option("--objective", args->objective,
+                  "Numeric field of the target's entries to tune, e.g. GFLOP/s (default time); "
+                  "one ending in /s is maximised, and fractions of optimum are then value/optimum");
+  cmd->add_flag("--maximize", args->maximize, "Higher --objective is better");
+  cmd->add_flag("--minimize", args->minimize, "Lower --objective is better, even for a rate");
   cmd->callback([args] {
     install_interrupt_handler();
     std::vector<std::pair<std::string, std::string>> inputs = {{"--target", args->target},
@@ -287,7 +301,15 @@ void add_benchmark_command(CLI::App& app) {
     refuse_overlapping_files(
         inputs,
         {{"--json", args->json_out}, {"--svg", args->svg_out}, {"--trace", args->trace_out}});
-    const auto target = ReplayEvaluator::from_file(args->target);
+    const auto target = ReplayEvaluator::from_file(
+        args->target, {}, replay_objective(args->objective, args->maximize, args->minimize));
+    // Prior files are read as times: they would teach a search of another objective the wrong
+    // thing.
+    if (target.objective_name() != "time" && !args->priors.empty()) {
+      throw InvalidInput("--prior files are read as times (lower is better), and --objective " +
+                         target.objective_name() +
+                         " is another measure: leave out --prior or --objective");
+    }
     print_notes(args->target, target.dataset().notes);
     const bool space_differs = !args->space_file.empty();
     const SearchSpace space = space_differs ? SearchSpace::load(args->space_file) : target.space();
@@ -349,7 +371,12 @@ void add_benchmark_command(CLI::App& app) {
     const auto json_file = open_output(args->json_out);
     const auto svg_file = open_output(args->svg_out);
     std::cout << "target " << args->target << ": " << candidates.size() << " candidates, optimum "
-              << optimum << ", budget " << args->budget << ", " << args->seeds
+              << optimum
+              << (target.objective_name() == "time"
+                      ? std::string()
+                      : " " + target.objective_name() +
+                            (target.minimize() ? " (minimised)" : " (maximised)"))
+              << ", budget " << args->budget << ", " << args->seeds
               << (args->seeds == 1 ? " seed\n" : " seeds\n");
     // A run ends when it has measured every candidate: the report stops there too.
     const std::size_t budget = std::min(args->budget, candidates.size());
@@ -416,7 +443,8 @@ void add_benchmark_command(CLI::App& app) {
       std::vector<RunTrace> runs;
       for (auto& r : results) runs.push_back(std::move(r.trace));
       weights.push_back(weights_over_time(results, budget));
-      reports.push_back(quality_report(strategy, args->target, optimum, budget, runs, true));
+      reports.push_back(
+          quality_report(strategy, args->target, optimum, budget, runs, target.minimize()));
       print_report(reports.back());
       print_weights(strategy, weights.back());
     }

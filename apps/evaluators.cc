@@ -45,13 +45,7 @@ constexpr std::int64_t kMaxSize = 1'000'000'000;
 // reported as the best, so it is refused.
 std::string command_unit(const std::string& unit, bool maximize) {
   if (auto time = short_time_unit(unit); !time.empty()) return time;
-  std::string lower;
-  for (char c : unit) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  // Per second (GB/s, items/sec), or FLOPS; "ms/step" or "us/sample" is a time per item.
-  const auto ends_with = [&](std::string_view end) { return lower.ends_with(end); };
-  const bool rate = ends_with("/s") || ends_with("/sec") || ends_with("/second") ||
-                    ends_with("per second") || lower.find("flops") != std::string::npos;
-  if (rate && !maximize) {
+  if (is_rate_unit(unit) && !maximize) {
     throw InvalidInput("--unit " + unit +
                        " is a rate, where higher is better: add --maximize (tunebase minimises "
                        "the objective unless told otherwise)");
@@ -98,6 +92,8 @@ enum KernelFlag : unsigned {
   kReadsRepeats = 1U << 10,
   kReadsReplay = 1U << 11,
   kReadsSource = 1U << 12,  // --source, --problem-size, --args, --grid-div-*, ...
+  kReadsObjective = 1U << 13,
+  kReadsMinimize = 1U << 14,
 };
 // A matrix file, or a generated problem of a size.
 constexpr unsigned kMatrixInput = kReadsMatrix | kReadsProblem | kReadsSize;
@@ -126,8 +122,19 @@ std::unique_ptr<Evaluator> make_command(const EvaluatorSpec& spec) {
   options.timeout_seconds = spec.timeout_seconds.value_or(kDefaultTimeoutSeconds);
   if (!spec.regex.empty()) options.objective_regex = spec.regex;
   if (spec.repeats > 0) options.repeats = spec.repeats;
-  options.minimize = !spec.maximize;
-  options.unit = command_unit(spec.unit, spec.maximize);
+  // A rate's line (GFLOP/s: ...) is better higher, and names the objective when no --unit does.
+  const bool maximize = spec.maximize || is_rate_unit(spec.objective);
+  if (!spec.objective.empty()) {
+    if (!spec.regex.empty()) {
+      throw InvalidInput(
+          "--objective and --regex exclude each other: the objective is the number of the "
+          "output's last line '" +
+          spec.objective + ": NUMBER', or what --regex captures");
+    }
+    options.objective_metric = spec.objective;
+  }
+  options.minimize = !maximize;
+  options.unit = command_unit(spec.unit.empty() ? spec.objective : spec.unit, maximize);
   // A command stopped by the signal that stops tunebase has not failed.
   options.stopping = &g_interrupted;
   if (!spec.kernel_name.empty()) {
@@ -145,7 +152,9 @@ std::unique_ptr<Evaluator> make_replay(const EvaluatorSpec& spec) {
   if (spec.replay_file.empty()) {
     throw InvalidInput("--kernel replay needs --replay FILE (a Kernel Tuner cache or T4 file)");
   }
-  auto replay = ReplayEvaluator::from_file(spec.replay_file, spec.kernel_name);
+  auto replay =
+      ReplayEvaluator::from_file(spec.replay_file, spec.kernel_name,
+                                 replay_objective(spec.objective, spec.maximize, spec.minimize));
   if (spec.space_file.empty()) return std::make_unique<ReplayEvaluator>(std::move(replay));
   // Kernel Tuner's simulation mode with restrictions: the file's configurations they allow.
   auto within = std::make_unique<ReplayInSpace>(std::move(replay), load_space(spec.space_file));
@@ -223,8 +232,10 @@ constexpr KernelEntry kKernels[] = {
     {"petsc", make_petsc, kMatrixInput | kReadsTimeout | kReadsRepeats},
     {"command", make_command,
      kReadsCmd | kReadsSpace | kReadsRegex | kReadsMaximize | kReadsUnit | kReadsKernelName |
-         kReadsTimeout | kReadsRepeats},
-    {"replay", make_replay, kReadsReplay | kReadsSpace | kReadsKernelName},
+         kReadsTimeout | kReadsRepeats | kReadsObjective},
+    {"replay", make_replay,
+     kReadsReplay | kReadsSpace | kReadsKernelName | kReadsObjective | kReadsMaximize |
+         kReadsMinimize},
     {"opencl-gemm", make_opencl, kGpuKernel},
     {"opencl-spmv", make_opencl, kGpuKernel | kReadsMatrix},
     {"opencl-conv", make_opencl, kGpuKernel},
@@ -287,6 +298,10 @@ void reject_unused_options(const EvaluatorSpec& spec, const KernelEntry& kernel)
       {"--regex", !spec.regex.empty(), kReadsRegex, ""},
       {"--maximize", spec.maximize, kReadsMaximize,
        " (the other kernels measure times, which are minimised)"},
+      {"--minimize", spec.minimize, kReadsMinimize,
+       " (the other kernels minimise unless told --maximize)"},
+      {"--objective", !spec.objective.empty(), kReadsObjective,
+       " (the other kernels measure times)"},
       {"--unit", !spec.unit.empty(), kReadsUnit, " (the other kernels know their unit)"},
       {"--kernel-name", !spec.kernel_name.empty(), kReadsKernelName,
        " (the other kernels have their own names)"},
@@ -320,6 +335,19 @@ void reject_unused_options(const EvaluatorSpec& spec, const KernelEntry& kernel)
 }
 
 }  // namespace
+
+ReplayObjective replay_objective(const std::string& name, bool maximize, bool minimize) {
+  if (maximize && minimize) {
+    throw InvalidInput(
+        "--maximize and --minimize exclude each other; give one, or neither for "
+        "the objective's own direction (a rate such as GFLOP/s is maximised, "
+        "anything else minimised)");
+  }
+  ReplayObjective objective;
+  if (!name.empty()) objective.name = name;
+  if (maximize || minimize) objective.minimize = minimize;
+  return objective;
+}
 
 std::vector<std::string> kernel_names() {
   std::vector<std::string> names;
@@ -390,7 +418,16 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
          "kernels skip a configuration whose checked first launch predicts its repeats "
          "would pass it")
       ->check(CLI::Range(0.001, CommandOptions::kMaxTimeoutSeconds));
-  cmd.add_flag("--maximize", spec.maximize, "Higher objective is better (command evaluator)");
+  cmd.add_flag("--maximize", spec.maximize,
+               "Higher objective is better (command; replay, where a rate such as GFLOP/s is "
+               "maximised without it)");
+  cmd.add_flag("--minimize", spec.minimize,
+               "Replay: lower objective is better, even for a rate (the default for others)");
+  cmd.add_option("--objective", spec.objective,
+                 "Replay: the numeric field of the file's entries to tune, e.g. GFLOP/s "
+                 "(default time; one ending in /s is maximised). Command: the NAME of the last "
+                 "'NAME: NUMBER' line the program prints (default: the last number, or --regex; "
+                 "a rate is maximised, and is the --unit unless one is given)");
   cmd.add_option("--unit", spec.unit,
                  "Unit of the number the command prints: s, ms, us or ns (shown as times) or a "
                  "label such as GFLOP/s (default: none, a plain number)");

@@ -9,6 +9,7 @@
 
 #include "core/machine.h"
 #include "kernels/evaluator.h"
+#include "kernels/replay.h"
 
 namespace tunebase::cli {
 
@@ -29,6 +30,11 @@ struct EvaluatorSpec {
   std::string regex;
   std::optional<double> timeout_seconds;  ///< default kDefaultTimeoutSeconds
   bool maximize = false;
+  /// Replay: lower is better even for a rate (--minimize).
+  bool minimize = false;
+  /// Replay: the field of the file's entries tuned (default time); command: the NAME of the
+  /// `NAME: NUMBER` line of its output tuned (default the last number, or --regex).
+  std::string objective;
   std::string unit;
   std::string kernel_name;  ///< the command's kernel name (empty: "command")
   /// Replay evaluator: a Kernel Tuner cache or T4 file.
@@ -46,6 +52,10 @@ struct EvaluatorSpec {
   std::vector<std::string> block_size_names;
   std::optional<double> atol;
 };
+
+/// What a replay tunes: --objective NAME (empty: time) in the direction --maximize or
+/// --minimize give, else the name's own (a rate is maximised). InvalidInput when both are given.
+ReplayObjective replay_objective(const std::string& name, bool maximize, bool minimize);
 
 /// Registers the evaluator options on a subcommand.
 void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec);

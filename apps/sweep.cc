@@ -652,6 +652,13 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     api::load_fitted_models(store);
     priors = api::priors_from_store(store, space, *query);
   }
+  // Prior files are read as times; a replay of another objective (--objective GFLOP/s) would
+  // learn from the wrong measure.
+  if (!options.prior_files.empty() && evaluator.measured_on() &&
+      !is_time_unit(evaluator.objective_unit())) {
+    throw InvalidInput("--prior files are read as times (lower is better), and the replay tunes " +
+                       evaluator.objective_unit() + ": leave out --prior or --objective");
+  }
   if (chosen.transfer) {
     for (const auto& file : options.prior_files) {
       priors.push_back(load_prior(file, space));

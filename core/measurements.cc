@@ -1064,6 +1064,14 @@ std::string short_time_unit(std::string_view unit) {
   return {};
 }
 
+bool is_rate_unit(std::string_view unit) {
+  std::string lower;
+  for (const unsigned char c : unit) lower += static_cast<char>(std::tolower(c));
+  const auto ends_with = [&](std::string_view end) { return lower.ends_with(end); };
+  return ends_with("/s") || ends_with("/sec") || ends_with("/second") || ends_with("per second") ||
+         lower.find("flops") != std::string::npos;
+}
+
 std::string default_objective_name(std::string_view unit, bool minimize) {
   if (is_time_unit(unit)) return "time";
   if (unit.empty()) return minimize ? "time" : "value";

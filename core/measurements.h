@@ -59,6 +59,9 @@ double milliseconds_per(const std::string& unit, const std::string& where);
 /// The same, none for a unit that is not one of time.
 std::optional<double> milliseconds_in(std::string_view unit);
 inline bool is_time_unit(std::string_view unit) { return milliseconds_in(unit).has_value(); }
+/// Whether a unit or metric name is a rate, where higher is better: per second ("GFLOP/s",
+/// "GB/s", "items/sec", "per second") or FLOPS, whatever the case. "ms/step" is a time per item.
+bool is_rate_unit(std::string_view unit);
 /// What a value in the unit of time `from` is multiplied by to be in `to` (an exact power of
 /// ten); 1 when either is not a unit of time: such values are not converted.
 double time_unit_factor(std::string_view from, std::string_view to);

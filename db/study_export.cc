@@ -118,12 +118,17 @@ nlohmann::json trial_row(const TrialRecord& t) {
           {"finished_at", optional_text(t.finished_at)}};
 }
 
-// Kernel Tuner's names of failures; anything else failed at run time, as far as it knows.
+// Kernel Tuner's names of failures, as a message is or starts ("CompilationFailedConfig: ...",
+// a command's exit code for it); anything else failed at run time, as far as it knows.
 std::string kernel_tuner_failure(const TrialRecord& t) {
   if (t.result.status == TrialStatus::invalid) return "InvalidConfig";
   for (std::string_view name :
        {"CompilationFailedConfig", "RuntimeFailedConfig", "InvalidConfig"}) {
-    if (t.result.message == name) return t.result.message;
+    const std::string_view message = t.result.message;
+    if (message.starts_with(name) &&
+        (message.size() == name.size() || message.substr(name.size()).starts_with(": "))) {
+      return std::string(name);
+    }
   }
   return "RuntimeFailedConfig";
 }

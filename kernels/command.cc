@@ -16,7 +16,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -43,6 +45,8 @@ constexpr std::size_t kReadChunk = 65536;
 // Longest line the objective regex is run on. libstdc++'s regex takes stack per character:
 // with an 8 MiB stack, "(.|\n)*" crashed on a 16 KiB line and "((.)|(\n))*x" on 8 KiB.
 constexpr std::size_t kMaxRegexLineBytes = 4096;
+// Names of metrics not kept that a trial's message lists (the others are counted).
+constexpr std::size_t kMaxListedDroppedMetrics = 10;
 // Why last_number found no objective when the output holds no number at all.
 constexpr const char* kNoNumber = "no number in the output";
 
@@ -404,7 +408,67 @@ std::size_t non_finite_word(const char* p, const char* end) {
   return 0;
 }
 
+std::string_view trimmed(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+/// Calls `take(name, value)` for each line of `out` that is a metric (output_metrics' rules),
+/// whatever the length of its name.
+template <typename Take>
+void for_each_metric_line(std::string_view out, Take take) {
+  while (!out.empty()) {
+    const std::size_t end = std::min(out.find_first_of("\r\n"), out.size());
+    const std::string_view line = out.substr(0, end);
+    out.remove_prefix(std::min(end + 1, out.size()));
+    const std::size_t separator = line.find_first_of(":=");
+    if (separator == std::string_view::npos) continue;
+    const std::string_view name = trimmed(line.substr(0, separator));
+    std::string_view rest = line.substr(separator + 1);
+    // "NAME: 1" as YAML writes it; a colon between digits is a clock ("10:30:00").
+    if (line[separator] == ':' &&
+        (rest.empty() || !std::isspace(static_cast<unsigned char>(rest.front())))) {
+      continue;
+    }
+    if (name.empty() || !is_name_start(name.front()) ||
+        std::any_of(name.begin(), name.end(),
+                    [](unsigned char c) { return std::iscntrl(c) != 0; })) {
+      continue;
+    }
+    rest = trimmed(rest);
+    const std::size_t space = std::min(rest.find_first_of(" \t"), rest.size());
+    const std::string_view unit = trimmed(rest.substr(space));
+    // One word of unit after the number ("0.4 ms"), not a sentence ("3 of 5 passed").
+    if (!unit.empty() && (unit.find_first_of(" \t") != std::string_view::npos ||
+                          std::isdigit(static_cast<unsigned char>(unit.front())))) {
+      continue;
+    }
+    if (const auto value = parse_whole_number(rest.substr(0, space))) take(name, *value);
+  }
+}
+
 }  // namespace
+
+OutputMetrics output_metrics(const std::string& out) {
+  OutputMetrics metrics;
+  std::map<std::string, std::size_t, std::less<>> position;
+  for_each_metric_line(out, [&](std::string_view printed, double value) {
+    // A name is a JSON key: bytes that are not UTF-8 become U+FFFD.
+    const std::string name = printable_utf8(printed);
+    if (auto it = position.find(name); it != position.end()) {
+      metrics.values[it->second].second = value;
+      return;
+    }
+    if (name.size() > kMaxMetricNameBytes || metrics.values.size() >= kMaxOutputMetrics) {
+      metrics.dropped.insert(name);
+      return;
+    }
+    position.emplace(name, metrics.values.size());
+    metrics.values.emplace_back(name, value);
+  });
+  return metrics;
+}
 
 std::optional<double> last_number(const std::string& text, std::string* why) {
   auto fail = [&](std::string message) -> std::optional<double> {
@@ -497,6 +561,15 @@ CommandEvaluator::CommandEvaluator(SearchSpace space, std::string command_templa
     throw InvalidInput("command: working directory '" + options_.working_directory +
                        "' does not exist");
   }
+  if (options_.objective_regex && options_.objective_metric) {
+    throw InvalidInput("command: an objective regex and an objective metric ('" +
+                       *options_.objective_metric + "') exclude each other; give one");
+  }
+  if (options_.objective_metric && trimmed(*options_.objective_metric).empty()) {
+    throw InvalidInput(
+        "command: the objective metric's name is empty; give the NAME of the "
+        "program's 'NAME: NUMBER' line");
+  }
   if (options_.objective_regex) {
     try {
       regex_.emplace(*options_.objective_regex, std::regex::ECMAScript);
@@ -580,6 +653,18 @@ std::vector<std::string> CommandEvaluator::environment_for(const Configuration& 
 
 CommandEvaluator::Objective CommandEvaluator::objective_of(const std::string& out) const {
   Objective objective;
+  if (options_.objective_metric) {
+    const std::string_view wanted = trimmed(*options_.objective_metric);
+    for_each_metric_line(out, [&](std::string_view name, double value) {
+      if (name == wanted) objective.value = value;
+    });
+    if (!objective.value) {
+      objective.why = "the output has no line '" + std::string(wanted) +
+                      ": NUMBER' (or '= NUMBER'), whose number is the objective";
+      objective.found_nothing = true;
+    }
+    return objective;
+  }
   if (!regex_) {
     objective.value = last_number(out, &objective.why);
     objective.found_nothing = !objective.value && objective.why == kNoNumber;
@@ -675,12 +760,16 @@ Measurement CommandEvaluator::evaluate(const Configuration& config) {
   const auto env = environment_for(config);
   std::vector<double> raw;
   std::vector<double> wall;
-  // Of several runs, which one failed (the earlier ones' numbers stay in raw).
-  auto fail = [&](TrialStatus status, std::string message) {
+  std::map<std::string, std::vector<double>> printed;  // metric -> its value in each run
+  std::set<std::string> dropped;
+  // Of several runs, which one failed (the earlier ones' numbers stay in raw), after the
+  // Kernel Tuner name of the failure when the program gave one.
+  auto fail = [&](TrialStatus status, std::string message, std::string_view kt_name = {}) {
     if (options_.repeats > 1) {
       message = "run " + std::to_string(raw.size() + 1) + " of " +
                 std::to_string(options_.repeats) + ": " + message;
     }
+    if (!kt_name.empty()) message = std::string(kt_name) + ": " + message;
     Measurement m = Measurement::failure(status, printable_utf8(message), seconds_since(start));
     m.raw = raw;
     return m;
@@ -718,10 +807,17 @@ Measurement CommandEvaluator::evaluate(const Configuration& config) {
                                            std::to_string(run.signal) + " (" +
                                            strsignal(run.signal) + ")" + err_tail);
     }
-    if (run.exit_code != 0) {
-      return fail(TrialStatus::failed,
-                  "`" + command + "` exited with code " + std::to_string(run.exit_code) + err_tail);
+    const std::string exited =
+        "`" + command + "` exited with code " + std::to_string(run.exit_code);
+    if (run.exit_code == kExitCompilationFailed) {
+      return fail(TrialStatus::failed, exited + " (a compile failure)" + err_tail,
+                  "CompilationFailedConfig");
     }
+    if (run.exit_code == kExitInvalidConfig) {
+      return fail(TrialStatus::invalid, exited + " (an invalid configuration)" + err_tail,
+                  "InvalidConfig");
+    }
+    if (run.exit_code != 0) return fail(TrialStatus::failed, exited + err_tail);
     const Objective objective = objective_of(run.out);
     if (!objective.value) {
       std::string message = "`" + command + "`: " + objective.why;
@@ -741,9 +837,28 @@ Measurement CommandEvaluator::evaluate(const Configuration& config) {
       return fail(TrialStatus::failed, message.str());
     }
     raw.push_back(*objective.value);
+    auto metrics = output_metrics(run.out);
+    for (auto& [name, value] : metrics.values) printed[name].push_back(value);
+    dropped.merge(metrics.dropped);
   }
   Measurement m = Measurement::success(median(raw), raw, seconds_since(start));
+  for (const auto& [name, values] : printed) m.metrics[name] = median(values);
   m.metrics["wall_seconds"] = median(wall);
+  if (!dropped.empty()) {
+    std::string names;
+    std::size_t listed = 0;
+    for (const auto& name : dropped) {
+      if (listed++ == kMaxListedDroppedMetrics) break;
+      names += (names.empty() ? "'" : ", '") + name + "'";
+    }
+    if (dropped.size() > kMaxListedDroppedMetrics) {
+      names += " and " + std::to_string(dropped.size() - kMaxListedDroppedMetrics) + " more";
+    }
+    m.message = std::to_string(dropped.size()) +
+                " metric(s) of the output not kept (past the first " +
+                std::to_string(kMaxOutputMetrics) + " names, or a name longer than " +
+                std::to_string(kMaxMetricNameBytes) + " bytes): " + names;
+  }
   return m;
 }
 

@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <optional>
 #include <regex>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/space.h"
@@ -25,6 +27,9 @@ struct CommandOptions {
   /// than 4 KiB are not searched); its first capture group (else the whole match) of the last
   /// match is the objective. Unset: the last number printed on stdout.
   std::optional<std::string> objective_regex;
+  /// The NAME whose last `NAME: NUMBER` line on stdout is the objective (output_metrics);
+  /// unset: objective_regex, else the last number. Excludes objective_regex.
+  std::optional<std::string> objective_metric;
   /// Runs per configuration; the objective is the median, every value kept in raw.
   int repeats = 1;
   /// Folder the command runs in; empty keeps the current one.
@@ -77,10 +82,41 @@ std::size_t kill_running_commands() noexcept;
 /// after a digit precedes it ("1,234.5", "2,5": a thousands separator or a decimal comma).
 std::optional<double> last_number(const std::string& text, std::string* why = nullptr);
 
+/// Exit codes by which a program says how a configuration failed, as Kernel Tuner names it
+/// (its exports write them); any other non-zero code is a RuntimeFailedConfig. Chosen clear of
+/// the codes programs exit with unasked: 1 (any error: gcc, clang, nvcc, Python), 2 (usage:
+/// make, argparse, bash), 3 to 8 (used by many tools of their own accord), 64-78 (sysexits.h),
+/// 124-125 (timeout, git bisect), 126-127 (shell) and 128 + a signal.
+inline constexpr int kExitCompilationFailed = 80;  ///< failed, "CompilationFailedConfig: ..."
+inline constexpr int kExitInvalidConfig = 81;      ///< invalid, "InvalidConfig: ..."
+
+/// The most metrics one run's output gives (output_metrics), and the longest name of one.
+inline constexpr std::size_t kMaxOutputMetrics = 32;
+inline constexpr std::size_t kMaxMetricNameBytes = 64;
+
+/// What a program reports on stdout besides its objective (Kernel Tuner's observers).
+struct OutputMetrics {
+  /// Name and value, in the order first printed; a name printed again keeps its last value.
+  std::vector<std::pair<std::string, double>> values;
+  /// Names left out: those past the first kMaxOutputMetrics, and those longer than
+  /// kMaxMetricNameBytes.
+  std::set<std::string> dropped;
+};
+
+/// The metrics of an output: each line `NAME: NUMBER` or `NAME = NUMBER`, optionally followed
+/// by one word of unit ("GFLOP/s: 12.5", "time: 0.4 ms", "iterations=12"). NAME starts with a
+/// letter or _ and may hold spaces and punctuation but no : or =; the : is followed by a space
+/// (so "10:30:00" is no metric); the number is finite (nan or inf is no metric).
+OutputMetrics output_metrics(const std::string& out);
+
 /// Tunes an external program. The template names parameters as `{NAME}`; each is replaced by
 /// the configuration's value (shell-quoted when it is not a plain word), and every value is
 /// also exported as environment variables NAME and TUNEBASE_NAME. `{{` and `}}` stand for
 /// literal braces; braces around anything but a name (awk programs, `${VAR}`) are kept as is.
+/// A successful trial's metrics are wall_seconds (the median of the runs' wall times, which wins
+/// over a line of that name) and output_metrics of its stdout (each the median over its runs); the
+/// message names the metric names dropped. Exit codes kExitCompilationFailed and
+/// kExitInvalidConfig fail the trial as a compile failure or an invalid configuration.
 class CommandEvaluator : public Evaluator {
  public:
   /// Throws InvalidInput for a placeholder that names no parameter (listing those allowed),

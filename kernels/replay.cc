@@ -1,6 +1,7 @@
 #include "kernels/replay.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <utility>
 
@@ -28,15 +29,66 @@ std::string parameter_names(const SearchSpace& space) {
   return names;
 }
 
+/// "time, GFLOP/s, compile_time": the fields the successful entries hold as numbers, in the
+/// order first met (time first).
+std::string numeric_fields(const MeasuredDataset& dataset) {
+  std::vector<std::string> names{"time"};
+  for (const auto& entry : dataset.entries) {
+    if (!entry.result.ok()) continue;
+    for (const auto& [name, value] : entry.result.metrics.items()) {
+      if (value.is_number() && std::find(names.begin(), names.end(), name) == names.end()) {
+        names.push_back(name);
+      }
+    }
+  }
+  std::string text;
+  for (const auto& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
+/// Makes field `name` of each successful entry its objective (Kernel Tuner's `objective`):
+/// the time and the repeated times become metrics, as they measure something else, and an
+/// entry without a finite number there fails, saying so.
+void replay_objective(MeasuredDataset& dataset, const std::string& name,
+                      const std::string& origin) {
+  if (name == "time") return;
+  const bool held = std::any_of(dataset.entries.begin(), dataset.entries.end(), [&](auto& e) {
+    const auto it = e.result.metrics.find(name);
+    return e.result.ok() && it != e.result.metrics.end() && it->is_number();
+  });
+  if (!held) {
+    throw InvalidInput("objective '" + name + "' is not a numeric field of " + origin +
+                       "'s successful entries; their numeric fields: " + numeric_fields(dataset));
+  }
+  for (auto& entry : dataset.entries) {
+    Measurement& m = entry.result;
+    if (!m.ok()) continue;
+    const auto it = m.metrics.find(name);
+    if (it == m.metrics.end() || !it->is_number() || !std::isfinite(it->get<double>())) {
+      m = Measurement::failure(TrialStatus::failed,
+                               "this entry of " + origin + " has no number in '" + name + "'",
+                               m.cost_seconds);
+      continue;
+    }
+    const double value = it->get<double>();
+    m.metrics["time"] = m.objective;
+    if (!m.raw.empty()) m.metrics["times"] = std::exchange(m.raw, {});
+    m.objective = value;
+  }
+}
+
 }  // namespace
 
 ReplayEvaluator::ReplayEvaluator(MeasuredDataset dataset, std::string origin,
-                                 std::string kernel_name)
+                                 std::string kernel_name, const ReplayObjective& objective)
     : dataset_(std::move(dataset)),
       origin_(std::move(origin)),
-      kernel_name_(std::move(kernel_name)) {
+      kernel_name_(std::move(kernel_name)),
+      objective_(objective.name.empty() ? std::string("time") : objective.name),
+      minimize_(objective.minimize.value_or(!is_rate_unit(objective_))) {
   if (kernel_name_.empty()) kernel_name_ = dataset_.kernel_name;
   if (kernel_name_.empty()) kernel_name_ = "replay:" + file_stem(origin_);
+  replay_objective(dataset_, objective_, origin_);
 
   index_.reserve(dataset_.entries.size());
   configurations_.reserve(dataset_.entries.size());
@@ -50,8 +102,9 @@ ReplayEvaluator::ReplayEvaluator(MeasuredDataset dataset, std::string origin,
     // The first entry wins for a configuration listed twice (possible in T4 results).
     if (!index_.emplace(std::move(*key), i).second) continue;
     configurations_.push_back(entry.config);
+    const auto better = [&](double a, double b) { return minimize_ ? a < b : a > b; };
     if (entry.result.ok() &&
-        (!best_ || entry.result.objective < dataset_.entries[*best_].result.objective)) {
+        (!best_ || better(entry.result.objective, dataset_.entries[*best_].result.objective))) {
       best_ = i;
     }
   }
@@ -60,8 +113,9 @@ ReplayEvaluator::ReplayEvaluator(MeasuredDataset dataset, std::string origin,
               [](const Configuration& c) -> const Configuration& { return c; });
 }
 
-ReplayEvaluator ReplayEvaluator::from_file(const std::string& path, std::string kernel_name) {
-  return ReplayEvaluator(read_measurements(path), path, std::move(kernel_name));
+ReplayEvaluator ReplayEvaluator::from_file(const std::string& path, std::string kernel_name,
+                                           const ReplayObjective& objective) {
+  return ReplayEvaluator(read_measurements(path), path, std::move(kernel_name), objective);
 }
 
 nlohmann::json ReplayEvaluator::task() const { return dataset_.task(); }

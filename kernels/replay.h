@@ -13,6 +13,17 @@
 
 namespace tunebase {
 
+/// Which numeric field of a replayed file's entries is the objective (Kernel Tuner's
+/// `objective` and `objective_higher_is_better`).
+struct ReplayObjective {
+  /// "time" (milliseconds), or another field every successful entry holds as a number, such
+  /// as "GFLOP/s" or "GB/s".
+  std::string name = "time";
+  /// Unset: maximise a rate (a name ending in "/s", or FLOPS: is_rate_unit), minimise
+  /// anything else, as Kernel Tuner's documentation recommends.
+  std::optional<bool> minimize;
+};
+
 /// Evaluates a configuration by looking it up in a Kernel Tuner cache or T4 results file, as
 /// Kernel Tuner's simulation mode does. Used to judge tuning strategies on spaces whose every
 /// valid configuration was measured, so the optimum is known.
@@ -23,20 +34,31 @@ namespace tunebase {
 ///   Measurement with that string as message (T4: the status its invalidity names).
 /// - A configuration absent from the file returns failed "configuration not in <file>".
 ///
+/// With another objective than time (ReplayObjective), a successful entry's objective is that
+/// field, its time and times become metrics ("time", "times"), and an entry without a finite
+/// number in the field fails, saying so. Failed entries stay failed.
+///
 /// kernel_name() is the file's kernel name (e.g. "Xgemm"), so that replayed trials and the
 /// same file imported into the database belong to one kernel. A file that names no kernel
 /// (T4 results) gives "replay:<file name without .json/.gz>", unless a name is passed in.
 /// Lookups are const and thread-safe; evaluate() never throws for a configuration.
 class ReplayEvaluator : public Evaluator {
  public:
-  /// `origin` names the file in messages ("configuration not in <origin>").
-  ReplayEvaluator(MeasuredDataset dataset, std::string origin, std::string kernel_name = {});
+  /// `origin` names the file in messages ("configuration not in <origin>"). InvalidInput when
+  /// `objective` names no numeric field of the entries (listing those they have).
+  ReplayEvaluator(MeasuredDataset dataset, std::string origin, std::string kernel_name = {},
+                  const ReplayObjective& objective = {});
   /// Reads `path` with read_measurements (plain or gzip, Kernel Tuner or T4).
-  static ReplayEvaluator from_file(const std::string& path, std::string kernel_name = {});
+  static ReplayEvaluator from_file(const std::string& path, std::string kernel_name = {},
+                                   const ReplayObjective& objective = {});
 
   std::string kernel_name() const override { return kernel_name_; }
-  /// Kernel Tuner caches and T4 files (after conversion) hold milliseconds.
-  std::string objective_unit() const override { return "ms"; }
+  /// Kernel Tuner caches and T4 files (after conversion) hold times in milliseconds; another
+  /// objective's unit is its name ("GFLOP/s"), which then names the study's objective.
+  std::string objective_unit() const override { return objective_ == "time" ? "ms" : objective_; }
+  bool minimize() const override { return minimize_; }
+  /// The field replayed as the objective ("time", "GFLOP/s").
+  const std::string& objective_name() const { return objective_; }
   const std::vector<Configuration>* candidates() const override { return &configurations_; }
   /// The file's space: its tune_params (T4: the values seen), no constraints.
   const SearchSpace& space() const override { return dataset_.space; }
@@ -59,7 +81,8 @@ class ReplayEvaluator : public Evaluator {
   /// Whether the file holds an entry (successful or failed) for `config`.
   bool contains(const Configuration& config) const;
 
-  /// Best successful objective in the file (lowest time): the t* of tuning-quality metrics.
+  /// Best successful objective in the file (lowest time, highest when maximising): the t* of
+  /// tuning-quality metrics.
   /// Throws InvalidInput when the file has no successful entry.
   double optimum() const;
   /// The entry holding the optimum.
@@ -86,6 +109,8 @@ class ReplayEvaluator : public Evaluator {
   MeasuredDataset dataset_;
   std::string origin_;
   std::string kernel_name_;
+  std::string objective_;
+  bool minimize_ = true;
   std::unordered_map<std::string, std::size_t> index_;  // cache key -> entry position
   std::vector<Configuration> configurations_;
   std::optional<std::size_t> best_;
@@ -102,6 +127,7 @@ class ReplayInSpace : public Evaluator {
 
   std::string kernel_name() const override { return replay_.kernel_name(); }
   std::string objective_unit() const override { return replay_.objective_unit(); }
+  bool minimize() const override { return replay_.minimize(); }
   const std::vector<Configuration>* candidates() const override { return &candidates_; }
   const SearchSpace& space() const override { return space_; }
   nlohmann::json task() const override { return replay_.task(); }

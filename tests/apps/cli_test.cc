@@ -2200,6 +2200,108 @@ TEST_F(Cli, BenchmarkReplaysAMeasuredSpaceAgainstRandom) {
   EXPECT_NE(r.out.find(">5 (100% never)"), std::string::npos) << r.out;
 }
 
+// Kernel Tuner's objective="GFLOP/s", objective_higher_is_better=True, in simulation mode. In
+// this toy the highest GFLOP/s (a = 2) is not the fastest (a = 0): another problem size.
+std::string rates_cache() {
+  nlohmann::json cache = {{"device_name", "TestGPU"},
+                          {"kernel_name", "rates"},
+                          {"tune_params_keys", {"a"}},
+                          {"tune_params", {{"a", {0, 1, 2, 3}}}},
+                          {"cache", nlohmann::json::object()}};
+  const double gflops[] = {10.0, 20.0, 40.0, 30.0};
+  for (int a = 0; a < 4; ++a) {
+    cache["cache"][std::to_string(a)] = {{"a", a}, {"time", 1.0 + a}, {"GFLOP/s", gflops[a]}};
+  }
+  cache["cache"]["3"]["time"] = "CompilationFailedConfig";
+  return cache.dump();
+}
+
+TEST_F(Cli, ReplayAndBenchmarkTuneAnotherObjective) {
+  const auto target = dir_.file("rates.json");
+  std::ofstream(target) << rates_cache();
+  auto r = run("sweep --kernel replay --replay " + target +
+               " --objective GFLOP/s --strategy exhaustive --study g --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("best --kernel rates --machine TestGPU --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto best = nlohmann::json::parse(r.out);
+  EXPECT_EQ(best["config"], (nlohmann::json{{"a", 2}})) << r.out;
+  EXPECT_EQ(best["objective"], 40.0) << r.out;
+  EXPECT_EQ(best["objective_name"], "GFLOP/s") << r.out;
+  const auto stored = trials("g");
+  ASSERT_EQ(stored.size(), 4u);
+  std::size_t failed = 0;
+  for (const auto& t : stored) failed += t["status"] == "failed" ? 1 : 0;
+  EXPECT_EQ(failed, 1u);  // the failure string stays a failure
+
+  // Fractions of a maximised optimum are value / optimum: 10/40 after the first of
+  // exhaustive search's evaluations, 1 once it has measured a = 2.
+  const auto out = dir_.file("report.json");
+  r = run("benchmark --target " + target +
+          " --objective GFLOP/s --strategy exhaustive --budget 4 --seeds 1 --json " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("optimum 40 GFLOP/s (maximised)"), std::string::npos) << r.out;
+  const auto report = nlohmann::json::parse(slurp(out));
+  const auto& exhaustive = report["strategies"][0];
+  EXPECT_EQ(exhaustive["minimize"], false);
+  EXPECT_DOUBLE_EQ(exhaustive["fraction_first"]["median"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(exhaustive["evals_to"]["0.99"]["median"].get<double>(), 3.0);
+  // --minimize overrides a rate's direction: the lowest GFLOP/s, a = 0, is then the optimum.
+  r = run("benchmark --target " + target +
+          " --objective GFLOP/s --minimize --strategy exhaustive --budget 4 --seeds 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("optimum 10 GFLOP/s (minimised)"), std::string::npos) << r.out;
+
+  // What is not a numeric field is named, with those that are.
+  for (const std::string& command : {"benchmark --target " + target + " --objective GFLOPS",
+                                     "sweep --kernel replay --replay " + target +
+                                         " --objective GFLOPS --no-progress --db " + db()}) {
+    r = run(command);
+    EXPECT_EQ(r.exit_code, 2) << command;
+    EXPECT_NE(r.err.find("objective 'GFLOPS' is not a numeric field of " + target +
+                         "'s successful entries; their numeric fields: time, GFLOP/s"),
+              std::string::npos)
+        << r.err;
+  }
+  r = run("benchmark --target " + target + " --objective GFLOP/s --maximize --minimize");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--maximize and --minimize exclude each other"), std::string::npos) << r.err;
+  r = run("benchmark --target " + target + " --objective GFLOP/s --prior " + target);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--prior files are read as times"), std::string::npos) << r.err;
+  r = run("sweep --kernel spmv --objective GFLOP/s --budget 1 --no-progress --db " + db());
+  EXPECT_NE(r.err.find("--objective is not used by --kernel spmv"), std::string::npos) << r.err;
+}
+
+// Kernel Tuner's observers: a program reports several metrics, one of which may be tuned; and
+// its exit code may say that a configuration did not compile.
+TEST_F(Cli, ACommandReportsMetricsAndItsFailureClass) {
+  auto r = sweep_x4("obs",
+                    "test {x} -ne 3 || exit 80; echo \"GFLOP/s: $(( {x} * 10 + 5 ))\"; "
+                    "echo \"time: 0.4 ms\"",
+                    4, "--objective GFLOP/s");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto stored = trials("obs");
+  ASSERT_EQ(stored.size(), 4u);
+  EXPECT_EQ(stored[2]["value"], 25.0);
+  EXPECT_EQ(stored[2]["metrics"]["GFLOP/s"], 25.0);
+  EXPECT_EQ(stored[2]["metrics"]["time"], 0.4);
+  EXPECT_TRUE(stored[2]["metrics"].contains("wall_seconds"));
+  EXPECT_EQ(stored[3]["status"], "failed");
+  r = run("best --kernel command --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["objective"], 25.0) << r.out;  // maximised
+
+  // A Kernel Tuner cache holds times: the failure class shows in one of a timed study.
+  r = sweep_x4("timed", "test {x} -ne 3 || exit 80; echo {x}.5", 4);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto cache = dir_.file("timed.json");
+  r = run("export --study timed --format kernel_tuner -o " + cache + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto exported = nlohmann::json::parse(slurp(cache));
+  EXPECT_EQ(exported["cache"]["3"]["time"], "CompilationFailedConfig") << exported.dump();
+}
+
 TEST_F(Cli, BenchmarkRefusesWhatWouldMisleadIt) {
   const auto target = dir_.file("toy.json");
   std::ofstream(target) << toy_cache("TestGPU", 1.0, 5);

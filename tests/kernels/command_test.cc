@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 
 #include "core/error.h"
 #include "tests/support/process_limits.h"
@@ -228,6 +229,84 @@ TEST(CommandEvaluator, NonZeroExitFailsWithCodeAndStderr) {
   EXPECT_NE(m.message.find("exited with code 3"), std::string::npos) << m.message;
   EXPECT_NE(m.message.find("bad block size 16"), std::string::npos) << m.message;
   EXPECT_FALSE(m.ok());
+}
+
+// A wrapper's convention for Kernel Tuner's failure classes (exported by those names).
+TEST(CommandEvaluator, ExitCodesNameCompileFailuresAndInvalidConfigurations) {
+  CommandEvaluator compile(make_space(), "echo 'nvcc: syntax error' >&2; exit 80", quick());
+  const Measurement c = compile.evaluate(config(16, "fast"));
+  EXPECT_EQ(c.status, TrialStatus::failed);
+  EXPECT_EQ(c.message.rfind("CompilationFailedConfig: `", 0), 0u) << c.message;
+  EXPECT_NE(c.message.find("exited with code 80"), std::string::npos) << c.message;
+  EXPECT_NE(c.message.find("nvcc: syntax error"), std::string::npos) << c.message;
+
+  CommandOptions twice = quick();
+  twice.repeats = 2;
+  CommandEvaluator invalid(make_space(), "exit 81", twice);
+  const Measurement i = invalid.evaluate(config(16, "fast"));
+  EXPECT_EQ(i.status, TrialStatus::invalid);
+  EXPECT_EQ(i.message.rfind("InvalidConfig: run 1 of 2: `", 0), 0u) << i.message;
+
+  // Any other code is a failure at run time, as before.
+  CommandEvaluator other(make_space(), "exit 5", quick());
+  const Measurement o = other.evaluate(config(16, "fast"));
+  EXPECT_EQ(o.status, TrialStatus::failed);
+  EXPECT_EQ(o.message.rfind("`exit 5` exited with code 5", 0), 0u) << o.message;
+}
+
+TEST(OutputMetrics, ReadsNameColonOrEqualsNumberLines) {
+  const auto m = output_metrics(
+      "GFLOP/s: 12.5\ntime: 0.4 ms\niterations=12\n  Elapsed time = 3e-3 s\r\n"
+      "started 10:30:00\nnote: 3 of 5 passed\nbad: nan\n1x: 4\nscore: 7\nscore: 8\n");
+  EXPECT_EQ(m.values, (std::vector<std::pair<std::string, double>>{{"GFLOP/s", 12.5},
+                                                                   {"time", 0.4},
+                                                                   {"iterations", 12.0},
+                                                                   {"Elapsed time", 3e-3},
+                                                                   {"score", 8.0}}));
+  EXPECT_TRUE(m.dropped.empty());
+}
+
+TEST(OutputMetrics, KeepsTheFirstNamesAndShortNames) {
+  std::string out = std::string(kMaxMetricNameBytes + 1, 'n') + ": 1\n";
+  for (std::size_t i = 0; i <= kMaxOutputMetrics; ++i) out += "m" + std::to_string(i) + ": 1\n";
+  const auto m = output_metrics(out);
+  EXPECT_EQ(m.values.size(), kMaxOutputMetrics);
+  EXPECT_EQ(m.dropped, (std::set<std::string>{std::string(kMaxMetricNameBytes + 1, 'n'),
+                                              "m" + std::to_string(kMaxOutputMetrics)}));
+}
+
+TEST(CommandEvaluator, OutputLinesAreMetricsAndOneMayBeTheObjective) {
+  const std::string cmd = "echo 'GFLOP/s: {bs}.5'; echo 'time: 0.4 ms'; echo 'done 7'";
+  // Without --objective the last number stays the objective; the lines are metrics.
+  CommandEvaluator plain(make_space(), cmd, quick());
+  const Measurement m = plain.evaluate(config(32, "fast"));
+  ASSERT_EQ(m.status, TrialStatus::ok) << m.message;
+  EXPECT_EQ(m.objective, 7.0);
+  EXPECT_EQ(m.metrics.at("GFLOP/s"), 32.5);
+  EXPECT_EQ(m.metrics.at("time"), 0.4);
+  EXPECT_TRUE(m.metrics.contains("wall_seconds"));
+
+  CommandOptions o = quick();
+  o.objective_metric = "GFLOP/s";
+  CommandEvaluator named(make_space(), cmd, o);
+  EXPECT_EQ(named.evaluate(config(16, "fast")).objective, 16.5);
+  // A program that does not print it fails, saying which line was expected.
+  CommandEvaluator missing(make_space(), "echo 'GB/s: 3'", o);
+  const Measurement none = missing.evaluate(config(16, "fast"));
+  EXPECT_EQ(none.status, TrialStatus::failed);
+  EXPECT_NE(none.message.find("no line 'GFLOP/s: NUMBER'"), std::string::npos) << none.message;
+
+  o.objective_regex = "x(.*)";
+  EXPECT_THROW(CommandEvaluator(make_space(), cmd, o), InvalidInput);
+}
+
+TEST(CommandEvaluator, MetricsPastTheLimitAreNamedInTheMessage) {
+  CommandEvaluator e(make_space(), "for i in $(seq 40); do echo \"m$i: $i\"; done", quick());
+  const Measurement m = e.evaluate(config(16, "fast"));
+  ASSERT_EQ(m.status, TrialStatus::ok) << m.message;
+  EXPECT_EQ(m.metrics.size(), kMaxOutputMetrics + 1);  // and wall_seconds
+  EXPECT_NE(m.message.find("8 metric(s) of the output not kept"), std::string::npos) << m.message;
+  EXPECT_NE(m.message.find("'m40'"), std::string::npos) << m.message;
 }
 
 TEST(CommandEvaluator, KilledBySignalFails) {

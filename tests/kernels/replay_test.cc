@@ -115,6 +115,67 @@ TEST(ReplayEvaluator, FileWithoutKernelNameOrSuccesses) {
   EXPECT_EQ(named.kernel_name(), "convolution_kernel");
 }
 
+// Kernel Tuner's objective="GFLOP/s", objective_higher_is_better=True: the field is the
+// objective, a rate is maximised, and its best need not be the fastest configuration.
+const std::string kRates = R"({
+  "device_name": "Test GPU", "kernel_name": "stencil",
+  "tune_params_keys": ["bx"], "tune_params": {"bx": [16, 32, 64, 128]},
+  "cache": {
+    "16": {"bx": 16, "time": 1.0, "times": [1.0, 1.0], "GFLOP/s": 50.0, "timestamp": "t"},
+    "32": {"bx": 32, "time": 2.0, "times": [2.0, 2.0], "GFLOP/s": 90.0},
+    "64": {"bx": 64, "time": "CompilationFailedConfig"},
+    "128": {"bx": 128, "time": 0.5}
+  }})";
+
+TEST(ReplayEvaluator, TunesAnotherFieldAndMaximisesARate) {
+  ReplayEvaluator replay(parse_measurements(kRates, "rates.json"), "rates.json", {},
+                         ReplayObjective{.name = "GFLOP/s", .minimize = std::nullopt});
+  EXPECT_FALSE(replay.minimize());
+  EXPECT_EQ(replay.objective_unit(), "GFLOP/s");
+  EXPECT_EQ(replay.objective_name(), "GFLOP/s");
+  EXPECT_DOUBLE_EQ(replay.optimum(), 90.0);
+  EXPECT_EQ(replay.space().key(replay.best().config), "32");
+
+  const Measurement m = replay.evaluate({Value(std::int64_t{16})});
+  ASSERT_TRUE(m.ok());
+  EXPECT_DOUBLE_EQ(m.objective, 50.0);
+  // The time is kept, as a metric: the raw values are the objective's, and times are not.
+  EXPECT_TRUE(m.raw.empty());
+  EXPECT_DOUBLE_EQ(m.metrics.at("time").get<double>(), 1.0);
+  EXPECT_EQ(m.metrics.at("times"), (nlohmann::json{1.0, 1.0}));
+  // A failure string stays the failure; a success without the field fails, saying why.
+  EXPECT_EQ(replay.evaluate({Value(std::int64_t{64})}).message, "CompilationFailedConfig");
+  const Measurement none = replay.evaluate({Value(std::int64_t{128})});
+  EXPECT_EQ(none.status, TrialStatus::failed);
+  EXPECT_THAT(none.message, HasSubstr("no number in 'GFLOP/s'"));
+
+  // --minimize overrides the rate's direction; time stays the default objective.
+  const ReplayEvaluator lowest(parse_measurements(kRates, "rates.json"), "rates.json", {},
+                               ReplayObjective{.name = "GFLOP/s", .minimize = true});
+  EXPECT_TRUE(lowest.minimize());
+  EXPECT_DOUBLE_EQ(lowest.optimum(), 50.0);
+  const ReplayEvaluator time(parse_measurements(kRates, "rates.json"), "rates.json");
+  EXPECT_TRUE(time.minimize());
+  EXPECT_EQ(time.objective_unit(), "ms");
+  EXPECT_DOUBLE_EQ(time.optimum(), 0.5);
+}
+
+TEST(ReplayEvaluator, UnknownObjectiveListsTheNumericFields) {
+  try {
+    ReplayEvaluator(parse_measurements(kRates, "rates.json"), "rates.json", {},
+                    ReplayObjective{.name = "GFLOPS", .minimize = std::nullopt});
+    FAIL() << "an unknown objective was accepted";
+  } catch (const InvalidInput& e) {
+    EXPECT_THAT(e.what(), HasSubstr("objective 'GFLOPS' is not a numeric field of rates.json"));
+    EXPECT_THAT(e.what(), HasSubstr("time, GFLOP/s"));
+    EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("timestamp")));  // a string
+  }
+  // A parameter is no objective either.
+  EXPECT_THROW(ReplayEvaluator(parse_measurements(kRates, "r"), "r", {},
+                               ReplayObjective{.name = "bx", .minimize = std::nullopt}),
+               InvalidInput);
+}
+
 TEST(ReplayEvaluator, MissingFileIsAnIoError) {
   testing::TempDir dir;
   EXPECT_THROW(ReplayEvaluator::from_file(dir.file("nothing.json.gz")), IoError);
