@@ -319,8 +319,9 @@ bool is_spmv_table(const std::string& path) {
 /// Files one SpMV-format table: one study per matrix (its task the matrix, its features the
 /// matrix properties), all in one transaction.
 void import_spmv_table(db::Store& store, const std::string& path, const std::string& machine,
-                       const std::string& kernel) {
-  const auto table = read_spmv_table(path);
+                       const std::string& kernel, const std::vector<std::string>& formats) {
+  auto table = read_spmv_table(path);
+  if (!formats.empty()) keep_spmv_formats(table, formats);
   std::vector<std::pair<MeasuredDataset, db::ImportOptions>> datasets;
   for (auto& m : spmv_measurements(table)) {
     db::ImportOptions options;
@@ -1211,6 +1212,7 @@ void add_query_commands(CLI::App& app) {
   {
     struct Args {
       std::string file, db = kDefaultDb, machine, kernel, study, input;
+      std::vector<std::string> formats;
     };
     auto args = std::make_shared<Args>();
     auto* cmd = app.add_subcommand(
@@ -1228,8 +1230,17 @@ void add_query_commands(CLI::App& app) {
     cmd->add_option("--input", args->input,
                     "The input the measurements are of, as JSON, e.g. '{\"problem_size\": "
                     "[4096, 4096]}' (default: the file's problem_size; T4 files name none)");
+    cmd->add_option("--formats", args->formats,
+                    "A .csv's format columns to import (comma-separated, default all): machines "
+                    "imported with the same formats share one space, so their measurements "
+                    "transfer (e.g. csr,coo,ell,sellp,hybrid, the formats every Ginkgo file has)")
+        ->delimiter(',');
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->callback([args] {
+      if (!args->formats.empty() && !is_spmv_table(args->file)) {
+        throw InvalidInput("--formats selects the format columns of an SpMV table (.csv); " +
+                           args->file + " is not one");
+      }
       if (is_spmv_table(args->file)) {
         if (!args->study.empty() || !args->input.empty()) {
           throw InvalidInput(
@@ -1237,7 +1248,7 @@ void add_query_commands(CLI::App& app) {
               "--study and --input do not apply; give --kernel and --machine only");
         }
         db::Store store(args->db);
-        import_spmv_table(store, args->file, args->machine, args->kernel);
+        import_spmv_table(store, args->file, args->machine, args->kernel, args->formats);
         return;
       }
       const auto dataset = read_measurements(args->file);

@@ -348,7 +348,8 @@ Value scalar_value(const json& j, const std::string& where, const std::string& n
   try {
     return value_from_json(j);
   } catch (const InvalidInput&) {
-    throw InvalidInput(where + ": parameter '" + name + "' must be a number or a string, got " +
+    throw InvalidInput(where + ": parameter '" + name +
+                       "' must be a number, a string or true/false (read as 1/0), got " +
                        describe(j));
   }
 }

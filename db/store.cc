@@ -1731,9 +1731,8 @@ ImportResult Store::import_one(const MeasuredDataset& dataset, const ImportOptio
   std::unordered_map<std::string, const Observation*> by_key;
   for (const auto& entry : dataset.entries) by_key.emplace(dataset.space.key(entry.config), &entry);
   const TaskId* only_input = options.match_other_inputs ? nullptr : &result.task;
-  for (const auto& [id, o] :
-       import_overlaps(impl_->db, kernel_name, machine->id, only_input, by_key, options.unit,
-                       what)) {
+  for (const auto& [id, o] : import_overlaps(impl_->db, kernel_name, machine->id, only_input,
+                                             by_key, options.unit, what)) {
     if (o.shared == 0 || o.same < o.shared) continue;
     const auto earlier = impl_->find_study_where("WHERE s.id = ?1", id);
     const std::string named = "study " + std::to_string(id) + " \"" + earlier->name + "\" (" +

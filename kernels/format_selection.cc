@@ -261,6 +261,30 @@ SpmvTable read_spmv_table(const std::string& path) {
   return table;
 }
 
+void keep_spmv_formats(SpmvTable& table, const std::vector<std::string>& formats) {
+  std::vector<std::size_t> columns;
+  for (const auto& f : formats) {
+    const auto it = std::find(table.formats.begin(), table.formats.end(), f);
+    if (it == table.formats.end()) {
+      std::string have;
+      for (const auto& g : table.formats) have += (have.empty() ? "" : ", ") + g;
+      throw InvalidInput(table.path + " has no format column '" + f + "'; its formats: " + have);
+    }
+    const auto column = static_cast<std::size_t>(it - table.formats.begin());
+    if (std::find(columns.begin(), columns.end(), column) != columns.end()) {
+      throw InvalidInput("format '" + f + "' is given twice; give each format once");
+    }
+    columns.push_back(column);
+  }
+  const auto pick = [&](const std::vector<std::string>& all) {
+    std::vector<std::string> kept;
+    for (std::size_t c : columns) kept.push_back(all[c]);
+    return kept;
+  };
+  for (auto& row : table.rows) row.times = pick(row.times);
+  table.formats = pick(table.formats);
+}
+
 std::vector<SpmvMatrixMeasurements> spmv_measurements(const SpmvTable& table) {
   std::vector<Value> values(table.formats.begin(), table.formats.end());
   std::optional<Value> default_format;

@@ -52,6 +52,12 @@ struct SpmvTable {
 /// wrong number of cells, a property that is not a number).
 SpmvTable read_spmv_table(const std::string& path);
 
+/// Keeps only the format columns `formats`, in that order: machines whose files have other
+/// columns (K40m's and P100's cuSPARSE variants) are then one space, whose measurements
+/// transfer. InvalidInput naming the file's formats when one is not among them, or for a
+/// format given twice.
+void keep_spmv_formats(SpmvTable& table, const std::vector<std::string>& formats);
+
 /// The kernel an imported SpMV-format table is filed under: choosing the storage format of one
 /// matrix's SpMV.
 inline constexpr const char* kSpmvFormatKernel = "spmv_format";

@@ -2849,6 +2849,28 @@ TEST_F(Cli, AnSpmvTableImportedAgainAddsNothing) {
   EXPECT_EQ(store.trials(studies[0].id).size() + store.trials(studies[1].id).size(), 6u);
 }
 
+// K40m's file has cuSPARSE columns V100's has not: imported with the formats both have, the
+// two machines share one space (one kernel version), so each is a prior of the other.
+TEST_F(Cli, SpmvTablesImportedWithTheSameFormatsShareOneSpace) {
+  const auto x = write_spmv_table(dir_.file("GPU-X.csv"));
+  const auto y = dir_.file("GPU-Y.csv");
+  std::ofstream(y) << "group,name,rows,csr,cusparse_csr,ell,coo\n"
+                   << "G,small,10,4e-06,5e-06,2e-06,1e-06\n";
+  ASSERT_EQ(run("import " + x + " --db " + db()).exit_code, 0);
+  auto r = run("import " + y + " --formats csr,coo,ell --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  db::Store store(db(), {.read_only = true});
+  std::set<std::string> versions;
+  for (const auto& s : store.list_studies("spmv_format")) versions.insert(s.kernel_version);
+  EXPECT_EQ(versions.size(), 1u);
+  // What the file lacks is named with what it has.
+  r = run("import " + y + " --formats csr,sellp --db " + dir_.file("other.db"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("has no format column 'sellp'; its formats: csr, cusparse_csr, ell, coo"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(Cli, ABrokenSpmvTableIsRefusedWithItsLineAndNothingIsStored) {
   // An earlier import stays as it is.
   ASSERT_EQ(run("import " + write_spmv_table(dir_.file("GPU-X.csv")) + " --db " + db()).exit_code,

@@ -520,8 +520,10 @@ TEST(BrokenFiles, WrongTypes) {
   }
   {
     nlohmann::json b = j;
-    b["cache"]["16,1,0.5"]["tile"] = true;
-    EXPECT_THAT(parse_error(b.dump()), HasSubstr("parameter 'tile' must be a number or a string"));
+    // true and false are Python's 1 and 0 (read as those), a list is no value.
+    b["cache"]["16,1,0.5"]["tile"] = nlohmann::json::array({1});
+    EXPECT_THAT(parse_error(b.dump()),
+                HasSubstr("parameter 'tile' must be a number, a string or true/false"));
   }
   {
     nlohmann::json b = j;
