@@ -398,6 +398,11 @@ bool key_matches(std::string_view key, const Configuration& config) {
       continue;
     }
     while (!piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+    // Python's str() of a boolean value, read as 1 or 0 (value_from_json).
+    if (piece == "True" || piece == "False") {
+      if (as_double(config[i]) != (piece == "True" ? 1.0 : 0.0)) return false;
+      continue;
+    }
     double parsed = 0.0;
     const auto [end, ec] = std::from_chars(piece.data(), piece.data() + piece.size(), parsed);
     if (ec != std::errc() || end != piece.data() + piece.size()) return false;

@@ -150,6 +150,25 @@ TEST(KernelTunerCache, AcceptsIntegralFloatKeysWrittenEitherWay) {
   EXPECT_EQ(parse_measurements(text, "cache.json").entries.size(), 3u);
 }
 
+// A boolean tune parameter: Kernel Tuner keys its entries "32,True" (Python's str()), and its
+// values read as 1 and 0.
+TEST(KernelTunerCache, BooleanValuesAndTheirPythonKeysAreRead) {
+  const std::string text = R"({"device_name": "gpu", "kernel_name": "k",
+    "tune_params_keys": ["bx", "flag"], "tune_params": {"bx": [32], "flag": [true, false]},
+    "cache": {"32,True": {"bx": 32, "flag": true, "time": 1.5, "times": [1.5]},
+              "32,False": {"bx": 32, "flag": false, "time": 1.0, "times": [1.0]}}})";
+  const auto d = parse_measurements(text, "cache.json");
+  ASSERT_EQ(d.entries.size(), 2u);
+  EXPECT_EQ(d.entries[0].config[1], Value(std::int64_t{1}));
+  EXPECT_EQ(d.entries[1].config[1], Value(std::int64_t{0}));
+  // Keys whose booleans disagree with their entries' values (swapped) are still refused.
+  std::string wrong = text;
+  wrong.replace(wrong.find("\"32,True\""), 9, "\"32,Swap\"");
+  wrong.replace(wrong.find("\"32,False\""), 10, "\"32,True\"");
+  wrong.replace(wrong.find("\"32,Swap\""), 9, "\"32,False\"");
+  EXPECT_THAT(parse_error(wrong), HasSubstr("does not match its values"));
+}
+
 // Keys as Kernel Tuner writes them, Python's str() of each value: a string holding a comma or
 // starting with a space, next to a real that Python writes positionally.
 TEST(KernelTunerCache, KeysOfStringsWithCommasAndSpacesAreRead) {
