@@ -42,7 +42,12 @@ nlohmann::json task_features_of(const db::TaskRecord& task) {
 
 std::vector<Prior> priors_from_store(const db::Store& store, const SearchSpace& space,
                                      const db::PriorQuery& query) {
+  // The kernel's inputs in one query, not one per input: a kernel measured on thousands of
+  // matrices has thousands.
   std::unordered_map<std::int64_t, nlohmann::json> task_features;
+  for (const auto& task : store.list_tasks(query.kernel_name)) {
+    task_features.emplace(task.id.value, task_features_of(task));
+  }
   // (machine name, task id) -> prior, ordered so that the result does not depend on ids.
   std::map<std::pair<std::string, std::int64_t>, Prior> grouped;
   for (auto& t : store.prior_trials(query)) {
@@ -288,6 +293,9 @@ std::optional<PredictedBest> predict_best_from(
       this_machine_only = true;
     }
   }
+  // A model of every input a machine measured costs a fit of seconds per machine, and carries
+  // a new input's neighbours no better than a model of those neighbours alone.
+  priors = nearest_inputs(std::move(priors), target_features, kMaxPredictionInputsPerSource);
 
   PredictedBest out;
   std::unordered_set<std::string> machines;

@@ -262,33 +262,6 @@ class InverseCopula {
   long double slope_ = 0.0;
 };
 
-// Task features: the union of numeric feature names over the priors and the study, each
-// scaled to [0,1] over the values seen (log first when all are positive and span a factor of
-// more than kLogFeatureRatio).
-constexpr double kLogFeatureRatio = 10.0;
-constexpr double kMissingFeature = 0.5;
-
-struct TaskFeatureScaling {
-  std::vector<std::string> names;
-  std::vector<double> low, high;
-  std::vector<bool> log;
-
-  std::size_t size() const { return names.size(); }
-  std::vector<double> scale(const nlohmann::json& features) const {
-    std::vector<double> out(names.size(), kMissingFeature);
-    for (std::size_t i = 0; i < names.size(); ++i) {
-      if (!features.is_object() || !features.contains(names[i]) ||
-          !features[names[i]].is_number()) {
-        continue;
-      }
-      double v = features[names[i]].get<double>();
-      if (log[i]) v = std::log(v);
-      out[i] = high[i] > low[i] ? (v - low[i]) / (high[i] - low[i]) : kMissingFeature;
-    }
-    return out;
-  }
-};
-
 // One task of a prior source: its input's scaled features and its sorted model values.
 struct TaskValues {
   std::vector<double> features;
@@ -353,30 +326,6 @@ std::vector<double> units_for_the_study(std::vector<TaskValues> tasks,
   }
   for (auto& v : out) v /= total;
   return out;
-}
-
-TaskFeatureScaling task_feature_scaling(const std::vector<Prior>& priors,
-                                        const nlohmann::json& study_features) {
-  std::map<std::string, std::vector<double>> values;
-  auto collect = [&](const nlohmann::json& f) {
-    if (!f.is_object()) return;
-    for (const auto& [name, v] : f.items()) {
-      if (v.is_number() && std::isfinite(v.get<double>())) values[name].push_back(v.get<double>());
-    }
-  };
-  for (const auto& p : priors) collect(p.task_features);
-  collect(study_features);
-  TaskFeatureScaling s;
-  for (auto& [name, v] : values) {
-    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-    if (*lo == *hi) continue;  // the same everywhere: tells the model nothing
-    const bool log = *lo > 0.0 && *hi / *lo > kLogFeatureRatio;
-    s.names.push_back(name);
-    s.log.push_back(log);
-    s.low.push_back(log ? std::log(*lo) : *lo);
-    s.high.push_back(log ? std::log(*hi) : *hi);
-  }
-  return s;
 }
 
 class BayesianOptimization final : public ModelBasedStrategy {

@@ -1,7 +1,10 @@
 #include "tuner/prior.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <map>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -206,6 +209,75 @@ std::vector<Prior> priors_of_the_input(const std::vector<Prior>& priors,
   std::vector<Prior> out;
   for (const auto& p : priors) {
     if (shares_a_number(p) && priors_share_the_input({p}, study_features)) out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<double> TaskFeatureScaling::scale(const nlohmann::json& features) const {
+  std::vector<double> out(names.size(), kMissingFeature);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (!features.is_object() || !features.contains(names[i]) || !features[names[i]].is_number()) {
+      continue;
+    }
+    double v = features[names[i]].get<double>();
+    if (log[i]) v = std::log(v);
+    out[i] = high[i] > low[i] ? (v - low[i]) / (high[i] - low[i]) : kMissingFeature;
+  }
+  return out;
+}
+
+TaskFeatureScaling task_feature_scaling(const std::vector<Prior>& priors,
+                                        const nlohmann::json& study_features) {
+  std::map<std::string, std::vector<double>> values;
+  auto collect = [&](const nlohmann::json& f) {
+    if (!f.is_object()) return;
+    for (const auto& [name, v] : f.items()) {
+      if (v.is_number() && std::isfinite(v.get<double>())) values[name].push_back(v.get<double>());
+    }
+  };
+  for (const auto& p : priors) collect(p.task_features);
+  collect(study_features);
+  TaskFeatureScaling s;
+  for (auto& [name, v] : values) {
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    if (*lo == *hi) continue;  // the same everywhere: tells the model nothing
+    const bool log = *lo > 0.0 && *hi / *lo > kLogFeatureRatio;
+    s.names.push_back(name);
+    s.log.push_back(log);
+    s.low.push_back(log ? std::log(*lo) : *lo);
+    s.high.push_back(log ? std::log(*hi) : *hi);
+  }
+  return s;
+}
+
+std::vector<Prior> nearest_inputs(std::vector<Prior> priors, const nlohmann::json& study_features,
+                                  std::size_t per_source) {
+  std::map<std::string, std::vector<std::size_t>> by_source;
+  for (std::size_t i = 0; i < priors.size(); ++i) by_source[priors[i].source].push_back(i);
+  if (std::all_of(by_source.begin(), by_source.end(),
+                  [&](const auto& s) { return s.second.size() <= per_source; })) {
+    return priors;
+  }
+  const auto scaling = task_feature_scaling(priors, study_features);
+  const auto target = scaling.scale(study_features);
+  std::vector<double> distance(priors.size(), 0.0);
+  for (std::size_t i = 0; i < priors.size(); ++i) {
+    const auto x = scaling.scale(priors[i].task_features);
+    for (std::size_t f = 0; f < x.size(); ++f)
+      distance[i] += (x[f] - target[f]) * (x[f] - target[f]);
+  }
+  std::vector<bool> keep(priors.size(), false);
+  for (auto& [source, members] : by_source) {
+    const std::size_t kept = std::min(per_source, members.size());
+    std::partial_sort(members.begin(), members.begin() + static_cast<std::ptrdiff_t>(kept),
+                      members.end(), [&](std::size_t a, std::size_t b) {
+                        return std::tie(distance[a], a) < std::tie(distance[b], b);
+                      });
+    for (std::size_t k = 0; k < kept; ++k) keep[members[k]] = true;
+  }
+  std::vector<Prior> out;
+  for (std::size_t i = 0; i < priors.size(); ++i) {
+    if (keep[i]) out.push_back(std::move(priors[i]));
   }
   return out;
 }

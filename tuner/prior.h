@@ -81,6 +81,31 @@ bool priors_share_the_input(const std::vector<Prior>& priors, const nlohmann::js
 std::vector<Prior> priors_of_the_input(const std::vector<Prior>& priors,
                                        const nlohmann::json& study_features);
 
+/// Task features as model inputs: the union of the numeric feature names of the priors and
+/// the study, each scaled to [0, 1] over the values seen (log first when all are positive and
+/// span a factor of more than kLogFeatureRatio: matrix sizes span decades); a feature that an
+/// input does not give, or that is the same everywhere, sits at kMissingFeature.
+inline constexpr double kLogFeatureRatio = 10.0;
+inline constexpr double kMissingFeature = 0.5;
+struct TaskFeatureScaling {
+  std::vector<std::string> names;
+  std::vector<double> low, high;
+  std::vector<bool> log;
+
+  std::size_t size() const { return names.size(); }
+  std::vector<double> scale(const nlohmann::json& features) const;
+};
+TaskFeatureScaling task_feature_scaling(const std::vector<Prior>& priors,
+                                        const nlohmann::json& study_features);
+
+/// The priors a prediction for the input of `study_features` rests on: of each source, the
+/// `per_source` whose inputs lie nearest to it (Euclidean distance in task_feature_scaling
+/// coordinates; the earlier of equally near ones), every one of a source with no more. In their
+/// order. A source that measured thousands of inputs is then modelled on the neighbourhood of
+/// the one asked about, at a cost that does not grow with the inputs stored.
+std::vector<Prior> nearest_inputs(std::vector<Prior> priors, const nlohmann::json& study_features,
+                                  std::size_t per_source);
+
 /// The strategy a study should use: `bo-transfer` when it has priors, else `bo`.
 std::string default_strategy(bool has_priors);
 

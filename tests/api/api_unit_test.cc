@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <set>
 #include <string_view>
@@ -660,6 +661,35 @@ TEST(PredictedBest, AMachineThatMeasuredOtherInputsIsPredictedFromThemNotFromOth
   ASSERT_TRUE(unknown.has_value());
   EXPECT_EQ(unknown->config, (nlohmann::json{{"format", "ell"}}));
   EXPECT_FALSE(unknown->this_machine_only);
+}
+
+TEST(PredictedBest, RestsOnTheNearestInputsWhenThousandsWereMeasured) {
+  // A machine measured more inputs than a prediction may rest on: a new input is predicted from
+  // the nearest of them, at a cost that does not grow with the inputs stored.
+  tunebase::testing::TempDir dir;
+  db::Store store(dir.file("t.db"));
+  const SearchSpace space({categorical("format", {Value{"csr"}, Value{"ell"}})}, {});
+  const auto kernel = store.upsert_kernel("spmv_format", space);
+  const std::size_t measured = kMaxPredictionInputsPerSource + 20;
+  for (std::size_t i = 0; i < measured; ++i) {
+    const double rows = std::pow(10.0, 2.0 + 4.0 * static_cast<double>(i) / measured);
+    const auto input = store.upsert_task("spmv_format", {{"rows", rows}}, {{"rows", rows}});
+    // ell is fastest on the large matrices only.
+    measure_every_configuration(store, "s" + std::to_string(i), "gpu", kernel, space, input,
+                                [&](const Configuration& c) {
+                                  const bool csr = std::get<std::string>(c[0]) == "csr";
+                                  return Measurement::success(csr == (rows < 1e4) ? 1.0 : 2.0);
+                                });
+  }
+  const auto gpu = store.find_machine("gpu");
+  ASSERT_TRUE(gpu.has_value());
+  for (const double rows : {300.0, 3e5}) {
+    const auto p = predict_best(store, "spmv_format", gpu->id, std::nullopt,
+                                db::Direction::minimize, "", {{"rows", rows}}, kernel.version);
+    ASSERT_TRUE(p.has_value());
+    EXPECT_EQ(p->inputs, kMaxPredictionInputsPerSource);
+    EXPECT_EQ(p->config, (nlohmann::json{{"format", rows < 1e4 ? "csr" : "ell"}}));
+  }
 }
 
 TEST(FailureReasonsJson, AReasonIsWholeAndOthersAreByStatus) {

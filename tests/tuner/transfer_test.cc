@@ -473,6 +473,38 @@ TEST(PriorFailures, AConfigurationAndAValueThatFailedThereAreNotProposedFirst) {
   }
 }
 
+TEST(TaskFeatures, APredictionRestsOnTheNearestInputsOfEachSourceOnly) {
+  const auto s = space();
+  std::vector<Prior> priors;
+  // One source measured 100 inputs over five decades of rows, another two.
+  for (int i = 0; i < 100; ++i) {
+    priors.push_back(make_prior(s, "gpu", same, {{"rows", std::pow(10.0, 1.0 + 0.05 * i)}}));
+  }
+  priors.push_back(make_prior(s, "cpu", same, {{"rows", 10.0}}));
+  priors.push_back(make_prior(s, "cpu", same, {{"rows", 1e6}}));
+  const auto kept = nearest_inputs(priors, {{"rows", 1000.0}}, 5);
+  std::vector<double> gpu_rows;
+  std::size_t cpu = 0;
+  for (const auto& p : kept) {
+    if (p.source == "gpu") gpu_rows.push_back(p.task_features["rows"].get<double>());
+    cpu += p.source == "cpu";
+  }
+  EXPECT_EQ(cpu, 2u);  // no more than the cap: all of them
+  ASSERT_EQ(gpu_rows.size(), 5u);
+  for (const double rows : gpu_rows) EXPECT_NEAR(std::log10(rows), 3.0, 0.1 + 1e-9);
+
+  // Sizes are told apart by their ratio: 50 and 200 are as near 100 as each other, 20 is not.
+  std::vector<Prior> sizes;
+  for (const double rows : {10.0, 20.0, 50.0, 200.0, 500.0, 1e4, 1e6}) {
+    sizes.push_back(make_prior(s, "gpu", same, {{"rows", rows}}));
+  }
+  std::vector<double> nearest;
+  for (const auto& p : nearest_inputs(sizes, {{"rows", 100.0}}, 2)) {
+    nearest.push_back(p.task_features["rows"].get<double>());
+  }
+  EXPECT_EQ(nearest, (std::vector<double>{50.0, 200.0}));
+}
+
 TEST(Priors, FromADatasetMatchByNameAndSkipWhatTheSpaceLacks) {
   const auto s = space();
   MeasuredDataset d;
