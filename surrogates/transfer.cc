@@ -232,7 +232,8 @@ std::shared_ptr<const SourceModel> SourceModelCache::model(const SourceData& dat
   std::lock_guard lock(mutex_);
   if (auto it = models_.find(key); it != models_.end()) {
     ++hits_;
-    return it->second;
+    it->second.last_use = ++use_clock_;
+    return it->second.model;
   }
   std::shared_ptr<const SourceModel> built;
   if (auto it = saved_.find(key); it != saved_.end()) {
@@ -242,7 +243,12 @@ std::shared_ptr<const SourceModel> SourceModelCache::model(const SourceData& dat
     built = std::make_shared<SourceModel>(SourceModel::fit(data, options));
     ++fits_;
   }
-  models_.emplace(key, built);
+  if (models_.size() >= max_models_) {
+    models_.erase(std::min_element(
+        models_.begin(), models_.end(),
+        [](const auto& a, const auto& b) { return a.second.last_use < b.second.last_use; }));
+  }
+  models_.emplace(key, Cached{built, ++use_clock_});
   return built;
 }
 
@@ -285,9 +291,9 @@ std::size_t SourceModelCache::size() const {
 nlohmann::json SourceModelCache::to_json() const {
   std::lock_guard lock(mutex_);
   nlohmann::json out = nlohmann::json::object();
-  for (const auto& [key, model] : models_) {
-    out[hex(key)] = {{"name", model->name()},
-                     {"hyperparameters", model->gp().hyperparameters().to_json()}};
+  for (const auto& [key, cached] : models_) {
+    out[hex(key)] = {{"name", cached.model->name()},
+                     {"hyperparameters", cached.model->gp().hyperparameters().to_json()}};
   }
   return out;
 }

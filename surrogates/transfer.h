@@ -23,6 +23,7 @@
 // sees the same prior reuses one fit, and their hyperparameters can be saved and restored.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -129,9 +130,16 @@ class SourceModel {
 /// predictions over candidate sets (the enumerated space of a kernel), which do not change.
 class SourceModelCache {
  public:
+  /// Models kept: a server asked about many new inputs fits a small model for each (a
+  /// prediction from the nearest inputs), some hundred kilobytes apiece.
+  static constexpr std::size_t kMaxCachedModels = 1024;
+
+  explicit SourceModelCache(std::size_t max_models = kMaxCachedModels)
+      : max_models_(std::max<std::size_t>(max_models, 1)) {}
+
   /// The model of `data`: from the cache, else conditioned on saved hyperparameters (see
   /// load), else fitted now (counted by fit_count). Concurrent callers asking for the same
-  /// data wait for one fit.
+  /// data wait for one fit. Past `max_models` the least recently used model is dropped.
   std::shared_ptr<const SourceModel> model(const SourceData& data,
                                            const SourceModelOptions& options);
   /// model.predict(candidates), computed once per (model, candidate content).
@@ -158,8 +166,15 @@ class SourceModelCache {
   static SourceModelCache& process_cache();
 
  private:
+  struct Cached {
+    std::shared_ptr<const SourceModel> model;
+    std::uint64_t last_use = 0;  ///< use_clock_ when last asked for
+  };
   mutable std::mutex mutex_;
-  std::unordered_map<std::uint64_t, std::shared_ptr<const SourceModel>> models_;
+  std::size_t max_models_;
+  /// At most max_models_; the least recently used goes first.
+  std::unordered_map<std::uint64_t, Cached> models_;
+  std::uint64_t use_clock_ = 0;
   std::unordered_map<std::uint64_t, GpHyperparameters> saved_;
   std::unordered_map<std::uint64_t, std::shared_ptr<const Prediction>> predictions_;
   std::size_t fits_ = 0;

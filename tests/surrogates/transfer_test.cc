@@ -105,6 +105,28 @@ TEST(Subsample, KeepsTheBestRegionAndFillsTheRest) {
   EXPECT_EQ(subsample_indices(x, y, options, rng).size(), 400u);
 }
 
+// A server asked about ever new inputs fits a model for each: the cache keeps the most
+// recently used, not every one.
+TEST(SourceModelCache, KeepsAtMostItsLimitDroppingTheLeastRecentlyUsed) {
+  SourceModelCache cache(2);
+  const Matrix x = grid(6);
+  const auto options = small_options();
+  const auto a = source("a", x, bowl(x));
+  const auto b = source("b", x, bowl(x));
+  const auto c = source("c", x, bowl(x));
+  cache.model(a, options);
+  cache.model(b, options);
+  cache.model(a, options);  // a is now more recent than b
+  cache.model(c, options);  // b goes
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_EQ(cache.fit_count(), 3u);
+  cache.model(a, options);
+  EXPECT_EQ(cache.fit_count(), 3u);  // still there
+  cache.model(b, options);
+  EXPECT_EQ(cache.fit_count(), 4u);  // fitted again
+  EXPECT_EQ(cache.size(), 2u);
+}
+
 TEST(SourceModelCache, FitsOncePerSourceAndRestoresSavedHyperparameters) {
   SourceModelCache cache;
   const Matrix x = grid(12);
