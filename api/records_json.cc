@@ -197,8 +197,8 @@ MeasuredConfigurations measured_configurations(const db::Store& store, const std
              (task ? " for task " + std::to_string(task->value) : std::string()) +
              ": the best of so few may be far from the best there (" +
              std::to_string(kFewMeasuredConfigurations) +
-             " taken at random hold one of the best 5% with 95% chance); a sweep there (tunebase "
-             "sweep, or POST /v1/studies/" +
+             " taken at random hold one of the best 5% only 40% of the time); a sweep there "
+             "(tunebase sweep, or POST /v1/studies/" +
              std::to_string(best_study.id.value) + "/suggest) measures more";
   return out;
 }

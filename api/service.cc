@@ -940,7 +940,7 @@ void Service::add_routes() {
             "registered (predicted as for a new machine; with the registered name it probably "
             "meant, or the machines registered); the input is measured nowhere; several "
             "stored inputs have the task_features given; features no stored input has; "
-            "studies of both directions measured the kernel there; fewer than 59 configurations "
+            "studies of both directions measured the kernel there; fewer than 10 configurations "
             "measured there (a measured best of few)"}}},
          {"task_features",
           {{"type", "object"},
