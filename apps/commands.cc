@@ -307,6 +307,28 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
   if (!p.weights.empty()) std::cout << "weights:   " << weights_text(p.weights) << "\n";
 }
 
+/// The stored input of `kernel` whose description is `text` (JSON), as --input names it;
+/// NotFound with some of the kernel's inputs when none is.
+db::TaskId stored_input(const db::Store& store, const std::string& kernel,
+                        const std::string& text) {
+  const auto wanted = parse_json_text(text, "--input", DuplicateKeys::refuse);
+  constexpr std::size_t kListed = 5;
+  std::string some;
+  std::size_t count = 0;
+  for (const auto& t : store.list_tasks(kernel)) {
+    if (t.description == wanted) return t.id;
+    if (count++ < kListed) some += (some.empty() ? "" : ", ") + db::json_text(t.description);
+  }
+  throw NotFound("no stored input of " + kernel + " is " + db::json_text(wanted) +
+                 (count == 0
+                      ? std::string(" (it has none)")
+                      : "; its inputs" + std::string(count > kListed ? " include " : ": ") + some +
+                            (count > kListed ? " (" + std::to_string(count) +
+                                                   " in all; tunebase studies lists "
+                                                   "them)"
+                                             : std::string())));
+}
+
 /// Whether `path` is a table of SpMV times per storage format (Ginkgo's, one CSV per machine)
 /// rather than a Kernel Tuner or T4 file.
 bool is_spmv_table(const std::string& path) {
@@ -676,18 +698,24 @@ void add_query_commands(CLI::App& app) {
   // --- best
   {
     struct Args {
-      std::string kernel, machine, db = kDefaultDb, matrix;
+      std::string kernel, machine, db = kDefaultDb, matrix, input;
       std::int64_t task = 0;
       bool json = false, maximize = false;
     };
     auto args = std::make_shared<Args>();
     auto* cmd = app.add_subcommand("best", "Best known configuration of a kernel on a machine");
+    auto* input_option = cmd->add_option(
+        "--input", args->input,
+        "A stored input as its description, JSON, e.g. '{\"matrix\": \"ACUSIM/Pres_Poisson\"}' "
+        "(the task tunebase studies shows)");
     cmd->add_option("--matrix", args->matrix,
                     "Matrix Market file (spmv, petsc): the best for this input, predicted from "
                     "the inputs measured when it was never measured itself")
         ->excludes(
             cmd->add_option("--task", args->task, "Task id (default: any input)")
-                ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max())));
+                ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()))
+                ->excludes(input_option))
+        ->excludes(input_option);
     cmd->add_option("--kernel,-k", args->kernel, "Kernel name")->required();
     cmd->add_option("--machine", args->machine, "Machine name (default: this host)");
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
@@ -719,6 +747,7 @@ void add_query_commands(CLI::App& app) {
         }
         task = t.id;
       }
+      if (!args->input.empty()) task = stored_input(store, args->kernel, args->input);
       // An input given as a matrix: its stored task when it was measured (here or elsewhere),
       // else its features and the kernel version of its space, to predict from other inputs.
       nlohmann::json input_features = nlohmann::json::object();

@@ -2835,6 +2835,18 @@ TEST_F(Cli, ImportsAnSpmvFormatTableAsOneStudyPerMatrixWithItsFeatures) {
   const auto best = nlohmann::json::parse(r.out);
   EXPECT_EQ(best["config"]["format"], "coo");
   EXPECT_EQ(best["objective"], 4e-05);
+  // The same input named as the studies show it, and one that is not stored.
+  r = run(
+      "best --kernel spmv_format --machine GPU-X --input '{\"matrix\": \"G/wide\"}' --json --db " +
+      db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["task_id"], wide.id.value) << r.out;
+  r = run("best --kernel spmv_format --machine GPU-X --input '{\"matrix\": \"G/narrow\"}' --db " +
+          db());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find(R"(no stored input of spmv_format is {"matrix":"G/narrow"}; its inputs: )"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(Cli, AnSpmvTableImportedAgainAddsNothing) {
