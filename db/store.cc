@@ -1646,7 +1646,7 @@ std::vector<ImportResult> Store::import_datasets(
     impl_->db.exec("RELEASE import_one", "importing measurements");
     changed = changed || keep;
   }
-  if (changed) tx->commit();
+  if (changed && tx) tx->commit();
   return results;
 }
 

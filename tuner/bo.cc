@@ -1375,9 +1375,11 @@ class BayesianOptimization final : public ModelBasedStrategy {
   // log P(feasible) of each of `configs` from the priors' failures, from how such
   // configurations fared in this study so far: one that failed on a prior machine, and one
   // with a value that failed in many of the priors' runs (failing_values_). Empty when the
-  // priors' failures say nothing of any configuration.
-  std::vector<double> prior_log_feasible(const TuningState& state,
-                                         const std::vector<Configuration>& configs) const {
+  // priors' failures say nothing of any configuration. `index` (the candidates' keys, when
+  // `configs` are the candidates) finds the prior-failed ones without a key per candidate.
+  std::vector<double> prior_log_feasible(
+      const TuningState& state, const std::vector<Configuration>& configs,
+      const std::unordered_map<std::string, std::size_t>* index = nullptr) const {
     if (!transfer_ready() || (prior_failed_.empty() && failing_values_.empty())) return {};
     const auto& space = *state.space;
     const auto has = [&](const Configuration& c, const FailingValue& v) {
@@ -1407,8 +1409,13 @@ class BayesianOptimization final : public ModelBasedStrategy {
     // P = (ok + 0.5) / (runs + 1); a configuration takes the product.
     const double failed_before = std::log((ok + kPriorFailureOk) / (seen + kPriorFailureCount));
     std::vector<double> out(configs.size(), 0.0);
+    if (index) {
+      for (const auto& key : prior_failed_) {
+        if (const auto it = index->find(key); it != index->end()) out[it->second] += failed_before;
+      }
+    }
     for (std::size_t i = 0; i < configs.size(); ++i) {
-      if (!prior_failed_.empty() && prior_failed_.count(space.key(configs[i]))) {
+      if (!index && !prior_failed_.empty() && prior_failed_.count(space.key(configs[i]))) {
         out[i] += failed_before;
       }
       for (std::size_t j = 0; j < failing_values_.size(); ++j) {
@@ -1534,7 +1541,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     }
     std::vector<double> model_log_feasible;
     if (feasibility_) model_log_feasible = feasibility_->log_probability(candidate_matrix_);
-    const std::vector<double> prior_log = prior_log_feasible(state, cands);
+    const std::vector<double> prior_log = prior_log_feasible(state, cands, state.candidate_index);
     const std::vector<double> log_feasible = with_prior_failures(model_log_feasible, prior_log);
 
     // Kriging believer: pending configurations (other workers) and earlier picks of this

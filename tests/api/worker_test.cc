@@ -68,6 +68,13 @@ cli::WorkerOptions quiet_worker(std::int64_t study, const std::string& token,
   return options;
 }
 
+/// Leases one configuration of `study` to `client_id` for `seconds`, as another worker would.
+HttpReply lease_one(HttpClient& c, const std::string& token, std::int64_t study,
+                    const std::string& client_id, double seconds) {
+  return c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
+                {{"n", 1}, {"client_id", client_id}, {"lease_seconds", seconds}}, token);
+}
+
 /// A study of `e`'s kernel on machine "replay-host", registered with `fingerprint`; `extra`
 /// fields join the study's body.
 std::int64_t create_study(HttpClient& c, const std::string& token, const Evaluator& e,
@@ -341,9 +348,7 @@ class SlowEvaluator : public ReplayEvaluator {
     if (evaluating_.is_null()) {
       evaluating_ = space().config_to_json(config);
       auto c = server_.client();
-      other_got_ = c.post("/v1/studies/" + std::to_string(study_) + "/suggestions",
-                          {{"n", 1}, {"client_id", "other"}, {"lease_seconds", 60}}, server_.token)
-                       .json()["suggestions"];
+      other_got_ = lease_one(c, server_.token, study_, "other", 60).json()["suggestions"];
     }
     return ReplayEvaluator::evaluate(config);
   }
@@ -603,9 +608,7 @@ TEST(Worker, AnAnswerThatIsNotFinalIsAskedAgainEvenWithoutPatience) {
   const auto study = create_study(c, server.token, evaluator, 2);
   // Another client holds the rest of the budget for a moment: the answer after the worker's
   // first trial is empty but not done.
-  const auto other =
-      c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
-             {{"n", 1}, {"client_id", "other"}, {"lease_seconds", 0.5}}, server.token);
+  const auto other = lease_one(c, server.token, study, "other", 0.5);
   ASSERT_EQ(other.status, 200) << other.body;
   auto options = quiet_worker(study, server.token, "w1");
   ASSERT_EQ(options.patience_seconds, 0.0);
@@ -760,9 +763,7 @@ TEST(Worker, SaysThatADeadWorkersLeasesAreTakenUpByItsClientId) {
   auto c = server.client();
   const auto study = create_study(c, server.token, evaluator, 2);
   // A worker killed after it was given a configuration: its lease holds the rest of the budget.
-  const auto dead =
-      c.post("/v1/studies/" + std::to_string(study) + "/suggestions",
-             {{"n", 1}, {"client_id", "dead-worker"}, {"lease_seconds", 300}}, server.token);
+  const auto dead = lease_one(c, server.token, study, "dead-worker", 300);
   ASSERT_EQ(dead.status, 200) << dead.body;
   auto options = quiet_worker(study, server.token, "w1");
   const auto summary = cli::run_worker(evaluator, c, options);
