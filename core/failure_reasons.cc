@@ -171,12 +171,13 @@ std::string normalised(std::string_view text) {
       continue;
     }
     if (i == 0 || is_space(text[i - 1])) {
-      // A whole token with a / or \ is a path (after its opening quote or bracket, or "name=").
+      // A whole token with a / or \ is a path (after its opening quote or bracket, or "name="),
+      // unless it holds a | : a formula such as ||b-Ax||/||b||, which no path spells.
       std::size_t token_end = i;
       while (token_end < text.size() && !is_space(text[token_end])) ++token_end;
       const auto token = text.substr(i, token_end - i);
       if (token.find_first_of("/\\") != std::string_view::npos &&
-          token.find_first_of("`{") == std::string_view::npos) {
+          token.find_first_of("`{|") == std::string_view::npos) {
         std::size_t start = i;
         if (const auto eq = token.find('=');
             eq != std::string_view::npos && eq < token.find_first_of("/\\")) {

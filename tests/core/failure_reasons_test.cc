@@ -97,6 +97,11 @@ TEST(FailureReason, PathsTimesAndIdsAreWholeTokens) {
   EXPECT_EQ(failure_reason("kernel_bx128_by4.cu failed"), "<id> failed");
   EXPECT_EQ(failure_reason("kern_128_4 failed"), "<id> failed");
   EXPECT_EQ(failure_reason("float4 on sm_80 in 42ms"), "float4 on sm_80 in Nms");
+  // A formula is not a path: PETSc's check of the true residual keeps its norm.
+  EXPECT_EQ(failure_reason("KSP reported CONVERGED_RTOL after 2 iterations but the true residual "
+                           "||b-Ax||/||b|| = 0.998 is above the tolerance 1e-06"),
+            "KSP reported CONVERGED_RTOL after N iterations but the true residual "
+            "||b-Ax||/||b|| = N is above the tolerance N");
 }
 
 TEST(FailureReason, DetailsStartAtASemicolonOutsideBrackets) {
