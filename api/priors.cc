@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <limits>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -31,6 +34,43 @@ constexpr double kMinFeasibility = 0.5;
 
 // Fits done in this process when the fitted models were last saved.
 std::atomic<std::size_t> g_saved_at_fit_count{0};
+
+// The numeric features of `target` that lie well outside the range of every prior's input
+// ("diagonal_zero_or_missing 733, measured inputs 0 .. 0"), in the features' order: what
+// the prediction extrapolates along, where a configuration that ran on every measured input
+// may fail (SOR on a matrix with zeros on its diagonal). Well outside: beyond half the
+// measured span on the scale the model reads the feature on (logarithmic for positive values
+// spanning a factor over kLogFeatureRatio), or any other value of one the same everywhere.
+std::vector<std::string> features_outside_priors(const std::vector<Prior>& priors,
+                                                 const nlohmann::json& target) {
+  std::vector<std::string> out;
+  if (!target.is_object()) return out;
+  for (const auto& [name, value] : target.items()) {
+    if (!value.is_number()) continue;
+    const double x = value.get<double>();
+    double low = std::numeric_limits<double>::infinity();
+    double high = -low;
+    for (const auto& p : priors) {
+      const auto it =
+          p.task_features.is_object() ? p.task_features.find(name) : p.task_features.end();
+      if (it == p.task_features.end() || !it->is_number()) continue;
+      low = std::min(low, it->get<double>());
+      high = std::max(high, it->get<double>());
+    }
+    if (low > high || (x >= low && x <= high)) continue;
+    const bool log = low > 0.0 && x > 0.0 && high / low > kLogFeatureRatio;
+    const auto scaled = [&](double v) { return log ? std::log(v) : v; };
+    const double margin = 0.5 * (scaled(high) - scaled(low));
+    if (scaled(x) >= scaled(low) - margin && scaled(x) <= scaled(high) + margin) continue;
+    const auto text = [](double v) {
+      char buffer[32];
+      std::snprintf(buffer, sizeof buffer, "%.4g", v);
+      return std::string(buffer);
+    };
+    out.push_back(name + " " + text(x) + ", measured inputs " + text(low) + " .. " + text(high));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -175,6 +215,7 @@ nlohmann::json predicted_best_json(const std::string& kernel, const std::string&
     based_on["sources_that_ran_it"] = p.sources_that_ran_it;
     based_on["mean_quantile"] = p.mean_quantile;
   }
+  if (!p.features_outside.empty()) based_on["features_outside_measured"] = p.features_outside;
   return {{"source", "predicted"},
           {"kernel", kernel},
           {"machine", machine},
@@ -185,6 +226,21 @@ nlohmann::json predicted_best_json(const std::string& kernel, const std::string&
           {"upper", p.forecast.upper},
           {"probability_feasible", p.forecast.probability_feasible},
           {"based_on", std::move(based_on)}};
+}
+
+std::string features_outside_note(const PredictedBest& p) {
+  if (p.features_outside.empty()) return {};
+  constexpr std::size_t kNamed = 3;
+  std::string named;
+  for (std::size_t i = 0; i < std::min(kNamed, p.features_outside.size()); ++i) {
+    named += (i ? "; " : "") + p.features_outside[i];
+  }
+  if (p.features_outside.size() > kNamed) {
+    named += "; and " + std::to_string(p.features_outside.size() - kNamed) + " more";
+  }
+  return "the input lies outside every measured input (" + named +
+         "): what ran on those may run slowly or fail on it, whatever the interval and "
+         "probability_feasible say; measure it before relying on it";
 }
 
 namespace {
@@ -295,6 +351,7 @@ std::optional<PredictedBest> predict_best_from(
   }
   // A model of every input a machine measured costs a fit of seconds per machine, and carries
   // a new input's neighbours no better than a model of those neighbours alone.
+  const auto outside = features_outside_priors(priors, target_features);
   priors = nearest_inputs(std::move(priors), target_features, kMaxPredictionInputsPerSource);
 
   PredictedBest out;
@@ -348,6 +405,7 @@ std::optional<PredictedBest> predict_best_from(
   // include the task features, ranks what they ran successfully.
   // The sources that measured this very input speak for it, whatever other inputs say.
   const auto this_input = priors_of_the_input(priors, target_features);
+  if (this_input.empty()) out.features_outside = outside;
   const Consensus consensus =
       this_input.empty() ? Consensus{} : consensus_best(this_input, space, 1, allowed);
   const bool chosen = !consensus.best.empty();

@@ -91,7 +91,14 @@ struct PredictedBest {
   std::size_t sources = 0;
   std::size_t sources_that_ran_it = 0;
   double mean_quantile = 0.0;
+  /// The input's features outside the range of every input the prediction rests on, each as
+  /// "name value, measured inputs low .. high" (none when a source measured this input).
+  std::vector<std::string> features_outside;
 };
+
+/// A note on the input's features outside every measured input's range (empty when none
+/// are), as GET /v1/best and `tunebase best` say it.
+std::string features_outside_note(const PredictedBest& p);
 
 /// What GET /v1/best and `tunebase best --json` answer for a prediction.
 nlohmann::json predicted_best_json(const std::string& kernel, const std::string& machine,

@@ -1927,6 +1927,9 @@ Response Service::best(Request& request) {
     if (task) j["task_id"] = task->value;
     auto said = notes;
     if (prediction.forecast.interval_unknown) said.emplace_back(kIntervalUnknownNote);
+    if (const auto outside = features_outside_note(prediction); !outside.empty()) {
+      said.push_back(outside);
+    }
     if (new_input) {
       j["task_features"] = *features;
       said.push_back(

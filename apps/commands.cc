@@ -262,6 +262,7 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
     auto j = api::predicted_best_json(kernel, machine, p);
     if (task) j["task_id"] = task->value;  // as GET /v1/best answers
     if (!input.empty()) j["input"] = input;
+    if (const auto outside = api::features_outside_note(p); !outside.empty()) j["note"] = outside;
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -289,22 +290,30 @@ void print_predicted_best(const std::string& kernel, const std::string& machine,
       std::cout << "the best each of them measured";
     }
   }
+  // A new input's objective is extrapolated from the measured inputs', whoever measured them.
+  const std::string new_input_caveat =
+      "; a new input's objective may lie far outside it: the configuration is the better guess";
   std::cout << "\nobjective: " << format_objective(p.forecast.mean, p.unit) << " (68% interval "
             << format_objective(p.forecast.lower, p.unit) << " .. "
             << format_objective(p.forecast.upper, p.unit)
             << (p.this_machine_only
                     ? ", from this machine's measurements of " + std::to_string(p.inputs) +
                           " other inputs, which alone are predicted from: other machines' are "
-                          "left out)\n"
-                : !input.empty()
-                    ? ", for the measured inputs' machines; a new input's objective may lie far "
-                      "outside it: the configuration is the better guess)\n"
+                          "left out" +
+                          (input.empty() ? std::string() : new_input_caveat) + ")\n"
+                : !input.empty() ? ", for the measured inputs' machines" + new_input_caveat + ")\n"
                 : p.machines > 1
                     ? ", from the other machines' measurements and how much they differ)\n"
                     : ", from the other machine's measurements, widened to a factor of 2.3 "
                       "either way, as much as GPUs differ: one machine shows nothing of how "
                       "machines differ)\n");
+  std::cout << "runs:      probability " << std::setprecision(2) << std::fixed
+            << p.forecast.probability_feasible << std::defaultfloat
+            << " (from the failures of the measurements it rests on)\n";
   if (!p.weights.empty()) std::cout << "weights:   " << weights_text(p.weights) << "\n";
+  if (const auto outside = api::features_outside_note(p); !outside.empty()) {
+    std::cout << "note:      " << outside << "\n";
+  }
 }
 
 /// The stored input of `kernel` whose description is `text` (JSON), as --input names it;

@@ -1343,6 +1343,8 @@ TEST(ApiServer, BestForAnInputGivenByItsFeatures) {
     EXPECT_EQ(r.json()["source"], "predicted") << r.body;
     EXPECT_EQ(r.json()["task_features"], (nlohmann::json{{"n", 2}}));
     EXPECT_THAT(r.json()["note"].get<std::string>(), HasSubstr("an input measured nowhere"));
+    EXPECT_THAT(r.json()["note"].get<std::string>(), Not(HasSubstr("outside every measured")));
+    EXPECT_FALSE(r.json()["based_on"].contains("features_outside_measured")) << r.body;
     EXPECT_EQ(r.json()["config"], (nlohmann::json{{"bx", 4}, {"by", 2}, {"unroll", 1}}));
     // Its best measured 1.0 ms at n = 1 and 4.0 at n = 4: forecast between the two, not at
     // either (the nearest input's times, as before).
@@ -1355,6 +1357,13 @@ TEST(ApiServer, BestForAnInputGivenByItsFeatures) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_GT(r.json()["objective"].get<double>(), 3.5) << r.body;
   EXPECT_LT(r.json()["objective"].get<double>(), 4.6) << r.body;
+  // ... and says that the input lies outside every measured one, along which feature.
+  EXPECT_EQ(r.json()["based_on"]["features_outside_measured"],
+            (nlohmann::json{"n 100, measured inputs 1 .. 4"}))
+      << r.body;
+  EXPECT_THAT(r.json()["note"].get<std::string>(),
+              HasSubstr("the input lies outside every measured input (n 100, measured inputs 1 "
+                        ".. 4): what ran on those may run slowly or fail on it"));
   // A feature no stored input has is said to be left out (a typo for "n").
   r = best("m2", "%7B%22N%22%3A2%7D");
   ASSERT_EQ(r.status, 200) << r.body;

@@ -2491,6 +2491,18 @@ TEST_F(Cli, BestForAMatrixMeasuredNowhereIsPredictedFromTheMatricesMeasured) {
   // This machine measured other matrices: not "nothing measured here".
   EXPECT_NE(r.out.find("; nothing measured for this input yet)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("options:   -ksp_type"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a new input's objective may lie far outside it"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\nruns:      probability "), std::string::npos) << r.out;
+  // Between the sizes measured: nothing extrapolated to warn of.
+  EXPECT_EQ(r.out.find("outside every measured input"), std::string::npos) << r.out;
+  // Ten times the largest: the sizes it lies beyond are named.
+  r = run("best --kernel petsc --matrix " + laplacian(300) + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("note:      the input lies outside every measured input (cols 300, "
+                       "measured inputs 20 .. 40"),
+            std::string::npos)
+      << r.out;
   // By its features (PETSc keeps them in the task's description): inputs of other sizes get
   // other forecasts (they all got one, bit for bit).
   std::set<double> forecasts;
