@@ -199,7 +199,7 @@ MeasuredConfigurations measured_configurations(const db::Store& store, const std
              std::to_string(kFewMeasuredConfigurations) +
              " taken at random hold one of the best 5% only 40% of the time); a sweep there "
              "(tunebase sweep, or POST /v1/studies/" +
-             std::to_string(best_study.id.value) + "/suggest) measures more";
+             std::to_string(best_study.id.value) + "/suggestions) measures more";
   return out;
 }
 

@@ -619,7 +619,16 @@ TEST(ApiServer, AMeasuredBestOfFewConfigurationsSaysHowFew) {
               HasSubstr("only 1 of " + std::to_string(testing::kDemoValid) +
                         " valid configurations measured on \"m\""));
   EXPECT_THAT(r.json().value("note", ""),
-              HasSubstr("/v1/studies/" + std::to_string(id) + "/suggest) measures more"));
+              HasSubstr("/v1/studies/" + std::to_string(id) + "/suggestions) measures more"));
+  // The route named is one the server has.
+  const auto note = r.json().value("note", "");
+  const auto route = note.substr(note.find("POST /v1/studies/") + 5);
+  EXPECT_TRUE(
+      c.get("/openapi.json")
+          .json()["paths"]
+          .contains("/v1/studies/{id}/" +
+                    route.substr(route.rfind('/') + 1, route.find(')') - route.rfind('/') - 1)))
+      << note;
   // Every valid configuration measured: the best there is, with nothing to add.
   nlohmann::json every = nlohmann::json::array();
   const auto space = SearchSpace::from_json(testing::demo_space());
