@@ -17,6 +17,37 @@
 
 namespace tunebase {
 
+bool log_uniform(const Parameter& p) {
+  return p.kind == ParamKind::integer && p.log_scale && p.values.size() > 1;
+}
+
+Value discrete_at(const Parameter& p, double u) {
+  const std::size_t n = p.values.size();
+  if (!log_uniform(p)) {
+    return p
+        .values[std::min<std::size_t>(static_cast<std::size_t>(u * static_cast<double>(n)), n - 1)];
+  }
+  // Values low, low + step, ...: the one nearest to the point at u on the log axis.
+  const double low = as_double(p.values.front());
+  const double high = as_double(p.values.back());
+  const double x = std::exp(std::log(low) + std::clamp(u, 0.0, 1.0) * std::log(high / low));
+  const double at = std::round((x - low) / static_cast<double>(p.step));
+  return p.values[static_cast<std::size_t>(std::clamp(at, 0.0, static_cast<double>(n - 1)))];
+}
+
+double value_weight(const Parameter& p, std::size_t index) {
+  if (!log_uniform(p)) return 1.0;
+  // The stretch of low .. high that rounds to the value (half a step either side), as a share
+  // of the whole on the log axis.
+  const double low = as_double(p.values.front());
+  const double high = as_double(p.values.back());
+  const double v = as_double(p.values.at(index));
+  const double half = 0.5 * static_cast<double>(p.step);
+  const double share =
+      std::log(std::min(high, v + half) / std::max(low, v - half)) / std::log(high / low);
+  return share * static_cast<double>(p.values.size());
+}
+
 namespace {
 
 constexpr std::size_t kMaxRejections = 2'000'000;
@@ -84,6 +115,7 @@ Value draw(const Parameter& p, Rng& rng) {
   if (p.kind == ParamKind::real) {
     return unit_to_real(p, std::uniform_real_distribution<double>(0.0, 1.0)(rng));
   }
+  if (log_uniform(p)) return discrete_at(p, std::uniform_real_distribution<double>(0.0, 1.0)(rng));
   return p.values[std::uniform_int_distribution<std::size_t>(0, p.values.size() - 1)(rng)];
 }
 
@@ -385,6 +417,9 @@ struct SearchSpace::Cache {
   std::vector<Configuration> valid;
   /// The enumeration finished (within its budget of visited partial configurations).
   bool complete = false;
+  /// Running sums of the valid configurations' sampling weights (unless samples_uniformly).
+  std::once_flag weighed;
+  std::vector<double> cumulative_weight;
 };
 
 SearchSpace::SearchSpace(std::vector<Parameter> parameters,
@@ -478,6 +513,8 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
     }
     p.lookup = std::move(index);
   }
+  samples_uniformly_ = std::none_of(parameters.begin(), parameters.end(),
+                                    [](const Parameter& p) { return log_uniform(p); });
   // Immutable from here on: copies of the space (a session's, say) share them.
   parameters_ = std::make_shared<const std::vector<Parameter>>(std::move(parameters));
   for (const auto& text : constraints) {
@@ -514,6 +551,7 @@ SearchSpace::SearchSpace(const SearchSpace& other)
     : parameters_(other.parameters_),
       constraints_(other.constraints_),
       notes_(other.notes_),
+      samples_uniformly_(other.samples_uniformly_),
       cache_(other.cache_ ? other.cache_ : std::make_shared<Cache>()) {}
 
 SearchSpace& SearchSpace::operator=(const SearchSpace& other) {
@@ -521,6 +559,7 @@ SearchSpace& SearchSpace::operator=(const SearchSpace& other) {
     parameters_ = other.parameters_;
     constraints_ = other.constraints_;
     notes_ = other.notes_;
+    samples_uniformly_ = other.samples_uniformly_;
     cache_ = other.cache_ ? other.cache_ : std::make_shared<Cache>();
   }
   return *this;
@@ -573,6 +612,7 @@ SearchSpace::SearchSpace(SearchSpace&& other) noexcept
     : parameters_(std::exchange(other.parameters_, no_parameters())),
       constraints_(std::move(other.constraints_)),
       notes_(std::move(other.notes_)),
+      samples_uniformly_(other.samples_uniformly_),
       cache_(std::move(other.cache_)) {}
 
 SearchSpace& SearchSpace::operator=(SearchSpace&& other) noexcept {
@@ -580,6 +620,7 @@ SearchSpace& SearchSpace::operator=(SearchSpace&& other) noexcept {
     parameters_ = std::exchange(other.parameters_, no_parameters());
     constraints_ = std::move(other.constraints_);
     notes_ = std::move(other.notes_);
+    samples_uniformly_ = other.samples_uniformly_;
     cache_ = std::move(other.cache_);
   }
   return *this;
@@ -730,11 +771,41 @@ void SearchSpace::check(const Configuration& c) const {
   }
 }
 
+double SearchSpace::sampling_weight(const Configuration& c) const {
+  if (samples_uniformly_) return 1.0;
+  double w = 1.0;
+  for (std::size_t i = 0; i < parameters_->size(); ++i) {
+    const auto& p = (*parameters_)[i];
+    if (!log_uniform(p)) continue;
+    const auto at = p.index_of(c.at(i));
+    w *= at ? value_weight(p, *at) : 0.0;
+  }
+  return w;
+}
+
+std::size_t SearchSpace::draw_valid_index(Rng& rng) const {
+  const auto& valid = valid_configurations();
+  if (samples_uniformly_) {
+    return std::uniform_int_distribution<std::size_t>(0, valid.size() - 1)(rng);
+  }
+  std::call_once(cache_->weighed, [&] {
+    auto& sums = cache_->cumulative_weight;
+    sums.reserve(valid.size());
+    double total = 0.0;
+    for (const auto& c : valid) sums.push_back(total += sampling_weight(c));
+  });
+  const auto& sums = cache_->cumulative_weight;
+  const double at = std::uniform_real_distribution<double>(0.0, sums.back())(rng);
+  return std::min<std::size_t>(
+      static_cast<std::size_t>(std::upper_bound(sums.begin(), sums.end(), at) - sums.begin()),
+      valid.size() - 1);
+}
+
 Configuration SearchSpace::sample(Rng& rng) const {
   if (enumerable()) {
     const auto& valid = valid_configurations();
     if (valid.empty()) throw InvalidInput("no configuration satisfies the constraints");
-    return valid[std::uniform_int_distribution<std::size_t>(0, valid.size() - 1)(rng)];
+    return valid[draw_valid_index(rng)];
   }
   std::size_t draws = kMaxRejections;
   if (auto c = try_sample(rng, draws)) return std::move(*c);
@@ -775,9 +846,10 @@ std::optional<Configuration> SearchSpace::try_sample(Rng& rng, std::size_t& draw
   if (enumerable()) {
     const auto& valid = valid_configurations();
     if (valid.empty()) return std::nullopt;
-    return valid[std::uniform_int_distribution<std::size_t>(0, valid.size() - 1)(rng)];
+    return valid[draw_valid_index(rng)];
   }
-  // Rejection from the uniform product distribution is uniform over the valid set.
+  // Rejection from the product distribution keeps its shape over the valid set (uniform, or
+  // log-uniform along a log_uniform range).
   Configuration c(parameters_->size());
   while (draws > 0) {
     --draws;

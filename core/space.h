@@ -173,7 +173,15 @@ class SearchSpace {
   /// The share of `draws` uniform points of the product (not of the valid set) that satisfy
   /// the constraints: an estimate of how much of a space too large to count is valid.
   double valid_share(std::size_t draws, Rng& rng) const;
-  /// Uniform draw from the valid configurations. A huge space in which kMaxRejections draws
+  /// Whether sample() draws every valid configuration alike: no integer range is declared on
+  /// a log scale (log_uniform).
+  bool samples_uniformly() const { return samples_uniformly_; }
+  /// How much more often than average sample() draws `c` among the valid configurations: the
+  /// product of value_weight over the parameters (1 when samples_uniformly).
+  double sampling_weight(const Configuration& c) const;
+
+  /// Uniform draw from the valid configurations (an integer range declared on a log scale
+  /// drawn log-uniformly: log_uniform). A huge space in which kMaxRejections draws
   /// find none gives its defaults or its first values when they are valid, and throws
   /// InvalidInput when they are not either (or the space has no valid configuration).
   Configuration sample(Rng& rng) const;
@@ -217,7 +225,11 @@ class SearchSpace {
   std::shared_ptr<const std::vector<Parameter>> parameters_;
   std::vector<Constraint> constraints_;
   std::vector<std::string> notes_;
+  bool samples_uniformly_ = true;
   void enumerate_once() const;
+  /// Index into valid_configurations() drawn with sampling_weight (uniformly when
+  /// samples_uniformly, with the draws of a uniform index).
+  std::size_t draw_valid_index(Rng& rng) const;
   static Value default_of(const Parameter& p);
 
   struct Cache;
@@ -238,6 +250,18 @@ Parameter real_interval(std::string name, double low, double high, bool log_scal
 /// The value of real parameter `p` at `u` in [0, 1] along its declared scale (log when
 /// log_scale): 0 and 1 give low and high exactly, and rounding never leaves the interval.
 double unit_to_real(const Parameter& p, double u);
+
+/// Whether `p` is an integer range declared on a log scale, of two values or more: it is drawn
+/// log-uniformly, as Optuna's suggest_int(log=True) and Vizier's LOG scale draw, where a
+/// uniform choice among 1..1024 gives a value below 32 only 3% of the time. (An ordinal list
+/// on a log scale is drawn by its listed values, each alike: its values are what was chosen.)
+bool log_uniform(const Parameter& p);
+/// The value of discrete parameter `p` at `u` in [0, 1): for a log_uniform range the value
+/// nearest to exp(u along log low .. log high), else the value at position floor(u * size).
+Value discrete_at(const Parameter& p, double u);
+/// How much more often than average discrete_at of a uniform u gives value `index` of `p`:
+/// 1 unless log_uniform (there the share of the log axis that rounds to it, times size()).
+double value_weight(const Parameter& p, std::size_t index);
 
 /// A stored configuration as compact JSON with the parameters of `space` (a space as to_json
 /// writes it) first, in declared order, then any others, sorted: what people read in listings.

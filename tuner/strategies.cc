@@ -313,6 +313,27 @@ std::vector<Configuration> random_untaken(const TuningState& state, std::size_t 
   auto free = [&](const std::string& key) {
     return !state.taken.count(key) && !also_taken.count(key) && !chosen.count(key);
   };
+  if (state.candidates && !space.samples_uniformly()) {
+    // Each free candidate as often as the space's sampling weighs it (log-uniform along an
+    // integer range declared on a log scale).
+    const auto& cands = *state.candidates;
+    std::vector<double> weight(cands.size());
+    double total = 0.0;
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+      weight[i] = free(space.key(cands[i])) ? space.sampling_weight(cands[i]) : 0.0;
+      total += weight[i];
+    }
+    while (out.size() < n && total > 0.0) {
+      double at = std::uniform_real_distribution<double>(0.0, total)(rng);
+      std::size_t i = 0;
+      while (i + 1 < cands.size() && (weight[i] == 0.0 || at >= weight[i])) at -= weight[i++];
+      while (i > 0 && weight[i] == 0.0) --i;  // rounding ran past the last free one
+      total -= weight[i];
+      weight[i] = 0.0;
+      out.push_back(cands[i]);
+    }
+    return out;
+  }
   if (state.candidates) {
     const auto& cands = *state.candidates;
     const std::size_t used = state.taken.size() + also_taken.size();
@@ -399,13 +420,7 @@ std::vector<Configuration> latin_hypercube_proposals(
     for (std::size_t i = 0; i < d; ++i) {
       const auto& p = space.parameter(i);
       const double u = unit[i][k % block_size];
-      if (p.kind == ParamKind::real) {
-        c[i] = unit_to_real(p, u);
-      } else {
-        const auto idx =
-            std::min<std::size_t>(static_cast<std::size_t>(u * p.size()), p.size() - 1);
-        c[i] = p.values[idx];
-      }
+      c[i] = p.kind == ParamKind::real ? Value(unit_to_real(p, u)) : discrete_at(p, u);
     }
     return c;
   };

@@ -833,6 +833,64 @@ TEST(Strategies, ALatinHypercubeBatchIsItsSingleProposalsInOrder) {
   }
 }
 
+// An integer range on a log scale is drawn log-uniformly, as Optuna's suggest_int(log=True)
+// draws: half the draws of 1..1024 fall below 32 (a uniform choice of its values: 3%), whether
+// the space is enumerated, sampled (a real parameter beside it) or a list of candidates.
+TEST(Strategies, AnIntegerRangeOnALogScaleIsDrawnLogUniformly) {
+  const auto space_with = [](bool real) {
+    nlohmann::json j = {
+        {"parameters",
+         {{{"name", "p2"}, {"type", "integer"}, {"low", 1}, {"high", 1024}, {"log", true}},
+          {{"name", "f"}, {"type", "categorical"}, {"values", {"a", "b"}}}}}};
+    if (real) j["parameters"].push_back({{"name", "x"}, {"type", "real"}, {"low", 0}, {"high", 1}});
+    return SearchSpace::from_json(j);
+  };
+  const auto share_below_32 = [](const SearchSpace& space, const std::vector<Configuration>& cs) {
+    const auto p2 = *space.index_of("p2");
+    return static_cast<double>(
+               std::count_if(cs.begin(), cs.end(),
+                             [&](const Configuration& c) { return as_double(c[p2]) < 32; })) /
+           static_cast<double>(cs.size());
+  };
+  for (const bool real : {false, true}) {
+    const auto space = space_with(real);
+    EXPECT_FALSE(space.samples_uniformly());
+    Rng rng(3);
+    std::vector<Configuration> sampled;
+    for (int i = 0; i < 400; ++i) sampled.push_back(space.sample(rng));
+    EXPECT_NEAR(share_below_32(space, sampled), 0.5, 0.1) << "sample, real " << real;
+    for (const std::string strategy : {"random", "lhs"}) {
+      for (const bool listed : {false, true}) {
+        if (real && listed) continue;  // a list of candidates is of a discrete space
+        SessionOptions opts;
+        opts.strategy = strategy;
+        opts.seed = 5;
+        opts.budget = 60;
+        if (listed) opts.candidates = space.valid_configurations();
+        Session session(space, opts);
+        // 60 of 2,048 configurations, 62 of them below 32: never the same one twice takes the
+        // likeliest small values out of the draw, so random search ends near 0.3 (a uniform
+        // choice: 0.03).
+        const auto proposed = session.propose(60);
+        ASSERT_EQ(proposed.size(), 60u);
+        const double share = share_below_32(space, proposed);
+        EXPECT_GT(share, 0.2) << strategy << ", real " << real << ", listed " << listed;
+        EXPECT_LT(share, 0.7) << strategy << ", real " << real << ", listed " << listed;
+      }
+    }
+  }
+  // Each value as often as its stretch of the log axis: 1 takes log(1.5)/log(1024) of it.
+  const auto enumerated = space_with(false);
+  const auto& p2 = enumerated.parameter(0);
+  EXPECT_NEAR(value_weight(p2, 0), std::log(1.5) / std::log(1024.0) * 1024.0, 1e-9);
+  EXPECT_NEAR(value_weight(p2, 1023), std::log(1024.0 / 1023.5) / std::log(1024.0) * 1024.0, 1e-9);
+  // An ordinal list on a log scale is drawn by its values, as listed.
+  EXPECT_TRUE(SearchSpace::from_json(nlohmann::json::parse(
+                                         R"({"parameters": [{"name": "b", "type": "ordinal",
+                                             "values": [1, 2, 3, 1000], "log": true}]})"))
+                  .samples_uniformly());
+}
+
 // In simulation mode a study may observe valid configurations that are not candidates (a
 // sweep's baseline, measurements added from outside): those do not use up the candidates.
 TEST(Strategies, ObservationsOutsideTheCandidatesLeaveTheStudyUnexhausted) {
