@@ -271,9 +271,12 @@ std::optional<PredictedBest> predict_best_from(
   const auto space = SearchSpace::from_json(kernel->space);
   // Successful trials of each study of this version and direction, counted once.
   std::unordered_map<std::int64_t, std::int64_t> successes;
+  const auto counts =
+      store.study_trial_counts({.kernel_name = kernel_name, .direction = direction});
   for (const auto& study : studies) {
-    if (study.kernel_version == kernel->version && study.direction == direction) {
-      successes[study.id.value] = store.trial_counts(study.id).ok;
+    const auto c = counts.find(study.id);
+    if (study.kernel_version == kernel->version && c != counts.end()) {
+      successes[study.id.value] = c->second.ok;
     }
   }
   const auto successes_of = [&](const db::StudyRecord& study) -> std::int64_t {

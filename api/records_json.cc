@@ -78,9 +78,9 @@ Conflict too_few_for_a_model(const db::Store& store, db::StudyId study) {
   // Only an active study's model starts from other machines' measurements (its session's
   // priors); a finished one's is fitted on its own results.
   const bool active = store.get_study(study).status == db::StudyStatus::active;
-  return Conflict("study " + std::to_string(study.value) + " has " +
-                  std::to_string(store.trial_counts(study).ok) + " successful result" +
-                  (store.trial_counts(study).ok == 1 ? "" : "s") +
+  const auto successes = store.trial_counts(study).ok;
+  return Conflict("study " + std::to_string(study.value) + " has " + std::to_string(successes) +
+                  " successful result" + (successes == 1 ? "" : "s") +
                   ", too few for a model (it needs 3" +
                   (active ? std::string(", or measurements of the kernel on other machines or "
                                         "inputs to start from")
@@ -181,12 +181,11 @@ MeasuredConfigurations measured_configurations(const db::Store& store, const std
                                                const std::string& objective,
                                                const db::StudyRecord& best_study) {
   MeasuredConfigurations out;
-  for (const auto& s : store.list_studies(kernel)) {
-    if (s.machine_id == machine.id && (!task || s.task_id == *task) && s.direction == direction &&
-        (objective.empty() || s.objective == objective)) {
-      out.configurations += store.trial_counts(s.id).ok;
-    }
-  }
+  out.configurations = store.measured_configurations({.kernel_name = kernel,
+                                                      .machine = machine.id,
+                                                      .task = task,
+                                                      .direction = direction,
+                                                      .objective = objective});
   if (out.configurations >= kFewMeasuredConfigurations) return out;
   const auto space = SearchSpace::from_json(store.get_kernel(best_study.kernel_id).space);
   const auto valid = space.enumerable() ? space.valid_count() : std::nullopt;
@@ -207,14 +206,13 @@ std::optional<AllFailed> all_failed_here(const db::Store& store, const std::stri
                                          db::MachineId machine, std::optional<db::TaskId> task,
                                          const std::string& objective) {
   AllFailed out;
-  for (const auto& s : store.list_studies(kernel)) {
-    if (s.machine_id != machine || (task && s.task_id != *task)) continue;
-    if (!objective.empty() && s.objective != objective) continue;
-    const auto counts = store.trial_counts(s.id);
-    if (counts.ok > 0) return std::nullopt;
-    if (counts.results() == 0) continue;
-    out.evaluations += counts.results();
-    out.studies.push_back(s.id);
+  const auto counts = store.study_trial_counts(
+      {.kernel_name = kernel, .machine = machine, .task = task, .objective = objective});
+  for (const auto& [study, c] : counts) {
+    if (c.ok > 0) return std::nullopt;
+    if (c.results() == 0) continue;
+    out.evaluations += c.results();
+    out.studies.push_back(study);
   }
   if (out.evaluations == 0) return std::nullopt;
   return out;

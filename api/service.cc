@@ -459,11 +459,12 @@ std::optional<std::string> kernel_unit(const db::Store& store, const std::string
                                        db::Direction direction) {
   const bool minimize = direction == db::Direction::minimize;
   std::vector<std::string> units;
+  const auto counts = store.study_trial_counts({.kernel_name = kernel, .direction = direction});
   for (const auto& study : store.list_studies(kernel)) {
     const auto unit = db::objective_unit(study);
     const auto name = objective.value_or(default_objective_name(unit, minimize));
-    if (study.objective == name && study.direction == direction &&
-        store.trial_counts(study.id).ok > 0) {
+    const auto c = counts.find(study.id);
+    if (study.objective == name && c != counts.end() && c->second.ok > 0) {
       units.push_back(unit);
     }
   }
@@ -1773,10 +1774,9 @@ Response Service::best(Request& request) {
     const auto m = reader().find_machine(machine_name);
     if (!m) return 0;
     std::int64_t n = 0;
-    for (const auto& s : reader().list_studies(kernel)) {
-      if (s.machine_id != m->id) continue;
+    for (const auto& [study, counts] :
+         reader().study_trial_counts({.kernel_name = kernel, .machine = m->id})) {
       // A pending trial that failed leaves the total as it was: failures count apart.
-      const auto counts = reader().trial_counts(s.id);
       n += counts.total +
            (std::int64_t{1} << 32) * (counts.failed + counts.timeout + counts.invalid);
     }

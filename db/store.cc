@@ -1349,6 +1349,50 @@ std::int64_t Store::changes_made() const {
   return impl_->db.total_changes();
 }
 
+namespace {
+
+// Adds `n` trials of `status` to `c`; `unfinished`: they have no finished_at (a lease that
+// ended with no result, when not pending).
+void add_trial_count(TrialCounts& c, TrialStatus status, bool unfinished, std::int64_t n) {
+  c.total += n;
+  if (status != TrialStatus::pending && unfinished) {
+    c.lease_ended += n;
+    return;
+  }
+  switch (status) {
+    case TrialStatus::pending:
+      c.pending += n;
+      break;
+    case TrialStatus::ok:
+      c.ok += n;
+      break;
+    case TrialStatus::failed:
+      c.failed += n;
+      break;
+    case TrialStatus::timeout:
+      c.timeout += n;
+      break;
+    case TrialStatus::invalid:
+      c.invalid += n;
+      break;
+  }
+}
+
+// The studies a StudyFilter selects (FROM studies s JOIN kernels k, parameters ?1 to ?5);
+// bind_study_filter binds them.
+constexpr std::string_view kStudyFilterWhere =
+    "k.name = ?1 AND (?2 IS NULL OR s.machine_id = ?2) AND (?3 IS NULL OR s.task_id = ?3) AND "
+    "(?4 IS NULL OR s.direction = ?4) AND (?5 = '' OR s.objective = ?5)";
+
+void bind_study_filter(Statement& st, const StudyFilter& f) {
+  st.bind(1, f.kernel_name).bind(5, f.objective);
+  if (f.machine) st.bind(2, f.machine->value);
+  if (f.task) st.bind(3, f.task->value);
+  if (f.direction) st.bind(4, to_string(*f.direction));
+}
+
+}  // namespace
+
 TrialCounts Store::trial_counts(StudyId study) const {
   std::lock_guard lock(impl_->mutex);
   impl_->require_study(study);
@@ -1359,32 +1403,38 @@ TrialCounts Store::trial_counts(StudyId study) const {
   st.bind(1, study.value);
   TrialCounts c;
   while (st.step()) {
-    const auto n = st.column_int64(2);
-    c.total += n;
-    const auto status = trial_status_from_string(st.column_text(0));
-    if (status != TrialStatus::pending && st.column_int64(1) != 0) {
-      c.lease_ended += n;
-      continue;
-    }
-    switch (status) {
-      case TrialStatus::pending:
-        c.pending = n;
-        break;
-      case TrialStatus::ok:
-        c.ok = n;
-        break;
-      case TrialStatus::failed:
-        c.failed = n;
-        break;
-      case TrialStatus::timeout:
-        c.timeout = n;
-        break;
-      case TrialStatus::invalid:
-        c.invalid = n;
-        break;
-    }
+    add_trial_count(c, trial_status_from_string(st.column_text(0)), st.column_int64(1) != 0,
+                    st.column_int64(2));
   }
   return c;
+}
+
+std::map<StudyId, TrialCounts> Store::study_trial_counts(const StudyFilter& filter) const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare(
+      sql({"SELECT t.study_id, t.status, t.finished_at IS NULL, count(*) FROM studies s JOIN "
+           "kernels k ON k.id = s.kernel_id JOIN trials t ON t.study_id = s.id WHERE ",
+           kStudyFilterWhere, " GROUP BY t.study_id, t.status, t.finished_at IS NULL"}),
+      "counting the trials of kernel " + filter.kernel_name);
+  bind_study_filter(st, filter);
+  std::map<StudyId, TrialCounts> out;
+  while (st.step()) {
+    add_trial_count(out[StudyId{st.column_int64(0)}], trial_status_from_string(st.column_text(1)),
+                    st.column_int64(2) != 0, st.column_int64(3));
+  }
+  return out;
+}
+
+std::int64_t Store::measured_configurations(const StudyFilter& filter) const {
+  std::lock_guard lock(impl_->mutex);
+  auto st = impl_->db.prepare(
+      sql({"SELECT count(DISTINCT t.config_key) FROM studies s JOIN kernels k ON k.id = "
+           "s.kernel_id JOIN trials t ON t.study_id = s.id AND t.status = 'ok' WHERE ",
+           kStudyFilterWhere}),
+      "counting the configurations measured of kernel " + filter.kernel_name);
+  bind_study_filter(st, filter);
+  st.step();
+  return st.column_int64(0);
 }
 
 std::vector<FailureMessages> Store::failure_messages(StudyId study, std::size_t edge_chars) const {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <exception>
 #include <limits>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -260,6 +261,18 @@ struct TrialCounts {
 
   /// Evaluations with a result (of any status).
   std::int64_t results() const { return ok + failed + timeout + invalid; }
+};
+
+/// Which studies a count across studies (Store::study_trial_counts,
+/// Store::measured_configurations) takes: those of a kernel name (any version), and of the
+/// machine, task, direction and objective when given.
+struct StudyFilter {
+  std::string kernel_name = {};
+  std::optional<MachineId> machine = std::nullopt;
+  std::optional<TaskId> task = std::nullopt;
+  std::optional<Direction> direction = std::nullopt;
+  /// Objective name; empty: any.
+  std::string objective = {};
 };
 
 /// Which trials Store::trials(study, range) reads: ids in (after, up_to], with `status` when
@@ -517,6 +530,13 @@ class Store {
   /// config_key of every pending trial of the study.
   std::vector<std::string> pending_keys(StudyId study) const;
   TrialCounts trial_counts(StudyId study) const;
+  /// trial_counts of every study `filter` selects that has trials, by study id, in ONE query
+  /// (a kernel imported as thousands of studies, one per input, is not read study by study).
+  /// A selected study with no trials is absent.
+  std::map<StudyId, TrialCounts> study_trial_counts(const StudyFilter& filter) const;
+  /// How many distinct configurations (config_key) have an ok trial in the studies `filter`
+  /// selects: one measured in two studies (two inputs, or a sweep and an import) counts once.
+  std::int64_t measured_configurations(const StudyFilter& filter) const;
   /// The messages of the study's evaluations that failed, timed out or were invalid (leases
   /// that ended with no result left out): each (status, message) once, with how many trials
   /// hold it, a message longer than 2 `edge_chars` characters as its first and its last

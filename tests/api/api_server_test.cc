@@ -654,6 +654,37 @@ TEST(ApiServer, AMeasuredBestOfFewConfigurationsSaysHowFew) {
   EXPECT_FALSE(r.json().contains("note")) << r.body;
 }
 
+// measured_configurations counts configurations, not results: one measured for two inputs (or
+// twice, by a sweep and an import) is one configuration of the space measured there.
+TEST(ApiServer, AMeasuredBestCountsAConfigurationMeasuredInTwoStudiesOnce) {
+  TestServer server;
+  auto c = server.client();
+  const auto first = testing::create_demo_study(c, server.token, "random", 100, "m");
+  auto second = c.post(
+      "/v1/studies", testing::demo_study_body("m", {{"task", {{"n", 2}}}, {"strategy", "random"}}),
+      server.token);
+  ASSERT_EQ(second.status, 201) << second.body;
+  const nlohmann::json configs{{{"bx", 1}, {"by", 1}, {"unroll", 0}},
+                               {{"bx", 2}, {"by", 1}, {"unroll", 0}}};
+  for (const auto id : {first, second.json()["id"].get<std::int64_t>()}) {
+    nlohmann::json measurements = nlohmann::json::array();
+    for (const auto& config : configs) {
+      measurements.push_back({{"config", config}, {"value", testing::demo_objective(config)}});
+    }
+    ASSERT_EQ(c.post("/v1/studies/" + std::to_string(id) + "/measurements",
+                     {{"measurements", measurements}}, server.token)
+                  .status,
+              201);
+  }
+  const auto r = c.get("/v1/best?kernel=demo&machine=m");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["source"], "measured");
+  EXPECT_EQ(r.json()["measured_configurations"], 2) << r.body;
+  EXPECT_THAT(r.json().value("note", ""),
+              HasSubstr("only 2 of " + std::to_string(testing::kDemoValid) +
+                        " valid configurations measured on \"m\""));
+}
+
 // Successes that all have one value show no spread: a forecast from them cannot say how far
 // another configuration may lie, and says so rather than give a zero-wide interval as if certain.
 TEST(ApiServer, AForecastFromEqualValuesSaysItsIntervalCannotBeEstimated) {

@@ -2861,6 +2861,19 @@ TEST_F(Cli, ImportsAnSpmvFormatTableAsOneStudyPerMatrixWithItsFeatures) {
       << r.err;
 }
 
+// The best of any input says how many configurations were measured there: a format measured
+// on two matrices is one configuration (as GET /v1/best counts them).
+TEST_F(Cli, BestOfAnyInputCountsAFormatMeasuredOnTwoMatricesOnce) {
+  ASSERT_EQ(run("import " + write_spmv_table(dir_.file("GPU-X.csv")) + " --db " + db()).exit_code,
+            0);
+  const auto r = run("best --kernel spmv_format --machine GPU-X --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto best = nlohmann::json::parse(r.out);
+  EXPECT_EQ(best["config"]["format"], "ell") << r.out;
+  // csr and coo on both matrices, ell on the first: 3 formats of 5 successes.
+  EXPECT_EQ(best["measured_configurations"], 3) << r.out;
+}
+
 TEST_F(Cli, AnSpmvTableImportedAgainAddsNothing) {
   const auto file = write_spmv_table(dir_.file("GPU-X.csv"));
   ASSERT_EQ(run("import " + file + " --db " + db()).exit_code, 0);

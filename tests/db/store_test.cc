@@ -630,6 +630,61 @@ TEST_F(StoreTest, BestTrialForMinimiseAndMaximise) {
       0.1);
 }
 
+// Counts across the studies a filter selects, each in one query: per study as trial_counts
+// counts it, and the configurations measured, each once however many studies measured it.
+TEST_F(StoreTest, CountsAcrossStudiesFollowTheFilterAndCountAConfigurationOnce) {
+  const auto a = testing::make_study(store_, "a", "m1", 100);
+  const auto b = testing::make_study(store_, "b", "m1", 200);
+  const auto rate = testing::make_study(store_, "rate", "m1", 100, Direction::maximize, "GFLOP/s");
+  const auto other = testing::make_study(store_, "other", "m2", 100);
+  const auto empty = testing::make_study(store_, "empty", "m1", 300);
+  const auto add = [&](const StudyRecord& s, std::int64_t block, const std::string& layout) {
+    store_.add_trial(s.id, testing::config_json(block, layout), testing::config_key(block, layout),
+                     Measurement::success(1.0));
+  };
+  add(a, 16, "row");
+  add(a, 32, "row");
+  store_.add_trial(a.id, testing::config_json(64, "col"), "64,col",
+                   Measurement::failure(TrialStatus::failed, "crash"));
+  lease_row(a.id, 8, "w");
+  add(b, 16, "row");  // measured in a too: one configuration
+  add(b, 64, "row");
+  add(rate, 128, "row");
+  add(other, 256, "row");
+
+  const auto m1 = a.machine_id;
+  const auto all = store_.study_trial_counts({.kernel_name = "demo"});
+  ASSERT_EQ(all.size(), 4u);  // the study with no trials is absent
+  EXPECT_FALSE(all.count(empty.id));
+  for (const auto& [study, counts] : all) {
+    const auto one = store_.trial_counts(study);
+    EXPECT_EQ(counts.total, one.total);
+    EXPECT_EQ(counts.ok, one.ok);
+    EXPECT_EQ(counts.failed, one.failed);
+    EXPECT_EQ(counts.pending, one.pending);
+  }
+  EXPECT_EQ(all.at(a.id).total, 4);
+  EXPECT_EQ(all.at(a.id).pending, 1);
+  const auto on_m1 =
+      store_.study_trial_counts({.kernel_name = "demo", .machine = m1, .task = a.task_id});
+  EXPECT_EQ(on_m1.size(), 2u);  // a and rate
+  EXPECT_EQ(store_.study_trial_counts({.kernel_name = "demo", .objective = "GFLOP/s"}).size(), 1u);
+  EXPECT_EQ(
+      store_.study_trial_counts({.kernel_name = "demo", .direction = Direction::minimize}).size(),
+      3u);
+  EXPECT_TRUE(store_.study_trial_counts({.kernel_name = "nothing"}).empty());
+
+  const StudyFilter times{.kernel_name = "demo", .machine = m1, .direction = Direction::minimize};
+  EXPECT_EQ(store_.measured_configurations(times), 3);  // 16,row once; 32,row; 64,row
+  auto of_a = times;
+  of_a.task = a.task_id;
+  EXPECT_EQ(store_.measured_configurations(of_a), 2);
+  EXPECT_EQ(store_.measured_configurations({.kernel_name = "demo"}), 5);
+  EXPECT_EQ(store_.measured_configurations({.kernel_name = "demo", .objective = "GFLOP/s"}), 1);
+  EXPECT_EQ(store_.measured_configurations({.kernel_name = "demo", .machine = other.machine_id}),
+            1);
+}
+
 // An import in ms and a client's study in s of one kernel on one machine: the best is the
 // fastest, not the smallest number; values in units that are not of time are not converted.
 TEST_F(StoreTest, BestTrialComparesTimesInDifferentUnitsAsTimes) {
