@@ -1403,6 +1403,9 @@ class BayesianOptimization final : public ModelBasedStrategy {
 
   // The values of categorical parameters that failed in the study at least
   // kMinFailingValueRuns times and more often than its runs without them, with their runs.
+  // Not a parameter's default: a conditional space pins a parameter that a method does not
+  // read to it (PETSc's hypre_coarsen_type is Falgout for every other preconditioner), so
+  // its runs are mostly of configurations the parameter does nothing in.
   static StudyFailures failures_of_study(const TuningState& state) {
     const auto& space = *state.space;
     StudyFailures out;
@@ -1415,7 +1418,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
         const auto& p = space.parameter(k);
         if (p.kind != ParamKind::categorical || p.values.size() < 2) continue;
         const auto position = p.index_of(o.config[k]);
-        if (!position) continue;
+        if (!position || position == p.index_of(p.default_value)) continue;
         auto& v = runs[{k, *position}];
         v.parameter = k;
         v.position = *position;
@@ -1426,7 +1429,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     for (const auto& [at, v] : runs) {
       const double rest_runs = out.runs - v.runs;
       const double rest_failed = out.failed - v.failed;
-      if (v.failed >= kMinFailingValueRuns &&
+      if (v.failed >= kMinFailingValueRuns && rest_runs > 0.0 &&
           smoothed_feasible(v.runs, v.failed) < smoothed_feasible(rest_runs, rest_failed)) {
         out.values.push_back(v);
       }
