@@ -93,6 +93,17 @@ constexpr double kPriorFailureCount = 5.0;
 // size, not by one value: convolution_hub's failures share none.
 constexpr double kFailingValueShare = 0.25;
 constexpr double kMinFailingValueRuns = 2.0;
+// The study's own failures, per value of a categorical parameter: with a handful of
+// observations and a one-hot encoding (PETSc's 15 parameters take 41 columns) the feasibility
+// model's lengthscales stay near their prior's mode (26 there), where two values of one
+// parameter, sqrt 2 apart, correlate 0.99: its P(feasible) came out flat at the base rate
+// (bcsstk19 after the priors' inputs: 0.34 for pc_type hypre, failed 10 times in 10, and for
+// cg with ILU, which ran), and a sweep kept proposing what failed. A value that failed at
+// least kMinFailingValueRuns times, and more often than the study's runs without it, splits
+// the study's runs in two: those with such a value and those without. Each configuration's
+// P(feasible) is the model's, moved by the ratio of its part's rate, (ok + kPriorFailureOk) /
+// (runs + 1) (the lowest of its failing values'), to the base rate the model falls back to:
+//   P = min(1, P_model * P_part / P_base)
 // prior-best: the priors' best configurations tried before the model takes over.
 constexpr std::size_t kDefaultPriorBestCount = 10;
 // Zero-shot from one source: one machine says nothing of how machines differ, so the interval
@@ -519,9 +530,9 @@ class BayesianOptimization final : public ModelBasedStrategy {
     for (const auto& c : configs) rows.push_back(encode(state, c));
     const Matrix x = rows_to_matrix(rows, model_dimension(state));
     const Prediction prediction = predict_combined(x);
-    std::vector<double> log_feasible = with_prior_failures(
-        feasibility_ ? feasibility_->log_probability(x) : std::vector<double>(configs.size(), 0.0),
-        prior_log_feasible(state, configs));
+    std::vector<double> log_feasible = model_log_feasible(state, x, configs);
+    if (log_feasible.empty()) log_feasible.assign(configs.size(), 0.0);
+    log_feasible = with_prior_failures(std::move(log_feasible), prior_log_feasible(state, configs));
     // What a measurement would give: the latent function's uncertainty and the noise the
     // target's measurements showed (zero-shot, the spread between machines stands for both).
     const double noise = target_.sorted_g.empty() ? 0.0 : gp_.hyperparameters().noise_variance;
@@ -619,6 +630,23 @@ class BayesianOptimization final : public ModelBasedStrategy {
   }
 
  private:
+  // A parameter's value (its position among the values), its runs and how many failed.
+  struct FailingValue {
+    std::size_t parameter = 0;
+    std::size_t position = 0;
+    double runs = 0.0;
+    double failed = 0.0;
+  };
+
+  // The study's failing values (failures_of_study), its runs and its runs without any of them.
+  struct StudyFailures {
+    std::vector<FailingValue> values;
+    double runs = 0.0;
+    double failed = 0.0;
+    double clean_runs = 0.0;
+    double clean_failed = 0.0;
+  };
+
   // ---- encoding
 
   // SearchSpace::encode restricted to the active columns.
@@ -672,7 +700,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
       std::vector<std::vector<double>> rows;
       for (const auto& c : pool) rows.push_back(encode(state, c));
       const auto log_p =
-          feasibility_->log_probability(rows_to_matrix(rows, model_dimension(state)));
+          model_log_feasible(state, rows_to_matrix(rows, model_dimension(state)), pool);
       std::vector<std::size_t> order(pool.size());
       std::iota(order.begin(), order.end(), std::size_t{0});
       std::stable_sort(order.begin(), order.end(),
@@ -1334,6 +1362,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     if (transfer_ready()) update_weights(rng);
 
     feasibility_.reset();
+    study_failures_ = target_.any_failed ? failures_of_study(state) : StudyFailures{};
     if (target_.any_failed) {
       if (refit || !feasibility_covariance_) {
         surrogates::FeasibilityFitOptions options;
@@ -1370,6 +1399,90 @@ class BayesianOptimization final : public ModelBasedStrategy {
     diagnostics_["rgpe_weights"] = named;
     diagnostics_["transfer"] = {
         {"model", "rgpe"}, {"sources", prior_models_json_}, {"dropped", dropped}};
+  }
+
+  // The values of categorical parameters that failed in the study at least
+  // kMinFailingValueRuns times and more often than its runs without them, with their runs.
+  // Not a parameter's default: a conditional space pins a parameter that a method does not
+  // read to it (PETSc's hypre_coarsen_type is Falgout for every other preconditioner), so
+  // its runs are mostly of configurations the parameter does nothing in.
+  static StudyFailures failures_of_study(const TuningState& state) {
+    const auto& space = *state.space;
+    StudyFailures out;
+    std::map<std::pair<std::size_t, std::size_t>, FailingValue> runs;  // (parameter, value)
+    for (const auto& o : state.observations) {
+      const double failed = o.result.ok() ? 0.0 : 1.0;
+      out.runs += 1.0;
+      out.failed += failed;
+      for (std::size_t k = 0; k < space.dimension(); ++k) {
+        const auto& p = space.parameter(k);
+        if (p.kind != ParamKind::categorical || p.values.size() < 2) continue;
+        const auto position = p.index_of(o.config[k]);
+        if (!position || position == p.index_of(p.default_value)) continue;
+        auto& v = runs[{k, *position}];
+        v.parameter = k;
+        v.position = *position;
+        v.runs += 1.0;
+        v.failed += failed;
+      }
+    }
+    for (const auto& [at, v] : runs) {
+      const double rest_runs = out.runs - v.runs;
+      const double rest_failed = out.failed - v.failed;
+      if (v.failed >= kMinFailingValueRuns && rest_runs > 0.0 &&
+          smoothed_feasible(v.runs, v.failed) < smoothed_feasible(rest_runs, rest_failed)) {
+        out.values.push_back(v);
+      }
+    }
+    if (out.values.empty()) return out;
+    for (const auto& o : state.observations) {
+      if (failing_value_of(space, out.values, o.config)) continue;
+      out.clean_runs += 1.0;
+      out.clean_failed += o.result.ok() ? 0.0 : 1.0;
+    }
+    return out;
+  }
+
+  // P(feasible) of runs of which `failed` failed: (ok + 0.5) / (runs + 1)
+  static double smoothed_feasible(double runs, double failed) {
+    return (runs - failed + kPriorFailureOk) / (runs + 1.0);
+  }
+
+  // The lowest smoothed_feasible of the `values` that `c` has; none when it has none of them.
+  static std::optional<double> failing_value_of(const SearchSpace& space,
+                                                const std::vector<FailingValue>& values,
+                                                const Configuration& c) {
+    std::optional<double> lowest;
+    for (const auto& v : values) {
+      if (space.parameter(v.parameter).index_of(c[v.parameter]) != v.position) continue;
+      const double p = smoothed_feasible(v.runs, v.failed);
+      lowest = std::min(lowest.value_or(p), p);
+    }
+    return lowest;
+  }
+
+  // log P(feasible) of the feasibility model at `x` (the encoded `configs`), moved to the
+  // rate of the study's runs with and without its failing values (failures_of_study); empty
+  // without a feasibility model.
+  std::vector<double> model_log_feasible(const TuningState& state, const Matrix& x,
+                                         const std::vector<Configuration>& configs) const {
+    if (!feasibility_) return {};
+    std::vector<double> out = feasibility_->log_probability(x);
+    const auto& f = study_failures_;
+    if (f.values.empty()) return out;
+    // the model's base rate, of the outcomes it was given, as it smooths it: (ok + 1) / (n + 2)
+    const auto n = static_cast<double>(target_.feasible.size());
+    const auto ok =
+        static_cast<double>(std::count(target_.feasible.begin(), target_.feasible.end(), true));
+    const double log_base = std::log((ok + 1.0) / (n + 2.0));
+    const double log_clean = std::log(smoothed_feasible(f.clean_runs, f.clean_failed));
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      const auto failing = failing_value_of(*state.space, f.values, configs[i]);
+      const double log_part = failing ? std::log(*failing) : log_clean;
+      // P = min(1, P_model P_part / P_base)
+      out[i] = std::min(0.0, out[i] + log_part - log_base);
+    }
+    return out;
   }
 
   // log P(feasible) of each of `configs` from the priors' failures, from how such
@@ -1539,8 +1652,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
       if (!o.result.ok()) continue;
       if (auto i = index_of(state.space->key(o.config))) observed.push_back(*i);
     }
-    std::vector<double> model_log_feasible;
-    if (feasibility_) model_log_feasible = feasibility_->log_probability(candidate_matrix_);
+    const std::vector<double> model_log_feasible =
+        this->model_log_feasible(state, candidate_matrix_, cands);
     const std::vector<double> prior_log = prior_log_feasible(state, cands, state.candidate_index);
     const std::vector<double> log_feasible = with_prior_failures(model_log_feasible, prior_log);
 
@@ -1660,8 +1773,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
       std::vector<std::vector<double>> rows;
       for (const auto& c : configs) rows.push_back(encode(state, c));
       const Matrix x = rows_to_matrix(rows, dim);
-      std::vector<double> model_log_feasible;
-      if (feasibility_) model_log_feasible = feasibility_->log_probability(x);
+      const std::vector<double> model_log_feasible = this->model_log_feasible(state, x, configs);
       const std::vector<double> prior_log = prior_log_feasible(state, configs);
       const std::vector<double> log_feasible = with_prior_failures(model_log_feasible, prior_log);
       // (likely feasible, acquisition score): compared in that order.
@@ -1824,13 +1936,8 @@ class BayesianOptimization final : public ModelBasedStrategy {
   std::vector<InverseCopula> source_inverse_;
   std::unordered_set<std::string> prior_failed_;  // keys that failed on most priors that ran them
   // A parameter value (its position) and the priors' runs with it, failed and all.
-  struct FailingValue {
-    std::size_t parameter = 0;
-    std::size_t position = 0;
-    double runs = 0.0;
-    double failed = 0.0;
-  };
   std::vector<FailingValue> failing_values_;  // mark_failing_values
+  StudyFailures study_failures_;              // failures_of_study, at the last fit
   std::vector<std::shared_ptr<const surrogates::SourceModel>> source_models_;  // rgpe
   surrogates::StackedPrior stack_;                                             // stacked
   std::vector<double> weights_;  // rgpe: sources..., target
