@@ -897,15 +897,49 @@ TEST_F(Cli, AResumedStudyKeepsItsSeedAndItsChoiceOfPriors) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.out.find("priors:"), std::string::npos) << r.out;
-  // A study's id where its name belongs says which name resumes it.
-  r = sweep("1", "echo {x}; true", 5, "");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("study 1 is named 'other': give --study 'other' to resume it"),
-            std::string::npos)
-      << r.err;
+  // A study's id resumes it, as its name does, keeping its seed.
+  r = sweep("1", "echo {x}; true", 4, "--seed 9");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("study 'other' keeps its seed 0"), std::string::npos) << r.err;
   db::Store store(db());
   EXPECT_EQ(store.find_study("own")->settings["seed"], 5);
   EXPECT_EQ(store.find_study("own")->settings["transfer"], false);
+}
+
+TEST_F(Cli, SweepResumesAStudyByItsIdAsOtherCommandsNameIt) {
+  auto r = sweep_x4("first", "echo {x}", 2);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto id = [&] {
+    db::Store store(db());
+    return std::to_string(store.find_study("first")->id.value);
+  }();
+  // The same sweep with the id goes on with the study of that id, as trials --study ID reads it.
+  r = sweep_x4(id, "echo {x}", 4);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("study:      first (id " + id), std::string::npos) << r.out;
+  EXPECT_EQ(trials(id).size(), 4U);
+  {
+    db::Store store(db());
+    EXPECT_EQ(store.list_studies().size(), 1U);
+  }
+  // By id, as by name, a study resumes only on its kernel, machine and input.
+  r = sweep_x4(id, "echo {x}; true", 4);
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_NE(r.err.find("study 'first' (id " + id + ") tunes command on"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("input {\"command\""), std::string::npos) << r.err;
+  // An id no study has starts nothing: digits are never a new study's name.
+  r = sweep_x4("99", "echo {x}", 4);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("no study has id 99 in " + db() +
+                       " (tunebase studies lists them): sweep --study resumes a study by its id "
+                       "or name, and a new study's name of digits only would read as a study id; "
+                       "add a letter"),
+            std::string::npos)
+      << r.err;
+  db::Store store(db());
+  EXPECT_EQ(store.list_studies().size(), 1U);
+  EXPECT_EQ(store.trials(store.find_study("first")->id).size(), 4U);
 }
 
 TEST_F(Cli, ANewStudyRefusesAnOptionItsStrategyDoesNotReadAndAStoredOneStillResumes) {
