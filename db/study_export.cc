@@ -133,6 +133,13 @@ std::string kernel_tuner_failure(const TrialRecord& t) {
   return "RuntimeFailedConfig";
 }
 
+// A value as a Kernel Tuner cache holds it: Python's False and True for a parameter of
+// booleans (Kernel Tuner's tune_params gave them), else as stored.
+nlohmann::json kernel_tuner_value(const Value& v, bool python_bool) {
+  if (python_bool) return as_double(v) != 0.0;
+  return to_json(v);
+}
+
 // Checks that `study` can be a Kernel Tuner cache, and gives its header (everything but the
 // cache) and the milliseconds per unit of its objective.
 std::pair<nlohmann::ordered_json, double> kernel_tuner_header(const Store& store, StudyId id) {
@@ -174,7 +181,7 @@ std::pair<nlohmann::ordered_json, double> kernel_tuner_header(const Store& store
     }
     keys.push_back(p.name);
     nlohmann::json values = nlohmann::json::array();
-    for (const auto& v : p.values) values.push_back(to_json(v));
+    for (const auto& v : p.values) values.push_back(kernel_tuner_value(v, p.python_bool));
     tune_params[p.name] = std::move(values);
   }
   // Kernel Tuner's order of the fields.
@@ -195,14 +202,16 @@ std::pair<nlohmann::ordered_json, double> kernel_tuner_header(const Store& store
 // commas), or nothing for a trial with no result (pending, a lease that ended) or of another
 // space (an old version's).
 std::optional<std::string> kernel_tuner_key(const TrialRecord& t,
-                                            const std::vector<std::string>& names) {
+                                            const std::vector<std::string>& names,
+                                            const std::vector<bool>& python_bools) {
   if (t.result.status == TrialStatus::pending || t.lease_expired()) return std::nullopt;
   std::string key;
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (!t.config.contains(names[i])) return std::nullopt;
     // By position, not by what is written so far: a first value of "" still takes its comma.
     if (i > 0) key += ',';
-    key += python_text(value_from_json(t.config[names[i]]));
+    const auto v = value_from_json(t.config[names[i]]);
+    key += python_bools[i] ? (as_double(v) != 0.0 ? "True" : "False") : python_text(v);
   }
   return key;
 }
@@ -239,7 +248,10 @@ StudyExport::StudyExport(const Store& store, StudyId study, ExportFormat format,
     : store_(store), study_(study), format_(format), pages_(store, study, {}, page_trials) {
   if (format_ != ExportFormat::kernel_tuner) return;
   std::tie(kt_header_, to_milliseconds_) = kernel_tuner_header(store, study);
-  for (const auto& name : kt_header_["tune_params_keys"]) names_.push_back(name);
+  for (const auto& name : kt_header_["tune_params_keys"]) {
+    names_.push_back(name);
+    python_bools_.push_back(kt_header_["tune_params"][name.get<std::string>()][0].is_boolean());
+  }
   // A cache holds one entry a key. The store keeps one result a configuration, so keys repeat
   // only where a string value holds a comma ("a,b" and "c" against "a" and "b,c"): then the
   // trials are read once before the text is made, and two configurations with one key are
@@ -257,7 +269,7 @@ StudyExport::StudyExport(const Store& store, StudyId study, ExportFormat format,
   TrialPages scan(store, study, same_trials, page_trials);
   for (auto page = scan.next(); !page.empty(); page = scan.next()) {
     for (const auto& t : page) {
-      const auto key = kernel_tuner_key(t, names_);
+      const auto key = kernel_tuner_key(t, names_, python_bools_);
       if (!key) continue;
       const auto [seen, fresh] = config_of_key.emplace(*key, t.config_key);
       if (!fresh && seen->second != t.config_key) {
@@ -343,12 +355,14 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
     return;
   }
   if (format_ == ExportFormat::kernel_tuner) {
-    const auto key = kernel_tuner_key(t, names_);
+    const auto key = kernel_tuner_key(t, names_, python_bools_);
     if (!key) return;
     // As Kernel Tuner writes an entry: the parameters in their order, then time and times,
     // then the rest.
     nlohmann::ordered_json entry = nlohmann::ordered_json::object();
-    for (const auto& name : names_) entry[name] = to_json(value_from_json(t.config[name]));
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      entry[names_[i]] = kernel_tuner_value(value_from_json(t.config[names_[i]]), python_bools_[i]);
+    }
     if (t.result.ok()) {
       entry["time"] = in_milliseconds(t.result.objective, to_milliseconds_);
     } else {

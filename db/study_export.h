@@ -78,7 +78,8 @@ class StudyExport {
   bool begun_ = false;
   bool ended_ = false;
   bool any_trial_ = false;
-  std::vector<std::string> names_;    ///< CSV parameter columns
+  std::vector<std::string> names_;    ///< CSV parameter columns; Kernel Tuner: tune_params_keys
+  std::vector<bool> python_bools_;    ///< Kernel Tuner: whether names_[i] holds False and True
   std::string unit_;                  ///< CSV: the objective's unit, on every row
   double to_milliseconds_ = 1.0;      ///< Kernel Tuner: milliseconds per unit of the objective
   nlohmann::ordered_json kt_header_;  ///< Kernel Tuner: everything but the cache, in order
