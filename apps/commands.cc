@@ -1204,7 +1204,8 @@ void add_query_commands(CLI::App& app) {
     cmd->add_option("--study", args->study, "Study name or id")->required();
     cmd->add_option("--format", args->format,
                     "json, csv, or kernel_tuner (a cache file: times in milliseconds, failures "
-                    "as RuntimeFailedConfig..., pending trials left out)")
+                    "as RuntimeFailedConfig..., pending trials left out; a study of another "
+                    "objective, such as GFLOP/s, holds it under its name beside the time)")
         ->transform(CLI::IsMember({"json", "csv", "kernel_tuner"}, CLI::ignore_case))
         ->capture_default_str();
     cmd->add_option("--output,-o", args->output, "Output file (default: standard output)");
@@ -1222,8 +1223,13 @@ void add_query_commands(CLI::App& app) {
         }
         return static_cast<bool>(out.flush());
       };
+      // Which field holds the objective, when a cache's is no time.
+      const auto note = [&source] {
+        if (const auto text = source.note(); !text.empty()) std::cerr << "note: " << text << "\n";
+      };
       if (args->output.empty()) {
         if (!write_all(std::cout)) throw IoError("cannot write standard output");
+        note();
         return;
       }
       namespace fs = std::filesystem;
@@ -1240,6 +1246,7 @@ void add_query_commands(CLI::App& app) {
         throw IoError("cannot write " + args->output + ": " + std::strerror(errno));
       }
       file.commit();
+      note();
     });
   }
   // --- import

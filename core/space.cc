@@ -1337,8 +1337,11 @@ SearchSpace SearchSpace::from_document(const nlohmann::ordered_json& ordered) {
     // A misspelt "restrictions" would leave every configuration valid. A Kernel Tuner cache
     // file serves as a space too: its other keys are known and say nothing of the space.
     static const std::vector<std::string> kKernelTunerKeys = {
-        "tune_params",      "restrictions", "device_name", "kernel_name",   "problem_size",
-        "tune_params_keys", "objective",    "cache",       "schema_version"};
+        "tune_params",    "restrictions",
+        "device_name",    "kernel_name",
+        "problem_size",   "tune_params_keys",
+        "objective",      "cache",
+        "schema_version", "objective_higher_is_better"};
     for (const auto& [key, value] : j.items()) {
       if (std::find(kKernelTunerKeys.begin(), kKernelTunerKeys.end(), key) !=
           kKernelTunerKeys.end()) {
@@ -1353,7 +1356,8 @@ SearchSpace SearchSpace::from_document(const nlohmann::ordered_json& ordered) {
       throw InvalidInput("unknown key \"" + key +
                          "\" in a Kernel Tuner space; allowed: tune_params, restrictions (and, "
                          "in a Kernel Tuner cache file, device_name, kernel_name, problem_size, "
-                         "tune_params_keys, objective, cache, schema_version)");
+                         "tune_params_keys, objective, objective_higher_is_better, cache, "
+                         "schema_version)");
     }
     if (!ordered["tune_params"].is_object()) {
       throw InvalidInput("tune_params must be an object of parameter name -> list of values");

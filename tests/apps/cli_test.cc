@@ -2336,6 +2336,82 @@ TEST_F(Cli, ACommandReportsMetricsAndItsFailureClass) {
   EXPECT_EQ(exported["cache"]["3"]["time"], "CompilationFailedConfig") << exported.dump();
 }
 
+// A study of another objective is a cache of it, as Kernel Tuner tunes one, which tunebase
+// reads back: into the same database, nothing new; into another, the same study.
+TEST_F(Cli, AStudyOfAnotherObjectiveIsExportedAsKernelTunerTunesOne) {
+  const auto target = dir_.file("rates.json");
+  std::ofstream(target) << rates_cache();
+  auto r = run("sweep --kernel replay --replay " + target +
+               " --objective GFLOP/s --strategy exhaustive --study g --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto cache = dir_.file("g.json");
+  r = run("export --study g --format kernel_tuner -o " + cache + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: the cache's objective is each entry's \"GFLOP/s\" "
+                       "(objective_higher_is_better: true, as Kernel Tuner's tune_kernel takes "
+                       "them), not its \"time\", which holds the time in ms measured beside it\n"),
+            std::string::npos)
+      << r.err;
+  const auto exported = nlohmann::json::parse(slurp(cache));
+  EXPECT_EQ(exported["objective"], "GFLOP/s");
+  EXPECT_EQ(exported["objective_higher_is_better"], true);
+  EXPECT_EQ(exported["cache"]["2"]["GFLOP/s"], 40.0) << exported.dump();
+  EXPECT_EQ(exported["cache"]["2"]["time"], 3.0) << exported.dump();
+  EXPECT_EQ(exported["cache"]["3"]["time"], "CompilationFailedConfig") << exported.dump();
+  r = run("import " + cache + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("nothing new: study 1 holds all 4 measurements"), std::string::npos)
+      << r.out;
+  {
+    db::Store store(db());
+    EXPECT_EQ(store.list_studies().size(), 1u);
+  }
+  const auto other = dir_.file("other.db");
+  r = run("import " + cache + " --db " + other);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("best --kernel rates --machine TestGPU --json --db " + other);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto best = nlohmann::json::parse(r.out);
+  EXPECT_EQ(best["config"], (nlohmann::json{{"a", 2}})) << r.out;
+  EXPECT_EQ(best["objective"], 40.0) << r.out;
+  EXPECT_EQ(best["objective_name"], "GFLOP/s") << r.out;
+  // Replayed, the export is tuned as its study was: the highest GFLOP/s.
+  r = run("sweep --kernel replay --replay " + cache +
+          " --strategy exhaustive --study again --no-progress --json --db " + other);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["best"]["objective"], 40.0) << r.out;
+  // Prior files are read as times: one of GFLOP/s is refused.
+  r = run("sweep --kernel replay --replay " + target + " --prior " + cache +
+          " --budget 2 --study timed --no-progress --db " + other);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("prior file " + cache +
+                       " holds each entry's \"GFLOP/s\" as its objective "
+                       "(objective_higher_is_better), and prior files are read as times"),
+            std::string::npos)
+      << r.err;
+
+  // A command's score, with no time measured: its entries hold the score alone.
+  r = sweep_x4("score", "echo score: $(( {x} * 3 ))", 4, "--objective score --maximize");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto scores = dir_.file("score.json");
+  r = run("export --study score --format kernel_tuner -o " + scores + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("not its \"time\", which the successful entries have none of: their "
+                       "trials measured no time"),
+            std::string::npos)
+      << r.err;
+  r = run("import " + scores + " --db " + other);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  db::Store store(other);
+  const auto studies = store.list_studies("command");
+  ASSERT_EQ(studies.size(), 1u);
+  EXPECT_EQ(studies[0].objective, "score");
+  EXPECT_EQ(studies[0].direction, db::Direction::maximize);
+  std::vector<double> values;
+  for (const auto& t : store.trials(studies[0].id)) values.push_back(t.result.objective);
+  EXPECT_EQ(values, (std::vector<double>{0.0, 3.0, 6.0, 9.0}));
+}
+
 TEST_F(Cli, BenchmarkRefusesWhatWouldMisleadIt) {
   const auto target = dir_.file("toy.json");
   std::ofstream(target) << toy_cache("TestGPU", 1.0, 5);
