@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include "core/failure_reasons.h"
 #include "db/store.h"
@@ -52,6 +53,9 @@ void install_interrupt_handler();
 /// the sweep ends its wait naming what it could not store.
 extern std::atomic<bool> g_waiting_for_database;
 extern std::atomic<bool> g_stop_waiting;
+
+/// Whether `study`, as a --study option gives it, is an id: digits only (study names never are).
+bool is_study_id(std::string_view study);
 
 /// A study by id (digits) or name; NotFound naming what was asked.
 db::StudyRecord resolve_study(const db::Store& store, const std::string& study);

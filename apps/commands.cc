@@ -66,10 +66,13 @@ std::string failure_reasons_text(const FailureBreakdown& breakdown) {
   return out.str();
 }
 
+bool is_study_id(std::string_view study) {
+  return !study.empty() && std::all_of(study.begin(), study.end(),
+                                       [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
 db::StudyRecord resolve_study(const db::Store& store, const std::string& study) {
-  // Study names are never digits only, so digits are an id.
-  if (!study.empty() && std::all_of(study.begin(), study.end(),
-                                    [](unsigned char c) { return std::isdigit(c) != 0; })) {
+  if (is_study_id(study)) {
     std::int64_t id = 0;
     const auto [end, error] = std::from_chars(study.data(), study.data() + study.size(), id);
     if (error == std::errc() && end == study.data() + study.size()) {
@@ -435,7 +438,9 @@ void add_sweep_command(CLI::App& app) {
           ->check(CLI::Range(std::int64_t{0}, std::numeric_limits<std::int64_t>::max()))
           ->capture_default_str();
   cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
-  cmd->add_option("--study", args->sweep.study_name, "Study name; an existing study is resumed");
+  cmd->add_option("--study", args->sweep.study_name,
+                  "Study name or id: an existing study is resumed, a new name starts a study "
+                  "(digits only are an id, as study names never are)");
   cmd->add_option("--machine", args->sweep.machine_name, "Machine name (default: host name)");
   cmd->add_flag(
       "--no-progress", [args](std::int64_t) { args->sweep.progress = false; }, "No progress bar");
@@ -1208,7 +1213,8 @@ void add_query_commands(CLI::App& app) {
     cmd->add_option("--study", args->study, "Study name or id")->required();
     cmd->add_option("--format", args->format,
                     "json, csv, or kernel_tuner (a cache file: times in milliseconds, failures "
-                    "as RuntimeFailedConfig..., pending trials left out)")
+                    "as RuntimeFailedConfig..., pending trials left out; a study of another "
+                    "objective, such as GFLOP/s, holds it under its name beside the time)")
         ->transform(CLI::IsMember({"json", "csv", "kernel_tuner"}, CLI::ignore_case))
         ->capture_default_str();
     cmd->add_option("--output,-o", args->output, "Output file (default: standard output)");
@@ -1226,8 +1232,13 @@ void add_query_commands(CLI::App& app) {
         }
         return static_cast<bool>(out.flush());
       };
+      // Which field holds the objective, when a cache's is no time.
+      const auto note = [&source] {
+        if (const auto text = source.note(); !text.empty()) std::cerr << "note: " << text << "\n";
+      };
       if (args->output.empty()) {
         if (!write_all(std::cout)) throw IoError("cannot write standard output");
+        note();
         return;
       }
       namespace fs = std::filesystem;
@@ -1244,6 +1255,7 @@ void add_query_commands(CLI::App& app) {
         throw IoError("cannot write " + args->output + ": " + std::strerror(errno));
       }
       file.commit();
+      note();
     });
   }
   // --- import

@@ -147,13 +147,31 @@ std::string matrix_shape(const nlohmann::json& features) {
   return number("rows") + " x " + number("cols") + " with " + number("nnz") + " nonzeros";
 }
 
-// The study named by --study when it exists, checked to tune the same kernel, machine and input.
-std::optional<db::StudyRecord> find_study(db::Store& store, const SweepOptions& options,
-                                          const db::KernelRecord& kernel,
-                                          const db::MachineRecord& machine,
-                                          const db::TaskRecord& task) {
-  if (options.study_name.empty()) return std::nullopt;
-  auto existing = store.find_study(options.study_name);
+// The study --study gives, by name or id as every command takes it, when it exists; a name
+// that is not stored names a new study.
+std::optional<db::StudyRecord> named_study(const db::Store& store, const std::string& study) {
+  if (study.empty()) return std::nullopt;
+  if (!is_study_id(study)) {
+    db::check_study_name(study);
+    return store.find_study(study);
+  }
+  try {
+    return resolve_study(store, study);
+  } catch (const NotFound&) {
+    // As before ids were taken here: digits name no new study.
+    throw InvalidInput("no study has id " + study + " in " + store.path() +
+                       " (tunebase studies lists them): sweep --study resumes a study by its id "
+                       "or name, and a new study's name of digits only would read as a study "
+                       "id; add a letter");
+  }
+}
+
+// The study --study gives, checked to tune the same kernel, machine and input.
+std::optional<db::StudyRecord> check_same_target(const db::Store& store,
+                                                 std::optional<db::StudyRecord> existing,
+                                                 const db::KernelRecord& kernel,
+                                                 const db::MachineRecord& machine,
+                                                 const db::TaskRecord& task) {
   if (existing && (existing->kernel_id != kernel.id || existing->machine_id != machine.id ||
                    existing->task_id != task.id)) {
     // Say which differs: a PETSc study resumed on another matrix is another input.
@@ -191,8 +209,9 @@ std::optional<db::StudyRecord> find_study(db::Store& store, const SweepOptions& 
     }
     std::string what;
     for (const auto& d : differs) what += (what.empty() ? "" : "; ") + d;
-    throw Conflict("study '" + options.study_name + "' tunes " + existing->kernel_name + " on " +
-                   existing->machine_name + " with " + what + "; choose another --study name");
+    throw Conflict("study '" + existing->name + "' (id " + std::to_string(existing->id.value) +
+                   ") tunes " + existing->kernel_name + " on " + existing->machine_name + " with " +
+                   what + "; choose another --study name");
   }
   return existing;
 }
@@ -599,21 +618,8 @@ void note_leases_taken_back(std::size_t n) {
 SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOptions& options) {
   const auto& space = evaluator.space();
 
-  // An id where a name belongs: the study it names, when there is one, says how to resume it.
-  const auto& name = options.study_name;
-  if (!name.empty() && name.size() < 19 &&
-      std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    const db::StudyId id{std::stoll(name)};
-    for (const auto& s : store.list_studies()) {
-      if (s.id == id) {
-        throw InvalidInput(
-            "sweep --study takes a study's name, and resumes the study of that "
-            "name; study " +
-            name + " is named '" + s.name + "': give --study '" + s.name + "' to resume it");
-      }
-    }
-  }
-  if (!options.study_name.empty()) db::check_study_name(options.study_name);
+  // Resolved first: an unknown id changes nothing in the database.
+  const auto named = named_study(store, options.study_name);
   if (!options.transfer && (!options.prior_files.empty() || !options.prior_machines.empty())) {
     throw InvalidInput(
         "--prior and --prior-machine choose what transfer learns from; with --no-transfer "
@@ -638,7 +644,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   const auto task = store.upsert_task(kernel.name, description, features);
 
   // A resumed study is searched as it was: with its seed and its choice of priors.
-  const auto resumed = find_study(store, options, kernel, machine, task);
+  const auto resumed = check_same_target(store, named, kernel, machine, task);
   if (resumed) check_same_objective(*resumed, evaluator.minimize(), evaluator.objective_unit());
   const SweepOptions chosen = resumed ? kept_by_study(*resumed, options) : options;
 

@@ -435,7 +435,7 @@ double kt_cost_seconds(const json& entry, const std::vector<double>& raw,
 
 Observation parse_kt_entry(const std::string& key, const json& entry, const SearchSpace& space,
                            const std::unordered_set<std::string>& reserved,
-                           const std::string& origin) {
+                           const std::string& objective, const std::string& origin) {
   const std::string where = origin + ": cache entry \"" + key + "\"";
   if (!entry.is_object()) throw InvalidInput(where + " must be an object, got " + describe(entry));
   Observation obs;
@@ -461,6 +461,22 @@ Observation parse_kt_entry(const std::string& key, const json& entry, const Sear
   const double cost = kt_cost_seconds(entry, raw, where);
 
   auto time = entry.find("time");
+  // A cache of another objective: an entry that did not fail (no "time" naming a failure) has
+  // it as a number; its time, when it has one, and its times are metrics, as a replay of that
+  // objective keeps them.
+  if (objective != "time" && (time == entry.end() || time->is_number())) {
+    const auto value = entry.find(objective);
+    if (value == entry.end() || !value->is_number() || !std::isfinite(value->get<double>())) {
+      throw InvalidInput(where + " has no number in \"" + objective +
+                         "\", the cache's objective, and no \"time\" naming its failure (such "
+                         "as \"RuntimeFailedConfig\")");
+    }
+    obs.result = Measurement::success(value->get<double>(), {}, cost);
+    for (auto it = entry.begin(); it != entry.end(); ++it) {
+      if (!space.index_of(it.key())) obs.result.metrics[it.key()] = it.value();
+    }
+    return obs;
+  }
   if (time == entry.end()) {
     throw InvalidInput(where +
                        " has no \"time\" (milliseconds, or a string such as "
@@ -619,6 +635,29 @@ MeasuredDataset parse_kernel_tuner(const json& root, const std::string& text,
   }
   std::unordered_set<std::string> reserved(order.begin(), order.end());
   reserved.insert({"time", "times"});
+  // Kernel Tuner's caches name their objective without saying which way is better, and are
+  // read as times; tunebase's export of a study of another objective says both.
+  std::string objective = "time";
+  bool maximize = false;
+  if (const auto higher = root.find("objective_higher_is_better"); higher != root.end()) {
+    const auto named = root.find("objective");
+    if (!higher->is_boolean() || named == root.end() || !named->is_string() ||
+        named->get<std::string>().empty()) {
+      throw InvalidInput(origin +
+                         ": \"objective_higher_is_better\" must be true or false, beside the "
+                         "name of the entries' field it is about in \"objective\"; got " +
+                         describe(*higher) +
+                         (named == root.end() ? std::string(" and no \"objective\"")
+                                              : " and \"objective\": " + describe(*named)));
+    }
+    objective = named->get<std::string>();
+    maximize = higher->get<bool>();
+    if (objective == "time" && maximize) {
+      throw InvalidInput(origin +
+                         ": \"objective_higher_is_better\" is true for the objective \"time\"; "
+                         "a time is better lower");
+    }
+  }
   // In the file's order, which is the order Kernel Tuner measured them in (the parsed object
   // is sorted by key).
   std::vector<std::string> cache_keys = cache_keys_in_file_order(text);
@@ -638,7 +677,7 @@ MeasuredDataset parse_kernel_tuner(const json& root, const std::string& text,
   std::unordered_map<std::string, std::string> key_of_config;
   for (const auto& key : cache_keys) {
     const auto it = cache.find(key);
-    entries.push_back(parse_kt_entry(key, *it, space, reserved, origin));
+    entries.push_back(parse_kt_entry(key, *it, space, reserved, objective, origin));
     const auto [seen, fresh] = key_of_config.emplace(space.key(entries.back().config), key);
     if (!fresh) {
       throw InvalidInput(origin + ": cache entries \"" + seen->second + "\" and \"" + key +
@@ -648,9 +687,9 @@ MeasuredDataset parse_kernel_tuner(const json& root, const std::string& text,
   // Kernel Tuner may have tuned another objective (a rate, higher is better): what is read
   // here is each entry's time all the same, lower is better.
   std::vector<std::string> notes;
-  if (const auto objective = root.find("objective");
-      objective != root.end() && objective->is_string() && *objective != "time") {
-    notes.push_back("the cache names its objective \"" + objective->get<std::string>() +
+  if (const auto named = root.find("objective");
+      objective == "time" && named != root.end() && named->is_string() && *named != "time") {
+    notes.push_back("the cache names its objective \"" + named->get<std::string>() +
                     "\"; tunebase reads each entry's \"time\" (milliseconds, lower is better)");
   }
   return MeasuredDataset{.device_name = std::move(device_name),
@@ -659,7 +698,9 @@ MeasuredDataset parse_kernel_tuner(const json& root, const std::string& text,
                          .problem_size = std::move(problem_size),
                          .space = std::move(space),
                          .entries = std::move(entries),
-                         .notes = std::move(notes)};
+                         .notes = std::move(notes),
+                         .objective = std::move(objective),
+                         .maximize = maximize};
 }
 
 // ---------------------------------------------------------------- T4

@@ -25,6 +25,11 @@ struct MeasuredDataset {
   /// What was read leniently, as Kernel Tuner reads its own caches (a cache left open by an
   /// interrupted run, Python's NaN and Infinity), one sentence each; empty for strict JSON.
   std::vector<std::string> notes;
+  /// The field each entry's objective is read from: "time" (milliseconds, lower is better),
+  /// or, in a cache that says which way is better (objective_higher_is_better, as tunebase
+  /// writes a study of another objective: GFLOP/s, a score), its "objective".
+  std::string objective = "time";
+  bool maximize = false;
 
   /// The input it measured, as a task description: {"problem_size": ...}, or {} for a file
   /// without one (an import and a replay of one file are one task).

@@ -1047,6 +1047,7 @@ nlohmann::json SearchSpace::to_json() const {
       for (const auto& v : p.values) j["values"].push_back(tunebase::to_json(v));
     }
     if (p.log_scale) j["log"] = true;
+    if (p.python_bool) j["boolean"] = true;  // written only when set: other spaces keep their JSON
     j["default"] = tunebase::to_json(p.default_value);
     params.push_back(std::move(j));
   }
@@ -1068,6 +1069,7 @@ std::map<std::string, nlohmann::json> domains_of(const nlohmann::json& space_jso
   std::map<std::string, nlohmann::json> out;
   for (auto p : space_json.at("parameters")) {
     p.erase("default");
+    p.erase("boolean");  // how 0 and 1 are written, not which configurations there are
     out.emplace(p.at("name").get<std::string>(), std::move(p));
   }
   return out;
@@ -1158,14 +1160,19 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
     }
     const std::string name = pj["name"].get<std::string>();
     const std::string here = "parameter '" + name + "'";
-    static const std::set<std::string> kKeys = {"name", "type", "values", "low",
-                                                "high", "step", "log",    "default"};
+    static const std::set<std::string> kKeys = {"name", "type", "values",  "low",    "high",
+                                                "step", "log",  "default", "boolean"};
     for (const auto& [key, value] : pj.items()) {
       if (!kKeys.count(key)) {
-        throw InvalidInput(here + ": unknown field \"" + key +
-                           "\"; allowed: name, type, values, low, high, step, log, default");
+        throw InvalidInput(
+            here + ": unknown field \"" + key +
+            "\"; allowed: name, type, values, low, high, step, log, default, boolean");
       }
     }
+    if (pj.contains("boolean") && !pj["boolean"].is_boolean()) {
+      throw InvalidInput(here + ": \"boolean\" must be true or false, got " + pj["boolean"].dump());
+    }
+    const bool python_bool = pj.value("boolean", false);
     if (pj.contains("type") && !pj["type"].is_string()) {
       throw InvalidInput(here +
                          ": \"type\" must be a string: integer, ordinal, categorical or real");
@@ -1188,7 +1195,7 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
     // A field the type does not read ("step" on a real, "low" on a list) would be ignored.
     const auto only = [&](std::initializer_list<std::string_view> fields) {
       for (const auto& [key, value] : pj.items()) {
-        if (key == "name" || key == "type" || key == "default") continue;
+        if (key == "name" || key == "type" || key == "default" || key == "boolean") continue;
         if (std::find(fields.begin(), fields.end(), key) != fields.end()) continue;
         std::string allowed = "name, type";
         for (const auto f : fields) allowed += ", " + std::string(f);
@@ -1253,6 +1260,24 @@ SearchSpace SearchSpace::from_json(const nlohmann::json& j) {
                                        : ": unknown type \"" + type + "\"") +
                          "; allowed: integer, ordinal, categorical, real (int and float are read "
                          "as integer and real)");
+    }
+    if (python_bool) {
+      // Only False and True (0 and 1) can be written as Python's booleans.
+      auto& p = params.back();
+      if (!p.is_discrete()) {
+        throw InvalidInput(here +
+                           ": \"boolean\": true says its values are False and True (0 "
+                           "and 1), but it is a real interval");
+      }
+      for (const auto& v : p.values) {
+        if (!is_number(v) || (as_double(v) != 0.0 && as_double(v) != 1.0)) {
+          throw InvalidInput(here +
+                             ": \"boolean\": true says its values are False and True (0 "
+                             "and 1), but it has the value " +
+                             tunebase::to_json(v).dump());
+        }
+      }
+      p.python_bool = true;
     }
   }
   std::vector<std::string> constraints;
@@ -1352,6 +1377,10 @@ SearchSpace SearchSpace::from_kernel_tuner(const nlohmann::json& tune_params,
       throw InvalidInput("tune_params has no parameter '" + name + "' named in the key order");
     }
     params.push_back(list_parameter(name, values_from_json(*it, "tune_params '" + name + "'"), {}));
+    // Python's True and False (read as 1 and 0) are remembered, so that a cache written from
+    // the space keys them as Kernel Tuner does.
+    params.back().python_bool =
+        std::all_of(it->begin(), it->end(), [](const nlohmann::json& v) { return v.is_boolean(); });
   }
   return SearchSpace(std::move(params), restrictions);
 }
@@ -1380,8 +1409,11 @@ SearchSpace SearchSpace::from_document(const nlohmann::ordered_json& ordered) {
     // A misspelt "restrictions" would leave every configuration valid. A Kernel Tuner cache
     // file serves as a space too: its other keys are known and say nothing of the space.
     static const std::vector<std::string> kKernelTunerKeys = {
-        "tune_params",      "restrictions", "device_name", "kernel_name",   "problem_size",
-        "tune_params_keys", "objective",    "cache",       "schema_version"};
+        "tune_params",    "restrictions",
+        "device_name",    "kernel_name",
+        "problem_size",   "tune_params_keys",
+        "objective",      "cache",
+        "schema_version", "objective_higher_is_better"};
     for (const auto& [key, value] : j.items()) {
       if (std::find(kKernelTunerKeys.begin(), kKernelTunerKeys.end(), key) !=
           kKernelTunerKeys.end()) {
@@ -1396,7 +1428,8 @@ SearchSpace SearchSpace::from_document(const nlohmann::ordered_json& ordered) {
       throw InvalidInput("unknown key \"" + key +
                          "\" in a Kernel Tuner space; allowed: tune_params, restrictions (and, "
                          "in a Kernel Tuner cache file, device_name, kernel_name, problem_size, "
-                         "tune_params_keys, objective, cache, schema_version)");
+                         "tune_params_keys, objective, objective_higher_is_better, cache, "
+                         "schema_version)");
     }
     if (!ordered["tune_params"].is_object()) {
       throw InvalidInput("tune_params must be an object of parameter name -> list of values");

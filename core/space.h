@@ -50,6 +50,12 @@ struct Parameter {
   /// (the middle of a real interval): a Kernel Tuner cache declares none, so a replay's
   /// baseline is the first value of each parameter, which people should be told.
   bool default_declared = false;
+  /// Whether the values are Python's False and True (a Kernel Tuner tune_params list of them),
+  /// held as 0 and 1: a Kernel Tuner cache written from the space keys them "False" and "True",
+  /// as Kernel Tuner's str() does. Part of the space (to_json's "boolean": true, fingerprint),
+  /// not of its parameters' domains (parameters_fingerprint): measurements of 0 and 1 are the
+  /// same whichever way they were written.
+  bool python_bool = false;
 
   bool is_discrete() const { return kind != ParamKind::real; }
   /// Number of values of a discrete parameter.

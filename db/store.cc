@@ -1774,6 +1774,8 @@ ImportResult Store::import_one(const MeasuredDataset& dataset, const ImportOptio
         json_text(input));
   }
   result.task = impl_->upsert_task(kernel_name, input, options.task_features).id;
+  // The entries' objective is in its own unit (GFLOP/s) when it is no time.
+  const std::string unit = dataset.objective == "time" ? options.unit : dataset.objective;
 
   // What this machine's imports of the kernel hold already: the same measurements are not
   // stored twice under any study name, and a file that extends an import of this input (the
@@ -1781,8 +1783,8 @@ ImportResult Store::import_one(const MeasuredDataset& dataset, const ImportOptio
   std::unordered_map<std::string, const Observation*> by_key;
   for (const auto& entry : dataset.entries) by_key.emplace(dataset.space.key(entry.config), &entry);
   const TaskId* only_input = options.match_other_inputs ? nullptr : &result.task;
-  for (const auto& [id, o] : import_overlaps(impl_->db, kernel_name, machine->id, only_input,
-                                             by_key, options.unit, what)) {
+  for (const auto& [id, o] :
+       import_overlaps(impl_->db, kernel_name, machine->id, only_input, by_key, unit, what)) {
     if (o.shared == 0 || o.same < o.shared) continue;
     const auto earlier = impl_->find_study_where("WHERE s.id = ?1", id);
     const std::string named = "study " + std::to_string(id) + " \"" + earlier->name + "\" (" +
@@ -1868,12 +1870,12 @@ ImportResult Store::import_one(const MeasuredDataset& dataset, const ImportOptio
   study.kernel = result.kernel;
   study.machine = result.machine;
   study.task = result.task;
-  study.objective = "time";
-  study.direction = Direction::minimize;
+  study.objective = dataset.objective;
+  study.direction = dataset.maximize ? Direction::maximize : Direction::minimize;
   study.strategy = "import";
   study.budget = static_cast<std::int64_t>(dataset.entries.size());
   study.settings = {
-      {"format", dataset.format}, {"device_name", dataset.device_name}, {"unit", options.unit}};
+      {"format", dataset.format}, {"device_name", dataset.device_name}, {"unit", unit}};
   if (const auto existing = impl_->find_study_where("WHERE s.name = ?1", study.name)) {
     const std::string again =
         "; give another study name to import it (tunebase import --study NAME, or POST "

@@ -133,8 +133,18 @@ std::string kernel_tuner_failure(const TrialRecord& t) {
   return "RuntimeFailedConfig";
 }
 
+// A value as a Kernel Tuner cache holds it: Python's False and True for a parameter of
+// booleans (Kernel Tuner's tune_params gave them), else as stored.
+nlohmann::json kernel_tuner_value(const Value& v, bool python_bool) {
+  if (python_bool) return as_double(v) != 0.0;
+  return to_json(v);
+}
+
 // Checks that `study` can be a Kernel Tuner cache, and gives its header (everything but the
-// cache) and the milliseconds per unit of its objective.
+// cache) and the milliseconds per unit of its objective. A study of another objective than
+// time (a rate, a score) names it, as Kernel Tuner tunes one (objective="GFLOP/s",
+// objective_higher_is_better=True): its entries hold it under that name and their time beside
+// it; one of a time in another unit, or an objective named time, would be taken for a time.
 std::pair<nlohmann::ordered_json, double> kernel_tuner_header(const Store& store, StudyId id) {
   const auto study = store.get_study(id);
   const auto kernel = store.get_kernel(study.kernel_id);
@@ -144,12 +154,15 @@ std::pair<nlohmann::ordered_json, double> kernel_tuner_header(const Store& store
   if (const auto u = study.settings.find("unit"); u != study.settings.end() && u->is_string()) {
     unit = u->get<std::string>();
   }
-  if (study.direction == Direction::maximize) {
+  const bool other_objective =
+      (study.direction == Direction::maximize || !(unit.empty() || is_time_unit(unit))) &&
+      study.objective != "time" && study.objective != "times";
+  if (study.direction == Direction::maximize && !other_objective) {
     throw InvalidInput("a Kernel Tuner cache holds times (lower is better), but " + what +
                        " maximizes its objective \"" + study.objective + "\"" + instead);
   }
   double to_ms = 1.0;  // a study without a unit: its values are written as they are
-  if (!unit.empty()) {
+  if (!unit.empty() && !other_objective) {
     try {
       to_ms = milliseconds_per(unit, "unit");
     } catch (const InvalidInput&) {
@@ -167,6 +180,11 @@ std::pair<nlohmann::ordered_json, double> kernel_tuner_header(const Store& store
       throw InvalidInput("a Kernel Tuner cache keeps each entry's measurement under \"" + p.name +
                          "\", but " + what + " has a parameter of that name" + instead);
     }
+    if (other_objective && p.name == study.objective) {
+      throw InvalidInput("a Kernel Tuner cache keeps each entry's objective under its name, but " +
+                         what + " has a parameter named as its objective \"" + p.name + "\"" +
+                         instead);
+    }
     if (!p.is_discrete()) {
       throw InvalidInput("a Kernel Tuner cache lists every value of each parameter, but " + what +
                          " has the real interval '" + p.name + "' (" + format_number(p.low) +
@@ -174,7 +192,7 @@ std::pair<nlohmann::ordered_json, double> kernel_tuner_header(const Store& store
     }
     keys.push_back(p.name);
     nlohmann::json values = nlohmann::json::array();
-    for (const auto& v : p.values) values.push_back(to_json(v));
+    for (const auto& v : p.values) values.push_back(kernel_tuner_value(v, p.python_bool));
     tune_params[p.name] = std::move(values);
   }
   // Kernel Tuner's order of the fields.
@@ -187,7 +205,10 @@ std::pair<nlohmann::ordered_json, double> kernel_tuner_header(const Store& store
   }
   header["tune_params_keys"] = std::move(keys);
   header["tune_params"] = std::move(tune_params);
-  header["objective"] = "time";
+  header["objective"] = other_objective ? study.objective : "time";
+  if (other_objective) {
+    header["objective_higher_is_better"] = study.direction == Direction::maximize;
+  }
   return {std::move(header), to_ms};
 }
 
@@ -195,14 +216,16 @@ std::pair<nlohmann::ordered_json, double> kernel_tuner_header(const Store& store
 // commas), or nothing for a trial with no result (pending, a lease that ended) or of another
 // space (an old version's).
 std::optional<std::string> kernel_tuner_key(const TrialRecord& t,
-                                            const std::vector<std::string>& names) {
+                                            const std::vector<std::string>& names,
+                                            const std::vector<bool>& python_bools) {
   if (t.result.status == TrialStatus::pending || t.lease_expired()) return std::nullopt;
   std::string key;
   for (std::size_t i = 0; i < names.size(); ++i) {
     if (!t.config.contains(names[i])) return std::nullopt;
     // By position, not by what is written so far: a first value of "" still takes its comma.
     if (i > 0) key += ',';
-    key += python_text(value_from_json(t.config[names[i]]));
+    const auto v = value_from_json(t.config[names[i]]);
+    key += python_bools[i] ? (as_double(v) != 0.0 ? "True" : "False") : python_text(v);
   }
   return key;
 }
@@ -239,7 +262,11 @@ StudyExport::StudyExport(const Store& store, StudyId study, ExportFormat format,
     : store_(store), study_(study), format_(format), pages_(store, study, {}, page_trials) {
   if (format_ != ExportFormat::kernel_tuner) return;
   std::tie(kt_header_, to_milliseconds_) = kernel_tuner_header(store, study);
-  for (const auto& name : kt_header_["tune_params_keys"]) names_.push_back(name);
+  objective_ = kt_header_["objective"].get<std::string>();
+  for (const auto& name : kt_header_["tune_params_keys"]) {
+    names_.push_back(name);
+    python_bools_.push_back(kt_header_["tune_params"][name.get<std::string>()][0].is_boolean());
+  }
   // A cache holds one entry a key. The store keeps one result a configuration, so keys repeat
   // only where a string value holds a comma ("a,b" and "c" against "a" and "b,c"): then the
   // trials are read once before the text is made, and two configurations with one key are
@@ -257,7 +284,7 @@ StudyExport::StudyExport(const Store& store, StudyId study, ExportFormat format,
   TrialPages scan(store, study, same_trials, page_trials);
   for (auto page = scan.next(); !page.empty(); page = scan.next()) {
     for (const auto& t : page) {
-      const auto key = kernel_tuner_key(t, names_);
+      const auto key = kernel_tuner_key(t, names_, python_bools_);
       if (!key) continue;
       const auto [seen, fresh] = config_of_key.emplace(*key, t.config_key);
       if (!fresh && seen->second != t.config_key) {
@@ -343,20 +370,31 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
     return;
   }
   if (format_ == ExportFormat::kernel_tuner) {
-    const auto key = kernel_tuner_key(t, names_);
+    const auto key = kernel_tuner_key(t, names_, python_bools_);
     if (!key) return;
     // As Kernel Tuner writes an entry: the parameters in their order, then time and times,
     // then the rest.
     nlohmann::ordered_json entry = nlohmann::ordered_json::object();
-    for (const auto& name : names_) entry[name] = to_json(value_from_json(t.config[name]));
-    if (t.result.ok()) {
+    for (std::size_t i = 0; i < names_.size(); ++i) {
+      entry[names_[i]] = kernel_tuner_value(value_from_json(t.config[names_[i]]), python_bools_[i]);
+    }
+    const bool of_time = objective_ == "time";
+    if (!t.result.ok()) {
+      entry["time"] = kernel_tuner_failure(t);
+    } else if (of_time) {
       entry["time"] = in_milliseconds(t.result.objective, to_milliseconds_);
     } else {
-      entry["time"] = kernel_tuner_failure(t);
+      // The time measured beside another objective (a replay's, in milliseconds), then it.
+      const auto time = t.result.metrics.find("time");
+      if (time != t.result.metrics.end() && time->is_number()) entry["time"] = *time;
+      ++(entry.contains("time") ? timed_ : untimed_);
+      entry[objective_] = t.result.objective;
     }
+    // The repeated measurements of the objective: times only when it is one.
     nlohmann::json times = nlohmann::json::array();
     double times_ms = 0.0;
     for (double r : t.result.raw) {
+      if (!of_time) break;
       times.push_back(in_milliseconds(r, to_milliseconds_));
       times_ms += times.back().get<double>();
     }
@@ -368,7 +406,7 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
     for (const auto& [name, value] : t.result.metrics.items()) {
       const bool finite =
           !value.is_null() && (!value.is_number_float() || std::isfinite(value.get<double>()));
-      if (!entry.contains(name) && name != "times" && finite) entry[name] = value;
+      if (!entry.contains(name) && (name != "times" || !of_time) && finite) entry[name] = value;
     }
     const bool cost_known = entry.contains("compile_time") || entry.contains("benchmark_time") ||
                             entry.contains("verification_time");
@@ -404,6 +442,21 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
 void StudyExport::end(std::string& out) const {
   if (format_ == ExportFormat::json) out += any_trial_ ? "\n ]\n}\n" : "]\n}\n";
   if (format_ == ExportFormat::kernel_tuner) out += any_trial_ ? "\n }\n}\n" : "}\n}\n";
+}
+
+std::string StudyExport::note() const {
+  if (format_ != ExportFormat::kernel_tuner || objective_ == "time") return {};
+  const bool higher = kt_header_["objective_higher_is_better"].get<bool>();
+  std::string note = "the cache's objective is each entry's \"" + objective_ +
+                     "\" (objective_higher_is_better: " + (higher ? "true" : "false") +
+                     ", as Kernel Tuner's tune_kernel takes them), not its \"time\"";
+  if (untimed_ == 0) return note + ", which holds the time in ms measured beside it";
+  if (timed_ == 0) {
+    return note + ", which the successful entries have none of: their trials measured no time";
+  }
+  return note + ", which holds the time in ms measured beside it, absent from the " +
+         std::to_string(untimed_) + " of " + std::to_string(timed_ + untimed_) +
+         " successful entries whose trials measured none";
 }
 
 std::string export_study(const Store& store, StudyId study, ExportFormat format) {

@@ -51,7 +51,7 @@ std::string numeric_fields(const MeasuredDataset& dataset) {
 /// entry without a finite number there fails, saying so.
 void replay_objective(MeasuredDataset& dataset, const std::string& name,
                       const std::string& origin) {
-  if (name == "time") return;
+  if (name == dataset.objective) return;
   const bool held = std::any_of(dataset.entries.begin(), dataset.entries.end(), [&](auto& e) {
     const auto it = e.result.metrics.find(name);
     return e.result.ok() && it != e.result.metrics.end() && it->is_number();
@@ -71,7 +71,7 @@ void replay_objective(MeasuredDataset& dataset, const std::string& name,
       continue;
     }
     const double value = it->get<double>();
-    m.metrics["time"] = m.objective;
+    m.metrics[dataset.objective] = m.objective;
     if (!m.raw.empty()) m.metrics["times"] = std::exchange(m.raw, {});
     m.objective = value;
   }
@@ -84,8 +84,13 @@ ReplayEvaluator::ReplayEvaluator(MeasuredDataset dataset, std::string origin,
     : dataset_(std::move(dataset)),
       origin_(std::move(origin)),
       kernel_name_(std::move(kernel_name)),
-      objective_(objective.name.empty() ? std::string("time") : objective.name),
-      minimize_(objective.minimize.value_or(!is_rate_unit(objective_))) {
+      // A cache of another objective (tunebase's export of a study of GFLOP/s) is replayed as
+      // that objective unless told otherwise, as its study was tuned.
+      objective_(objective.name.empty() || (objective.name == "time" && !objective.minimize)
+                     ? dataset_.objective
+                     : objective.name),
+      minimize_(objective.minimize.value_or(
+          objective_ == dataset_.objective ? !dataset_.maximize : !is_rate_unit(objective_))) {
   if (kernel_name_.empty()) kernel_name_ = dataset_.kernel_name;
   if (kernel_name_.empty()) kernel_name_ = "replay:" + file_stem(origin_);
   replay_objective(dataset_, objective_, origin_);

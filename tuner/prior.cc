@@ -67,6 +67,13 @@ Prior prior_from_dataset(const MeasuredDataset& dataset, const SearchSpace& spac
 Prior load_prior(const std::string& path, const SearchSpace& space,
                  std::vector<std::string>* notes) {
   const MeasuredDataset dataset = read_measurements(path);
+  if (dataset.objective != "time") {
+    throw InvalidInput("prior file " + path + " holds each entry's \"" + dataset.objective +
+                       "\" as its objective (objective_higher_is_better), and prior files are "
+                       "read as times: give a cache of times, or import it (tunebase import) "
+                       "for studies of " +
+                       dataset.objective + " to learn from");
+  }
   if (notes) notes->insert(notes->end(), dataset.notes.begin(), dataset.notes.end());
   std::string source = dataset.device_name;
   if (source.empty()) source = std::filesystem::path(path).filename().string();

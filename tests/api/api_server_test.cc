@@ -821,16 +821,17 @@ TEST(ApiServer, AStoppedStudySuggestsNothingButTakesTheResultsOfItsLeases) {
   EXPECT_EQ(c.post(one + "/stop", nlohmann::json::object(), server.token).status, 409);
 }
 
-// A study Kernel Tuner's cache cannot hold (it maximizes) is refused on the query parameter
+// A study Kernel Tuner's cache cannot hold (of a real interval) is refused on the query parameter
 // that asked for the format, as other query errors are.
 TEST(ApiServer, AnExportFormatThatCannotHoldTheStudyIsRefusedOnTheQuery) {
   TestServer server;
   auto c = server.client();
   ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  // A real interval: a cache lists every value of each parameter.
+  const nlohmann::json real_space = {
+      {"parameters", {{{"name", "x"}, {"type", "real"}, {"low", 0.5}, {"high", 2.0}}}}};
   const auto study =
-      c.post("/v1/studies",
-             testing::demo_study_body("m", {{"direction", "maximize"}, {"unit", "GFLOP/s"}}),
-             server.token);
+      c.post("/v1/studies", testing::demo_study_body("m", {{"space", real_space}}), server.token);
   ASSERT_EQ(study.status, 201) << study.body;
   const std::string base = "/v1/studies/" + study.json()["id"].dump();
   const auto refused = c.get(base + "/export?format=kernel_tuner");

@@ -897,15 +897,49 @@ TEST_F(Cli, AResumedStudyKeepsItsSeedAndItsChoiceOfPriors) {
             std::string::npos)
       << r.err;
   EXPECT_NE(r.out.find("priors:"), std::string::npos) << r.out;
-  // A study's id where its name belongs says which name resumes it.
-  r = sweep("1", "echo {x}; true", 5, "");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("study 1 is named 'other': give --study 'other' to resume it"),
-            std::string::npos)
-      << r.err;
+  // A study's id resumes it, as its name does, keeping its seed.
+  r = sweep("1", "echo {x}; true", 4, "--seed 9");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("study 'other' keeps its seed 0"), std::string::npos) << r.err;
   db::Store store(db());
   EXPECT_EQ(store.find_study("own")->settings["seed"], 5);
   EXPECT_EQ(store.find_study("own")->settings["transfer"], false);
+}
+
+TEST_F(Cli, SweepResumesAStudyByItsIdAsOtherCommandsNameIt) {
+  auto r = sweep_x4("first", "echo {x}", 2);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto id = [&] {
+    db::Store store(db());
+    return std::to_string(store.find_study("first")->id.value);
+  }();
+  // The same sweep with the id goes on with the study of that id, as trials --study ID reads it.
+  r = sweep_x4(id, "echo {x}", 4);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("study:      first (id " + id), std::string::npos) << r.out;
+  EXPECT_EQ(trials(id).size(), 4U);
+  {
+    db::Store store(db());
+    EXPECT_EQ(store.list_studies().size(), 1U);
+  }
+  // By id, as by name, a study resumes only on its kernel, machine and input.
+  r = sweep_x4(id, "echo {x}; true", 4);
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_NE(r.err.find("study 'first' (id " + id + ") tunes command on"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("input {\"command\""), std::string::npos) << r.err;
+  // An id no study has starts nothing: digits are never a new study's name.
+  r = sweep_x4("99", "echo {x}", 4);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("no study has id 99 in " + db() +
+                       " (tunebase studies lists them): sweep --study resumes a study by its id "
+                       "or name, and a new study's name of digits only would read as a study id; "
+                       "add a letter"),
+            std::string::npos)
+      << r.err;
+  db::Store store(db());
+  EXPECT_EQ(store.list_studies().size(), 1U);
+  EXPECT_EQ(store.trials(store.find_study("first")->id).size(), 4U);
 }
 
 TEST_F(Cli, ANewStudyRefusesAnOptionItsStrategyDoesNotReadAndAStoredOneStillResumes) {
@@ -2300,6 +2334,82 @@ TEST_F(Cli, ACommandReportsMetricsAndItsFailureClass) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto exported = nlohmann::json::parse(slurp(cache));
   EXPECT_EQ(exported["cache"]["3"]["time"], "CompilationFailedConfig") << exported.dump();
+}
+
+// A study of another objective is a cache of it, as Kernel Tuner tunes one, which tunebase
+// reads back: into the same database, nothing new; into another, the same study.
+TEST_F(Cli, AStudyOfAnotherObjectiveIsExportedAsKernelTunerTunesOne) {
+  const auto target = dir_.file("rates.json");
+  std::ofstream(target) << rates_cache();
+  auto r = run("sweep --kernel replay --replay " + target +
+               " --objective GFLOP/s --strategy exhaustive --study g --no-progress --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto cache = dir_.file("g.json");
+  r = run("export --study g --format kernel_tuner -o " + cache + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: the cache's objective is each entry's \"GFLOP/s\" "
+                       "(objective_higher_is_better: true, as Kernel Tuner's tune_kernel takes "
+                       "them), not its \"time\", which holds the time in ms measured beside it\n"),
+            std::string::npos)
+      << r.err;
+  const auto exported = nlohmann::json::parse(slurp(cache));
+  EXPECT_EQ(exported["objective"], "GFLOP/s");
+  EXPECT_EQ(exported["objective_higher_is_better"], true);
+  EXPECT_EQ(exported["cache"]["2"]["GFLOP/s"], 40.0) << exported.dump();
+  EXPECT_EQ(exported["cache"]["2"]["time"], 3.0) << exported.dump();
+  EXPECT_EQ(exported["cache"]["3"]["time"], "CompilationFailedConfig") << exported.dump();
+  r = run("import " + cache + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("nothing new: study 1 holds all 4 measurements"), std::string::npos)
+      << r.out;
+  {
+    db::Store store(db());
+    EXPECT_EQ(store.list_studies().size(), 1u);
+  }
+  const auto other = dir_.file("other.db");
+  r = run("import " + cache + " --db " + other);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run("best --kernel rates --machine TestGPU --json --db " + other);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto best = nlohmann::json::parse(r.out);
+  EXPECT_EQ(best["config"], (nlohmann::json{{"a", 2}})) << r.out;
+  EXPECT_EQ(best["objective"], 40.0) << r.out;
+  EXPECT_EQ(best["objective_name"], "GFLOP/s") << r.out;
+  // Replayed, the export is tuned as its study was: the highest GFLOP/s.
+  r = run("sweep --kernel replay --replay " + cache +
+          " --strategy exhaustive --study again --no-progress --json --db " + other);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["best"]["objective"], 40.0) << r.out;
+  // Prior files are read as times: one of GFLOP/s is refused.
+  r = run("sweep --kernel replay --replay " + target + " --prior " + cache +
+          " --budget 2 --study timed --no-progress --db " + other);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("prior file " + cache +
+                       " holds each entry's \"GFLOP/s\" as its objective "
+                       "(objective_higher_is_better), and prior files are read as times"),
+            std::string::npos)
+      << r.err;
+
+  // A command's score, with no time measured: its entries hold the score alone.
+  r = sweep_x4("score", "echo score: $(( {x} * 3 ))", 4, "--objective score --maximize");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto scores = dir_.file("score.json");
+  r = run("export --study score --format kernel_tuner -o " + scores + " --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("not its \"time\", which the successful entries have none of: their "
+                       "trials measured no time"),
+            std::string::npos)
+      << r.err;
+  r = run("import " + scores + " --db " + other);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  db::Store store(other);
+  const auto studies = store.list_studies("command");
+  ASSERT_EQ(studies.size(), 1u);
+  EXPECT_EQ(studies[0].objective, "score");
+  EXPECT_EQ(studies[0].direction, db::Direction::maximize);
+  std::vector<double> values;
+  for (const auto& t : store.trials(studies[0].id)) values.push_back(t.result.objective);
+  EXPECT_EQ(values, (std::vector<double>{0.0, 3.0, 6.0, 9.0}));
 }
 
 TEST_F(Cli, BenchmarkRefusesWhatWouldMisleadIt) {

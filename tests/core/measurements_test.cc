@@ -95,6 +95,39 @@ std::string parse_error(const std::string& text) {
   return error_of([&] { parse_measurements(text, "broken.json"); });
 }
 
+// A cache that says which way its objective is better (tunebase's export of a study of GFLOP/s)
+// is read as that objective: its time is a metric, and an entry without the objective fails
+// only when its time names a failure.
+TEST(KernelTunerCache, ReadsTheObjectiveItSaysIsBetterHigher) {
+  auto rate = nlohmann::json::parse(kKernelTunerCache);
+  rate["objective"] = "GFLOP/s";
+  rate["objective_higher_is_better"] = true;
+  const auto d = parse_measurements(rate.dump(), "rate.json");
+  EXPECT_EQ(d.objective, "GFLOP/s");
+  EXPECT_TRUE(d.maximize);
+  EXPECT_TRUE(d.notes.empty());
+  ASSERT_EQ(d.entries.size(), 3u);
+  EXPECT_EQ(d.entries[0].result.objective, 100.0);
+  EXPECT_EQ(d.entries[0].result.metrics["time"], 1.5);
+  EXPECT_TRUE(d.entries[0].result.raw.empty());  // its times are of time, not of GFLOP/s
+  EXPECT_EQ(d.entries[1].result.status, TrialStatus::failed);
+  // Refused, saying what is wrong.
+  rate["cache"]["16,1,0.5"].erase("GFLOP/s");
+  EXPECT_EQ(parse_error(rate.dump()),
+            "broken.json: cache entry \"16,1,0.5\" has no number in \"GFLOP/s\", the cache's "
+            "objective, and no \"time\" naming its failure (such as \"RuntimeFailedConfig\")");
+  rate["objective_higher_is_better"] = "yes";
+  EXPECT_EQ(parse_error(rate.dump()),
+            "broken.json: \"objective_higher_is_better\" must be true or false, beside the name "
+            "of the entries' field it is about in \"objective\"; got string \"yes\" and "
+            "\"objective\": string \"GFLOP/s\"");
+  rate["objective"] = "time";
+  rate["objective_higher_is_better"] = true;
+  EXPECT_EQ(parse_error(rate.dump()),
+            "broken.json: \"objective_higher_is_better\" is true for the objective \"time\"; a "
+            "time is better lower");
+}
+
 TEST(KernelTunerCache, ReadsSuccessesFailuresAndMetrics) {
   const MeasuredDataset d = parse_measurements(kKernelTunerCache, "cache.json");
   EXPECT_EQ(d.format, "kernel_tuner");
@@ -107,6 +140,7 @@ TEST(KernelTunerCache, ReadsSuccessesFailuresAndMetrics) {
   EXPECT_THAT(by_rate.notes[0], HasSubstr("the cache names its objective \"GFLOP/s\"; tunebase "
                                           "reads each entry's \"time\""));
   EXPECT_DOUBLE_EQ(by_rate.entries[0].result.objective, d.entries[0].result.objective);
+  EXPECT_EQ(by_rate.objective, "time");
   EXPECT_EQ(d.device_name, "Test GPU");
   EXPECT_EQ(d.kernel_name, "vector_add");
   EXPECT_EQ(d.problem_size, nlohmann::json::array({1024}));

@@ -261,6 +261,50 @@ TEST(SearchSpace, BooleanTuneParamsAreReadAsOneAndZero) {
   EXPECT_EQ(space.config_to_json(c), (nlohmann::json{{"use_shmem", 1}, {"bx", 16}}));
 }
 
+// A list of True and False is remembered as Python's booleans (a Kernel Tuner cache made from
+// the space writes them so), but measures what the same space of 1 and 0 measures; spaces
+// without booleans keep the JSON, and so the fingerprints, they had.
+TEST(SearchSpace, BooleanTuneParamsAreRememberedButShareWithOneAndZero) {
+  const auto with_bools = SearchSpace::from_document(nlohmann::ordered_json::parse(
+      R"({"tune_params": {"bx": [16, 32], "use_shmem": [true, false]}})"));
+  const auto with_ints = SearchSpace::from_document(
+      nlohmann::ordered_json::parse(R"({"tune_params": {"bx": [16, 32], "use_shmem": [1, 0]}})"));
+  EXPECT_FALSE(with_bools.parameter(0).python_bool);
+  EXPECT_TRUE(with_bools.parameter(1).python_bool);
+  EXPECT_FALSE(with_ints.parameter(1).python_bool);
+  const auto stored = with_bools.to_json();
+  EXPECT_EQ(stored["parameters"][1]["boolean"], true);
+  EXPECT_FALSE(stored["parameters"][0].contains("boolean"));
+  for (const auto& p : with_ints.to_json()["parameters"]) EXPECT_FALSE(p.contains("boolean"));
+  // Read back from its JSON (a stored kernel version's), it is the same space.
+  const auto again = SearchSpace::from_json(stored);
+  EXPECT_TRUE(again.parameter(1).python_bool);
+  EXPECT_EQ(again.fingerprint(), with_bools.fingerprint());
+  // Another kernel version, but the same parameters: measurements transfer between them.
+  EXPECT_NE(with_bools.fingerprint(), with_ints.fingerprint());
+  EXPECT_EQ(with_bools.parameters_fingerprint(), with_ints.parameters_fingerprint());
+  EXPECT_EQ(SearchSpace::parameters_fingerprint(stored), with_ints.parameters_fingerprint());
+  EXPECT_EQ(with_bools.parameters_difference(with_ints), "");
+  // Only values 0 and 1 can be booleans.
+  const auto refused = [](const char* text) {
+    try {
+      (void)SearchSpace::from_json(nlohmann::json::parse(text));
+    } catch (const InvalidInput& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refused(R"({"parameters": [{"name": "u", "values": [0, 2], "boolean": true}]})"),
+            "parameter 'u': \"boolean\": true says its values are False and True (0 and 1), but "
+            "it has the value 2");
+  EXPECT_EQ(refused(R"({"parameters": [{"name": "u", "values": [0, 1], "boolean": "yes"}]})"),
+            "parameter 'u': \"boolean\" must be true or false, got \"yes\"");
+  EXPECT_EQ(refused(R"({"parameters": [{"name": "u", "type": "real", "low": 0, "high": 1,
+                                        "boolean": true}]})"),
+            "parameter 'u': \"boolean\": true says its values are False and True (0 and 1), but "
+            "it is a real interval");
+}
+
 // A misspelt "restrictions" was dropped: every configuration was searched.
 TEST(SearchSpace, UnknownKernelTunerKeysAreRefused) {
   for (const char* key : {"restriction", "Restrictions"}) {

@@ -171,6 +171,42 @@ TEST(Import, AKernelTunerExportKeysAnEmptyFirstValueWithItsComma) {
   EXPECT_EQ(parse_measurements(text, "export").entries.size(), 2u);
 }
 
+// Kernel Tuner's True and False (read as 1 and 0) are written back as Python writes them: in
+// the keys Kernel Tuner's simulation mode looks up (str(True)), and as JSON booleans.
+TEST(Import, AKernelTunerExportKeysBooleansAsPythonWritesThem) {
+  const std::string cache = R"({"device_name": "gpu", "kernel_name": "k",
+    "tune_params_keys": ["bx", "unroll"], "tune_params": {"bx": [32, 64], "unroll": [true, false]},
+    "objective": "time", "cache": {
+      "32,True": {"bx": 32, "unroll": true, "time": 1.5, "times": [1.5]},
+      "32,False": {"bx": 32, "unroll": false, "time": 2.5, "times": [2.5]},
+      "64,True": {"bx": 64, "unroll": true, "time": "CompilationFailedConfig"}}})";
+  TempDir dir;
+  Store store(dir.file("t.db"));
+  const auto first = store.import_dataset(parse_measurements(cache, "cache"));
+  ASSERT_EQ(first.trials, 3u);
+  const auto text = export_study(store, first.study, ExportFormat::kernel_tuner);
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["tune_params"]["unroll"], nlohmann::json::parse("[true, false]"));
+  EXPECT_EQ(j["tune_params"]["bx"], nlohmann::json::parse("[32, 64]"));
+  ASSERT_EQ(j["cache"].size(), 3u) << text;
+  EXPECT_EQ(j["cache"]["32,True"]["unroll"], true) << text;
+  EXPECT_EQ(j["cache"]["32,False"]["unroll"], false) << text;
+  EXPECT_EQ(j["cache"]["64,True"]["time"], "CompilationFailedConfig") << text;
+  // Read back into the same store: nothing new.
+  const auto again = store.import_dataset(parse_measurements(text, "export"));
+  EXPECT_EQ(again.study, first.study);
+  EXPECT_EQ(again.kernel, first.kernel);
+  EXPECT_EQ(again.trials, 0u);
+  EXPECT_EQ(again.already_stored, 3u);
+  EXPECT_EQ(store.list_studies().size(), 1u);
+  // The stored space says so, and shares with the same space written with 1 and 0.
+  const auto stored = store.get_kernel(first.kernel).space;
+  EXPECT_EQ(stored["parameters"][1]["boolean"], true);
+  const auto with_ints = SearchSpace::from_kernel_tuner(
+      nlohmann::json::parse(R"({"bx": [32, 64], "unroll": [1, 0]})"), {}, {"bx", "unroll"});
+  EXPECT_EQ(SearchSpace::parameters_fingerprint(stored), with_ints.parameters_fingerprint());
+}
+
 TEST(Import, AFileWithoutItsInputLearnsItFromItsTwinAndLeavesNoTaskBehind) {
   TempDir dir;
   const auto path = dir.file("t.db");

@@ -952,6 +952,63 @@ TEST_F(StoreTest, ExportAsAKernelTunerCache) {
     }
   }
   EXPECT_THROW(export_format_from_string("kt"), InvalidInput);
+}
+
+// A study of another objective is a cache of it, as Kernel Tuner tunes one (objective="GFLOP/s",
+// objective_higher_is_better=True), with the time measured beside it; read back, the same study.
+TEST_F(StoreTest, ExportOfAnotherObjectiveAsAKernelTunerCacheReadsBack) {
+  NewStudy n;
+  n.direction = Direction::maximize;
+  n.objective = "GFLOP/s";
+  const auto s = study_in("GFLOP/s", n);
+  auto fast = Measurement::success(40.0, {}, 0.5);
+  fast.metrics = {{"time", 3.0}, {"times", {2.9, 3.1}}, {"compile_time", 20.0}};
+  store_.add_trial(s.id, testing::config_json(16, "row"), "16,row", fast);
+  store_.add_trial(s.id, testing::config_json(32, "row"), "32,row",
+                   Measurement::success(10.0, {9.0, 11.0}, 1.0));  // measured no time
+  store_.add_trial(s.id, testing::config_json(64, "row"), "64,row",
+                   Measurement::failure(TrialStatus::failed, "CompilationFailedConfig"));
+  StudyExport source(store_, s.id, ExportFormat::kernel_tuner);
+  std::string text;
+  while (source.next(text)) {
+  }
+  const auto j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["objective"], "GFLOP/s");
+  EXPECT_EQ(j["objective_higher_is_better"], true);
+  EXPECT_EQ(j["cache"]["16,row"]["GFLOP/s"], 40.0);
+  EXPECT_EQ(j["cache"]["16,row"]["time"], 3.0);
+  EXPECT_EQ(j["cache"]["16,row"]["times"], nlohmann::json({2.9, 3.1}));
+  EXPECT_EQ(j["cache"]["32,row"]["GFLOP/s"], 10.0);
+  EXPECT_FALSE(j["cache"]["32,row"].contains("time")) << text;
+  EXPECT_FALSE(j["cache"]["32,row"].contains("times")) << text;  // the repeats were GFLOP/s
+  EXPECT_EQ(j["cache"]["64,row"]["time"], "CompilationFailedConfig");
+  EXPECT_EQ(source.note(),
+            "the cache's objective is each entry's \"GFLOP/s\" (objective_higher_is_better: "
+            "true, as Kernel Tuner's tune_kernel takes them), not its \"time\", which holds the "
+            "time in ms measured beside it, absent from the 1 of 2 successful entries whose "
+            "trials measured none");
+
+  const auto back = parse_measurements(text, "export");
+  EXPECT_EQ(back.objective, "GFLOP/s");
+  EXPECT_TRUE(back.maximize);
+  TempDir other_dir;
+  Store other(other_dir.file("other.db"));
+  const auto imported = other.import_dataset(back);
+  const auto study = other.get_study(imported.study);
+  EXPECT_EQ(study.objective, "GFLOP/s");
+  EXPECT_EQ(study.direction, Direction::maximize);
+  EXPECT_EQ(objective_unit(study), "GFLOP/s");
+  const auto trials = other.trials(imported.study);
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(trials[0].result.objective, 40.0);
+  EXPECT_EQ(trials[0].result.metrics["time"], 3.0);
+  EXPECT_EQ(trials[1].result.objective, 10.0);
+  EXPECT_EQ(trials[2].result.status, TrialStatus::failed);
+  // Again: nothing new.
+  const auto again = other.import_dataset(parse_measurements(text, "export"));
+  EXPECT_EQ(again.study, imported.study);
+  EXPECT_EQ(again.trials, 0u);
+  EXPECT_EQ(other.list_studies().size(), 1u);
   EXPECT_EQ(export_format_from_string("kernel_tuner"), ExportFormat::kernel_tuner);
 }
 
