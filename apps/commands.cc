@@ -173,6 +173,9 @@ db::Store database_of_study(const std::string& path, const std::string& study,
 void print_sweep_summary(const SweepSummary& s) {
   std::cout << "study:      " << s.study_name << " (id " << s.study.value << ", strategy "
             << s.strategy << ")\n";
+  if (!s.measurement.empty()) {
+    std::cout << "measured:   " << measurement_text(s.measurement) << "\n";
+  }
   if (!s.priors.empty()) {
     std::cout << "priors:     ";
     for (std::size_t i = 0; i < s.priors.size(); ++i) {
@@ -465,7 +468,8 @@ void add_sweep_command(CLI::App& app) {
           {"last_failure",
            summary.last_failure.empty() ? nlohmann::json() : nlohmann::json(summary.last_failure)},
           {"unit", summary.unit},
-          {"strategy", summary.strategy}};
+          {"strategy", summary.strategy},
+          {"measurement", summary.measurement}};
       if (!summary.priors.empty()) {
         nlohmann::json priors = nlohmann::json::array();
         for (const auto& p : summary.priors) {

@@ -931,6 +931,13 @@ PetscSolverEvaluator::PetscSolverEvaluator(CsrMatrix matrix, PetscSolverOptions 
 
 PetscSolverEvaluator::~PetscSolverEvaluator() = default;
 
+nlohmann::json PetscSolverEvaluator::measurement_settings() const {
+  return {{"rtol", options_.rtol},
+          {"max_it", options_.max_iterations},
+          {"residual_tolerance", options_.residual_tolerance},
+          {"clock", options_.clock == SolveClock::cpu ? "cpu" : "wall"}};
+}
+
 Measurement PetscSolverEvaluator::evaluate(const Configuration& config) {
   const auto start = Clock::now();
   try {

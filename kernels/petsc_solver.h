@@ -121,6 +121,9 @@ class PetscSolverEvaluator : public Evaluator {
   /// matrix_features() of the matrix plus "matrix": its name.
   nlohmann::json task() const override { return task_; }
   Measurement evaluate(const Configuration& config) override;
+  /// {"rtol", "max_it", "residual_tolerance", "clock": "wall" or "cpu"}: what a solve must
+  /// reach and how it is timed.
+  nlohmann::json measurement_settings() const override;
 
   /// PETSc's default solver: GMRES(30), block Jacobi with ILU(0).
   Configuration petsc_default() const { return space_.default_configuration(); }

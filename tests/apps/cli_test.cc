@@ -2549,6 +2549,64 @@ TEST_F(Cli, BestForAMatrixMeasuredNowhereIsPredictedFromTheMatricesMeasured) {
   EXPECT_NE(r.err.find("--matrix is read for the matrix kernels"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, PetscSolverSettingsAreOptionsThatTheStudyKeeps) {
+  const std::string petsc =
+      "sweep --kernel petsc --problem poisson2d --size 6 --repeats 1 "
+      "--no-progress --study p --db " +
+      db();
+  auto r = run(petsc + " --rtol 1e-6 --max-it 500 --cpu-time --budget 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("measured:   clock cpu, max_it 500, residual_tolerance 1e-06, rtol 1e-06"),
+            std::string::npos)
+      << r.out;
+  r = run("studies --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto settings = nlohmann::json::parse(r.out)["studies"][0]["settings"]["measurement"];
+  EXPECT_EQ(settings,
+            (nlohmann::json{
+                {"rtol", 1e-6}, {"max_it", 500}, {"residual_tolerance", 1e-6}, {"clock", "cpu"}}))
+      << r.out;
+  // The objective is the CPU time of the solves.
+  const auto t = trials("p");
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_DOUBLE_EQ(t[0]["value"].get<double>(), t[0]["metrics"]["cpu_seconds"].get<double>())
+      << t[0].dump();
+  // Resumed with the same settings it goes on; with others it is refused, saying both.
+  r = run(petsc + " --rtol 1e-6 --max-it 500 --cpu-time --budget 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run(petsc + " --budget 3");
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_NE(r.err.find("its trials were measured with clock cpu, max_it 500, residual_tolerance "
+                       "1e-06, rtol 1e-06, this sweep measures with clock wall, max_it 10000, "
+                       "residual_tolerance 1e-06, rtol 1e-08"),
+            std::string::npos)
+      << r.err;
+  // Out of range, and for a kernel that does not read them.
+  r = run("sweep --kernel petsc --problem poisson2d --size 6 --rtol 1 --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--rtol 1.0 is out of range: the KSP relative tolerance must be above 0 and "
+                       "below 1"),
+            std::string::npos)
+      << r.err;
+  r = run("sweep --kernel petsc --problem poisson2d --size 6 --max-it 0 --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-it"), std::string::npos) << r.err;
+  r = run("sweep --kernel spmv --problem laplacian2d --size 6 --rtol 1e-6 --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--rtol is not used by --kernel spmv; it is read by petsc"),
+            std::string::npos)
+      << r.err;
+  r = run("sweep --kernel spmv --problem laplacian2d --size 6 --cpu-time --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--cpu-time is not used by --kernel spmv; it is read by petsc"),
+            std::string::npos)
+      << r.err;
+  // sweep --help says what a PETSc trial measures.
+  r = run("sweep --help");
+  EXPECT_NE(r.out.find("KSP relative tolerance"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("untimed warm-up"), std::string::npos) << r.out;
+}
+
 TEST_F(Cli, AFileThatCannotBeReadHasTheIoExitCodeNotTheNotFoundOne) {
   // A folder given as the file to import: nothing is unknown, the file cannot be read.
   const auto folder = dir_.file("a-folder");
