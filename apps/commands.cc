@@ -1023,7 +1023,8 @@ void add_query_commands(CLI::App& app) {
         "predict", "Forecast configurations of a study from its model (as POST /v1/predict)");
     cmd->add_option("--study", args->study, "Study name or id")->required();
     cmd->add_option("--config", args->configs,
-                    "Configuration as JSON, e.g. '{\"block_size\": 64}' (repeatable)")
+                    "Configuration as JSON, e.g. '{\"block_size\": 64}' (repeatable); parameters "
+                    "left out take the space's defaults")
         ->required();
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->add_flag("--json", args->json, "Print JSON, as POST /v1/predict");
@@ -1034,7 +1035,20 @@ void add_query_commands(CLI::App& app) {
       const auto space = studies.space(study.id);
       std::vector<Configuration> configs;
       for (const auto& text : args->configs) {
-        configs.push_back(space->config_from_json(parse_json_text(text, "--config")));
+        // Parameters left out take the space's defaults, so that a configuration can be given
+        // by the parameters that apply to it (a PETSc LU solve without gmres_restart).
+        const auto given = parse_json_text(text, "--config");
+        configs.push_back(space->config_from_json(given, /*fill_defaults=*/true));
+        std::string filled;
+        for (std::size_t i = 0; i < space->dimension(); ++i) {
+          const auto& name = space->parameter(i).name;
+          if (given.contains(name)) continue;
+          filled += (filled.empty() ? "" : ", ") + name + "=" + to_string(configs.back()[i]);
+        }
+        if (!filled.empty()) {
+          std::cerr << "note: --config " << text << " leaves out parameters, given the space's "
+                    << "defaults: " << filled << "\n";
+        }
       }
       const auto forecasts = studies.predict(study.id, configs);
       if (forecasts.empty()) {

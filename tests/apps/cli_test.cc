@@ -1092,6 +1092,33 @@ TEST_F(Cli, PredictForecastsConfigurationsOfAStudy) {
   EXPECT_NE(r.err.find("value 9 of parameter 'x' is not allowed"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, PredictFillsTheParametersAConfigLeavesOutWithTheSpacesDefaults) {
+  const auto space = dir_.file("xy.json");
+  std::ofstream(space) << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 3},
+      {"name": "y", "type": "ordinal", "values": [1, 2, 4], "default": 2}]})";
+  auto r = run("sweep --kernel command --space " + space +
+               " --cmd 'echo $(( {x} * {y} + 1 ))' --strategy exhaustive --budget 6 --study xy "
+               "--no-progress --db " +
+               db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Only the parameters that matter to the user: the others take the space's defaults, said.
+  r = run("predict --study xy --config '{\"x\": 1}' --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["predictions"][0]["config"],
+            (nlohmann::json{{"x", 1}, {"y", 2}}))
+      << r.out;
+  EXPECT_NE(r.err.find("leaves out parameters, given the space's defaults: y=2"), std::string::npos)
+      << r.err;
+  // A whole configuration is taken as given, without a note.
+  r = run("predict --study xy --config '{\"x\": 1, \"y\": 4}' --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("leaves out"), std::string::npos) << r.err;
+  // A name the space does not have is still an error naming those it has.
+  r = run("predict --study xy --config '{\"z\": 1}' --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown parameter 'z'; parameters are: x, y"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   const auto space = dir_.file("space.json");
   std::ofstream(space)
