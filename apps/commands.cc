@@ -711,8 +711,8 @@ void add_query_commands(CLI::App& app) {
   // --- best
   {
     struct Args {
-      std::string kernel, machine, db = kDefaultDb, matrix, input;
-      std::int64_t task = 0;
+      std::string kernel, machine, db = kDefaultDb, matrix, input, problem;
+      std::int64_t task = 0, size = 0;
       bool json = false, maximize = false;
     };
     auto args = std::make_shared<Args>();
@@ -721,13 +721,29 @@ void add_query_commands(CLI::App& app) {
         "--input", args->input,
         "A stored input as its description, JSON, e.g. '{\"matrix\": \"ACUSIM/Pres_Poisson\"}' "
         "(the task tunebase studies shows)");
-    cmd->add_option("--matrix", args->matrix,
-                    "Matrix Market file (spmv, petsc): the best for this input, predicted from "
-                    "the inputs measured when it was never measured itself")
-        ->excludes(
-            cmd->add_option("--task", args->task, "Task id (default: any input)")
-                ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()))
-                ->excludes(input_option))
+    auto* task_option =
+        cmd->add_option("--task", args->task, "Task id (default: any input)")
+            ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()))
+            ->excludes(input_option);
+    auto* matrix_option =
+        cmd->add_option("--matrix", args->matrix,
+                        "Matrix Market file (spmv, petsc): the best for this input, predicted "
+                        "from the inputs measured when it was never measured itself")
+            ->excludes(task_option)
+            ->excludes(input_option);
+    // A generated problem, as sweep --problem and --size make it.
+    cmd->add_option("--problem", args->problem,
+                    "Generated matrix (spmv, petsc), as sweep --problem: laplacian3d, "
+                    "laplacian2d, poisson2d, poisson3d, anisotropic2d, convdiff2d, convdiff3d; "
+                    "answered as --matrix")
+        ->excludes(matrix_option)
+        ->excludes(task_option)
+        ->excludes(input_option);
+    cmd->add_option("--size", args->size,
+                    "Grid points per side of the generated problem (default 64), as sweep --size")
+        ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()))
+        ->excludes(matrix_option)
+        ->excludes(task_option)
         ->excludes(input_option);
     cmd->add_option("--kernel,-k", args->kernel, "Kernel name")->required();
     cmd->add_option("--machine", args->machine, "Machine name (default: this host)");
@@ -741,9 +757,12 @@ void add_query_commands(CLI::App& app) {
       const std::string machine_name =
           args->machine.empty() ? detect_machine().name : args->machine;
       const auto machine = store.find_machine(machine_name);
-      if (!args->matrix.empty() && args->kernel != "spmv" && args->kernel != "petsc") {
-        throw InvalidInput("--matrix is read for the matrix kernels, spmv and petsc, not " +
-                           args->kernel + " (--task picks an input of any kernel)");
+      const bool generated = !args->problem.empty() || args->size > 0;
+      if ((!args->matrix.empty() || generated) && args->kernel != "spmv" &&
+          args->kernel != "petsc") {
+        throw InvalidInput(std::string(generated ? "--problem and --size are" : "--matrix is") +
+                           " read for the matrix kernels, spmv and petsc, not " + args->kernel +
+                           " (--task picks an input of any kernel)");
       }
       if (!store.find_kernel(args->kernel)) {
         throw NotFound("no kernel '" + args->kernel + "' in " + args->db + "; " +
@@ -767,10 +786,12 @@ void add_query_commands(CLI::App& app) {
       std::string input_version;
       std::string input_name;
       bool other_content = false;  // a matrix measured under this name had other features
-      if (!args->matrix.empty()) {
+      if (!args->matrix.empty() || generated) {
         EvaluatorSpec spec;
         spec.kernel = args->kernel;
         spec.matrix = args->matrix;
+        spec.problem = args->problem;
+        spec.size = args->size;
         const auto evaluator = make_evaluator(spec);
         // As a sweep stores it: the features beside the description (spmv) or in it (petsc).
         db::TaskRecord input;

@@ -2576,6 +2576,40 @@ TEST_F(Cli, BestForAMatrixMeasuredNowhereIsPredictedFromTheMatricesMeasured) {
   EXPECT_NE(r.err.find("--matrix is read for the matrix kernels"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, BestForAGeneratedProblemIsAnsweredAsForAMatrixFile) {
+  const std::string petsc =
+      " --kernel petsc --problem poisson2d --repeats 1 --budget 3 "
+      "--no-progress --db " +
+      db();
+  for (int n : {6, 10}) {
+    const auto r = run("sweep" + petsc + " --size " + std::to_string(n));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // Measured nowhere: predicted from the measured problems by its features.
+  auto r = run("best --kernel petsc --problem poisson2d --size 8 --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("source:    predicted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("input:     matrix poisson2d_n8 (measured nowhere"), std::string::npos)
+      << r.out;
+  // Measured: answered by its own measurements.
+  r = run("best --kernel petsc --problem poisson2d --size 10 --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto measured = nlohmann::json::parse(r.out);
+  EXPECT_EQ(measured["source"], "measured") << r.out;
+  EXPECT_EQ(measured["task_id"], 2) << r.out;
+  // As in sweep: a file or a generated problem, and only for the matrix kernels.
+  r = run("best --kernel petsc --problem poisson2d --matrix x.mtx --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("excludes"), std::string::npos) << r.err;
+  r = run("best --kernel command --problem poisson2d --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--problem and --size are read for the matrix kernels"), std::string::npos)
+      << r.err;
+  r = run("best --kernel petsc --problem poisson9d --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown --problem 'poisson9d'"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, PetscSolverSettingsAreOptionsThatTheStudyKeeps) {
   const std::string petsc =
       "sweep --kernel petsc --problem poisson2d --size 6 --repeats 1 "
