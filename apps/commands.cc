@@ -89,23 +89,37 @@ std::string objective_text(const db::StudyRecord& study, double value) {
   return format_objective(value, db::objective_unit(study));
 }
 
-// "task 2 {"matrix":"bcsstk13",...}": which input a study measured. The matrix name comes
-// first: JSON keys sort alphabetically, and a task of matrix features would cut it off.
+// "bcsstk06 (rows 420, nnz 7860)": an input by its name (its "matrix", else its first text
+// field) and the features that tell inputs apart at a glance, in its description or beside it;
+// empty when the description names nothing.
+std::string named_input_text(const db::TaskRecord& task) {
+  const auto& d = task.description;
+  auto name = d.find("matrix");
+  if (name == d.end() || !name->is_string()) {
+    name = std::find_if(d.begin(), d.end(), [](const auto& v) { return v.is_string(); });
+  }
+  if (name == d.end()) return {};
+  std::string telling;
+  for (const char* key : {"rows", "nnz", "size"}) {
+    for (const auto* where : {&d, &task.features}) {
+      if (!where->is_object() || !where->contains(key) || !(*where)[key].is_number()) continue;
+      telling += std::string(telling.empty() ? "" : ", ") + key + " " + (*where)[key].dump();
+      break;
+    }
+  }
+  return name->get<std::string>() + (telling.empty() ? "" : " (" + telling + ")");
+}
+
+// "task 2 bcsstk13 (rows 2003, nnz 83883)", else "task 2 {"n":4096,...}": which input a study
+// measured. A description of many features cut to a line would not say which input it is.
 std::string task_text(const db::Store& store, db::TaskId id) {
   const auto task = store.get_task(id);
   std::string text = "task " + std::to_string(id.value);
-  if (task.description.is_object() && !task.description.empty()) {
-    auto rest = task.description;
-    std::string description = rest.dump();
-    if (auto matrix = rest.find("matrix"); matrix != rest.end() && rest.size() > 1) {
-      const std::string name = "{\"matrix\":" + matrix->dump();
-      rest.erase(matrix);
-      description = name + "," + rest.dump().substr(1);
-    }
-    if (description.size() > 80) description = description.substr(0, 77) + "...";
-    text += " " + description;
-  }
-  return text;
+  if (!task.description.is_object() || task.description.empty()) return text;
+  if (const auto named = named_input_text(task); !named.empty()) return text + " " + named;
+  std::string description = task.description.dump();
+  if (description.size() > 80) description = description.substr(0, 77) + "...";
+  return text + " " + description;
 }
 
 // "  GFLOP/s 9.13  GB/s 70.3" from an evaluator's metrics, when it reports them.
