@@ -92,23 +92,37 @@ std::string objective_text(const db::StudyRecord& study, double value) {
   return format_objective(value, db::objective_unit(study));
 }
 
-// "task 2 {"matrix":"bcsstk13",...}": which input a study measured. The matrix name comes
-// first: JSON keys sort alphabetically, and a task of matrix features would cut it off.
+// "bcsstk06 (rows 420, nnz 7860)": an input by its name (its "matrix", else its first text
+// field) and the features that tell inputs apart at a glance, in its description or beside it;
+// empty when the description names nothing.
+std::string named_input_text(const db::TaskRecord& task) {
+  const auto& d = task.description;
+  auto name = d.find("matrix");
+  if (name == d.end() || !name->is_string()) {
+    name = std::find_if(d.begin(), d.end(), [](const auto& v) { return v.is_string(); });
+  }
+  if (name == d.end()) return {};
+  std::string telling;
+  for (const char* key : {"rows", "nnz", "size"}) {
+    for (const auto* where : {&d, &task.features}) {
+      if (!where->is_object() || !where->contains(key) || !(*where)[key].is_number()) continue;
+      telling += std::string(telling.empty() ? "" : ", ") + key + " " + (*where)[key].dump();
+      break;
+    }
+  }
+  return name->get<std::string>() + (telling.empty() ? "" : " (" + telling + ")");
+}
+
+// "task 2 bcsstk13 (rows 2003, nnz 83883)", else "task 2 {"n":4096,...}": which input a study
+// measured. A description of many features cut to a line would not say which input it is.
 std::string task_text(const db::Store& store, db::TaskId id) {
   const auto task = store.get_task(id);
   std::string text = "task " + std::to_string(id.value);
-  if (task.description.is_object() && !task.description.empty()) {
-    auto rest = task.description;
-    std::string description = rest.dump();
-    if (auto matrix = rest.find("matrix"); matrix != rest.end() && rest.size() > 1) {
-      const std::string name = "{\"matrix\":" + matrix->dump();
-      rest.erase(matrix);
-      description = name + "," + rest.dump().substr(1);
-    }
-    if (description.size() > 80) description = description.substr(0, 77) + "...";
-    text += " " + description;
-  }
-  return text;
+  if (!task.description.is_object() || task.description.empty()) return text;
+  if (const auto named = named_input_text(task); !named.empty()) return text + " " + named;
+  std::string description = task.description.dump();
+  if (description.size() > 80) description = description.substr(0, 77) + "...";
+  return text + " " + description;
 }
 
 // "  GFLOP/s 9.13  GB/s 70.3" from an evaluator's metrics, when it reports them.
@@ -176,6 +190,9 @@ db::Store database_of_study(const std::string& path, const std::string& study,
 void print_sweep_summary(const SweepSummary& s) {
   std::cout << "study:      " << s.study_name << " (id " << s.study.value << ", strategy "
             << s.strategy << ")\n";
+  if (!s.measurement.empty()) {
+    std::cout << "measured:   " << measurement_text(s.measurement) << "\n";
+  }
   if (!s.priors.empty()) {
     std::cout << "priors:     ";
     for (std::size_t i = 0; i < s.priors.size(); ++i) {
@@ -470,7 +487,8 @@ void add_sweep_command(CLI::App& app) {
           {"last_failure",
            summary.last_failure.empty() ? nlohmann::json() : nlohmann::json(summary.last_failure)},
           {"unit", summary.unit},
-          {"strategy", summary.strategy}};
+          {"strategy", summary.strategy},
+          {"measurement", summary.measurement}};
       if (!summary.priors.empty()) {
         nlohmann::json priors = nlohmann::json::array();
         for (const auto& p : summary.priors) {
@@ -712,8 +730,8 @@ void add_query_commands(CLI::App& app) {
   // --- best
   {
     struct Args {
-      std::string kernel, machine, db = kDefaultDb, matrix, input;
-      std::int64_t task = 0;
+      std::string kernel, machine, db = kDefaultDb, matrix, input, problem;
+      std::int64_t task = 0, size = 0;
       bool json = false, maximize = false;
     };
     auto args = std::make_shared<Args>();
@@ -722,13 +740,29 @@ void add_query_commands(CLI::App& app) {
         "--input", args->input,
         "A stored input as its description, JSON, e.g. '{\"matrix\": \"ACUSIM/Pres_Poisson\"}' "
         "(the task tunebase studies shows)");
-    cmd->add_option("--matrix", args->matrix,
-                    "Matrix Market file (spmv, petsc): the best for this input, predicted from "
-                    "the inputs measured when it was never measured itself")
-        ->excludes(
-            cmd->add_option("--task", args->task, "Task id (default: any input)")
-                ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()))
-                ->excludes(input_option))
+    auto* task_option =
+        cmd->add_option("--task", args->task, "Task id (default: any input)")
+            ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()))
+            ->excludes(input_option);
+    auto* matrix_option =
+        cmd->add_option("--matrix", args->matrix,
+                        "Matrix Market file (spmv, petsc): the best for this input, predicted "
+                        "from the inputs measured when it was never measured itself")
+            ->excludes(task_option)
+            ->excludes(input_option);
+    // A generated problem, as sweep --problem and --size make it.
+    cmd->add_option("--problem", args->problem,
+                    "Generated matrix (spmv, petsc), as sweep --problem: laplacian3d, "
+                    "laplacian2d, poisson2d, poisson3d, anisotropic2d, convdiff2d, convdiff3d; "
+                    "answered as --matrix")
+        ->excludes(matrix_option)
+        ->excludes(task_option)
+        ->excludes(input_option);
+    cmd->add_option("--size", args->size,
+                    "Grid points per side of the generated problem (default 64), as sweep --size")
+        ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()))
+        ->excludes(matrix_option)
+        ->excludes(task_option)
         ->excludes(input_option);
     cmd->add_option("--kernel,-k", args->kernel, "Kernel name")->required();
     cmd->add_option("--machine", args->machine, "Machine name (default: this host)");
@@ -742,9 +776,12 @@ void add_query_commands(CLI::App& app) {
       const std::string machine_name =
           args->machine.empty() ? detect_machine().name : args->machine;
       const auto machine = store.find_machine(machine_name);
-      if (!args->matrix.empty() && args->kernel != "spmv" && args->kernel != "petsc") {
-        throw InvalidInput("--matrix is read for the matrix kernels, spmv and petsc, not " +
-                           args->kernel + " (--task picks an input of any kernel)");
+      const bool generated = !args->problem.empty() || args->size > 0;
+      if ((!args->matrix.empty() || generated) && args->kernel != "spmv" &&
+          args->kernel != "petsc") {
+        throw InvalidInput(std::string(generated ? "--problem and --size are" : "--matrix is") +
+                           " read for the matrix kernels, spmv and petsc, not " + args->kernel +
+                           " (--task picks an input of any kernel)");
       }
       if (!store.find_kernel(args->kernel)) {
         throw NotFound("no kernel '" + args->kernel + "' in " + args->db + "; " +
@@ -768,10 +805,12 @@ void add_query_commands(CLI::App& app) {
       std::string input_version;
       std::string input_name;
       bool other_content = false;  // a matrix measured under this name had other features
-      if (!args->matrix.empty()) {
+      if (!args->matrix.empty() || generated) {
         EvaluatorSpec spec;
         spec.kernel = args->kernel;
         spec.matrix = args->matrix;
+        spec.problem = args->problem;
+        spec.size = args->size;
         const auto evaluator = make_evaluator(spec);
         // As a sweep stores it: the features beside the description (spmv) or in it (petsc).
         db::TaskRecord input;
@@ -1024,7 +1063,8 @@ void add_query_commands(CLI::App& app) {
         "predict", "Forecast configurations of a study from its model (as POST /v1/predict)");
     cmd->add_option("--study", args->study, "Study name or id")->required();
     cmd->add_option("--config", args->configs,
-                    "Configuration as JSON, e.g. '{\"block_size\": 64}' (repeatable)")
+                    "Configuration as JSON, e.g. '{\"block_size\": 64}' (repeatable); parameters "
+                    "left out take the space's defaults")
         ->required();
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
     cmd->add_flag("--json", args->json, "Print JSON, as POST /v1/predict");
@@ -1035,7 +1075,20 @@ void add_query_commands(CLI::App& app) {
       const auto space = studies.space(study.id);
       std::vector<Configuration> configs;
       for (const auto& text : args->configs) {
-        configs.push_back(space->config_from_json(parse_json_text(text, "--config")));
+        // Parameters left out take the space's defaults, so that a configuration can be given
+        // by the parameters that apply to it (a PETSc LU solve without gmres_restart).
+        const auto given = parse_json_text(text, "--config");
+        configs.push_back(space->config_from_json(given, /*fill_defaults=*/true));
+        std::string filled;
+        for (std::size_t i = 0; i < space->dimension(); ++i) {
+          const auto& name = space->parameter(i).name;
+          if (given.contains(name)) continue;
+          filled += (filled.empty() ? "" : ", ") + name + "=" + to_string(configs.back()[i]);
+        }
+        if (!filled.empty()) {
+          std::cerr << "note: --config " << text << " leaves out parameters, given the space's "
+                    << "defaults: " << filled << "\n";
+        }
       }
       const auto forecasts = studies.predict(study.id, configs);
       if (forecasts.empty()) {

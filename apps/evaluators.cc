@@ -36,6 +36,8 @@ SearchSpace load_space(const std::string& path) {
 constexpr std::int64_t kDefaultGridSize = 64;
 // More repetitions than anyone times one configuration with.
 constexpr int kMaxRepeats = 1'000'000;
+// More KSP iterations than any solve worth timing takes.
+constexpr std::int64_t kMaxIterations = 1'000'000'000;
 // Past any grid or GPU problem size that fits in memory (the kernels check their own limits).
 constexpr std::int64_t kMaxSize = 1'000'000'000;
 
@@ -94,6 +96,7 @@ enum KernelFlag : unsigned {
   kReadsSource = 1U << 12,  // --source, --problem-size, --args, --grid-div-*, ...
   kReadsObjective = 1U << 13,
   kReadsMinimize = 1U << 14,
+  kReadsSolver = 1U << 15,  // --rtol, --max-it, --cpu-time
 };
 // A matrix file, or a generated problem of a size.
 constexpr unsigned kMatrixInput = kReadsMatrix | kReadsProblem | kReadsSize;
@@ -111,6 +114,16 @@ std::unique_ptr<Evaluator> make_petsc(const EvaluatorSpec& spec) {
   PetscSolverOptions options;
   options.time_limit_seconds = spec.timeout_seconds.value_or(kDefaultTimeoutSeconds);
   if (spec.repeats > 0) options.repeats = spec.repeats;
+  if (spec.rtol) {
+    if (!(*spec.rtol > 0.0 && *spec.rtol < 1.0)) {
+      throw InvalidInput("--rtol " + to_string(Value(*spec.rtol)) +
+                         " is out of range: the KSP relative tolerance must be above 0 and below "
+                         "1, e.g. 1e-6 (default 1e-8)");
+    }
+    options.rtol = *spec.rtol;
+  }
+  if (spec.max_iterations) options.max_iterations = *spec.max_iterations;
+  if (spec.cpu_time) options.clock = SolveClock::cpu;
   return std::make_unique<PetscSolverEvaluator>(load_matrix(spec), options);
 }
 
@@ -229,7 +242,7 @@ struct KernelEntry {
 // The GPU kernels are listed even where their back end is not built: making one says so.
 constexpr KernelEntry kKernels[] = {
     {"spmv", make_spmv, kMatrixInput | kReadsRepeats},
-    {"petsc", make_petsc, kMatrixInput | kReadsTimeout | kReadsRepeats},
+    {"petsc", make_petsc, kMatrixInput | kReadsTimeout | kReadsRepeats | kReadsSolver},
     {"command", make_command,
      kReadsCmd | kReadsSpace | kReadsRegex | kReadsMaximize | kReadsUnit | kReadsKernelName |
          kReadsTimeout | kReadsRepeats | kReadsObjective},
@@ -308,6 +321,9 @@ void reject_unused_options(const EvaluatorSpec& spec, const KernelEntry& kernel)
       {"--timeout", spec.timeout_seconds.has_value(), kReadsTimeout, ""},
       {"--repeats", spec.repeats != 0, kReadsRepeats,
        " (a file holds one value per configuration)"},
+      {"--rtol", spec.rtol.has_value(), kReadsSolver, ""},
+      {"--max-it", spec.max_iterations.has_value(), kReadsSolver, ""},
+      {"--cpu-time", spec.cpu_time, kReadsSolver, ""},
       {"--replay", !spec.replay_file.empty(), kReadsReplay, ""},
       {"--source", !spec.source_file.empty(), kReadsSource, ""},
       {"--problem-size", !spec.problem_size.empty(), kReadsSource, ""},
@@ -441,8 +457,20 @@ void add_evaluator_options(CLI::App& cmd, EvaluatorSpec& spec) {
   cmd.add_option("--replay", spec.replay_file,
                  "Replay evaluator: answer from a Kernel Tuner cache or T4 file");
   cmd.add_option("--repeats", spec.repeats,
-                 "Timed repetitions per configuration (default: the kernel's own)")
+                 "Timed repetitions per configuration (default: the kernel's own; petsc: 3, "
+                 "each KSPSetUp + KSPSolve, the objective their median, after one untimed "
+                 "warm-up solve)")
       ->check(CLI::Range(1, kMaxRepeats));
+  cmd.add_option("--rtol", spec.rtol,
+                 "petsc: KSP relative tolerance, above 0 and below 1 (default 1e-8); a solve "
+                 "also fails when its true residual ||b-Ax||/||b|| is above 1e-6");
+  cmd.add_option("--max-it", spec.max_iterations,
+                 "petsc: KSP iteration cap (default 10000); reaching it fails the trial "
+                 "(DIVERGED_ITS)")
+      ->check(CLI::Range(std::int64_t{1}, kMaxIterations));
+  cmd.add_flag("--cpu-time", spec.cpu_time,
+               "petsc: the objective is the CPU time of the solver process instead of wall "
+               "time (steadier on a busy machine; the --timeout stays wall time)");
   cmd.add_option("--source", spec.source_file,
                  "opencl-source, cuda-source: the kernel source file; each tune parameter is "
                  "passed as a -D define (CUDA: declare the kernel extern \"C\")");

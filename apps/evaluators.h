@@ -40,6 +40,11 @@ struct EvaluatorSpec {
   /// Replay evaluator: a Kernel Tuner cache or T4 file.
   std::string replay_file;
   int repeats = 0;  ///< 0: the evaluator's default
+  /// PETSc: KSP relative tolerance and iteration cap (unset: PetscSolverOptions' defaults), and
+  /// whether the objective is the solver process's CPU time instead of wall time.
+  std::optional<double> rtol;
+  std::optional<std::int64_t> max_iterations;
+  bool cpu_time = false;
   /// Own kernel source (opencl-source, cuda-source), as Kernel Tuner's tune_kernel(): the
   /// source file (the kernel function is --kernel-name, the space --space), the problem size,
   /// the arguments file, grid divisors and block-size names per dimension, the tolerance.

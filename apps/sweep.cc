@@ -256,10 +256,25 @@ void check_same_objective(const db::StudyRecord& study, bool minimize, const std
                  " (or choose another --study name for a new study)");
 }
 
+// A resumed study keeps how its objective was measured (a PETSc solve's tolerances and clock):
+// trials solved to another tolerance or timed by another clock would not compare. A study
+// stored before it kept them is not checked.
+void check_same_measurement(const db::StudyRecord& study, const nlohmann::json& settings) {
+  if (!study.settings.is_object()) return;
+  const auto stored = study.settings.find("measurement");
+  if (stored == study.settings.end() || *stored == settings) return;
+  throw Conflict(
+      "study '" + study.name + "' cannot be resumed as given: its trials were measured with " +
+      measurement_text(*stored) + ", this sweep measures with " + measurement_text(settings) +
+      " (give the options the study was swept with, for petsc --rtol, --max-it and "
+      "--cpu-time, or choose another --study name for a new study)");
+}
+
 db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
                              const db::KernelRecord& kernel, const db::MachineRecord& machine,
                              const db::TaskRecord& task, bool minimize, const std::string& strategy,
-                             const std::string& unit, std::size_t budget) {
+                             const std::string& unit, const nlohmann::json& measurement,
+                             std::size_t budget) {
   db::NewStudy study;
   study.name = options.study_name;
   study.kernel = kernel.id;
@@ -273,6 +288,7 @@ db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
   study.settings["seed"] = options.seed.value_or(0);
   study.settings["unit"] = unit;
   study.settings["strategy_options"] = options.strategy_options.value_or(nlohmann::json::object());
+  if (!measurement.empty()) study.settings["measurement"] = measurement;
   return store.create_study(study);
 }
 
@@ -442,6 +458,15 @@ std::optional<double> SweepSummary::speedup() const {
   const double d = default_result->result.objective;
   if (!(b > 0.0 && d > 0.0)) return std::nullopt;  // a ratio of signed values means nothing
   return minimize ? d / b : b / d;
+}
+
+std::string measurement_text(const nlohmann::json& settings) {
+  std::string text;
+  for (const auto& [name, value] : settings.items()) {
+    text += (text.empty() ? "" : ", ") + name + " " +
+            (value.is_string() ? value.get<std::string>() : value.dump());
+  }
+  return text;
 }
 
 std::string objective_mismatch(bool study_minimizes, const std::string& study_unit, bool minimize,
@@ -645,7 +670,10 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
 
   // A resumed study is searched as it was: with its seed and its choice of priors.
   const auto resumed = check_same_target(store, named, kernel, machine, task);
-  if (resumed) check_same_objective(*resumed, evaluator.minimize(), evaluator.objective_unit());
+  if (resumed) {
+    check_same_objective(*resumed, evaluator.minimize(), evaluator.objective_unit());
+    check_same_measurement(*resumed, evaluator.measurement_settings());
+  }
   const SweepOptions chosen = resumed ? kept_by_study(*resumed, options) : options;
 
   // Priors: other machines' and tasks' measurements of this kernel version, and files.
@@ -721,11 +749,11 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   (void)make_strategy(strategy, strategy_options);
   if (!keeps_strategy) require_own_options(strategy, strategy_options);
   if (!evaluator.candidates()) require_searchable(strategy, space);
-  const auto study = resumed
-                         ? *resumed
-                         : create_study(store, options, kernel, machine, task, evaluator.minimize(),
-                                        strategy, evaluator.objective_unit(),
-                                        new_study_budget(options, strategy, evaluator, space));
+  const auto study =
+      resumed ? *resumed
+              : create_study(store, options, kernel, machine, task, evaluator.minimize(), strategy,
+                             evaluator.objective_unit(), evaluator.measurement_settings(),
+                             new_study_budget(options, strategy, evaluator, space));
   const std::size_t budget =
       resumed ? sweep_budget(store, study, options) : static_cast<std::size_t>(*study.budget);
   if (!resumed) note_active_study_of_this_sweep(store, kernel, study);
@@ -805,6 +833,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   summary.study = study.id;
   summary.study_name = study.name;
   summary.unit = evaluator.objective_unit();
+  summary.measurement = evaluator.measurement_settings();
   summary.minimize = evaluator.minimize();
   summary.default_from = default_origin(space);
   const Configuration default_config = space.default_configuration();

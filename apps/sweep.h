@@ -77,6 +77,8 @@ struct SweepSummary {
   std::string best_options;      ///< kernel_options_text of best_config
   std::string unit = "s";        ///< of the objective
   bool minimize = true;
+  /// How the objective was measured (Evaluator::measurement_settings, kept by the study).
+  nlohmann::json measurement = nlohmann::json::object();
 
   /// How many times better the best is than the default configuration (default / best when
   /// minimising, best / default when maximising); none without two positive objectives.
@@ -122,6 +124,9 @@ std::string busy_machine_note(double load_average, unsigned cores);
 
 /// The JSON object of an --options argument: InvalidInput naming `option` otherwise.
 nlohmann::json parse_strategy_options(const std::string& text, const std::string& option);
+
+/// "rtol 1e-06, max_it 10000, clock cpu": Evaluator::measurement_settings() for people.
+std::string measurement_text(const nlohmann::json& settings);
 
 /// What a command's --maximize (`minimize` false) and --unit say against the objective of the
 /// study they would add to ("it maximizes its objective: add --maximize; its objective is in

@@ -47,6 +47,10 @@ class Evaluator {
   virtual std::string objective_unit() const { return "s"; }
   /// Whether lower objective values are better (time) or higher (GFLOP/s).
   virtual bool minimize() const { return true; }
+  /// How the objective is measured where it depends on more than the configuration and the
+  /// task (a PETSc solve's tolerances and clock); a study keeps it, and a sweep that measures
+  /// otherwise cannot add to it. Empty for most evaluators.
+  virtual nlohmann::json measurement_settings() const { return nlohmann::json::object(); }
   /// Where the results come from when it is not this machine (a replayed file: its device,
   /// "" when the file names none); nullopt for evaluators that measure here.
   virtual std::optional<std::string> measured_on() const { return std::nullopt; }

@@ -31,11 +31,12 @@ struct PetscSolverOptions {
   double residual_tolerance = 1.0e-6;
   /// KSP iteration cap; reaching it is a failure (DIVERGED_ITS).
   std::int64_t max_iterations = 10'000;
-  /// Wall-clock limit of one evaluation (setup + solve, all repeats); past it the solver
-  /// process is killed and the trial is a timeout.
+  /// Wall-clock limit of one evaluation (setup + solve, the warm-up and all repeats); past it
+  /// the solver process is killed and the trial is a timeout.
   double time_limit_seconds = 60.0;
-  /// Timed solves per evaluation; the objective is their median. Repeats stop early when the
-  /// next one would pass the time limit (at least one is always taken).
+  /// Timed solves per evaluation, after one untimed warm-up solve; the objective is their
+  /// median. Repeats stop early when the next one would pass the time limit (at least one is
+  /// always taken: when even one would not fit after the warm-up, the warm-up is timed).
   int repeats = 3;
   /// Clock of the objective and of `raw`; metrics report both medians either way.
   SolveClock clock = SolveClock::wall;
@@ -93,12 +94,16 @@ bool features_say_symmetric(const nlohmann::json& features);
 /// process is a failed trial and a hang past the time limit a timeout; the next evaluation
 /// starts a fresh process. Not thread-safe: one evaluation at a time per object.
 ///
-/// Objective: median time of KSPSetUp + KSPSolve in seconds (wall clock unless
-/// options.clock is cpu; the time limit is always wall clock). A solve fails when KSP
+/// Objective: median time of KSPSetUp + KSPSolve in seconds over options.repeats solves of
+/// A x = b from x = 0, each with a fresh KSP (wall clock unless options.clock is cpu; the time
+/// limit is always wall clock). One untimed warm-up solve comes first: the first solve in a
+/// trial is several times slower than the next ones whatever the method, and the convergence
+/// checks below are made on it, so its failure is the trial's failure. A solve fails when KSP
 /// reports divergence (the message names the KSPConvergedReason, e.g. DIVERGED_ITS), when
 /// PETSc raises an error, or when the true residual is above options.residual_tolerance.
 /// Metrics: iterations, residual (true relative residual), reason, wall_seconds and
-/// cpu_seconds (medians), setup_seconds and solve_seconds (wall medians), repeats, and
+/// cpu_seconds (medians), setup_seconds and solve_seconds (wall medians), warmup_seconds (wall
+/// time of the warm-up solve), repeats (timed solves), and
 /// unused_options (options PETSc did not read; empty when the
 /// space is right).
 class PetscSolverEvaluator : public Evaluator {
@@ -116,6 +121,9 @@ class PetscSolverEvaluator : public Evaluator {
   /// matrix_features() of the matrix plus "matrix": its name.
   nlohmann::json task() const override { return task_; }
   Measurement evaluate(const Configuration& config) override;
+  /// {"rtol", "max_it", "residual_tolerance", "clock": "wall" or "cpu"}: what a solve must
+  /// reach and how it is timed.
+  nlohmann::json measurement_settings() const override;
 
   /// PETSc's default solver: GMRES(30), block Jacobi with ILU(0).
   Configuration petsc_default() const { return space_.default_configuration(); }

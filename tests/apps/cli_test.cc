@@ -1126,6 +1126,33 @@ TEST_F(Cli, PredictForecastsConfigurationsOfAStudy) {
   EXPECT_NE(r.err.find("value 9 of parameter 'x' is not allowed"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, PredictFillsTheParametersAConfigLeavesOutWithTheSpacesDefaults) {
+  const auto space = dir_.file("xy.json");
+  std::ofstream(space) << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 3},
+      {"name": "y", "type": "ordinal", "values": [1, 2, 4], "default": 2}]})";
+  auto r = run("sweep --kernel command --space " + space +
+               " --cmd 'echo $(( {x} * {y} + 1 ))' --strategy exhaustive --budget 6 --study xy "
+               "--no-progress --db " +
+               db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Only the parameters that matter to the user: the others take the space's defaults, said.
+  r = run("predict --study xy --config '{\"x\": 1}' --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["predictions"][0]["config"],
+            (nlohmann::json{{"x", 1}, {"y", 2}}))
+      << r.out;
+  EXPECT_NE(r.err.find("leaves out parameters, given the space's defaults: y=2"), std::string::npos)
+      << r.err;
+  // A whole configuration is taken as given, without a note.
+  r = run("predict --study xy --config '{\"x\": 1, \"y\": 4}' --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("leaves out"), std::string::npos) << r.err;
+  // A name the space does not have is still an error naming those it has.
+  r = run("predict --study xy --config '{\"z\": 1}' --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown parameter 'z'; parameters are: x, y"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
   const auto space = dir_.file("space.json");
   std::ofstream(space)
@@ -2578,7 +2605,13 @@ TEST_F(Cli, ListingsShowTheMatrixOfATaskOfManyFeatures) {
       << r.out;
   r = run("studies --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find(R"({"matrix":"poisson2d_n6",)"), std::string::npos) << r.out;
+  // The matrix by its name and the features that tell matrices apart at a glance, not a JSON
+  // object cut off in the middle of its features; studies --json keeps the whole description.
+  EXPECT_NE(r.out.find("task 1 poisson2d_n6 (rows 36, nnz 156), "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("csr_bytes"), std::string::npos) << r.out;
+  r = run("studies --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("csr_bytes"), std::string::npos) << r.out;
   r = run("best --kernel petsc --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("options:   -ksp_type gmres"), std::string::npos) << r.out;
@@ -2657,6 +2690,98 @@ TEST_F(Cli, BestForAMatrixMeasuredNowhereIsPredictedFromTheMatricesMeasured) {
   r = run("best --kernel command --matrix " + laplacian(20) + " --db " + db());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--matrix is read for the matrix kernels"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, BestForAGeneratedProblemIsAnsweredAsForAMatrixFile) {
+  const std::string petsc =
+      " --kernel petsc --problem poisson2d --repeats 1 --budget 3 "
+      "--no-progress --db " +
+      db();
+  for (int n : {6, 10}) {
+    const auto r = run("sweep" + petsc + " --size " + std::to_string(n));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // Measured nowhere: predicted from the measured problems by its features.
+  auto r = run("best --kernel petsc --problem poisson2d --size 8 --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("source:    predicted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("input:     matrix poisson2d_n8 (measured nowhere"), std::string::npos)
+      << r.out;
+  // Measured: answered by its own measurements.
+  r = run("best --kernel petsc --problem poisson2d --size 10 --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto measured = nlohmann::json::parse(r.out);
+  EXPECT_EQ(measured["source"], "measured") << r.out;
+  EXPECT_EQ(measured["task_id"], 2) << r.out;
+  // As in sweep: a file or a generated problem, and only for the matrix kernels.
+  r = run("best --kernel petsc --problem poisson2d --matrix x.mtx --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("excludes"), std::string::npos) << r.err;
+  r = run("best --kernel command --problem poisson2d --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--problem and --size are read for the matrix kernels"), std::string::npos)
+      << r.err;
+  r = run("best --kernel petsc --problem poisson9d --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown --problem 'poisson9d'"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, PetscSolverSettingsAreOptionsThatTheStudyKeeps) {
+  const std::string petsc =
+      "sweep --kernel petsc --problem poisson2d --size 6 --repeats 1 "
+      "--no-progress --study p --db " +
+      db();
+  auto r = run(petsc + " --rtol 1e-6 --max-it 500 --cpu-time --budget 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("measured:   clock cpu, max_it 500, residual_tolerance 1e-06, rtol 1e-06"),
+            std::string::npos)
+      << r.out;
+  r = run("studies --json --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto settings = nlohmann::json::parse(r.out)["studies"][0]["settings"]["measurement"];
+  EXPECT_EQ(settings,
+            (nlohmann::json{
+                {"rtol", 1e-6}, {"max_it", 500}, {"residual_tolerance", 1e-6}, {"clock", "cpu"}}))
+      << r.out;
+  // The objective is the CPU time of the solves.
+  const auto t = trials("p");
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_DOUBLE_EQ(t[0]["value"].get<double>(), t[0]["metrics"]["cpu_seconds"].get<double>())
+      << t[0].dump();
+  // Resumed with the same settings it goes on; with others it is refused, saying both.
+  r = run(petsc + " --rtol 1e-6 --max-it 500 --cpu-time --budget 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run(petsc + " --budget 3");
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_NE(r.err.find("its trials were measured with clock cpu, max_it 500, residual_tolerance "
+                       "1e-06, rtol 1e-06, this sweep measures with clock wall, max_it 10000, "
+                       "residual_tolerance 1e-06, rtol 1e-08"),
+            std::string::npos)
+      << r.err;
+  // Out of range, and for a kernel that does not read them.
+  r = run("sweep --kernel petsc --problem poisson2d --size 6 --rtol 1 --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--rtol 1.0 is out of range: the KSP relative tolerance must be above 0 and "
+                       "below 1"),
+            std::string::npos)
+      << r.err;
+  r = run("sweep --kernel petsc --problem poisson2d --size 6 --max-it 0 --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-it"), std::string::npos) << r.err;
+  r = run("sweep --kernel spmv --problem laplacian2d --size 6 --rtol 1e-6 --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--rtol is not used by --kernel spmv; it is read by petsc"),
+            std::string::npos)
+      << r.err;
+  r = run("sweep --kernel spmv --problem laplacian2d --size 6 --cpu-time --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--cpu-time is not used by --kernel spmv; it is read by petsc"),
+            std::string::npos)
+      << r.err;
+  // sweep --help says what a PETSc trial measures.
+  r = run("sweep --help");
+  EXPECT_NE(r.out.find("KSP relative tolerance"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("untimed warm-up"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, AFileThatCannotBeReadHasTheIoExitCodeNotTheNotFoundOne) {
