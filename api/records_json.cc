@@ -181,13 +181,36 @@ MeasuredConfigurations measured_configurations(const db::Store& store, const std
                                                const std::string& objective,
                                                const db::StudyRecord& best_study) {
   MeasuredConfigurations out;
-  out.configurations = store.measured_configurations({.kernel_name = kernel,
-                                                      .machine = machine.id,
-                                                      .task = task,
-                                                      .direction = direction,
-                                                      .objective = objective});
+  const auto version = store.get_kernel(best_study.kernel_id);
+  db::StudyFilter here{.kernel_name = kernel,
+                       .machine = machine.id,
+                       .task = task,
+                       .direction = direction,
+                       .objective = objective};
+  // The studies here of versions with other parameters: left out of the best, and said to be.
+  std::optional<db::StudyId> other_space;
+  std::size_t others = 0;
+  const auto all_versions = store.study_trial_counts(here);
+  here.version = version.version;
+  const auto same_parameters = store.study_trial_counts(here);
+  for (const auto& [study, counts] : all_versions) {
+    if (counts.ok > 0 && !same_parameters.contains(study)) {
+      ++others;
+      other_space = other_space.value_or(study);
+    }
+  }
+  const auto space = SearchSpace::from_json(version.space);
+  if (other_space) {
+    const auto other =
+        SearchSpace::from_json(store.get_kernel(store.get_study(*other_space).kernel_id).space);
+    out.other_spaces = std::to_string(others) + (others == 1 ? " study" : " studies") +
+                       " measured kernel \"" + kernel + "\" on \"" + machine.name +
+                       "\" in a search space with other parameters (" +
+                       space.parameters_difference(other) +
+                       ") and are left out: this is the best of the space of the newest studies";
+  }
+  out.configurations = store.measured_configurations(here);
   if (out.configurations >= kFewMeasuredConfigurations) return out;
-  const auto space = SearchSpace::from_json(store.get_kernel(best_study.kernel_id).space);
   const auto valid = space.enumerable() ? space.valid_count() : std::nullopt;
   if (valid && out.configurations >= static_cast<std::int64_t>(*valid)) return out;
   out.note = "only " + std::to_string(out.configurations) + " of " +

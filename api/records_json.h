@@ -66,9 +66,12 @@ inline constexpr std::int64_t kFewMeasuredConfigurations = 10;
 /// best is chosen from (of `task` and `objective` when given, in `direction`), and, when fewer
 /// than kFewMeasuredConfigurations of a larger space, a note that says so (else empty).
 /// `best_study` holds the best: its space is the one counted, its id the one to measure more in.
+/// Studies of a kernel version with other parameters (Store::best_trial leaves them out) are
+/// not counted, and `other_spaces` says they were left out (else empty).
 struct MeasuredConfigurations {
   std::int64_t configurations = 0;
   std::string note;
+  std::string other_spaces;
 };
 MeasuredConfigurations measured_configurations(const db::Store& store, const std::string& kernel,
                                                const db::MachineRecord& machine,

@@ -1911,6 +1911,7 @@ Response Service::best(Request& request) {
     const auto few =
         measured_configurations(reader(), kernel, *machine, task, direction, objective, study);
     j["measured_configurations"] = few.configurations;
+    if (!few.other_spaces.empty()) notes.push_back(few.other_spaces);
     if (!few.note.empty()) notes.push_back(few.note);
     if (!notes.empty()) j["note"] = joined_notes(notes);
     return remember(Response::json(j), options_.best_cache_ttl, false);

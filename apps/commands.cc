@@ -953,7 +953,9 @@ void add_query_commands(CLI::App& app) {
                  machine_name + "\": this is the " + std::string(db::to_string(direction)) +
                  " one" + (maximize ? std::string() : "; --maximize gives the other");
         }
-        if (!few.note.empty()) note += (note.empty() ? "" : "; ") + few.note;
+        for (const auto* said : {&few.other_spaces, &few.note}) {
+          if (!said->empty()) note += (note.empty() ? "" : "; ") + *said;
+        }
         if (!note.empty()) j["note"] = note;
         std::cout << j.dump(2) << "\n";
         return;
@@ -965,6 +967,7 @@ void add_query_commands(CLI::App& app) {
       std::cout << texts.config;
       if (!texts.options.empty()) std::cout << "\noptions:   " << texts.options;
       std::cout << "\nobjective: " << objective_text(study, best->result.objective) << "\n";
+      if (!few.other_spaces.empty()) std::cout << "note:      " << few.other_spaces << "\n";
       if (!few.note.empty()) std::cout << "note:      " << few.note << "\n";
       if (!task) {
         // Times of different inputs do not compare: say when others were measured here.

@@ -1378,14 +1378,38 @@ void add_trial_count(TrialCounts& c, TrialStatus status, bool unfinished, std::i
   }
 }
 
+// `version` of kernel `kernel_name` and every version of it with the same parameters and
+// values (SearchSpace::parameters_fingerprint); none (any version) when `version` is empty.
+std::vector<std::string> same_parameters_versions(Database& db, const std::string& kernel_name,
+                                                  const std::string& version) {
+  if (version.empty()) return {};
+  std::vector<std::string> out{version};
+  auto st = db.prepare("SELECT version, space FROM kernels WHERE name = ?1 ORDER BY id",
+                       "reading the versions of kernel " + kernel_name);
+  st.bind(1, kernel_name);
+  std::vector<std::pair<std::string, std::string>> versions;  // (version, parameters)
+  std::string wanted;
+  while (st.step()) {
+    const auto space = parse_json_column(st.column_text(1), db, "kernels.space");
+    versions.emplace_back(st.column_text(0), SearchSpace::parameters_fingerprint(space));
+    if (versions.back().first == version) wanted = versions.back().second;
+  }
+  for (const auto& [other, parameters] : versions) {
+    if (other != version && !wanted.empty() && parameters == wanted) out.push_back(other);
+  }
+  return out;
+}
+
 // The studies a StudyFilter selects (FROM studies s JOIN kernels k, parameters ?1 to ?5);
 // bind_study_filter binds them.
 constexpr std::string_view kStudyFilterWhere =
     "k.name = ?1 AND (?2 IS NULL OR s.machine_id = ?2) AND (?3 IS NULL OR s.task_id = ?3) AND "
-    "(?4 IS NULL OR s.direction = ?4) AND (?5 = '' OR s.objective = ?5)";
+    "(?4 IS NULL OR s.direction = ?4) AND (?5 = '' OR s.objective = ?5) AND "
+    "(?6 = '[]' OR k.version IN (SELECT value FROM json_each(?6)))";
 
-void bind_study_filter(Statement& st, const StudyFilter& f) {
+void bind_study_filter(Statement& st, Database& db, const StudyFilter& f) {
   st.bind(1, f.kernel_name).bind(5, f.objective);
+  st.bind(6, json_text(same_parameters_versions(db, f.kernel_name, f.version)));
   if (f.machine) st.bind(2, f.machine->value);
   if (f.task) st.bind(3, f.task->value);
   if (f.direction) st.bind(4, to_string(*f.direction));
@@ -1416,7 +1440,7 @@ std::map<StudyId, TrialCounts> Store::study_trial_counts(const StudyFilter& filt
            "kernels k ON k.id = s.kernel_id JOIN trials t ON t.study_id = s.id WHERE ",
            kStudyFilterWhere, " GROUP BY t.study_id, t.status, t.finished_at IS NULL"}),
       "counting the trials of kernel " + filter.kernel_name);
-  bind_study_filter(st, filter);
+  bind_study_filter(st, impl_->db, filter);
   std::map<StudyId, TrialCounts> out;
   while (st.step()) {
     add_trial_count(out[StudyId{st.column_int64(0)}], trial_status_from_string(st.column_text(1)),
@@ -1432,7 +1456,7 @@ std::int64_t Store::measured_configurations(const StudyFilter& filter) const {
            "s.kernel_id JOIN trials t ON t.study_id = s.id AND t.status = 'ok' WHERE ",
            kStudyFilterWhere}),
       "counting the configurations measured of kernel " + filter.kernel_name);
-  bind_study_filter(st, filter);
+  bind_study_filter(st, impl_->db, filter);
   st.step();
   return st.column_int64(0);
 }
@@ -1484,13 +1508,35 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
   // another unit, or in none, cannot be placed among times. Otherwise values are compared as
   // stored.
   std::vector<std::pair<TrialRecord, std::string>> bests;
+  std::map<std::int64_t, std::int64_t> version_of_study;  // study id -> kernel (version) id
   while (studies.step()) {
     const auto study = read_study(studies, impl_->db);
     best_of_study.reset();
     best_of_study.bind(1, study.id.value);
     if (best_of_study.step()) {
       bests.emplace_back(read_trial(best_of_study, impl_->db), objective_unit(study));
+      version_of_study[study.id.value] = study.kernel_id.value;
     }
+  }
+  // Only the studies of the newest version's parameters answer: a configuration of a space the
+  // kernel has since changed (a parameter added) is no configuration of the kernel now. Versions
+  // that differ only in constraints or defaults measure the same configurations.
+  if (!bests.empty()) {
+    std::map<std::int64_t, std::string> fingerprints;  // kernel id -> parameters_fingerprint
+    const auto fingerprint = [&](std::int64_t version) -> const std::string& {
+      auto it = fingerprints.find(version);
+      if (it == fingerprints.end()) {
+        const auto space = impl_->get_kernel(KernelId{version}).space;
+        it = fingerprints.emplace(version, SearchSpace::parameters_fingerprint(space)).first;
+      }
+      return it->second;
+    };
+    std::int64_t newest = 0;
+    for (const auto& [study, version] : version_of_study) newest = std::max(newest, version);
+    const std::string parameters = fingerprint(newest);
+    std::erase_if(bests, [&](const auto& b) {
+      return fingerprint(version_of_study.at(b.first.study_id.value)) != parameters;
+    });
   }
   const bool in_seconds =
       std::any_of(bests.begin(), bests.end(), [](const auto& b) { return is_time_unit(b.second); });
@@ -1554,22 +1600,7 @@ constexpr std::string_view kPriorTrialsWhere =
 // The kernel versions a PriorQuery selects: `q.version` and every version of the kernel with
 // the same parameters and values; none (any version) when it names none.
 std::vector<std::string> prior_versions(Database& db, const PriorQuery& q) {
-  if (q.version.empty()) return {};
-  std::vector<std::string> out{q.version};
-  auto st = db.prepare("SELECT version, space FROM kernels WHERE name = ?1 ORDER BY id",
-                       "reading the versions of kernel " + q.kernel_name);
-  st.bind(1, q.kernel_name);
-  std::vector<std::pair<std::string, std::string>> versions;  // (version, parameters)
-  std::string wanted;
-  while (st.step()) {
-    const auto space = parse_json_column(st.column_text(1), db, "kernels.space");
-    versions.emplace_back(st.column_text(0), SearchSpace::parameters_fingerprint(space));
-    if (versions.back().first == q.version) wanted = versions.back().second;
-  }
-  for (const auto& [version, parameters] : versions) {
-    if (version != q.version && !wanted.empty() && parameters == wanted) out.push_back(version);
-  }
-  return out;
+  return same_parameters_versions(db, q.kernel_name, q.version);
 }
 
 void bind_prior_query(Statement& st, Database& db, const PriorQuery& q) {

@@ -273,6 +273,9 @@ struct StudyFilter {
   std::optional<Direction> direction = std::nullopt;
   /// Objective name; empty: any.
   std::string objective = {};
+  /// A kernel version (KernelRecord::version): its studies and those of every version with the
+  /// same parameters and values; empty: any version.
+  std::string version = {};
 };
 
 /// Which trials Store::trials(study, range) reads: ids in (after, up_to], with `status` when
@@ -554,8 +557,10 @@ class Store {
   std::int64_t changes_made() const;
 
   // --- queries across studies
-  /// The best ok trial of any study of `kernel_name` (any version) on `machine` (and `task`
-  /// when given) whose direction is `direction` (and objective name `objective` when given).
+  /// The best ok trial of any study of `kernel_name` on `machine` (and `task` when given)
+  /// whose direction is `direction` (and objective name `objective` when given), among the
+  /// studies of kernel versions with the parameters of the newest version those studies
+  /// measured (SearchSpace::parameters_fingerprint: constraints and defaults aside).
   /// Times in different units are compared as times; when some studies measure time, studies
   /// in other units or none are left out (they cannot be placed among times).
   std::optional<TrialRecord> best_trial(std::string_view kernel_name, MachineId machine,

@@ -685,6 +685,56 @@ TEST(ApiServer, AMeasuredBestCountsAConfigurationMeasuredInTwoStudiesOnce) {
                         " valid configurations measured on \"m\""));
 }
 
+// A kernel whose space gained a parameter: its best is of the newest space, whose
+// configurations hold that parameter (an older one's, better or not, is no configuration of the
+// kernel now), counted among that space's, with a note that the older studies were left out.
+// A version that differs only in its constraints measures the same configurations and stays.
+TEST(ApiServer, AMeasuredBestIsOfTheNewestSpacesParameters) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  const auto study = [&](const std::string& name, const nlohmann::json& space,
+                         const nlohmann::json& measurements) {
+    const auto created = c.post("/v1/studies",
+                                {{"kernel", "kv"},
+                                 {"machine", "m"},
+                                 {"name", name},
+                                 {"unit", "ms"},
+                                 {"strategy", "random"},
+                                 {"space", space}},
+                                server.token);
+    ASSERT_EQ(created.status, 201) << created.body;
+    ASSERT_EQ(c.post("/v1/studies/" + created.json()["id"].dump() + "/measurements",
+                     {{"measurements", measurements}}, server.token)
+                  .status,
+              201);
+  };
+  study("kv-old", {{"tune_params", {{"block", {32, 64, 128}}}}},
+        {{{"config", {{"block", 32}}}, {"value", 1.0}},
+         {{"config", {{"block", 64}}}, {"value", 1.5}},
+         {{"config", {{"block", 128}}}, {"value", 2.0}}});
+  study("kv-new", {{"tune_params", {{"block", {32, 64, 128}}, {"tile", {1, 2, 4}}}}},
+        {{{"config", {{"block", 32}, {"tile", 1}}}, {"value", 5.0}},
+         {{"config", {{"block", 64}, {"tile", 2}}}, {"value", 4.0}}});
+  auto r = c.get("/v1/best?kernel=kv&machine=m");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["config"], (nlohmann::json{{"block", 64}, {"tile", 2}})) << r.body;
+  EXPECT_EQ(r.json()["study"], "kv-new") << r.body;
+  EXPECT_EQ(r.json()["measured_configurations"], 2) << r.body;
+  EXPECT_THAT(r.json().value("note", ""),
+              HasSubstr("1 study measured kernel \"kv\" on \"m\" in a search space with other "
+                        "parameters"));
+  // The same parameters with a constraint: one question, its better value the best.
+  study("kv-restricted",
+        {{"tune_params", {{"block", {32, 64, 128}}, {"tile", {1, 2, 4}}}},
+         {"restrictions", {"block * tile <= 256"}}},
+        {{{"config", {{"block", 128}, {"tile", 1}}}, {"value", 3.0}}});
+  r = c.get("/v1/best?kernel=kv&machine=m");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["config"], (nlohmann::json{{"block", 128}, {"tile", 1}})) << r.body;
+  EXPECT_EQ(r.json()["measured_configurations"], 3) << r.body;
+}
+
 // Successes that all have one value show no spread: a forecast from them cannot say how far
 // another configuration may lie, and says so rather than give a zero-wide interval as if certain.
 TEST(ApiServer, AForecastFromEqualValuesSaysItsIntervalCannotBeEstimated) {
