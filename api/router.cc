@@ -174,10 +174,16 @@ Router::Match Router::match(std::string_view method, std::string_view path) cons
 }
 
 std::size_t Router::body_limit(std::string_view method, std::string_view path) const {
-  for (const auto& r : routes_) {
-    if (r.method == routed_method(method) && matches(r.pattern, path, nullptr)) return r.body_limit;
+  const auto route = find(method, path);
+  return route ? routes_[*route].body_limit : kMaxBodyBytes;
+}
+
+std::optional<std::size_t> Router::find(std::string_view method, std::string_view path) const {
+  for (std::size_t i = 0; i < routes_.size(); ++i) {
+    const auto& r = routes_[i];
+    if (r.method == routed_method(method) && matches(r.pattern, path, nullptr)) return i;
   }
-  return kMaxBodyBytes;
+  return std::nullopt;
 }
 
 void split_target(std::string_view target, std::string& path,

@@ -153,6 +153,8 @@ class Router {
   Match match(std::string_view method, std::string_view path) const;
   /// The route whose body limit applies, or kMaxBodyBytes when none matches.
   std::size_t body_limit(std::string_view method, std::string_view path) const;
+  /// The index of the route for (method, path), or none (match without its throws).
+  std::optional<std::size_t> find(std::string_view method, std::string_view path) const;
 
  private:
   std::vector<Route> routes_;
