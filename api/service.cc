@@ -644,7 +644,13 @@ void Service::add_routes() {
             "the unit taken, as tunebase sweep names it: \"time\" for a time or a plain number "
             "minimized, the unit for another (\"GFLOP/s\"), \"value\" for a plain number "
             "maximized"}}},
-         {"direction", {{"type", "string"}, {"enum", {"minimize", "maximize"}}}},
+         {"direction",
+          {{"type", "string"},
+           {"enum", {"minimize", "maximize"}},
+           {"description",
+            "default: minimize; required (400 without it) when \"unit\" (or, with no unit, "
+            "\"objective\") is a rate (a name ending in \"/s\", or FLOPS), where higher is "
+            "better"}}},
          {"strategy", {{"type", "string"}, {"enum", strategy_names()}}},
          {"strategy_options",
           {{"type", "object"},
@@ -1347,8 +1353,8 @@ Response Service::create_study(Request& request) {
   const auto* task_features = r.optional_object("task_features");
   const auto objective = r.optional_string("objective");
   if (objective) check_name_in(*objective, "objective", "\"objective\"");
-  study.direction = db::direction_from_string(
-      r.optional_choice("direction", {"minimize", "maximize"}).value_or("minimize"));
+  const auto direction = r.optional_choice("direction", {"minimize", "maximize"});
+  study.direction = db::direction_from_string(direction.value_or("minimize"));
   const auto strategy = r.optional_choice("strategy", strategy_names());
   const auto* strategy_options = r.optional_object("strategy_options");
   study.budget = r.optional_integer("budget", 1, db::kMaxStudyBudget);
@@ -1363,6 +1369,18 @@ Response Service::create_study(Request& request) {
                                  std::to_string(unit->size()));
   }
   if (unit && !unit->empty()) check_name_in(*unit, "unit", "\"unit\"");
+  // A rate (GFLOP/s) minimised would make the slowest configuration the best, as tunebase
+  // sweep --unit GFLOP/s without --maximize would: the direction must be said. An objective
+  // named as a rate with no unit is one too.
+  const bool rate_unit = unit && is_rate_unit(*unit);
+  if (!direction && (rate_unit || (!unit && objective && is_rate_unit(*objective)))) {
+    throw FieldError("direction", std::string(rate_unit ? "\"unit\" \"" + *unit
+                                                        : "\"objective\" \"" + *objective) +
+                                      "\" is a rate, where higher is better: give \"direction\": "
+                                      "\"maximize\" (or \"direction\": \"minimize\" to minimise "
+                                      "it anyway; a study minimises its objective unless told "
+                                      "otherwise)");
+  }
   if (task) check_json_size(*task, "task", kMaxTaskBytes, " (a description of the input)");
   if (task_features) check_json_size(*task_features, "task_features", kMaxTaskBytes);
   if (strategy_options) {

@@ -402,7 +402,61 @@ TEST(ApiServer, AnObjectiveLeftUnnamedIsNamedByItsUnitAsASweepNamesIt) {
   EXPECT_EQ(create("other", {{"unit", ""}, {"direction", "minimize"}})["objective"], "time");
   EXPECT_EQ(create("other", {{"unit", "us"}, {"direction", "maximize"}})["objective"], "time");
   // Named, it keeps its name.
-  EXPECT_EQ(create("other", {{"unit", "GFLOP/s"}, {"objective", "rate"}})["objective"], "rate");
+  EXPECT_EQ(
+      create("other",
+             {{"unit", "GFLOP/s"}, {"objective", "rate"}, {"direction", "maximize"}})["objective"],
+      "rate");
+}
+
+// A rate minimised makes the slowest configuration the best: as tunebase sweep --unit GFLOP/s
+// without --maximize, a study of a rate without a direction is refused, saying which to give.
+TEST(ApiServer, AStudyOfARateNeedsItsDirectionSaid) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "cluster-a"}}, server.token).status, 201);
+  nlohmann::json body = {{"kernel", "gemm-rate"},
+                         {"machine", "cluster-a"},
+                         {"space", {{"tune_params", {{"tile", {1, 2, 4, 8}}}}}},
+                         {"budget", 4},
+                         {"unit", "GFLOP/s"},
+                         {"strategy", "random"}};
+  auto r = c.post("/v1/studies", body, server.token);
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json()["error"]["field"], "direction");
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(),
+              HasSubstr("\"unit\" \"GFLOP/s\" is a rate, where higher is better: give "
+                        "\"direction\": \"maximize\""));
+  EXPECT_EQ(c.get("/v1/studies").json()["studies"].size(), 0u);
+  for (const auto* unit : {"GB/s", "TFLOPS", "items per second"}) {
+    body["unit"] = unit;
+    EXPECT_EQ(c.post("/v1/studies", body, server.token).status, 400) << unit;
+  }
+  // An objective named as a rate, with no unit, is one too; with a unit, the unit says.
+  body.erase("unit");
+  body["objective"] = "GB/s";
+  r = c.post("/v1/studies", body, server.token);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(),
+              HasSubstr("\"objective\" \"GB/s\" is a rate"));
+  body["unit"] = "ms";
+  EXPECT_EQ(c.post("/v1/studies", body, server.token).status, 201);
+  EXPECT_EQ(c.get("/v1/studies").json()["studies"].size(), 1u);
+  body.erase("objective");
+  // Said either way, it is made so; a time or a label needs no direction.
+  body["unit"] = "GFLOP/s";
+  body["direction"] = "maximize";
+  r = c.post("/v1/studies", body, server.token);
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.json()["direction"], "maximize");
+  body["direction"] = "minimize";
+  EXPECT_EQ(c.post("/v1/studies", body, server.token).status, 201);
+  body.erase("direction");
+  for (const auto* unit : {"ms", "seconds", "joules", ""}) {
+    body["unit"] = unit;
+    r = c.post("/v1/studies", body, server.token);
+    EXPECT_EQ(r.status, 201) << unit << ": " << r.body;
+    EXPECT_EQ(r.json()["direction"], "minimize");
+  }
 }
 
 TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedWhileUntaken) {
