@@ -121,6 +121,9 @@ struct Route {
   bool may_update = false;
   /// The created resource's path is in a Location header of success_status (a created study).
   bool created_location = false;
+  /// What its 409 means, when more than a conflict with the stored state (empty: that). Set
+  /// on a created_location route, its 409 names the resource that exists in a Location header.
+  std::string conflict_description;
   std::string response_content_type = "application/json";
   nlohmann::json response_schema = nlohmann::json::object();
   /// Other media types the success may have ({"text/csv": schema}), chosen by the query.

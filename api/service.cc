@@ -119,6 +119,16 @@ std::optional<std::string> checked_query_name(const Request& request, const std:
   return value;
 }
 
+// A study named as one that exists: 409 naming it (error.existing_study_id, a Location
+// header), for a client that creates a study or continues it (four workers starting at once).
+StudyExists study_exists(const db::StudyRecord& existing) {
+  const auto id = std::to_string(existing.id.value);
+  return StudyExists("a study named \"" + existing.name + "\" exists already: study " + id +
+                         " (GET /v1/studies/" + id + ", " + existing.kernel_name + " on " +
+                         existing.machine_name + "); choose another name, or continue that study",
+                     existing.id.value);
+}
+
 // A route that takes no fields: no body, or an empty object (what a client that always sends
 // JSON sends). Anything else is refused as stop refuses it, naming the field: a DELETE sent with
 // a body meant for another route must not delete.
@@ -673,6 +683,9 @@ void Service::add_routes() {
             "in different units. \"\": none (plain numbers). A unit of time however written "
             "(\"sec\", \"MS\", \"µs\") is stored by its short name"}}}},
         {"kernel", "machine"});
+    r.conflict_description =
+        "a study of this name exists already: error.existing_study_id and the Location header "
+        "name it (continue it, or choose another name)";
     r.success_status = 201;
     r.response_schema = study_schema();
   }
@@ -680,6 +693,13 @@ void Service::add_routes() {
     auto& r = route("GET", "/v1/studies", "listStudies", "Every study, or those of one kernel",
                     Access::read, bind(&Service::list_studies));
     r.query = {{"kernel", "string", false, "kernel name", {}},
+               {"name",
+                "string",
+                false,
+                "study name: the study of that name (names are unique), or none; with POST "
+                "/v1/studies (whose 409 names the study that has the name) a client gets or "
+                "creates a study by its name",
+                {}},
                after_param("studies"),
                limit_param("studies")};
     r.response_schema =
@@ -1436,8 +1456,8 @@ Response Service::create_study(Request& request) {
   });
   if (strategy) in_field("strategy", [&] { require_searchable(*strategy, *space); });
 
-  if (!study.name.empty() && store_.find_study(study.name)) {
-    throw Conflict("a study named \"" + study.name + "\" exists already; choose another name");
+  if (!study.name.empty()) {
+    if (const auto existing = store_.find_study(study.name)) throw study_exists(*existing);
   }
   const auto machine = store_.find_machine(machine_name);
   if (!machine) {
@@ -1488,7 +1508,16 @@ Response Service::create_study(Request& request) {
         has_priors(store_, target_prior_query(kernel, machine->id, task_record.id, study.objective,
                                               study.direction, study.settings)));
   }
-  const auto created = store_.create_study(study);
+  const auto created = [&] {
+    try {
+      return store_.create_study(study);
+    } catch (const Conflict&) {
+      // Another request made a study of this name since it was looked for: answered as if
+      // it had been there, so that every worker of a get-or-create race learns its id.
+      if (const auto existing = store_.find_study(study.name)) throw study_exists(*existing);
+      throw;
+    }
+  }();
   auto response = Response::json(study_json(reader(), created, true), 201);
   response.headers.emplace_back("Location", "/v1/studies/" + std::to_string(created.id.value));
   return response;
@@ -1496,9 +1525,21 @@ Response Service::create_study(Request& request) {
 
 Response Service::list_studies(Request& request) {
   const auto kernel = request.query_value("kernel").value_or("");
-  return Response::json(
-      listing_page(request, "studies", reader().list_studies(kernel),
-                   [&](const db::StudyRecord& s) { return study_json(reader(), s, false); }));
+  auto studies = [&] {
+    // By name: the one study of that name (names are unique), for a client that gets or
+    // creates a study by its name.
+    if (const auto name = checked_query_name(request, "name")) {
+      std::vector<db::StudyRecord> named;
+      if (auto s = reader().find_study(*name); s && (kernel.empty() || s->kernel_name == kernel)) {
+        named.push_back(std::move(*s));
+      }
+      return named;
+    }
+    return reader().list_studies(kernel);
+  }();
+  return Response::json(listing_page(request, "studies", studies, [&](const db::StudyRecord& s) {
+    return study_json(reader(), s, false);
+  }));
 }
 
 Response Service::get_study(Request& request) {

@@ -607,8 +607,10 @@ struct Store::Impl {
       st.run();
     } catch (const SqliteError& e) {
       if (!is_unique_violation(e)) throw;
-      throw Conflict("a study named \"" + s.name +
-                     "\" already exists; choose another name or continue that study");
+      const auto existing = find_study_where("WHERE s.name = ?1", s.name);
+      throw Conflict("a study named \"" + s.name + "\" exists already" +
+                     (existing ? ": study " + std::to_string(existing->id.value) : std::string()) +
+                     "; choose another name, or continue that study");
     }
     return get_study(StudyId{db.last_insert_rowid()});
   }

@@ -1197,6 +1197,68 @@ TEST(ApiServer, ACreatedStudySaysWhereItIs) {
   EXPECT_EQ(header_value(again, "Location"), "none");
 }
 
+// Get or create: workers that all create one study by its name at once get one 201, and the
+// others a 409 that names the study (existing_study_id, Location), to continue it; GET
+// /v1/studies?name= finds it too.
+TEST(ApiServer, AStudyNameTakenIsAnsweredWithTheStudyThatHasIt) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  auto body = testing::demo_study_body("m", {{"strategy", "random"}, {"budget", 4}});
+  body["name"] = "race-study";
+  std::vector<std::string> replies(4);
+  {
+    std::vector<std::thread> workers;
+    for (auto& reply : replies) {
+      workers.emplace_back(
+          [&] { reply = raw_post(server, "/v1/studies", body.dump(), server.token); });
+    }
+    for (auto& w : workers) w.join();
+  }
+  std::vector<std::string> conflicts;
+  std::string created;
+  for (const auto& reply : replies) {
+    if (reply.starts_with("HTTP/1.1 201")) {
+      EXPECT_TRUE(created.empty()) << reply;
+      created = reply;
+    } else {
+      EXPECT_THAT(reply, ::testing::StartsWith("HTTP/1.1 409")) << reply;
+      conflicts.push_back(reply);
+    }
+  }
+  ASSERT_FALSE(created.empty());
+  ASSERT_EQ(conflicts.size(), 3u);
+  const auto id = nlohmann::json::parse(created.substr(created.find("\r\n\r\n") + 4))["id"];
+  for (const auto& reply : conflicts) {
+    const auto error = nlohmann::json::parse(reply.substr(reply.find("\r\n\r\n") + 4))["error"];
+    EXPECT_EQ(error["existing_study_id"], id) << reply;
+    EXPECT_EQ(error["message"], "a study named \"race-study\" exists already: study " + id.dump() +
+                                    " (GET /v1/studies/" + id.dump() +
+                                    ", demo on m); choose another name, or continue that study");
+    EXPECT_EQ(header_value(reply, "Location"), "/v1/studies/" + id.dump()) << reply;
+  }
+  // Found by its name (and by its name and kernel); another name, or kernel, finds none.
+  const auto named = c.get("/v1/studies?name=race-study").json()["studies"];
+  ASSERT_EQ(named.size(), 1u) << named.dump();
+  EXPECT_EQ(named[0]["id"], id);
+  EXPECT_EQ(c.get("/v1/studies?name=race-study&kernel=demo").json()["studies"].size(), 1u);
+  EXPECT_TRUE(c.get("/v1/studies?name=race-study&kernel=other").json()["studies"].empty());
+  EXPECT_TRUE(c.get("/v1/studies?name=no-such-study").json()["studies"].empty());
+  ASSERT_EQ(c.post("/v1/studies", testing::demo_study_body("m"), server.token).status, 201);
+  EXPECT_EQ(c.get("/v1/studies").json()["studies"].size(), 2u);
+  // The document says so.
+  const auto doc = c.get("/openapi.json").json();
+  const auto& conflict = doc["paths"]["/v1/studies"]["post"]["responses"]["409"];
+  EXPECT_TRUE(conflict["headers"].contains("Location")) << conflict.dump();
+  EXPECT_TRUE(doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"].contains(
+      "existing_study_id"));
+  bool has_name = false;
+  for (const auto& p : doc["paths"]["/v1/studies"]["get"]["parameters"]) {
+    has_name = has_name || p["name"] == "name";
+  }
+  EXPECT_TRUE(has_name);
+}
+
 // Imports are in ms; a study created without a unit takes the kernel's, and one in seconds is
 // compared with them as times, not as numbers.
 TEST(ApiServer, TimesOfAKernelInDifferentUnitsAreComparedAsTimes) {
