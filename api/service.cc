@@ -779,17 +779,29 @@ void Service::add_routes() {
     auto& r = route("DELETE", "/v1/studies/{id}", "deleteStudy",
                     "Delete a study and its trials (a mistaken import, a test run): they leave "
                     "best answers and other studies' priors; its ids are never used again. An "
-                    "active study, or one with live leases, is refused (409): stop it, let its "
-                    "leases end. Irreversible: back the database up first (tunebase backup)",
+                    "active study is refused (409): stop it. One with live leases (a worker that "
+                    "died holds them up to its lease_seconds) is refused too, naming them and "
+                    "their clients, unless force=true ends them with it. Irreversible: back the "
+                    "database up first (tunebase backup)",
                     Access::write, bind(&Service::delete_study));
+    r.query = {{"force",
+                "string",
+                false,
+                "true: the study's live leases end with it (their clients' results are refused, "
+                "404) rather than the deletion refused (409) until they reported or ended",
+                {"true", "false"}}};
     r.runs = Runs::writer;
     r.changes_measurements = true;  // best answers and predictions change
     // As stop: no body, or {}; a body with fields (meant for another route) is refused.
     r.request_schema = object_schema(nlohmann::json::object());
     r.request_body_required = false;
-    r.response_schema =
-        object_schema({{"deleted", kInteger}, {"name", kString}, {"trials", kInteger}},
-                      {"deleted", "name", "trials"});
+    r.response_schema = object_schema(
+        {{"deleted", kInteger},
+         {"name", kString},
+         {"trials", kInteger},
+         {"leases_ended",
+          {{"type", "integer"}, {"description", "of the trials, live leases ended (force=true)"}}}},
+        {"deleted", "name", "trials", "leases_ended"});
   }
   {
     auto& r = route("POST", "/v1/studies/{id}/suggestions", "suggest",
@@ -1660,8 +1672,13 @@ Response Service::resume_study(Request& request) {
 Response Service::delete_study(Request& request) {
   const db::StudyId id{request.id_param("id")};
   require_no_fields(request);  // before anything irreversible
-  const auto [record, trials] = studies_.remove(id);
-  return Response::json({{"deleted", id.value}, {"name", record.name}, {"trials", trials}});
+  const auto leases = request.query_value("force") == "true" ? db::Store::LiveLeases::end
+                                                             : db::Store::LiveLeases::refuse;
+  const auto [record, deleted] = studies_.remove(id, leases);
+  return Response::json({{"deleted", id.value},
+                         {"name", record.name},
+                         {"trials", deleted.trials},
+                         {"leases_ended", deleted.leases_ended}});
 }
 
 Response Service::suggest(Request& request) {

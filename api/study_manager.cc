@@ -877,9 +877,10 @@ std::vector<db::TrialId> StudyManager::add_measurements(db::StudyId study,
   return outcome.trials;
 }
 
-std::pair<db::StudyRecord, std::size_t> StudyManager::remove(db::StudyId study) {
+std::pair<db::StudyRecord, db::Store::DeletedStudy> StudyManager::remove(
+    db::StudyId study, db::Store::LiveLeases leases) {
   const auto record = store_.get_study(study);
-  const auto trials = store_.delete_study(study);
+  const auto trials = store_.delete_study(study, leases);
   // Every loaded study is read again from the Store when next used: its sessions' priors may
   // hold the deleted trials (as a restart would).
   std::lock_guard lock(mutex_);

@@ -107,8 +107,9 @@ class StudyManager {
   /// resume changes nothing.
   db::StudyRecord resume(db::StudyId study, std::optional<std::int64_t> budget);
   /// Deletes a study that is not active, with its trials (Store::delete_study), and forgets its
-  /// session. Returns the deleted record and the number of trials.
-  std::pair<db::StudyRecord, std::size_t> remove(db::StudyId study);
+  /// session. Returns the deleted record and what went with it.
+  std::pair<db::StudyRecord, db::Store::DeletedStudy> remove(
+      db::StudyId study, db::Store::LiveLeases leases = db::Store::LiveLeases::refuse);
 
   /// Results measured outside the service for one study: all of a batch or none.
   struct MeasurementBatch {

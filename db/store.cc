@@ -894,7 +894,9 @@ void Store::set_study_strategy(StudyId id, std::string_view strategy) {
   }
 }
 
-std::size_t Store::delete_study(StudyId id) {
+std::size_t Store::delete_study(StudyId id) { return delete_study(id, LiveLeases::refuse).trials; }
+
+Store::DeletedStudy Store::delete_study(StudyId id, LiveLeases leases) {
   std::lock_guard lock(impl_->mutex);
   const std::string what = "deleting study " + std::to_string(id.value);
   impl_->require_writable(what);
@@ -909,20 +911,45 @@ std::size_t Store::delete_study(StudyId id) {
                    "/stop), then delete it");
   }
   // A stopped study's live leases may still report (a sweep mid-trial, a worker): their
-  // results would find no trial.
+  // results would find no trial. Unless told to end them, the deletion waits for them.
   auto pending = impl_->db.prepare(
-      "SELECT count(*) FROM trials WHERE study_id = ?1 AND status = 'pending'", what);
-  pending.bind(1, id.value).step();
-  if (const auto live = pending.column_int64(0); live > 0) {
-    throw Conflict("study " + std::to_string(id.value) + " \"" + study.name + "\" has " +
-                   std::to_string(live) + (live == 1 ? " live lease" : " live leases") +
-                   " (a sweep or worker is measuring): delete it once they reported or ended");
+      "SELECT id, client_id FROM trials WHERE study_id = ?1 AND status = 'pending' ORDER BY id",
+      what);
+  pending.bind(1, id.value);
+  std::map<std::string, std::vector<std::int64_t>> leased;  // client -> trials
+  std::size_t live = 0;
+  while (pending.step()) {
+    leased[pending.column_text(1)].push_back(pending.column_int64(0));
+    ++live;
+  }
+  if (live > 0 && leases == LiveLeases::refuse) {
+    constexpr std::size_t kMaxTrialsNamed = 10;
+    std::string held;
+    std::size_t named = 0;
+    for (const auto& [client, trials] : leased) {
+      if (named == kMaxTrialsNamed) break;
+      held += std::string(held.empty() ? "" : "; ") + "client \"" + client +
+              "\": " + (trials.size() == 1 ? "trial " : "trials ");
+      for (std::size_t i = 0; i < trials.size() && named < kMaxTrialsNamed; ++i, ++named) {
+        held += (i ? ", " : "") + std::to_string(trials[i]);
+      }
+    }
+    if (named < live) held += "; and " + std::to_string(live - named) + " more";
+    const auto study_id = std::to_string(id.value);
+    throw Conflict("study " + study_id + " \"" + study.name + "\" has " + std::to_string(live) +
+                   (live == 1 ? " live lease" : " live leases") + " (" + held +
+                   "): delete it once they reported or ended, or end them as you delete it "
+                   "(DELETE /v1/studies/" +
+                   study_id +
+                   "?force=true, tunebase delete --force: their results are refused "
+                   "then); a client that is alive gives its own back with POST "
+                   "/v1/trials/{id}/release");
   }
   impl_->db.prepare("DELETE FROM trials WHERE study_id = ?1", what).bind(1, id.value).run();
   const auto trials = static_cast<std::size_t>(impl_->db.changes());
   impl_->db.prepare("DELETE FROM studies WHERE id = ?1", what).bind(1, id.value).run();
   tx.commit();
-  return trials;
+  return {trials, live};
 }
 
 void Store::set_study_budget(StudyId id, std::optional<std::int64_t> budget) {

@@ -2191,6 +2191,44 @@ TEST(ApiServer, ABudgetHeldByLeasesSaysWhenToAskAgain) {
               HasSubstr("has 0 successful results, too few for a model (it needs 3"));
 }
 
+// A stopped study whose dead client holds leases (for up to a week) is not stuck: the 409 names
+// the leases and the way out, and force=true ends them with the study.
+TEST(ApiServer, AStudyWithLiveLeasesIsDeletedWithForce) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 10);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto leased =
+      c.post(base + "/suggestions", {{"n", 2}, {"client_id", "dead"}, {"lease_seconds", 600000}},
+             server.token)
+          .json()["suggestions"];
+  ASSERT_EQ(leased.size(), 2u);
+  ASSERT_EQ(c.post(base + "/stop", nlohmann::json::object(), server.token).status, 200);
+  const auto refused = c.request("DELETE", base, "", server.token);
+  ASSERT_EQ(refused.status, 409) << refused.body;
+  EXPECT_THAT(refused.json()["error"]["message"].get<std::string>(),
+              HasSubstr("has 2 live leases (client \"dead\": trials " +
+                        leased[0]["trial_id"].dump() + ", " + leased[1]["trial_id"].dump() +
+                        "): delete it once they reported or ended, or end them as you delete it "
+                        "(DELETE " +
+                        base + "?force=true"));
+  EXPECT_EQ(c.request("DELETE", base + "?force=yes", "", server.token).status, 400);
+  EXPECT_EQ(c.get(base).status, 200);
+  const auto deleted = c.request("DELETE", base + "?force=true", "", server.token);
+  ASSERT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_EQ(deleted.json()["trials"], 2);
+  EXPECT_EQ(deleted.json()["leases_ended"], 2);
+  EXPECT_EQ(c.get(base).status, 404);
+  // The dead client's result, should it come after all, finds no trial.
+  const auto late = c.post("/v1/trials/" + leased[0]["trial_id"].dump() + "/result",
+                           {{"client_id", "dead"}, {"value", 1.0}}, server.token);
+  EXPECT_EQ(late.status, 404) << late.body;
+  // An active study is refused, force or not: stop it first.
+  const auto active =
+      "/v1/studies/" + std::to_string(create_demo_study(c, server.token, "random", 3));
+  EXPECT_EQ(c.request("DELETE", active + "?force=true", "", server.token).status, 409);
+}
+
 // A client whose evaluation outlasts its lease extends it, and keeps the configuration.
 TEST(ApiServer, ALeaseIsExtendedByItsClient) {
   TestServer server;

@@ -405,6 +405,42 @@ TEST_F(Cli, AResumedSweepMeasuresExpiredLeasesAndLeavesLiveOnesAlone) {
   EXPECT_EQ(pending_clients, std::vector<std::string>{"worker"});
 }
 
+// A stopped study whose dead worker holds a lease: delete names the lease and the way out,
+// and --force ends it with the study.
+TEST_F(Cli, DeleteEndsLiveLeasesOnlyWithForce) {
+  auto r = sweep_s1("random", 2, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::int64_t leased = 0;
+  {
+    db::Store store(db());
+    const auto study = *store.find_study("s1");
+    const auto space = SearchSpace::from_json(store.get_kernel(study.kernel_id).space);
+    std::set<std::string> measured;
+    for (const auto& t : store.trials(study.id)) measured.insert(t.config_key);
+    for (const auto& c : space.valid_configurations()) {
+      if (measured.count(space.key(c))) continue;
+      make_room(store, study.id, 1);
+      leased =
+          store.add_pending_trial(study.id, space.config_to_json(c), space.key(c), "dead", 600000)
+              .value;
+      break;
+    }
+    store.set_study_status(study.id, db::StudyStatus::stopped);
+  }
+  r = run("delete --study s1 --db " + db());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("has 1 live lease (client \"dead\": trial " + std::to_string(leased) +
+                       "): delete it once they reported or ended, or end them as you delete it"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("tunebase delete --force"), std::string::npos) << r.err;
+  r = run("delete --study s1 --force --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("and its 3 trials, 1 of them live leases, ended"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(db::Store(db()).find_study("s1").has_value());
+}
+
 TEST_F(Cli, AResumedSweepKeepsTheStudysBudgetAndLeavesItActiveForOtherClientsLeases) {
   const auto sweep = [&](const std::string& budget) {
     return run(
