@@ -724,6 +724,12 @@ void Service::add_routes() {
                 "lease_ended are leases that ended with no result, timeout are evaluations "
                 "that timed out",
                 {"pending", "ok", "failed", "timeout", "invalid", "lease_ended"}},
+               {"client_id",
+                "string",
+                false,
+                "only trials of this client: its leases (with status=pending, its live ones) "
+                "and the results it reported",
+                {}},
                after_param("trials"),
                limit_param("trials")};
     r.response_schema = object_schema(
@@ -805,8 +811,12 @@ void Service::add_routes() {
   }
   {
     auto& r = route("POST", "/v1/studies/{id}/suggestions", "suggest",
-                    "Lease n configurations to a client as pending trials", Access::write,
-                    bind(&Service::suggest));
+                    "Lease n configurations to a client as pending trials. The live leases the "
+                    "client holds already in the study come first (oldest first, renewed to "
+                    "this lease_seconds, resumed: true), as Vizier's SuggestTrials gives a "
+                    "client its active trials: a client that restarts with its client_id takes "
+                    "up what it was evaluating, and asking twice does not lock the budget",
+                    Access::write, bind(&Service::suggest));
     r.runs = Runs::compute;
     r.request_schema = object_schema(
         {{"n",
@@ -819,16 +829,30 @@ void Service::add_routes() {
             "space has fewer left (see reason)"}}},
          {"client_id",
           {{"type", "string"},
-           {"description", "who evaluates them: its results are reported with the same id"}}},
-         {"lease_seconds", lease_seconds_schema()}},
+           {"description",
+            "who evaluates them: its results are reported with the same id. One id per "
+            "client: two clients sharing one are given each other's live leases"}}},
+         {"lease_seconds", lease_seconds_schema()},
+         {"resume_leases",
+          {{"type", "boolean"},
+           {"default", true},
+           {"description",
+            "false: new leases only, none of the client's own live ones given back (a client "
+            "that keeps track of its own: tunebase worker takes up those from before it "
+            "started itself, and leaves a twin's alone)"}}}},
         {"client_id"});
     r.response_schema = object_schema(
         {{"study_id", kInteger},
          {"suggestions",
           {{"type", "array"},
-           {"items",
-            object_schema(
-                {{"trial_id", kInteger}, {"config", kConfig}, {"lease_expires_at", kString}})}}},
+           {"items", object_schema({{"trial_id", kInteger},
+                                    {"config", kConfig},
+                                    {"lease_expires_at", kString},
+                                    {"resumed",
+                                     {{"type", "boolean"},
+                                      {"description",
+                                       "a live lease the client held already, given back renewed "
+                                       "(false: a new one)"}}}})}}},
          {"done",
           {{"type", "boolean"},
            {"description",
@@ -837,7 +861,9 @@ void Service::add_routes() {
             "active"}}},
          {"reason",
           {{"type", "string"},
-           {"description", "why fewer than n came back (absent when all did)"}}},
+           {"description",
+            "why fewer than n came back (absent when all did); when live leases fill the "
+            "budget, it names those that are the client's own"}}},
          {"retry_after_seconds",
           {{"type", "number"},
            {"description",
@@ -1575,6 +1601,7 @@ Response Service::list_trials(Request& request) {
       range.status = trial_status_from_string(*status);
     }
   }
+  range.client_id = checked_query_name(request, "client_id");
   if (request.query_value("after")) range.after = integer_query(request, "after");
   // With a limit, one trial more than it is read: whether there is a next page.
   const bool limited = request.query_value("limit").has_value();
@@ -1688,13 +1715,16 @@ Response Service::suggest(Request& request) {
   const auto n = r.optional_integer("n", 1, kMaxSuggestionsPerRequest).value_or(1);
   const auto client_id = checked_name(r, "client_id", true);
   const double lease = read_lease_seconds(r);
+  const bool resume = r.optional_bool("resume_leases").value_or(true);
   r.finish();
-  const auto result = studies_.suggest(id, static_cast<std::size_t>(n), client_id, lease);
+  const auto result = studies_.suggest(id, static_cast<std::size_t>(n), client_id, lease, resume);
   metrics_->record_suggestions(result.propose_seconds, result.leases.size());
   nlohmann::json list = nlohmann::json::array();
   for (const auto& l : result.leases) {
-    list.push_back(
-        {{"trial_id", l.trial.value}, {"config", l.config}, {"lease_expires_at", l.expires_at}});
+    list.push_back({{"trial_id", l.trial.value},
+                    {"config", l.config},
+                    {"lease_expires_at", l.expires_at},
+                    {"resumed", l.resumed}});
   }
   nlohmann::json j{{"study_id", id.value},
                    {"suggestions", list},

@@ -1300,6 +1300,7 @@ std::vector<TrialRecord> Store::trials(StudyId study, const TrialRange& range) c
                              " AND (?4 IS NULL OR (t.status = ?4 AND (t.status = 'pending' OR"
                              " t.finished_at IS NOT NULL)))"
                              " AND (?6 = 0 OR (t.status <> 'pending' AND t.finished_at IS NULL))"
+                             " AND (?7 IS NULL OR t.client_id = ?7)"
                              " ORDER BY t.id LIMIT ?5"}),
                         "reading the trials of study " + std::to_string(study.value));
   st.bind(1, study.value).bind(2, range.after).bind(3, range.up_to);
@@ -1309,6 +1310,7 @@ std::vector<TrialRecord> Store::trials(StudyId study, const TrialRange& range) c
                  ? std::int64_t{-1}
                  : static_cast<std::int64_t>(range.limit));
   st.bind(6, range.lease_ended ? 1 : 0);
+  if (range.client_id) st.bind(7, *range.client_id);
   std::vector<TrialRecord> out;
   while (st.step()) out.push_back(read_trial(st, impl_->db));
   return out;

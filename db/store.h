@@ -272,6 +272,8 @@ struct TrialRange {
   std::optional<TrialStatus> status;
   /// Only leases that ended with no result (TrialCounts::lease_ended).
   bool lease_ended = false;
+  /// Only trials of this client (a lease's, or a result's reporter).
+  std::optional<std::string> client_id = std::nullopt;
   std::size_t limit = std::numeric_limits<std::size_t>::max();
 };
 

@@ -1813,8 +1813,10 @@ TEST(ApiServer, AStudyDeletedByAnotherProcessLeavesTheServersPriors) {
   ASSERT_EQ(c.post(prior + "/measurements", {{"measurements", list}}, server.token).status, 201);
   ASSERT_EQ(c.post(prior + "/stop", nlohmann::json::object(), server.token).status, 200);
   const auto target = study("target", "mq");
+  int clients = 0;  // a new client each time: "w" would be given its own live lease back
   const auto suggest = [&] {
-    const auto r = c.post(target + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token);
+    const auto r = c.post(target + "/suggestions",
+                          {{"n", 1}, {"client_id", "w" + std::to_string(++clients)}}, server.token);
     EXPECT_EQ(r.status, 200) << r.body;
     return r.json()["model"]["priors"].get<int>();
   };
@@ -1849,8 +1851,10 @@ TEST(ApiServer, AStudyTakesPriorsMeasuredAfterItStarted) {
     const auto r = c.post(base + "/measurements", {{"measurements", list}}, server.token);
     EXPECT_EQ(r.status, 201) << r.body;
   };
+  int clients = 0;  // a new client each time: "w" would be given its own live lease back
   const auto suggest = [&](const std::string& base) {
-    const auto r = c.post(base + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token);
+    const auto r = c.post(base + "/suggestions",
+                          {{"n", 1}, {"client_id", "w" + std::to_string(++clients)}}, server.token);
     EXPECT_EQ(r.status, 200) << r.body;
     return r.json()["model"];
   };
@@ -1899,8 +1903,10 @@ TEST(ApiServer, AnImportHereReachesRunningStudiesAtOnce) {
       server.token);
   ASSERT_EQ(created.status, 201) << created.body;
   const std::string base = "/v1/studies/" + created.json()["id"].dump();
+  int clients = 0;  // a new client each time: "w" would be given its own live lease back
   const auto suggest = [&] {
-    const auto r = c.post(base + "/suggestions", {{"client_id", "w"}}, server.token);
+    const auto r = c.post(base + "/suggestions", {{"client_id", "w" + std::to_string(++clients)}},
+                          server.token);
     EXPECT_EQ(r.status, 200) << r.body;
     return r.json()["model"];
   };
@@ -2137,10 +2143,10 @@ TEST(ApiServer, ConfigurationsAnotherServerLeasedFirstAreReplacedNotDropped) {
   auto c = server.client();
   const auto study = create_demo_study(c, server.token, "exhaustive", 10);
   const std::string base = "/v1/studies/" + std::to_string(study);
-  const auto ask = [&] {
-    return c.post(base + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token).json();
+  const auto ask = [&](const std::string& client) {
+    return c.post(base + "/suggestions", {{"n", 1}, {"client_id", client}}, server.token).json();
   };
-  const auto first = ask();
+  const auto first = ask("w");
   ASSERT_EQ(first["suggestions"].size(), 1u) << first.dump();
   // A second server on the same database leases what exhaustive search proposes next. It shares
   // this server's connection, so this server does not notice the write (as when the lease lands
@@ -2148,7 +2154,8 @@ TEST(ApiServer, ConfigurationsAnotherServerLeasedFirstAreReplacedNotDropped) {
   StudyManager other(server.store());
   const auto taken = other.suggest(db::StudyId{study}, 1, "other-server-worker", 3600);
   ASSERT_EQ(taken.leases.size(), 1u);
-  const auto reply = ask();
+  // Another client ("w" would be given its own live lease back).
+  const auto reply = ask("w2");
   ASSERT_EQ(reply["suggestions"].size(), 1u) << reply.dump();
   EXPECT_NE(reply["suggestions"][0]["config"], taken.leases[0].config);
   EXPECT_NE(reply["suggestions"][0]["config"], first["suggestions"][0]["config"]);
@@ -2161,16 +2168,18 @@ TEST(ApiServer, ABudgetHeldByLeasesSaysWhenToAskAgain) {
   auto c = server.client();
   const auto study = create_demo_study(c, server.token, "random", 3);
   const std::string path = "/v1/studies/" + std::to_string(study) + "/suggestions";
-  const auto ask = [&](int n, double lease_seconds) {
+  const auto ask = [&](int n, double lease_seconds, const std::string& client = "w") {
     return c
-        .post(path, {{"n", n}, {"client_id", "w"}, {"lease_seconds", lease_seconds}}, server.token)
+        .post(path, {{"n", n}, {"client_id", client}, {"lease_seconds", lease_seconds}},
+              server.token)
         .json();
   };
   const auto first = ask(5, 600);
   ASSERT_EQ(first["suggestions"].size(), 3u) << first.dump();
   EXPECT_EQ(first["reason"],
             "the budget of 3 evaluations has room for 3 more beside 0 results and 0 live leases");
-  const auto none = ask(1, 600);
+  // Another client: "w" would be given its own leases back (AClientIsGivenItsOwnLiveLeasesBack).
+  const auto none = ask(1, 600, "v");
   EXPECT_TRUE(none["suggestions"].empty()) << none.dump();
   EXPECT_FALSE(none["done"].get<bool>());
   EXPECT_EQ(none["reason"],
@@ -2189,6 +2198,83 @@ TEST(ApiServer, ABudgetHeldByLeasesSaysWhenToAskAgain) {
   EXPECT_EQ(forecast.status, 409) << forecast.body;
   EXPECT_THAT(forecast.json()["error"]["message"].get<std::string>(),
               HasSubstr("has 0 successful results, too few for a model (it needs 3"));
+}
+
+// A client that died and restarted with its client_id (or asks twice) is given its own live
+// leases back first, renewed, as Vizier's SuggestTrials gives a client its active trials: they
+// no longer lock it out of the budget for the hour a lease lasts.
+TEST(ApiServer, AClientIsGivenItsOwnLiveLeasesBack) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 4);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto ask = [&](int n, const std::string& client, double lease_seconds) {
+    const auto reply =
+        c.post(base + "/suggestions",
+               {{"n", n}, {"client_id", client}, {"lease_seconds", lease_seconds}}, server.token);
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return reply.json();
+  };
+  const auto a = ask(2, "A", 3600);
+  ASSERT_EQ(a["suggestions"].size(), 2u) << a.dump();
+  for (const auto& s : a["suggestions"]) EXPECT_EQ(s["resumed"], false);
+  // A dies; B takes and reports the other two.
+  const auto b = ask(2, "B", 3600);
+  ASSERT_EQ(b["suggestions"].size(), 2u) << b.dump();
+  for (const auto& s : b["suggestions"]) {
+    EXPECT_EQ(s["resumed"], false);
+    tell(c, server.token, s["trial_id"], "B", testing::demo_objective(s["config"]));
+  }
+  // A restarts and asks: its two leases, renewed to the lease asked now, and nothing new.
+  const auto again = ask(3, "A", 60);
+  ASSERT_EQ(again["suggestions"].size(), 2u) << again.dump();
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(again["suggestions"][i]["trial_id"], a["suggestions"][i]["trial_id"]);
+    EXPECT_EQ(again["suggestions"][i]["config"], a["suggestions"][i]["config"]);
+    EXPECT_EQ(again["suggestions"][i]["resumed"], true);
+    EXPECT_LT(again["suggestions"][i]["lease_expires_at"].get<std::string>(),
+              a["suggestions"][i]["lease_expires_at"].get<std::string>());
+  }
+  EXPECT_FALSE(again["done"].get<bool>());
+  const auto ids =
+      a["suggestions"][0]["trial_id"].dump() + ", " + a["suggestions"][1]["trial_id"].dump();
+  EXPECT_EQ(again["reason"],
+            "the budget of 4 evaluations has room for 0 more beside 2 results and 2 live leases; "
+            "of them, trials " +
+                ids + " are client \"A\"'s own (given back in this answer, resumed: true)");
+  const auto trial = c.get("/v1/trials/" + a["suggestions"][0]["trial_id"].dump()).json();
+  EXPECT_EQ(trial["lease_expires_at"], again["suggestions"][0]["lease_expires_at"]);
+  // n below what it holds: the oldest first.
+  const auto one = ask(1, "A", 60);
+  ASSERT_EQ(one["suggestions"].size(), 1u) << one.dump();
+  EXPECT_EQ(one["suggestions"][0]["trial_id"], a["suggestions"][0]["trial_id"]);
+  EXPECT_FALSE(one.contains("reason")) << one.dump();
+  // Asked with resume_leases: false (a client that tracks its own, as tunebase worker), new
+  // leases only: none fit.
+  const auto fresh = c.post(base + "/suggestions",
+                            {{"n", 1}, {"client_id", "A"}, {"resume_leases", false}}, server.token)
+                         .json();
+  EXPECT_TRUE(fresh["suggestions"].empty()) << fresh.dump();
+  EXPECT_EQ(fresh["reason"],
+            "the budget of 4 evaluations has room for 0 more beside 2 results and 2 live leases");
+  // Another client is given none of them.
+  const auto other = ask(1, "C", 60);
+  EXPECT_TRUE(other["suggestions"].empty()) << other.dump();
+  EXPECT_EQ(other["reason"],
+            "the budget of 4 evaluations has room for 0 more beside 2 results and 2 live leases");
+  // The trials of one client, as a restarted client finds its own.
+  const auto mine = c.get(base + "/trials?status=pending&client_id=A").json()["trials"];
+  ASSERT_EQ(mine.size(), 2u) << mine.dump();
+  EXPECT_EQ(mine[0]["id"], a["suggestions"][0]["trial_id"]);
+  EXPECT_EQ(c.get(base + "/trials?client_id=B").json()["trials"].size(), 2u);
+  EXPECT_TRUE(c.get(base + "/trials?status=pending&client_id=B").json()["trials"].empty());
+  EXPECT_TRUE(c.get(base + "/trials?client_id=nobody").json()["trials"].empty());
+  // A reported lease is not given back, the one it holds still is.
+  tell(c, server.token, a["suggestions"][0]["trial_id"], "A",
+       testing::demo_objective(a["suggestions"][0]["config"]));
+  const auto last = ask(1, "A", 60);
+  ASSERT_EQ(last["suggestions"].size(), 1u) << last.dump();
+  EXPECT_EQ(last["suggestions"][0]["trial_id"], a["suggestions"][1]["trial_id"]);
 }
 
 // A stopped study whose dead client holds leases (for up to a week) is not stuck: the 409 names
@@ -2351,7 +2437,8 @@ TEST(ApiServer, ResultsAreQueuedOnlyForAStudysSession) {
   // From now on results are queued for the session, which takes them in when next asked.
   manager.add_measurements(study, {config(1, 4, 0)}, {Measurement::success(5.0)}, "elsewhere");
   EXPECT_EQ(manager.queued_events(study), 1u);
-  const auto second = manager.suggest(study, 1, "w", 3600);
+  // Another client: "w" would be given its own live lease back first.
+  const auto second = manager.suggest(study, 1, "w2", 3600);
   ASSERT_EQ(second.leases.size(), 1u);
   EXPECT_EQ(second.leases[0].config, config(1, 4, 1));
   EXPECT_EQ(manager.queued_events(study), 0u);
