@@ -410,22 +410,20 @@ TEST_F(Cli, AResumedSweepMeasuresExpiredLeasesAndLeavesLiveOnesAlone) {
 TEST_F(Cli, DeleteEndsLiveLeasesOnlyWithForce) {
   auto r = sweep_s1("random", 2, 1);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::int64_t leased = 0;
+  std::size_t valid = 0;
   {
     db::Store store(db());
-    const auto study = *store.find_study("s1");
-    const auto space = SearchSpace::from_json(store.get_kernel(study.kernel_id).space);
-    std::set<std::string> measured;
-    for (const auto& t : store.trials(study.id)) measured.insert(t.config_key);
-    for (const auto& c : space.valid_configurations()) {
-      if (measured.count(space.key(c))) continue;
-      make_room(store, study.id, 1);
-      leased =
-          store.add_pending_trial(study.id, space.config_to_json(c), space.key(c), "dead", 600000)
-              .value;
-      break;
-    }
-    store.set_study_status(study.id, db::StudyStatus::stopped);
+    valid = *SearchSpace::from_json(store.get_kernel(store.find_study("s1")->kernel_id).space)
+                 .valid_count();
+  }
+  lease_unmeasured("s1", valid - 2, {{"dead", 600000}});
+  std::int64_t leased = 0;
+  for (const auto& t : trials("s1")) {
+    if (t["status"] == "pending") leased = t["id"].get<std::int64_t>();
+  }
+  {
+    db::Store store(db());
+    store.set_study_status(store.find_study("s1")->id, db::StudyStatus::stopped);
   }
   r = run("delete --study s1 --db " + db());
   EXPECT_NE(r.exit_code, 0);
