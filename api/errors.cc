@@ -55,6 +55,11 @@ ErrorReply error_reply(std::exception_ptr error) {
     return reply(404, "not_found", e.what());
   } catch (const RequestTimeout& e) {
     return reply(408, "request_timeout", e.what());
+  } catch (const StudyExists& e) {
+    auto r = reply(409, "conflict", e.what());
+    r.body["error"]["existing_study_id"] = e.study();
+    r.headers.emplace_back("Location", "/v1/studies/" + std::to_string(e.study()));
+    return r;
   } catch (const Conflict& e) {
     return reply(409, "conflict", e.what());
   } catch (const Overloaded& e) {

@@ -2,6 +2,7 @@
 // error becomes a status code and a JSON body.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -63,6 +64,18 @@ class Overloaded : public Error {
 
  private:
   int retry_after_seconds_;
+};
+
+/// A study of the name asked for exists already: 409 whose body names it
+/// (error.existing_study_id) and whose Location header is its path, as a 201's is, so that a
+/// client that means "get or create" continues that study.
+class StudyExists : public Conflict {
+ public:
+  StudyExists(const std::string& message, std::int64_t study) : Conflict(message), study_(study) {}
+  std::int64_t study() const { return study_; }
+
+ private:
+  std::int64_t study_;
 };
 
 /// A path no route serves: 404, kept apart from NotFound of a stored thing by its code.

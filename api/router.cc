@@ -102,7 +102,11 @@ nlohmann::json error_schema() {
               {"properties",
                {{"code", {{"type", "string"}}},
                 {"message", {{"type", "string"}}},
-                {"field", {{"type", "string"}}}}}}}}}};
+                {"field", {{"type", "string"}}},
+                {"existing_study_id",
+                 {{"type", "integer"},
+                  {"description",
+                   "a 409 of a study name taken: the id of the study that has it"}}}}}}}}}};
 }
 
 }  // namespace
@@ -174,10 +178,16 @@ Router::Match Router::match(std::string_view method, std::string_view path) cons
 }
 
 std::size_t Router::body_limit(std::string_view method, std::string_view path) const {
-  for (const auto& r : routes_) {
-    if (r.method == routed_method(method) && matches(r.pattern, path, nullptr)) return r.body_limit;
+  const auto route = find(method, path);
+  return route ? routes_[*route].body_limit : kMaxBodyBytes;
+}
+
+std::optional<std::size_t> Router::find(std::string_view method, std::string_view path) const {
+  for (std::size_t i = 0; i < routes_.size(); ++i) {
+    const auto& r = routes_[i];
+    if (r.method == routed_method(method) && matches(r.pattern, path, nullptr)) return i;
   }
-  return kMaxBodyBytes;
+  return std::nullopt;
 }
 
 void split_target(std::string_view target, std::string& path,
@@ -316,7 +326,15 @@ nlohmann::json openapi_document(const Router& router, bool auth_reads) {
     error(408, "the request was not received in time");
     error(405, "the path takes other methods, which the Allow header lists");
     if (r.method == "POST" || r.method == "DELETE") {
-      error(409, "a conflict with the stored state");
+      error(409, r.conflict_description.empty() ? "a conflict with the stored state"
+                                                : r.conflict_description);
+      if (r.created_location && !r.conflict_description.empty()) {
+        responses["409"]["headers"] = {
+            {"Location",
+             {{"description",
+               "when a study of the name asked for exists: its path (/v1/studies/{id})"},
+              {"schema", {{"type", "string"}}}}}};
+      }
     }
     error(413, "the body is over the route's limit (" + std::to_string(r.body_limit) +
                    " bytes), or the request line and headers over the server's");

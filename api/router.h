@@ -121,6 +121,9 @@ struct Route {
   bool may_update = false;
   /// The created resource's path is in a Location header of success_status (a created study).
   bool created_location = false;
+  /// What its 409 means, when more than a conflict with the stored state (empty: that). Set
+  /// on a created_location route, its 409 names the resource that exists in a Location header.
+  std::string conflict_description;
   std::string response_content_type = "application/json";
   nlohmann::json response_schema = nlohmann::json::object();
   /// Other media types the success may have ({"text/csv": schema}), chosen by the query.
@@ -153,6 +156,8 @@ class Router {
   Match match(std::string_view method, std::string_view path) const;
   /// The route whose body limit applies, or kMaxBodyBytes when none matches.
   std::size_t body_limit(std::string_view method, std::string_view path) const;
+  /// The index of the route for (method, path), or none (match without its throws).
+  std::optional<std::size_t> find(std::string_view method, std::string_view path) const;
 
  private:
   std::vector<Route> routes_;

@@ -258,6 +258,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void read_header() {
     if (server_.stopping) return close();
     header_parser_.emplace();
+    failed_route_ = std::nullopt;
     header_parser_->header_limit(kMaxHeaderBytes);
     // The route's own limit is applied once the target is known (see on_header).
     header_parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
@@ -315,6 +316,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     } catch (...) {
       return fail(std::current_exception());
     }
+    // From here a refusal (a body over the route's limit, or too slow) counts under its route.
+    failed_route_ = server_.service.router().find(method, path);
     const std::size_t limit = server_.service.router().body_limit(method, path);
     if (header_parser_->content_length() && *header_parser_->content_length() > limit) {
       return fail(std::make_exception_ptr(
@@ -420,8 +423,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   /// request, if any, is not read).
   void fail(std::exception_ptr error) {
     Response response = Service::error_response(error);
-    server_.service.metrics().record_request(server_.service.router().routes().size(),
-                                             response.status, 0.0);
+    server_.service.metrics().record_request(
+        failed_route_.value_or(server_.service.router().routes().size()), response.status, 0.0);
     linger_ = true;
     write(std::move(response), false);
   }
@@ -640,6 +643,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string target_;
   std::string token_name_;  ///< the token authorize_headers accepted for this request
   std::size_t body_limit_ = 0;
+  /// The route of the request being read, once its target is known (for /metrics).
+  std::optional<std::size_t> failed_route_;
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool timed_out_ = false;

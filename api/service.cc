@@ -119,6 +119,16 @@ std::optional<std::string> checked_query_name(const Request& request, const std:
   return value;
 }
 
+// A study named as one that exists: 409 naming it (error.existing_study_id, a Location
+// header), for a client that creates a study or continues it (four workers starting at once).
+StudyExists study_exists(const db::StudyRecord& existing) {
+  const auto id = std::to_string(existing.id.value);
+  return StudyExists("a study named \"" + existing.name + "\" exists already: study " + id +
+                         " (GET /v1/studies/" + id + ", " + existing.kernel_name + " on " +
+                         existing.machine_name + "); choose another name, or continue that study",
+                     existing.id.value);
+}
+
 // A route that takes no fields: no body, or an empty object (what a client that always sends
 // JSON sends). Anything else is refused as stop refuses it, naming the field: a DELETE sent with
 // a body meant for another route must not delete.
@@ -645,7 +655,13 @@ void Service::add_routes() {
             "the unit taken, as tunebase sweep names it: \"time\" for a time or a plain number "
             "minimized, the unit for another (\"GFLOP/s\"), \"value\" for a plain number "
             "maximized"}}},
-         {"direction", {{"type", "string"}, {"enum", {"minimize", "maximize"}}}},
+         {"direction",
+          {{"type", "string"},
+           {"enum", {"minimize", "maximize"}},
+           {"description",
+            "default: minimize; required (400 without it) when \"unit\" (or, with no unit, "
+            "\"objective\") is a rate (a name ending in \"/s\", or FLOPS), where higher is "
+            "better"}}},
          {"strategy", {{"type", "string"}, {"enum", strategy_names()}}},
          {"strategy_options",
           {{"type", "object"},
@@ -668,6 +684,9 @@ void Service::add_routes() {
             "in different units. \"\": none (plain numbers). A unit of time however written "
             "(\"sec\", \"MS\", \"µs\") is stored by its short name"}}}},
         {"kernel", "machine"});
+    r.conflict_description =
+        "a study of this name exists already: error.existing_study_id and the Location header "
+        "name it (continue it, or choose another name)";
     r.success_status = 201;
     r.response_schema = study_schema();
   }
@@ -675,6 +694,13 @@ void Service::add_routes() {
     auto& r = route("GET", "/v1/studies", "listStudies", "Every study, or those of one kernel",
                     Access::read, bind(&Service::list_studies));
     r.query = {{"kernel", "string", false, "kernel name", {}},
+               {"name",
+                "string",
+                false,
+                "study name: the study of that name (names are unique), or none; with POST "
+                "/v1/studies (whose 409 names the study that has the name) a client gets or "
+                "creates a study by its name",
+                {}},
                after_param("studies"),
                limit_param("studies")};
     r.response_schema =
@@ -699,6 +725,12 @@ void Service::add_routes() {
                 "lease_ended are leases that ended with no result, timeout are evaluations "
                 "that timed out",
                 {"pending", "ok", "failed", "timeout", "invalid", "lease_ended"}},
+               {"client_id",
+                "string",
+                false,
+                "only trials of this client: its leases (with status=pending, its live ones) "
+                "and the results it reported",
+                {}},
                after_param("trials"),
                limit_param("trials")};
     r.response_schema = object_schema(
@@ -754,22 +786,38 @@ void Service::add_routes() {
     auto& r = route("DELETE", "/v1/studies/{id}", "deleteStudy",
                     "Delete a study and its trials (a mistaken import, a test run): they leave "
                     "best answers and other studies' priors; its ids are never used again. An "
-                    "active study, or one with live leases, is refused (409): stop it, let its "
-                    "leases end. Irreversible: back the database up first (tunebase backup)",
+                    "active study is refused (409): stop it. One with live leases (a worker that "
+                    "died holds them up to its lease_seconds) is refused too, naming them and "
+                    "their clients, unless force=true ends them with it. Irreversible: back the "
+                    "database up first (tunebase backup)",
                     Access::write, bind(&Service::delete_study));
+    r.query = {{"force",
+                "string",
+                false,
+                "true: the study's live leases end with it (their clients' results are refused, "
+                "404) rather than the deletion refused (409) until they reported or ended",
+                {"true", "false"}}};
     r.runs = Runs::writer;
     r.changes_measurements = true;  // best answers and predictions change
     // As stop: no body, or {}; a body with fields (meant for another route) is refused.
     r.request_schema = object_schema(nlohmann::json::object());
     r.request_body_required = false;
-    r.response_schema =
-        object_schema({{"deleted", kInteger}, {"name", kString}, {"trials", kInteger}},
-                      {"deleted", "name", "trials"});
+    r.response_schema = object_schema(
+        {{"deleted", kInteger},
+         {"name", kString},
+         {"trials", kInteger},
+         {"leases_ended",
+          {{"type", "integer"}, {"description", "of the trials, live leases ended (force=true)"}}}},
+        {"deleted", "name", "trials", "leases_ended"});
   }
   {
     auto& r = route("POST", "/v1/studies/{id}/suggestions", "suggest",
-                    "Lease n configurations to a client as pending trials", Access::write,
-                    bind(&Service::suggest));
+                    "Lease n configurations to a client as pending trials. The live leases the "
+                    "client holds already in the study come first (oldest first, renewed to "
+                    "this lease_seconds, resumed: true), as Vizier's SuggestTrials gives a "
+                    "client its active trials: a client that restarts with its client_id takes "
+                    "up what it was evaluating, and asking twice does not lock the budget",
+                    Access::write, bind(&Service::suggest));
     r.runs = Runs::compute;
     r.request_schema = object_schema(
         {{"n",
@@ -782,16 +830,30 @@ void Service::add_routes() {
             "space has fewer left (see reason)"}}},
          {"client_id",
           {{"type", "string"},
-           {"description", "who evaluates them: its results are reported with the same id"}}},
-         {"lease_seconds", lease_seconds_schema()}},
+           {"description",
+            "who evaluates them: its results are reported with the same id. One id per "
+            "client: two clients sharing one are given each other's live leases"}}},
+         {"lease_seconds", lease_seconds_schema()},
+         {"resume_leases",
+          {{"type", "boolean"},
+           {"default", true},
+           {"description",
+            "false: new leases only, none of the client's own live ones given back (a client "
+            "that keeps track of its own: tunebase worker takes up those from before it "
+            "started itself, and leaves a twin's alone)"}}}},
         {"client_id"});
     r.response_schema = object_schema(
         {{"study_id", kInteger},
          {"suggestions",
           {{"type", "array"},
-           {"items",
-            object_schema(
-                {{"trial_id", kInteger}, {"config", kConfig}, {"lease_expires_at", kString}})}}},
+           {"items", object_schema({{"trial_id", kInteger},
+                                    {"config", kConfig},
+                                    {"lease_expires_at", kString},
+                                    {"resumed",
+                                     {{"type", "boolean"},
+                                      {"description",
+                                       "a live lease the client held already, given back renewed "
+                                       "(false: a new one)"}}}})}}},
          {"done",
           {{"type", "boolean"},
            {"description",
@@ -800,7 +862,9 @@ void Service::add_routes() {
             "active"}}},
          {"reason",
           {{"type", "string"},
-           {"description", "why fewer than n came back (absent when all did)"}}},
+           {"description",
+            "why fewer than n came back (absent when all did); when live leases fill the "
+            "budget, it names those that are the client's own"}}},
          {"retry_after_seconds",
           {{"type", "number"},
            {"description",
@@ -1348,8 +1412,8 @@ Response Service::create_study(Request& request) {
   const auto* task_features = r.optional_object("task_features");
   const auto objective = r.optional_string("objective");
   if (objective) check_name_in(*objective, "objective", "\"objective\"");
-  study.direction = db::direction_from_string(
-      r.optional_choice("direction", {"minimize", "maximize"}).value_or("minimize"));
+  const auto direction = r.optional_choice("direction", {"minimize", "maximize"});
+  study.direction = db::direction_from_string(direction.value_or("minimize"));
   const auto strategy = r.optional_choice("strategy", strategy_names());
   const auto* strategy_options = r.optional_object("strategy_options");
   study.budget = r.optional_integer("budget", 1, db::kMaxStudyBudget);
@@ -1364,6 +1428,18 @@ Response Service::create_study(Request& request) {
                                  std::to_string(unit->size()));
   }
   if (unit && !unit->empty()) check_name_in(*unit, "unit", "\"unit\"");
+  // A rate (GFLOP/s) minimised would make the slowest configuration the best, as tunebase
+  // sweep --unit GFLOP/s without --maximize would: the direction must be said. An objective
+  // named as a rate with no unit is one too.
+  const bool rate_unit = unit && is_rate_unit(*unit);
+  if (!direction && (rate_unit || (!unit && objective && is_rate_unit(*objective)))) {
+    throw FieldError("direction", std::string(rate_unit ? "\"unit\" \"" + *unit
+                                                        : "\"objective\" \"" + *objective) +
+                                      "\" is a rate, where higher is better: give \"direction\": "
+                                      "\"maximize\" (or \"direction\": \"minimize\" to minimise "
+                                      "it anyway; a study minimises its objective unless told "
+                                      "otherwise)");
+  }
   if (task) check_json_size(*task, "task", kMaxTaskBytes, " (a description of the input)");
   if (task_features) check_json_size(*task_features, "task_features", kMaxTaskBytes);
   if (strategy_options) {
@@ -1419,8 +1495,8 @@ Response Service::create_study(Request& request) {
   });
   if (strategy) in_field("strategy", [&] { require_searchable(*strategy, *space); });
 
-  if (!study.name.empty() && store_.find_study(study.name)) {
-    throw Conflict("a study named \"" + study.name + "\" exists already; choose another name");
+  if (!study.name.empty()) {
+    if (const auto existing = store_.find_study(study.name)) throw study_exists(*existing);
   }
   const auto machine = store_.find_machine(machine_name);
   if (!machine) {
@@ -1471,7 +1547,16 @@ Response Service::create_study(Request& request) {
         has_priors(store_, target_prior_query(kernel, machine->id, task_record.id, study.objective,
                                               study.direction, study.settings)));
   }
-  const auto created = store_.create_study(study);
+  const auto created = [&] {
+    try {
+      return store_.create_study(study);
+    } catch (const Conflict&) {
+      // Another request made a study of this name since it was looked for: answered as if
+      // it had been there, so that every worker of a get-or-create race learns its id.
+      if (const auto existing = store_.find_study(study.name)) throw study_exists(*existing);
+      throw;
+    }
+  }();
   auto response = Response::json(study_json(reader(), created, true), 201);
   response.headers.emplace_back("Location", "/v1/studies/" + std::to_string(created.id.value));
   return response;
@@ -1479,9 +1564,21 @@ Response Service::create_study(Request& request) {
 
 Response Service::list_studies(Request& request) {
   const auto kernel = request.query_value("kernel").value_or("");
-  return Response::json(
-      listing_page(request, "studies", reader().list_studies(kernel),
-                   [&](const db::StudyRecord& s) { return study_json(reader(), s, false); }));
+  auto studies = [&] {
+    // By name: the one study of that name (names are unique), for a client that gets or
+    // creates a study by its name.
+    if (const auto name = checked_query_name(request, "name")) {
+      std::vector<db::StudyRecord> named;
+      if (auto s = reader().find_study(*name); s && (kernel.empty() || s->kernel_name == kernel)) {
+        named.push_back(std::move(*s));
+      }
+      return named;
+    }
+    return reader().list_studies(kernel);
+  }();
+  return Response::json(listing_page(request, "studies", studies, [&](const db::StudyRecord& s) {
+    return study_json(reader(), s, false);
+  }));
 }
 
 Response Service::get_study(Request& request) {
@@ -1505,6 +1602,7 @@ Response Service::list_trials(Request& request) {
       range.status = trial_status_from_string(*status);
     }
   }
+  range.client_id = checked_query_name(request, "client_id");
   if (request.query_value("after")) range.after = integer_query(request, "after");
   // With a limit, one trial more than it is read: whether there is a next page.
   const bool limited = request.query_value("limit").has_value();
@@ -1602,8 +1700,13 @@ Response Service::resume_study(Request& request) {
 Response Service::delete_study(Request& request) {
   const db::StudyId id{request.id_param("id")};
   require_no_fields(request);  // before anything irreversible
-  const auto [record, trials] = studies_.remove(id);
-  return Response::json({{"deleted", id.value}, {"name", record.name}, {"trials", trials}});
+  const auto leases = request.query_value("force") == "true" ? db::Store::LiveLeases::end
+                                                             : db::Store::LiveLeases::refuse;
+  const auto [record, deleted] = studies_.remove(id, leases);
+  return Response::json({{"deleted", id.value},
+                         {"name", record.name},
+                         {"trials", deleted.trials},
+                         {"leases_ended", deleted.leases_ended}});
 }
 
 Response Service::suggest(Request& request) {
@@ -1613,13 +1716,16 @@ Response Service::suggest(Request& request) {
   const auto n = r.optional_integer("n", 1, kMaxSuggestionsPerRequest).value_or(1);
   const auto client_id = checked_name(r, "client_id", true);
   const double lease = read_lease_seconds(r);
+  const bool resume = r.optional_bool("resume_leases").value_or(true);
   r.finish();
-  const auto result = studies_.suggest(id, static_cast<std::size_t>(n), client_id, lease);
+  const auto result = studies_.suggest(id, static_cast<std::size_t>(n), client_id, lease, resume);
   metrics_->record_suggestions(result.propose_seconds, result.leases.size());
   nlohmann::json list = nlohmann::json::array();
   for (const auto& l : result.leases) {
-    list.push_back(
-        {{"trial_id", l.trial.value}, {"config", l.config}, {"lease_expires_at", l.expires_at}});
+    list.push_back({{"trial_id", l.trial.value},
+                    {"config", l.config},
+                    {"lease_expires_at", l.expires_at},
+                    {"resumed", l.resumed}});
   }
   nlohmann::json j{{"study_id", id.value},
                    {"suggestions", list},

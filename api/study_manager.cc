@@ -37,6 +37,17 @@ std::string result_text(const Measurement& m) {
 
 using Clock = std::chrono::system_clock;
 
+// "; of them, trials 5, 6 are client "w1"'s own (given back in this answer, ...)": which of the
+// live leases that fill a budget are the asking client's.
+std::string own_leases_text(const std::vector<db::TrialId>& own, const std::string& client_id) {
+  if (own.empty()) return {};
+  std::string ids;
+  for (const auto trial : own) ids += (ids.empty() ? "" : ", ") + std::to_string(trial.value);
+  return "; of them, " + std::string(own.size() == 1 ? "trial " : "trials ") + ids +
+         (own.size() == 1 ? " is" : " are") + " client \"" + client_id +
+         "\"'s own (given back in this answer, resumed: true)";
+}
+
 // The Store stamps a lease with its own clock, a little after ours and truncated to
 // milliseconds; counting a lease as ended this much later than the Store does guarantees that
 // the Store has expired it before a session proposes its configuration again.
@@ -428,8 +439,8 @@ std::size_t StudyManager::release_expired(Entry& entry, Clock::time_point now) {
 }
 
 StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n,
-                                                const std::string& client_id,
-                                                double lease_seconds) {
+                                                const std::string& client_id, double lease_seconds,
+                                                bool resume) {
   auto entry = load(study);
   Suggestions out;
   std::lock_guard session_lock(entry->session_mutex);
@@ -445,6 +456,11 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
   take_in_events(*entry);
   auto& session = *entry->session;
 
+  const auto own = resume ? resume_own_leases(*entry, n, client_id, lease_seconds, out.leases)
+                          : std::vector<db::TrialId>{};
+  if (out.leases.size() == n) return out;
+  const std::size_t wanted = n - out.leases.size();
+
   // How many more configurations the budget allows: what is not measured or leased.
   const auto room = [&]() -> std::optional<std::size_t> {
     const auto budget = entry->record.budget;
@@ -453,8 +469,8 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
     const std::size_t taken = session.observations().size() + session.pending_count();
     return taken >= limit ? 0 : limit - taken;
   };
-  std::size_t allowed = n;
-  std::size_t allowed_by_budget = n;  // 0: live leases hold the rest of the budget
+  std::size_t allowed = wanted;
+  std::size_t allowed_by_budget = wanted;  // 0: live leases hold the rest of the budget
   if (const auto budget = entry->record.budget) {
     const auto limit = static_cast<std::size_t>(*budget);
     if (session.observations().size() >= limit) {
@@ -465,13 +481,14 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
       }
       return out;
     }
-    if (const auto left = *room(); left < n) {
+    if (const auto left = *room(); left < wanted) {
       allowed = left;
       allowed_by_budget = left;
       out.reason = "the budget of " + std::to_string(limit) + " evaluations has room for " +
                    std::to_string(left) + " more beside " +
                    std::to_string(session.observations().size()) + " results and " +
-                   std::to_string(session.pending_count()) + " live leases";
+                   std::to_string(session.pending_count()) + " live leases" +
+                   own_leases_text(own, client_id);
     }
   }
 
@@ -583,6 +600,42 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
     }
   }
   return out;
+}
+
+std::vector<db::TrialId> StudyManager::resume_own_leases(Entry& entry, std::size_t n,
+                                                         const std::string& client_id,
+                                                         double lease_seconds,
+                                                         std::vector<Lease>& out) {
+  std::vector<db::TrialId> own;
+  {
+    std::lock_guard lock(entry.state_mutex);
+    for (const auto& [id, lease] : entry.pending) {
+      if (lease.client_id == client_id) own.push_back(db::TrialId{id});
+    }
+  }
+  std::sort(own.begin(), own.end(), [](auto a, auto b) { return a.value < b.value; });
+  std::vector<db::TrialId> held;
+  for (const auto trial : own) {
+    if (out.size() == n) {
+      held.push_back(trial);
+      continue;
+    }
+    const auto expires = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(lease_seconds));
+    // Its result, or the end of its lease, may have come in meanwhile: then it is not ours.
+    if (!store_.extend_lease(trial, expires, spared_before(Clock::now()))) continue;
+    const auto t = store_.get_trial(trial);
+    {
+      std::lock_guard lock(entry.state_mutex);
+      if (auto it = entry.pending.find(trial.value); it != entry.pending.end()) {
+        it->second.expires = expires + kLeaseSlack;
+      }
+    }
+    held.push_back(trial);
+    out.push_back({trial, t.config, t.lease_expires_at.value_or(db::format_timestamp(expires)),
+                   /*resumed=*/true});
+  }
+  return held;
 }
 
 // check_time_not_negative for a result. Only a negative value costs a lookup of the trial's
@@ -877,9 +930,10 @@ std::vector<db::TrialId> StudyManager::add_measurements(db::StudyId study,
   return outcome.trials;
 }
 
-std::pair<db::StudyRecord, std::size_t> StudyManager::remove(db::StudyId study) {
+std::pair<db::StudyRecord, db::Store::DeletedStudy> StudyManager::remove(
+    db::StudyId study, db::Store::LiveLeases leases) {
   const auto record = store_.get_study(study);
-  const auto trials = store_.delete_study(study);
+  const auto trials = store_.delete_study(study, leases);
   // Every loaded study is read again from the Store when next used: its sessions' priors may
   // hold the deleted trials (as a restart would).
   std::lock_guard lock(mutex_);

@@ -44,6 +44,8 @@ class StudyManager {
     db::TrialId trial;
     nlohmann::json config;
     std::string expires_at;
+    /// A live lease the client held already, given back (renewed) rather than a new one.
+    bool resumed = false;
   };
   struct Suggestions {
     std::vector<Lease> leases;
@@ -62,9 +64,14 @@ class StudyManager {
 
   /// Leases up to `n` configurations to `client_id` for `lease_seconds`. Several clients never
   /// receive the same configuration: the session takes each once, and the Store allows one
-  /// pending lease per configuration.
+  /// pending lease per configuration. The live leases `client_id` holds already in an active
+  /// study come first (oldest first, renewed to `lease_seconds`, marked resumed), as Vizier's
+  /// SuggestTrials gives a client its active trials: a client that restarted with its id is
+  /// not locked out of the budget by its own leases.
+  /// `resume` false: new leases only (a client that keeps track of its own, as tunebase
+  /// worker does, so that a twin started with its id is not handed its leases).
   Suggestions suggest(db::StudyId study, std::size_t n, const std::string& client_id,
-                      double lease_seconds);
+                      double lease_seconds, bool resume = true);
 
   struct Report {
     db::TrialId trial;
@@ -107,8 +114,9 @@ class StudyManager {
   /// resume changes nothing.
   db::StudyRecord resume(db::StudyId study, std::optional<std::int64_t> budget);
   /// Deletes a study that is not active, with its trials (Store::delete_study), and forgets its
-  /// session. Returns the deleted record and the number of trials.
-  std::pair<db::StudyRecord, std::size_t> remove(db::StudyId study);
+  /// session. Returns the deleted record and what went with it.
+  std::pair<db::StudyRecord, db::Store::DeletedStudy> remove(
+      db::StudyId study, db::Store::LiveLeases leases = db::Store::LiveLeases::refuse);
 
   /// Results measured outside the service for one study: all of a batch or none.
   struct MeasurementBatch {
@@ -198,6 +206,11 @@ class StudyManager {
   std::pair<std::int64_t, std::int64_t> store_version() const;
   void note_priors_checked(Entry& entry, std::pair<std::int64_t, std::int64_t> version) const;
   void take_in_events(Entry& entry);
+  /// Renews up to `n` - out.size() of the live leases `client_id` holds in the study and adds
+  /// them to `out` (resumed). Returns the trials of those it holds still, oldest first.
+  std::vector<db::TrialId> resume_own_leases(Entry& entry, std::size_t n,
+                                             const std::string& client_id, double lease_seconds,
+                                             std::vector<Lease>& out);
   /// FieldError for a negative time reported to a study whose unit is a time; null otherwise.
   std::exception_ptr negative_time(const Report& r) const;
   std::size_t release_expired(Entry& entry, std::chrono::system_clock::time_point now);

@@ -1176,22 +1176,31 @@ void add_query_commands(CLI::App& app) {
   {
     struct Args {
       std::string study, db = kDefaultDb;
+      bool force = false;
     };
     auto args = std::make_shared<Args>();
     auto* cmd = app.add_subcommand(
         "delete",
         "Delete a study and its trials (a mistaken import, a test run), as DELETE "
-        "/v1/studies/{id}; refused while the study is active or holds live leases. "
-        "Irreversible: tunebase backup first");
+        "/v1/studies/{id}; refused while the study is active or (without --force) holds live "
+        "leases. Irreversible: tunebase backup first");
     cmd->add_option("--study", args->study, "Study name or id")->required();
     cmd->add_option("--db", args->db, "SQLite database file")->capture_default_str();
+    cmd->add_flag("--force", args->force,
+                  "End the study's live leases with it (their results are refused then), as "
+                  "DELETE /v1/studies/{id}?force=true");
     cmd->callback([args] {
       auto store = database_of_study(args->db, args->study, "delete");
       const auto study = resolve_study(store, args->study);
-      const auto trials = store.delete_study(study.id);
+      const auto deleted = store.delete_study(
+          study.id, args->force ? db::Store::LiveLeases::end : db::Store::LiveLeases::refuse);
       std::cout << "deleted study " << study.name << " (id " << study.id.value << ", "
-                << study.kernel_name << " on " << study.machine_name << ") and its " << trials
-                << " trials\n";
+                << study.kernel_name << " on " << study.machine_name << ") and its "
+                << deleted.trials << " trials";
+      if (deleted.leases_ended > 0) {
+        std::cout << ", " << deleted.leases_ended << " of them live leases, ended";
+      }
+      std::cout << "\n";
     });
   }
   // --- machines

@@ -331,11 +331,12 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
   }
   const std::string client_id = options.client_id.empty() ? default_client_id() : options.client_id;
 
-  // Leases of this client id that this process may take up as its own: those from before it
+  // Leases of this client id that this process takes up as its own: those from before it
   // started (a previous worker of this name that died, or a reply lost on the way) and, once a
-  // suggestion request had to be resent, those whose reply may have been lost. Not any other
-  // live lease of this name: that may be another worker's, started with the same --client-id,
-  // and both would evaluate its configuration.
+  // suggestion request had to be resent, those whose reply may have been lost; as the server
+  // gives a client its own live leases back (resumed: true). Not any other live lease of this
+  // name: that may be another worker's, started with the same --client-id, and both would
+  // evaluate its configuration; so it asks with resume_leases: false.
   std::set<std::int64_t> inherited;
   for (const auto& t : own_pending_trials(client, study_path, client_id, options.token)) {
     inherited.insert(t["trial_id"].get<std::int64_t>());
@@ -370,10 +371,12 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
       if (answer.is_null()) inherited.clear();  // they ended, or were reported, meanwhile
     }
     if (answer.is_null()) {
-      const auto reply = post_with_retry(
-          client, study_path + "/suggestions",
-          {{"n", 1}, {"client_id", client_id}, {"lease_seconds", options.lease_seconds}},
-          options.token, &resent_suggestion_request);
+      const auto reply = post_with_retry(client, study_path + "/suggestions",
+                                         {{"n", 1},
+                                          {"client_id", client_id},
+                                          {"lease_seconds", options.lease_seconds},
+                                          {"resume_leases", false}},
+                                         options.token, &resent_suggestion_request);
       if (reply.status != 200) fail_reply("asking for a suggestion", reply);
       answer = reply.json();
     }

@@ -607,8 +607,10 @@ struct Store::Impl {
       st.run();
     } catch (const SqliteError& e) {
       if (!is_unique_violation(e)) throw;
-      throw Conflict("a study named \"" + s.name +
-                     "\" already exists; choose another name or continue that study");
+      const auto existing = find_study_where("WHERE s.name = ?1", s.name);
+      throw Conflict("a study named \"" + s.name + "\" exists already" +
+                     (existing ? ": study " + std::to_string(existing->id.value) : std::string()) +
+                     "; choose another name, or continue that study");
     }
     return get_study(StudyId{db.last_insert_rowid()});
   }
@@ -892,7 +894,9 @@ void Store::set_study_strategy(StudyId id, std::string_view strategy) {
   }
 }
 
-std::size_t Store::delete_study(StudyId id) {
+std::size_t Store::delete_study(StudyId id) { return delete_study(id, LiveLeases::refuse).trials; }
+
+Store::DeletedStudy Store::delete_study(StudyId id, LiveLeases leases) {
   std::lock_guard lock(impl_->mutex);
   const std::string what = "deleting study " + std::to_string(id.value);
   impl_->require_writable(what);
@@ -907,20 +911,45 @@ std::size_t Store::delete_study(StudyId id) {
                    "/stop), then delete it");
   }
   // A stopped study's live leases may still report (a sweep mid-trial, a worker): their
-  // results would find no trial.
+  // results would find no trial. Unless told to end them, the deletion waits for them.
   auto pending = impl_->db.prepare(
-      "SELECT count(*) FROM trials WHERE study_id = ?1 AND status = 'pending'", what);
-  pending.bind(1, id.value).step();
-  if (const auto live = pending.column_int64(0); live > 0) {
-    throw Conflict("study " + std::to_string(id.value) + " \"" + study.name + "\" has " +
-                   std::to_string(live) + (live == 1 ? " live lease" : " live leases") +
-                   " (a sweep or worker is measuring): delete it once they reported or ended");
+      "SELECT id, client_id FROM trials WHERE study_id = ?1 AND status = 'pending' ORDER BY id",
+      what);
+  pending.bind(1, id.value);
+  std::map<std::string, std::vector<std::int64_t>> leased;  // client -> trials
+  std::size_t live = 0;
+  while (pending.step()) {
+    leased[pending.column_text(1)].push_back(pending.column_int64(0));
+    ++live;
+  }
+  if (live > 0 && leases == LiveLeases::refuse) {
+    constexpr std::size_t kMaxTrialsNamed = 10;
+    std::string held;
+    std::size_t named = 0;
+    for (const auto& [client, trials] : leased) {
+      if (named == kMaxTrialsNamed) break;
+      held += std::string(held.empty() ? "" : "; ") + "client \"" + client +
+              "\": " + (trials.size() == 1 ? "trial " : "trials ");
+      for (std::size_t i = 0; i < trials.size() && named < kMaxTrialsNamed; ++i, ++named) {
+        held += (i ? ", " : "") + std::to_string(trials[i]);
+      }
+    }
+    if (named < live) held += "; and " + std::to_string(live - named) + " more";
+    const auto study_id = std::to_string(id.value);
+    throw Conflict("study " + study_id + " \"" + study.name + "\" has " + std::to_string(live) +
+                   (live == 1 ? " live lease" : " live leases") + " (" + held +
+                   "): delete it once they reported or ended, or end them as you delete it "
+                   "(DELETE /v1/studies/" +
+                   study_id +
+                   "?force=true, tunebase delete --force: their results are refused "
+                   "then); a client that is alive gives its own back with POST "
+                   "/v1/trials/{id}/release");
   }
   impl_->db.prepare("DELETE FROM trials WHERE study_id = ?1", what).bind(1, id.value).run();
   const auto trials = static_cast<std::size_t>(impl_->db.changes());
   impl_->db.prepare("DELETE FROM studies WHERE id = ?1", what).bind(1, id.value).run();
   tx.commit();
-  return trials;
+  return {trials, live};
 }
 
 void Store::set_study_budget(StudyId id, std::optional<std::int64_t> budget) {
@@ -1271,6 +1300,7 @@ std::vector<TrialRecord> Store::trials(StudyId study, const TrialRange& range) c
                              " AND (?4 IS NULL OR (t.status = ?4 AND (t.status = 'pending' OR"
                              " t.finished_at IS NOT NULL)))"
                              " AND (?6 = 0 OR (t.status <> 'pending' AND t.finished_at IS NULL))"
+                             " AND (?7 IS NULL OR t.client_id = ?7)"
                              " ORDER BY t.id LIMIT ?5"}),
                         "reading the trials of study " + std::to_string(study.value));
   st.bind(1, study.value).bind(2, range.after).bind(3, range.up_to);
@@ -1280,6 +1310,7 @@ std::vector<TrialRecord> Store::trials(StudyId study, const TrialRange& range) c
                  ? std::int64_t{-1}
                  : static_cast<std::int64_t>(range.limit));
   st.bind(6, range.lease_ended ? 1 : 0);
+  if (range.client_id) st.bind(7, *range.client_id);
   std::vector<TrialRecord> out;
   while (st.step()) out.push_back(read_trial(st, impl_->db));
   return out;

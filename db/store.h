@@ -288,6 +288,8 @@ struct TrialRange {
   std::optional<TrialStatus> status;
   /// Only leases that ended with no result (TrialCounts::lease_ended).
   bool lease_ended = false;
+  /// Only trials of this client (a lease's, or a result's reporter).
+  std::optional<std::string> client_id = std::nullopt;
   std::size_t limit = std::numeric_limits<std::size_t>::max();
 };
 
@@ -431,6 +433,14 @@ class Store {
   /// answers and from other studies' priors. An active study is refused (a sweep or workers
   /// may be tuning it): stop it first. Returns the number of trials deleted.
   std::size_t delete_study(StudyId id);
+  /// What to do with a stopped study's live leases when it is deleted: refuse (Conflict naming
+  /// them and their clients), or end them with the study (their results are refused then).
+  enum class LiveLeases { refuse, end };
+  struct DeletedStudy {
+    std::size_t trials = 0;
+    std::size_t leases_ended = 0;  ///< of them, live leases (LiveLeases::end)
+  };
+  DeletedStudy delete_study(StudyId id, LiveLeases leases);
   /// Sets the number of evaluations the study allows (none: unlimited). InvalidInput when
   /// negative or above kMaxStudyBudget; NotFound for an unknown study.
   void set_study_budget(StudyId id, std::optional<std::int64_t> budget);

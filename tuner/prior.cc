@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
+#include <numeric>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -122,33 +124,71 @@ Consensus consensus_best(const std::vector<Prior>& priors, const SearchSpace& sp
   struct Tally {
     const Configuration* config = nullptr;  // from a success
     double sum = 0.0;
-    std::size_t ran_by = 0;
+    std::size_t runs = 0;    // priors that ran it: the mean's denominator
+    std::size_t ran_by = 0;  // distinct sources with a success that ran it
+    std::size_t last_source = std::numeric_limits<std::size_t>::max();
   };
-  std::unordered_map<std::string, Tally> tallies;
-  Consensus out;
-  for (const auto& p : priors) {
+  // Two studies of one machine and input are two priors of one source: a source is counted
+  // once, so that the sources that ran a configuration are never more than the sources. The
+  // priors of one source are taken in a row for that.
+  std::unordered_map<std::string, std::size_t> source_index;
+  std::vector<std::size_t> order(priors.size());
+  for (std::size_t i = 0; i < priors.size(); ++i) {
+    order[i] = source_index.emplace(priors[i].source, source_index.size()).first->second;
+  }
+  std::vector<std::size_t> by_source(priors.size());
+  std::iota(by_source.begin(), by_source.end(), std::size_t{0});
+  std::stable_sort(by_source.begin(), by_source.end(),
+                   [&](std::size_t a, std::size_t b) { return order[a] < order[b]; });
+  // Each prior's allowed successes (best first, as signed objectives) and failures.
+  struct Runs {
     std::vector<std::pair<double, const Observation*>> ok;
+    std::vector<const Observation*> failed;
+  };
+  std::vector<Runs> runs(priors.size());
+  std::unordered_set<std::size_t> sources_with_success;
+  for (std::size_t i = 0; i < priors.size(); ++i) {
+    const auto& p = priors[i];
     for (const auto& o : p.observations) {
       if (allowed && !allowed(o.config)) continue;
       if (o.result.ok()) {
-        ok.emplace_back(p.minimize ? o.result.objective : -o.result.objective, &o);
+        runs[i].ok.emplace_back(p.minimize ? o.result.objective : -o.result.objective, &o);
       } else {
-        auto& t = tallies[space.key(o.config)];
-        t.sum += 1.0;
-        ++t.ran_by;
+        runs[i].failed.push_back(&o);
       }
     }
-    if (ok.empty()) continue;
-    ++out.priors;
-    std::stable_sort(ok.begin(), ok.end(),
+    if (!runs[i].ok.empty()) sources_with_success.insert(order[i]);
+    std::stable_sort(runs[i].ok.begin(), runs[i].ok.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
+  }
+  std::unordered_map<std::string, Tally> tallies;
+  Consensus out;
+  for (const auto index : by_source) {
+    const auto source = order[index];
+    // Only a source with a success counts among the sources: one that only failed here ran
+    // nothing to choose from. Its failures still count as the worst quantile.
+    const bool counted = sources_with_success.count(source) > 0;
+    const auto count_run = [&](Tally& t) {
+      ++t.runs;
+      if (counted && t.last_source != source) {
+        t.last_source = source;
+        ++t.ran_by;
+      }
+    };
+    for (const auto* o : runs[index].failed) {
+      auto& t = tallies[space.key(o->config)];
+      t.sum += 1.0;
+      count_run(t);
+    }
+    const auto& ok = runs[index].ok;
     for (std::size_t i = 0; i < ok.size(); ++i) {
       auto& t = tallies[space.key(ok[i].second->config)];
       t.sum += ok.size() > 1 ? static_cast<double>(i) / static_cast<double>(ok.size() - 1) : 0.0;
-      ++t.ran_by;
+      count_run(t);
       if (!t.config) t.config = &ok[i].second->config;
     }
   }
+  out.priors = sources_with_success.size();
   const std::size_t quorum = (out.priors + 1) / 2;
   struct Ranked {
     bool quorate;
@@ -161,7 +201,7 @@ Consensus consensus_best(const std::vector<Prior>& priors, const SearchSpace& sp
   for (const auto& [key, t] : tallies) {
     if (!t.config) continue;  // it only failed
     ranked.push_back(
-        {t.ran_by >= quorum, t.sum / static_cast<double>(t.ran_by), t.ran_by, &key, t.config});
+        {t.ran_by >= quorum, t.sum / static_cast<double>(t.runs), t.ran_by, &key, t.config});
   }
   const auto better = [](const Ranked& a, const Ranked& b) {
     if (a.quorate != b.quorate) return a.quorate;

@@ -54,16 +54,18 @@ std::vector<Configuration> best_prior_configurations(const std::vector<Prior>& p
 
 /// What the priors agree ran best: each configuration gets each prior's quantile of it among
 /// that prior's successes (0 its best; a failure there counts as 1), averaged over the priors
-/// that ran it. Configurations that at least half of the priors with a success ran rank
-/// first; then by mean quantile, the number of priors that ran it, and the key.
+/// that ran it. Configurations that at least half of the sources with a success ran rank
+/// first; then by mean quantile, the number of sources that ran it, and the key. Sources are
+/// counted by Prior::source: two priors of one source (two studies of one machine and input)
+/// are one source.
 struct Consensus {
   struct Entry {
     Configuration config;
     double mean_quantile = 0.0;
-    std::size_t ran_by = 0;
+    std::size_t ran_by = 0;  ///< sources with a success that ran it: at most `priors`
   };
   std::vector<Entry> best;  ///< at most the count asked for, best first
-  std::size_t priors = 0;   ///< priors with a success (among the allowed configurations)
+  std::size_t priors = 0;   ///< sources with a success (among the allowed configurations)
 };
 /// The `count` best by consensus among configurations `allowed` accepts (all when empty).
 Consensus consensus_best(const std::vector<Prior>& priors, const SearchSpace& space,

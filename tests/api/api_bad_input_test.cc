@@ -542,6 +542,14 @@ TEST_F(BadInput, OversizeBodiesGet413) {
   EXPECT_THAT(headers, HasSubstr("HTTP/1.1 413"));
   EXPECT_THAT(headers, HasSubstr(R"("field":"headers")"));
 
+  // A body over its route's limit counts under its route in /metrics, read or declared; only
+  // headers too large to read the target from count as unmatched.
+  const auto metrics = client_->get("/metrics").body;
+  EXPECT_THAT(metrics, HasSubstr("route=\"POST /v1/machines\",code=\"413\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("route=\"POST /v1/studies\",code=\"413\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("route=\"POST /v1/import\",code=\"413\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("route=\"unmatched\",code=\"413\"} 1"));
+
   EXPECT_EQ(client_->get("/healthz").status, 200);
   EXPECT_EQ(snapshot(), before);
 }

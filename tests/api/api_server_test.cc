@@ -402,7 +402,61 @@ TEST(ApiServer, AnObjectiveLeftUnnamedIsNamedByItsUnitAsASweepNamesIt) {
   EXPECT_EQ(create("other", {{"unit", ""}, {"direction", "minimize"}})["objective"], "time");
   EXPECT_EQ(create("other", {{"unit", "us"}, {"direction", "maximize"}})["objective"], "time");
   // Named, it keeps its name.
-  EXPECT_EQ(create("other", {{"unit", "GFLOP/s"}, {"objective", "rate"}})["objective"], "rate");
+  EXPECT_EQ(
+      create("other",
+             {{"unit", "GFLOP/s"}, {"objective", "rate"}, {"direction", "maximize"}})["objective"],
+      "rate");
+}
+
+// A rate minimised makes the slowest configuration the best: as tunebase sweep --unit GFLOP/s
+// without --maximize, a study of a rate without a direction is refused, saying which to give.
+TEST(ApiServer, AStudyOfARateNeedsItsDirectionSaid) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "cluster-a"}}, server.token).status, 201);
+  nlohmann::json body = {{"kernel", "gemm-rate"},
+                         {"machine", "cluster-a"},
+                         {"space", {{"tune_params", {{"tile", {1, 2, 4, 8}}}}}},
+                         {"budget", 4},
+                         {"unit", "GFLOP/s"},
+                         {"strategy", "random"}};
+  auto r = c.post("/v1/studies", body, server.token);
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.json()["error"]["field"], "direction");
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(),
+              HasSubstr("\"unit\" \"GFLOP/s\" is a rate, where higher is better: give "
+                        "\"direction\": \"maximize\""));
+  EXPECT_EQ(c.get("/v1/studies").json()["studies"].size(), 0u);
+  for (const auto* unit : {"GB/s", "TFLOPS", "items per second"}) {
+    body["unit"] = unit;
+    EXPECT_EQ(c.post("/v1/studies", body, server.token).status, 400) << unit;
+  }
+  // An objective named as a rate, with no unit, is one too; with a unit, the unit says.
+  body.erase("unit");
+  body["objective"] = "GB/s";
+  r = c.post("/v1/studies", body, server.token);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(),
+              HasSubstr("\"objective\" \"GB/s\" is a rate"));
+  body["unit"] = "ms";
+  EXPECT_EQ(c.post("/v1/studies", body, server.token).status, 201);
+  EXPECT_EQ(c.get("/v1/studies").json()["studies"].size(), 1u);
+  body.erase("objective");
+  // Said either way, it is made so; a time or a label needs no direction.
+  body["unit"] = "GFLOP/s";
+  body["direction"] = "maximize";
+  r = c.post("/v1/studies", body, server.token);
+  ASSERT_EQ(r.status, 201) << r.body;
+  EXPECT_EQ(r.json()["direction"], "maximize");
+  body["direction"] = "minimize";
+  EXPECT_EQ(c.post("/v1/studies", body, server.token).status, 201);
+  body.erase("direction");
+  for (const auto* unit : {"ms", "seconds", "joules", ""}) {
+    body["unit"] = unit;
+    r = c.post("/v1/studies", body, server.token);
+    EXPECT_EQ(r.status, 201) << unit << ": " << r.body;
+    EXPECT_EQ(r.json()["direction"], "minimize");
+  }
 }
 
 TEST(ApiServer, ExpiredLeasesAreProposedAgainAndLateResultsAcceptedWhileUntaken) {
@@ -1225,6 +1279,68 @@ TEST(ApiServer, ACreatedStudySaysWhereItIs) {
   EXPECT_EQ(header_value(again, "Location"), "none");
 }
 
+// Get or create: workers that all create one study by its name at once get one 201, and the
+// others a 409 that names the study (existing_study_id, Location), to continue it; GET
+// /v1/studies?name= finds it too.
+TEST(ApiServer, AStudyNameTakenIsAnsweredWithTheStudyThatHasIt) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  auto body = testing::demo_study_body("m", {{"strategy", "random"}, {"budget", 4}});
+  body["name"] = "race-study";
+  std::vector<std::string> replies(4);
+  {
+    std::vector<std::thread> workers;
+    for (auto& reply : replies) {
+      workers.emplace_back(
+          [&] { reply = raw_post(server, "/v1/studies", body.dump(), server.token); });
+    }
+    for (auto& w : workers) w.join();
+  }
+  std::vector<std::string> conflicts;
+  std::string created;
+  for (const auto& reply : replies) {
+    if (reply.starts_with("HTTP/1.1 201")) {
+      EXPECT_TRUE(created.empty()) << reply;
+      created = reply;
+    } else {
+      EXPECT_THAT(reply, ::testing::StartsWith("HTTP/1.1 409")) << reply;
+      conflicts.push_back(reply);
+    }
+  }
+  ASSERT_FALSE(created.empty());
+  ASSERT_EQ(conflicts.size(), 3u);
+  const auto id = nlohmann::json::parse(created.substr(created.find("\r\n\r\n") + 4))["id"];
+  for (const auto& reply : conflicts) {
+    const auto error = nlohmann::json::parse(reply.substr(reply.find("\r\n\r\n") + 4))["error"];
+    EXPECT_EQ(error["existing_study_id"], id) << reply;
+    EXPECT_EQ(error["message"], "a study named \"race-study\" exists already: study " + id.dump() +
+                                    " (GET /v1/studies/" + id.dump() +
+                                    ", demo on m); choose another name, or continue that study");
+    EXPECT_EQ(header_value(reply, "Location"), "/v1/studies/" + id.dump()) << reply;
+  }
+  // Found by its name (and by its name and kernel); another name, or kernel, finds none.
+  const auto named = c.get("/v1/studies?name=race-study").json()["studies"];
+  ASSERT_EQ(named.size(), 1u) << named.dump();
+  EXPECT_EQ(named[0]["id"], id);
+  EXPECT_EQ(c.get("/v1/studies?name=race-study&kernel=demo").json()["studies"].size(), 1u);
+  EXPECT_TRUE(c.get("/v1/studies?name=race-study&kernel=other").json()["studies"].empty());
+  EXPECT_TRUE(c.get("/v1/studies?name=no-such-study").json()["studies"].empty());
+  ASSERT_EQ(c.post("/v1/studies", testing::demo_study_body("m"), server.token).status, 201);
+  EXPECT_EQ(c.get("/v1/studies").json()["studies"].size(), 2u);
+  // The document says so.
+  const auto doc = c.get("/openapi.json").json();
+  const auto& conflict = doc["paths"]["/v1/studies"]["post"]["responses"]["409"];
+  EXPECT_TRUE(conflict["headers"].contains("Location")) << conflict.dump();
+  EXPECT_TRUE(doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"].contains(
+      "existing_study_id"));
+  bool has_name = false;
+  for (const auto& p : doc["paths"]["/v1/studies"]["get"]["parameters"]) {
+    has_name = has_name || p["name"] == "name";
+  }
+  EXPECT_TRUE(has_name);
+}
+
 // Imports are in ms; a study created without a unit takes the kernel's, and one in seconds is
 // compared with them as times, not as numbers.
 TEST(ApiServer, TimesOfAKernelInDifferentUnitsAreComparedAsTimes) {
@@ -1779,8 +1895,10 @@ TEST(ApiServer, AStudyDeletedByAnotherProcessLeavesTheServersPriors) {
   ASSERT_EQ(c.post(prior + "/measurements", {{"measurements", list}}, server.token).status, 201);
   ASSERT_EQ(c.post(prior + "/stop", nlohmann::json::object(), server.token).status, 200);
   const auto target = study("target", "mq");
+  int clients = 0;  // a new client each time: "w" would be given its own live lease back
   const auto suggest = [&] {
-    const auto r = c.post(target + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token);
+    const auto r = c.post(target + "/suggestions",
+                          {{"n", 1}, {"client_id", "w" + std::to_string(++clients)}}, server.token);
     EXPECT_EQ(r.status, 200) << r.body;
     return r.json()["model"]["priors"].get<int>();
   };
@@ -1815,8 +1933,10 @@ TEST(ApiServer, AStudyTakesPriorsMeasuredAfterItStarted) {
     const auto r = c.post(base + "/measurements", {{"measurements", list}}, server.token);
     EXPECT_EQ(r.status, 201) << r.body;
   };
+  int clients = 0;  // a new client each time: "w" would be given its own live lease back
   const auto suggest = [&](const std::string& base) {
-    const auto r = c.post(base + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token);
+    const auto r = c.post(base + "/suggestions",
+                          {{"n", 1}, {"client_id", "w" + std::to_string(++clients)}}, server.token);
     EXPECT_EQ(r.status, 200) << r.body;
     return r.json()["model"];
   };
@@ -1865,8 +1985,10 @@ TEST(ApiServer, AnImportHereReachesRunningStudiesAtOnce) {
       server.token);
   ASSERT_EQ(created.status, 201) << created.body;
   const std::string base = "/v1/studies/" + created.json()["id"].dump();
+  int clients = 0;  // a new client each time: "w" would be given its own live lease back
   const auto suggest = [&] {
-    const auto r = c.post(base + "/suggestions", {{"client_id", "w"}}, server.token);
+    const auto r = c.post(base + "/suggestions", {{"client_id", "w" + std::to_string(++clients)}},
+                          server.token);
     EXPECT_EQ(r.status, 200) << r.body;
     return r.json()["model"];
   };
@@ -2103,10 +2225,10 @@ TEST(ApiServer, ConfigurationsAnotherServerLeasedFirstAreReplacedNotDropped) {
   auto c = server.client();
   const auto study = create_demo_study(c, server.token, "exhaustive", 10);
   const std::string base = "/v1/studies/" + std::to_string(study);
-  const auto ask = [&] {
-    return c.post(base + "/suggestions", {{"n", 1}, {"client_id", "w"}}, server.token).json();
+  const auto ask = [&](const std::string& client) {
+    return c.post(base + "/suggestions", {{"n", 1}, {"client_id", client}}, server.token).json();
   };
-  const auto first = ask();
+  const auto first = ask("w");
   ASSERT_EQ(first["suggestions"].size(), 1u) << first.dump();
   // A second server on the same database leases what exhaustive search proposes next. It shares
   // this server's connection, so this server does not notice the write (as when the lease lands
@@ -2114,7 +2236,8 @@ TEST(ApiServer, ConfigurationsAnotherServerLeasedFirstAreReplacedNotDropped) {
   StudyManager other(server.store());
   const auto taken = other.suggest(db::StudyId{study}, 1, "other-server-worker", 3600);
   ASSERT_EQ(taken.leases.size(), 1u);
-  const auto reply = ask();
+  // Another client ("w" would be given its own live lease back).
+  const auto reply = ask("w2");
   ASSERT_EQ(reply["suggestions"].size(), 1u) << reply.dump();
   EXPECT_NE(reply["suggestions"][0]["config"], taken.leases[0].config);
   EXPECT_NE(reply["suggestions"][0]["config"], first["suggestions"][0]["config"]);
@@ -2127,16 +2250,18 @@ TEST(ApiServer, ABudgetHeldByLeasesSaysWhenToAskAgain) {
   auto c = server.client();
   const auto study = create_demo_study(c, server.token, "random", 3);
   const std::string path = "/v1/studies/" + std::to_string(study) + "/suggestions";
-  const auto ask = [&](int n, double lease_seconds) {
+  const auto ask = [&](int n, double lease_seconds, const std::string& client = "w") {
     return c
-        .post(path, {{"n", n}, {"client_id", "w"}, {"lease_seconds", lease_seconds}}, server.token)
+        .post(path, {{"n", n}, {"client_id", client}, {"lease_seconds", lease_seconds}},
+              server.token)
         .json();
   };
   const auto first = ask(5, 600);
   ASSERT_EQ(first["suggestions"].size(), 3u) << first.dump();
   EXPECT_EQ(first["reason"],
             "the budget of 3 evaluations has room for 3 more beside 0 results and 0 live leases");
-  const auto none = ask(1, 600);
+  // Another client: "w" would be given its own leases back (AClientIsGivenItsOwnLiveLeasesBack).
+  const auto none = ask(1, 600, "v");
   EXPECT_TRUE(none["suggestions"].empty()) << none.dump();
   EXPECT_FALSE(none["done"].get<bool>());
   EXPECT_EQ(none["reason"],
@@ -2155,6 +2280,121 @@ TEST(ApiServer, ABudgetHeldByLeasesSaysWhenToAskAgain) {
   EXPECT_EQ(forecast.status, 409) << forecast.body;
   EXPECT_THAT(forecast.json()["error"]["message"].get<std::string>(),
               HasSubstr("has 0 successful results, too few for a model (it needs 3"));
+}
+
+// A client that died and restarted with its client_id (or asks twice) is given its own live
+// leases back first, renewed, as Vizier's SuggestTrials gives a client its active trials: they
+// no longer lock it out of the budget for the hour a lease lasts.
+TEST(ApiServer, AClientIsGivenItsOwnLiveLeasesBack) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 4);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto ask = [&](int n, const std::string& client, double lease_seconds) {
+    const auto reply =
+        c.post(base + "/suggestions",
+               {{"n", n}, {"client_id", client}, {"lease_seconds", lease_seconds}}, server.token);
+    EXPECT_EQ(reply.status, 200) << reply.body;
+    return reply.json();
+  };
+  const auto a = ask(2, "A", 3600);
+  ASSERT_EQ(a["suggestions"].size(), 2u) << a.dump();
+  for (const auto& s : a["suggestions"]) EXPECT_EQ(s["resumed"], false);
+  // A dies; B takes and reports the other two.
+  const auto b = ask(2, "B", 3600);
+  ASSERT_EQ(b["suggestions"].size(), 2u) << b.dump();
+  for (const auto& s : b["suggestions"]) {
+    EXPECT_EQ(s["resumed"], false);
+    tell(c, server.token, s["trial_id"], "B", testing::demo_objective(s["config"]));
+  }
+  // A restarts and asks: its two leases, renewed to the lease asked now, and nothing new.
+  const auto again = ask(3, "A", 60);
+  ASSERT_EQ(again["suggestions"].size(), 2u) << again.dump();
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(again["suggestions"][i]["trial_id"], a["suggestions"][i]["trial_id"]);
+    EXPECT_EQ(again["suggestions"][i]["config"], a["suggestions"][i]["config"]);
+    EXPECT_EQ(again["suggestions"][i]["resumed"], true);
+    EXPECT_LT(again["suggestions"][i]["lease_expires_at"].get<std::string>(),
+              a["suggestions"][i]["lease_expires_at"].get<std::string>());
+  }
+  EXPECT_FALSE(again["done"].get<bool>());
+  const auto ids =
+      a["suggestions"][0]["trial_id"].dump() + ", " + a["suggestions"][1]["trial_id"].dump();
+  EXPECT_EQ(again["reason"],
+            "the budget of 4 evaluations has room for 0 more beside 2 results and 2 live leases; "
+            "of them, trials " +
+                ids + " are client \"A\"'s own (given back in this answer, resumed: true)");
+  const auto trial = c.get("/v1/trials/" + a["suggestions"][0]["trial_id"].dump()).json();
+  EXPECT_EQ(trial["lease_expires_at"], again["suggestions"][0]["lease_expires_at"]);
+  // n below what it holds: the oldest first.
+  const auto one = ask(1, "A", 60);
+  ASSERT_EQ(one["suggestions"].size(), 1u) << one.dump();
+  EXPECT_EQ(one["suggestions"][0]["trial_id"], a["suggestions"][0]["trial_id"]);
+  EXPECT_FALSE(one.contains("reason")) << one.dump();
+  // Asked with resume_leases: false (a client that tracks its own, as tunebase worker), new
+  // leases only: none fit.
+  const auto fresh = c.post(base + "/suggestions",
+                            {{"n", 1}, {"client_id", "A"}, {"resume_leases", false}}, server.token)
+                         .json();
+  EXPECT_TRUE(fresh["suggestions"].empty()) << fresh.dump();
+  EXPECT_EQ(fresh["reason"],
+            "the budget of 4 evaluations has room for 0 more beside 2 results and 2 live leases");
+  // Another client is given none of them.
+  const auto other = ask(1, "C", 60);
+  EXPECT_TRUE(other["suggestions"].empty()) << other.dump();
+  EXPECT_EQ(other["reason"],
+            "the budget of 4 evaluations has room for 0 more beside 2 results and 2 live leases");
+  // The trials of one client, as a restarted client finds its own.
+  const auto mine = c.get(base + "/trials?status=pending&client_id=A").json()["trials"];
+  ASSERT_EQ(mine.size(), 2u) << mine.dump();
+  EXPECT_EQ(mine[0]["id"], a["suggestions"][0]["trial_id"]);
+  EXPECT_EQ(c.get(base + "/trials?client_id=B").json()["trials"].size(), 2u);
+  EXPECT_TRUE(c.get(base + "/trials?status=pending&client_id=B").json()["trials"].empty());
+  EXPECT_TRUE(c.get(base + "/trials?client_id=nobody").json()["trials"].empty());
+  // A reported lease is not given back, the one it holds still is.
+  tell(c, server.token, a["suggestions"][0]["trial_id"], "A",
+       testing::demo_objective(a["suggestions"][0]["config"]));
+  const auto last = ask(1, "A", 60);
+  ASSERT_EQ(last["suggestions"].size(), 1u) << last.dump();
+  EXPECT_EQ(last["suggestions"][0]["trial_id"], a["suggestions"][1]["trial_id"]);
+}
+
+// A stopped study whose dead client holds leases (for up to a week) is not stuck: the 409 names
+// the leases and the way out, and force=true ends them with the study.
+TEST(ApiServer, AStudyWithLiveLeasesIsDeletedWithForce) {
+  TestServer server;
+  auto c = server.client();
+  const auto study = create_demo_study(c, server.token, "random", 10);
+  const std::string base = "/v1/studies/" + std::to_string(study);
+  const auto leased =
+      c.post(base + "/suggestions", {{"n", 2}, {"client_id", "dead"}, {"lease_seconds", 600000}},
+             server.token)
+          .json()["suggestions"];
+  ASSERT_EQ(leased.size(), 2u);
+  ASSERT_EQ(c.post(base + "/stop", nlohmann::json::object(), server.token).status, 200);
+  const auto refused = c.request("DELETE", base, "", server.token);
+  ASSERT_EQ(refused.status, 409) << refused.body;
+  EXPECT_THAT(refused.json()["error"]["message"].get<std::string>(),
+              HasSubstr("has 2 live leases (client \"dead\": trials " +
+                        leased[0]["trial_id"].dump() + ", " + leased[1]["trial_id"].dump() +
+                        "): delete it once they reported or ended, or end them as you delete it "
+                        "(DELETE " +
+                        base + "?force=true"));
+  EXPECT_EQ(c.request("DELETE", base + "?force=yes", "", server.token).status, 400);
+  EXPECT_EQ(c.get(base).status, 200);
+  const auto deleted = c.request("DELETE", base + "?force=true", "", server.token);
+  ASSERT_EQ(deleted.status, 200) << deleted.body;
+  EXPECT_EQ(deleted.json()["trials"], 2);
+  EXPECT_EQ(deleted.json()["leases_ended"], 2);
+  EXPECT_EQ(c.get(base).status, 404);
+  // The dead client's result, should it come after all, finds no trial.
+  const auto late = c.post("/v1/trials/" + leased[0]["trial_id"].dump() + "/result",
+                           {{"client_id", "dead"}, {"value", 1.0}}, server.token);
+  EXPECT_EQ(late.status, 404) << late.body;
+  // An active study is refused, force or not: stop it first.
+  const auto active =
+      "/v1/studies/" + std::to_string(create_demo_study(c, server.token, "random", 3));
+  EXPECT_EQ(c.request("DELETE", active + "?force=true", "", server.token).status, 409);
 }
 
 // A client whose evaluation outlasts its lease extends it, and keeps the configuration.
@@ -2279,7 +2519,8 @@ TEST(ApiServer, ResultsAreQueuedOnlyForAStudysSession) {
   // From now on results are queued for the session, which takes them in when next asked.
   manager.add_measurements(study, {config(1, 4, 0)}, {Measurement::success(5.0)}, "elsewhere");
   EXPECT_EQ(manager.queued_events(study), 1u);
-  const auto second = manager.suggest(study, 1, "w", 3600);
+  // Another client: "w" would be given its own live lease back first.
+  const auto second = manager.suggest(study, 1, "w2", 3600);
   ASSERT_EQ(second.leases.size(), 1u);
   EXPECT_EQ(second.leases[0].config, config(1, 4, 1));
   EXPECT_EQ(manager.queued_events(study), 0u);

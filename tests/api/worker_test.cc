@@ -553,9 +553,11 @@ class AskingEvaluator : public ReplayEvaluator {
   Measurement evaluate(const Configuration& config) override {
     if (answer_.is_null()) {
       auto c = server_.client();
-      answer_ = c.post("/v1/studies/" + std::to_string(study_) + "/suggestions",
-                       {{"n", 1}, {"client_id", client_id_}}, server_.token)
-                    .json();
+      // As a tunebase worker asks (a twin worker): new leases only.
+      answer_ =
+          c.post("/v1/studies/" + std::to_string(study_) + "/suggestions",
+                 {{"n", 1}, {"client_id", client_id_}, {"resume_leases", false}}, server_.token)
+              .json();
     }
     return ReplayEvaluator::evaluate(config);
   }

@@ -405,6 +405,40 @@ TEST_F(Cli, AResumedSweepMeasuresExpiredLeasesAndLeavesLiveOnesAlone) {
   EXPECT_EQ(pending_clients, std::vector<std::string>{"worker"});
 }
 
+// A stopped study whose dead worker holds a lease: delete names the lease and the way out,
+// and --force ends it with the study.
+TEST_F(Cli, DeleteEndsLiveLeasesOnlyWithForce) {
+  auto r = sweep_s1("random", 2, 1);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::size_t valid = 0;
+  {
+    db::Store store(db());
+    valid = *SearchSpace::from_json(store.get_kernel(store.find_study("s1")->kernel_id).space)
+                 .valid_count();
+  }
+  lease_unmeasured("s1", valid - 2, {{"dead", 600000}});
+  std::int64_t leased = 0;
+  for (const auto& t : trials("s1")) {
+    if (t["status"] == "pending") leased = t["id"].get<std::int64_t>();
+  }
+  {
+    db::Store store(db());
+    store.set_study_status(store.find_study("s1")->id, db::StudyStatus::stopped);
+  }
+  r = run("delete --study s1 --db " + db());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("has 1 live lease (client \"dead\": trial " + std::to_string(leased) +
+                       "): delete it once they reported or ended, or end them as you delete it"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("tunebase delete --force"), std::string::npos) << r.err;
+  r = run("delete --study s1 --force --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("and its 3 trials, 1 of them live leases, ended"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(db::Store(db()).find_study("s1").has_value());
+}
+
 TEST_F(Cli, AResumedSweepKeepsTheStudysBudgetAndLeavesItActiveForOtherClientsLeases) {
   const auto sweep = [&](const std::string& budget) {
     return run(

@@ -209,6 +209,39 @@ TEST(PriorBest, TriesThePriorsBestConfigurationsFirst) {
   EXPECT_EQ(best_prior_configurations(session.priors(), s, 2).size(), 2u);
 }
 
+// Two studies of one machine and input are two priors of one source: the consensus counts the
+// source once, so that the sources that ran a configuration are never more than the sources
+// ("ran on 2 of 1 other machines" was printed).
+TEST(ZeroShot, TheConsensusCountsASourceOnce) {
+  SearchSpace s({integer_range("a", 0, 9)}, {});
+  const auto prior = [&](const std::string& source, std::vector<int> ran, bool ok) {
+    Prior p;
+    p.source = source;
+    for (const int a : ran) {
+      Configuration c{Value{std::int64_t{a}}};
+      p.observations.push_back(
+          {c, ok ? Measurement::success(1.0 + a) : Measurement::failure(TrialStatus::failed, "x")});
+    }
+    return p;
+  };
+  // gpu-a twice (a = 2 best in both), gpu-b once; gpu-c only failed, at a = 2.
+  const std::vector<Prior> priors = {prior("gpu-a", {2, 3, 4}, true), prior("gpu-b", {2, 5}, true),
+                                     prior("gpu-a", {2, 6}, true), prior("gpu-c", {2}, false)};
+  const auto consensus = consensus_best(priors, s, 3);
+  EXPECT_EQ(consensus.priors, 2u);
+  ASSERT_FALSE(consensus.best.empty());
+  EXPECT_EQ(s.key(consensus.best[0].config), "2");
+  EXPECT_EQ(consensus.best[0].ran_by, 2u);
+  // Its mean quantile is over the four priors that ran it: 0, 0, 0 and 1 for the failure.
+  EXPECT_DOUBLE_EQ(consensus.best[0].mean_quantile, 0.25);
+  for (const auto& e : consensus.best) EXPECT_LE(e.ran_by, consensus.priors) << s.key(e.config);
+  // One source measured twice is one source.
+  const auto one = consensus_best({priors[0], priors[2]}, s, 1);
+  EXPECT_EQ(one.priors, 1u);
+  ASSERT_EQ(one.best.size(), 1u);
+  EXPECT_EQ(one.best[0].ran_by, 1u);
+}
+
 TEST(ZeroShot, TheFirstProposalIsWhatThePriorsAgreeRanBest) {
   // Two machines measured every a but 5 (as if it failed to build there, and was left out of
   // their files); both ran a = 4 best and a = 6 second. A smooth model puts its lowest mean
