@@ -203,11 +203,11 @@ MeasuredConfigurations measured_configurations(const db::Store& store, const std
   if (other_space) {
     const auto other =
         SearchSpace::from_json(store.get_kernel(store.get_study(*other_space).kernel_id).space);
-    out.other_spaces = std::to_string(others) + (others == 1 ? " study" : " studies") +
-                       " measured kernel \"" + kernel + "\" on \"" + machine.name +
-                       "\" in a search space with other parameters (" +
-                       space.parameters_difference(other) +
-                       ") and are left out: this is the best of the space of the newest studies";
+    out.other_spaces =
+        std::to_string(others) + (others == 1 ? " study" : " studies") + " measured kernel \"" +
+        kernel + "\" on \"" + machine.name + "\" in a search space with other parameters (" +
+        space.parameters_difference(other) + (others == 1 ? ") and is" : ") and are") +
+        " left out: this is the best of the space of the newest studies";
   }
   out.configurations = store.measured_configurations(here);
   if (out.configurations >= kFewMeasuredConfigurations) return out;

@@ -1432,7 +1432,8 @@ Response Service::create_study(Request& request) {
   // sweep --unit GFLOP/s without --maximize would: the direction must be said. An objective
   // named as a rate with no unit is one too.
   const bool rate_unit = unit && is_rate_unit(*unit);
-  if (!direction && (rate_unit || (!unit && objective && is_rate_unit(*objective)))) {
+  const bool no_unit = !unit || unit->empty();  // "unit": "" says no more than none
+  if (!direction && (rate_unit || (no_unit && objective && is_rate_unit(*objective)))) {
     throw FieldError("direction", std::string(rate_unit ? "\"unit\" \"" + *unit
                                                         : "\"objective\" \"" + *objective) +
                                       "\" is a rate, where higher is better: give \"direction\": "

@@ -448,7 +448,11 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
   if (entry->record.status != db::StudyStatus::active) {
     out.done = true;
     out.reason = "study " + std::to_string(study.value) + " is " +
-                 std::string(db::to_string(entry->record.status)) + "; it takes no more trials";
+                 std::string(db::to_string(entry->record.status)) +
+                 "; it takes no more trials (results of live leases are still taken: GET "
+                 "/v1/studies/" +
+                 std::to_string(study.value) + "/trials?client_id=" + client_id +
+                 "&status=pending lists this client's)";
     return out;
   }
   ensure_session(*entry);
@@ -474,8 +478,12 @@ StudyManager::Suggestions StudyManager::suggest(db::StudyId study, std::size_t n
   if (const auto budget = entry->record.budget) {
     const auto limit = static_cast<std::size_t>(*budget);
     if (session.observations().size() >= limit) {
-      out.done = true;
-      out.reason = "the budget of " + std::to_string(limit) + " evaluations is spent";
+      // Done once nothing is left to this client: leases given back still take their results.
+      out.done = out.leases.empty();
+      out.reason = "the budget of " + std::to_string(limit) + " evaluations is spent" +
+                   (out.leases.empty() ? std::string()
+                                       : "; the live leases given back here still take their "
+                                         "results");
       if (session.pending_count() == 0 && store_.complete_if_spent(study)) {
         entry->record.status = db::StudyStatus::completed;
       }

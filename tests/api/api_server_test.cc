@@ -438,6 +438,8 @@ TEST(ApiServer, AStudyOfARateNeedsItsDirectionSaid) {
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_THAT(r.json()["error"]["message"].get<std::string>(),
               HasSubstr("\"objective\" \"GB/s\" is a rate"));
+  body["unit"] = "";  // an empty unit is none
+  EXPECT_EQ(c.post("/v1/studies", body, server.token).status, 400);
   body["unit"] = "ms";
   EXPECT_EQ(c.post("/v1/studies", body, server.token).status, 201);
   EXPECT_EQ(c.get("/v1/studies").json()["studies"].size(), 1u);
@@ -778,6 +780,7 @@ TEST(ApiServer, AMeasuredBestIsOfTheNewestSpacesParameters) {
   EXPECT_THAT(r.json().value("note", ""),
               HasSubstr("1 study measured kernel \"kv\" on \"m\" in a search space with other "
                         "parameters"));
+  EXPECT_THAT(r.json().value("note", ""), HasSubstr(") and is left out"));
   // The same parameters with a constraint: one question, its better value the best.
   study("kv-restricted",
         {{"tune_params", {{"block", {32, 64, 128}}, {"tile", {1, 2, 4}}}},
@@ -2357,6 +2360,37 @@ TEST(ApiServer, AClientIsGivenItsOwnLiveLeasesBack) {
   const auto last = ask(1, "A", 60);
   ASSERT_EQ(last["suggestions"].size(), 1u) << last.dump();
   EXPECT_EQ(last["suggestions"][0]["trial_id"], a["suggestions"][1]["trial_id"]);
+  // A result measured elsewhere spends the budget: the lease still held comes back, and the
+  // study is not done for this client, whatever n it asks.
+  std::set<std::string> taken;
+  for (const auto& t : c.get(base + "/trials").json()["trials"]) taken.insert(t["config"].dump());
+  const auto space = SearchSpace::from_json(testing::demo_space());
+  for (const auto& config : space.valid_configurations()) {
+    const auto j = space.config_to_json(config);
+    if (taken.count(j.dump())) continue;
+    ASSERT_EQ(c.post(base + "/measurements", {{"measurements", {{{"config", j}, {"value", 9.0}}}}},
+                     server.token)
+                  .status,
+              201);
+    break;
+  }
+  for (const int n : {1, 3}) {
+    const auto spent = ask(n, "A", 60);
+    ASSERT_EQ(spent["suggestions"].size(), 1u) << spent.dump();
+    EXPECT_EQ(spent["suggestions"][0]["trial_id"], a["suggestions"][1]["trial_id"]);
+    EXPECT_FALSE(spent["done"].get<bool>()) << n << ": " << spent.dump();
+  }
+  EXPECT_EQ(ask(3, "A", 60)["reason"],
+            "the budget of 4 evaluations is spent; the live leases given back here still take "
+            "their results");
+  EXPECT_TRUE(ask(1, "C", 60)["done"].get<bool>());
+  // Stopped, it proposes nothing, and says where a client finds the leases it still holds.
+  ASSERT_EQ(c.post(base + "/stop", nlohmann::json::object(), server.token).status, 200);
+  const auto stopped = ask(1, "A", 60);
+  EXPECT_TRUE(stopped["done"].get<bool>());
+  EXPECT_THAT(stopped["reason"].get<std::string>(),
+              HasSubstr("results of live leases are still taken: GET " + base +
+                        "/trials?client_id=A&status=pending lists this client's"));
 }
 
 // A stopped study whose dead client holds leases (for up to a week) is not stuck: the 409 names
