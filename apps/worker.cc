@@ -640,9 +640,21 @@ void add_worker_command(CLI::App& app) {
       if (const auto unit = evaluator->objective_unit(); !unit.empty()) body["unit"] = unit;
       if (args->seed >= 0) body["seed"] = args->seed;
       const auto s = client.post("/v1/studies", body, args->worker.token);
-      if (s.status != 201) fail_reply("creating study " + args->create_study, s);
-      args->worker.study = s.json()["id"].get<std::int64_t>();
-      std::cout << "created study " << args->worker.study << " (" << args->create_study << ")\n"
+      // Workers started together with one --create-study: the first makes it, the others
+      // join it (run_worker checks that it tunes what this worker evaluates).
+      const auto existing = [&]() -> std::optional<std::int64_t> {
+        if (s.status != 409) return std::nullopt;
+        const auto j = nlohmann::json::parse(s.body, nullptr, false);
+        const auto id = j.is_object() ? j.value("error", nlohmann::json::object())
+                                            .value("existing_study_id", nlohmann::json())
+                                      : nlohmann::json();
+        if (!id.is_number_integer()) return std::nullopt;
+        return id.get<std::int64_t>();
+      }();
+      if (s.status != 201 && !existing) fail_reply("creating study " + args->create_study, s);
+      args->worker.study = existing ? *existing : s.json()["id"].get<std::int64_t>();
+      std::cout << (existing ? "joined study " : "created study ") << args->worker.study << " ("
+                << args->create_study << (existing ? ", which was made already" : "") << ")\n"
                 << std::flush;
       // The server searches the space; the evaluator answers only what its file holds.
       const auto* answered = evaluator->candidates();

@@ -1687,6 +1687,11 @@ TEST_F(Cli, AWorkerTakesAStudyByNameAndNamesTheCloseOnesOfAMisspeltName) {
   };
   auto r = worker("--create-study x4-study");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Workers started together with one --create-study: the later ones join the study made.
+  r = worker("--create-study x4-study");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("joined study 1 (x4-study, which was made already)"), std::string::npos)
+      << r.out;
   r = worker("--study x4-study");
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("worker: 1 trials evaluated"), std::string::npos) << r.out;
