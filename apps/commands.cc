@@ -126,10 +126,11 @@ std::string task_text(const db::Store& store, db::TaskId id) {
 }
 
 // "  GFLOP/s 9.13  GB/s 70.3" from an evaluator's metrics, when it reports them.
-std::string throughput(const nlohmann::json& metrics) {
+std::string throughput(const nlohmann::json& metrics, const std::string& objective_unit) {
   std::ostringstream os;
   os << std::fixed << std::setprecision(2);
   for (const char* key : {"GFLOP/s", "GB/s"}) {
+    if (key == objective_unit) continue;  // the objective itself, shown already
     if (metrics.contains(key) && metrics[key].is_number()) {
       os << "  " << key << " " << metrics[key].get<double>();
     }
@@ -232,7 +233,7 @@ void print_sweep_summary(const SweepSummary& s) {
   std::cout << "best:       " << s.best_config_text << "\n";
   if (!s.best_options.empty()) std::cout << "options:    " << s.best_options << "\n";
   std::cout << "objective:  " << format_objective(s.best->result.objective, s.unit)
-            << throughput(s.best->result.metrics) << "\n";
+            << throughput(s.best->result.metrics, s.unit) << "\n";
   if (const auto spread = relative_spread(s.best->result.raw)) {
     // Formatted apart, so that the streams keep their precision.
     const auto percent = [&](int decimals) {
@@ -251,7 +252,7 @@ void print_sweep_summary(const SweepSummary& s) {
   }
   if (s.default_result && s.default_result->result.ok()) {
     std::cout << "default:    " << format_objective(s.default_result->result.objective, s.unit)
-              << throughput(s.default_result->result.metrics) << " (" << s.default_from.text
+              << throughput(s.default_result->result.metrics, s.unit) << " (" << s.default_from.text
               << ")\n";
     if (const auto speedup = s.speedup()) {
       std::cout << "speedup:    " << ratio_text(*speedup) << "x over the default configuration\n";

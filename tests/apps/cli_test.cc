@@ -2322,6 +2322,8 @@ TEST_F(Cli, ReplayAndBenchmarkTuneAnotherObjective) {
   auto r = run("sweep --kernel replay --replay " + target +
                " --objective GFLOP/s --strategy exhaustive --study g --no-progress --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The objective once, not again as a throughput beside it.
+  EXPECT_NE(r.out.find("\nobjective:  40 GFLOP/s\n"), std::string::npos) << r.out;
   r = run("best --kernel rates --machine TestGPU --json --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto best = nlohmann::json::parse(r.out);
