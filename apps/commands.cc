@@ -1082,12 +1082,21 @@ void add_query_commands(CLI::App& app) {
         // Parameters left out take the space's defaults, so that a configuration can be given
         // by the parameters that apply to it (a PETSc LU solve without gmres_restart).
         const auto given = parse_json_text(text, "--config");
-        configs.push_back(space->config_from_json(given, /*fill_defaults=*/true));
+        const auto defaults = space->default_configuration();
         std::string filled;
         for (std::size_t i = 0; i < space->dimension(); ++i) {
           const auto& name = space->parameter(i).name;
-          if (given.contains(name)) continue;
-          filled += (filled.empty() ? "" : ", ") + name + "=" + to_string(configs.back()[i]);
+          if (given.is_object() && given.contains(name)) continue;
+          filled += (filled.empty() ? "" : ", ") + name + "=" + to_string(defaults[i]);
+        }
+        try {
+          configs.push_back(space->config_from_json(given, /*fill_defaults=*/true));
+        } catch (const InvalidInput& e) {
+          // A default filled in may be what breaks a constraint: say which were.
+          if (filled.empty() || !given.is_object()) throw;
+          throw InvalidInput(std::string(e.what()) + " (--config " + text +
+                             " left out parameters, given the space's defaults: " + filled +
+                             "; give them in --config)");
         }
         if (!filled.empty()) {
           std::cerr << "note: --config " << text << " leaves out parameters, given the space's "

@@ -1163,7 +1163,8 @@ TEST_F(Cli, PredictForecastsConfigurationsOfAStudy) {
 TEST_F(Cli, PredictFillsTheParametersAConfigLeavesOutWithTheSpacesDefaults) {
   const auto space = dir_.file("xy.json");
   std::ofstream(space) << R"({"parameters": [{"name": "x", "type": "integer", "low": 0, "high": 3},
-      {"name": "y", "type": "ordinal", "values": [1, 2, 4], "default": 2}]})";
+      {"name": "y", "type": "ordinal", "values": [1, 2, 4], "default": 2}],
+      "constraints": ["x != y"]})";
   auto r = run("sweep --kernel command --space " + space +
                " --cmd 'echo $(( {x} * {y} + 1 ))' --strategy exhaustive --budget 6 --study xy "
                "--no-progress --db " +
@@ -1185,6 +1186,13 @@ TEST_F(Cli, PredictFillsTheParametersAConfigLeavesOutWithTheSpacesDefaults) {
   r = run("predict --study xy --config '{\"z\": 1}' --db " + db());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown parameter 'z'; parameters are: x, y"), std::string::npos) << r.err;
+  // A default filled in that breaks a constraint is named as filled in.
+  r = run("predict --study xy --config '{\"x\": 2}' --db " + db());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("violates constraint \"x != y\" (--config {\"x\": 2} left out parameters, "
+                       "given the space's defaults: y=2; give them in --config)"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST_F(Cli, CommandEvaluatorTunesAnyProgram) {
