@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -1539,34 +1540,29 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
   // another unit, or in none, cannot be placed among times. Otherwise values are compared as
   // stored.
   std::vector<std::pair<TrialRecord, std::string>> bests;
-  std::map<std::int64_t, std::int64_t> version_of_study;  // study id -> kernel (version) id
+  // study id -> (kernel id, kernel version) of the studies with a best
+  std::map<std::int64_t, std::pair<std::int64_t, std::string>> version_of_study;
   while (studies.step()) {
     const auto study = read_study(studies, impl_->db);
     best_of_study.reset();
     best_of_study.bind(1, study.id.value);
     if (best_of_study.step()) {
       bests.emplace_back(read_trial(best_of_study, impl_->db), objective_unit(study));
-      version_of_study[study.id.value] = study.kernel_id.value;
+      version_of_study[study.id.value] = {study.kernel_id.value, study.kernel_version};
     }
   }
   // Only the studies of the newest version's parameters answer: a configuration of a space the
   // kernel has since changed (a parameter added) is no configuration of the kernel now. Versions
   // that differ only in constraints or defaults measure the same configurations.
   if (!bests.empty()) {
-    std::map<std::int64_t, std::string> fingerprints;  // kernel id -> parameters_fingerprint
-    const auto fingerprint = [&](std::int64_t version) -> const std::string& {
-      auto it = fingerprints.find(version);
-      if (it == fingerprints.end()) {
-        const auto space = impl_->get_kernel(KernelId{version}).space;
-        it = fingerprints.emplace(version, SearchSpace::parameters_fingerprint(space)).first;
-      }
-      return it->second;
-    };
-    std::int64_t newest = 0;
-    for (const auto& [study, version] : version_of_study) newest = std::max(newest, version);
-    const std::string parameters = fingerprint(newest);
+    const auto newest = std::max_element(
+        version_of_study.begin(), version_of_study.end(),
+        [](const auto& a, const auto& b) { return a.second.first < b.second.first; });
+    const auto versions =
+        same_parameters_versions(impl_->db, std::string(kernel_name), newest->second.second);
+    const std::set<std::string> answering(versions.begin(), versions.end());
     std::erase_if(bests, [&](const auto& b) {
-      return fingerprint(version_of_study.at(b.first.study_id.value)) != parameters;
+      return !answering.contains(version_of_study.at(b.first.study_id.value).second);
     });
   }
   const bool in_seconds =
