@@ -1564,6 +1564,39 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
     std::erase_if(bests, [&](const auto& b) {
       return !answering.contains(version_of_study.at(b.first.study_id.value).second);
     });
+    // Of a version that differs in constraints, only what the newest version allows: a
+    // configuration its constraint now forbids is no configuration of the kernel now.
+    const bool other_constraints = std::any_of(bests.begin(), bests.end(), [&](const auto& b) {
+      return version_of_study.at(b.first.study_id.value).second != newest->second.second;
+    });
+    if (other_constraints) {
+      const auto newest_space =
+          SearchSpace::from_json(impl_->get_kernel(KernelId{newest->second.first}).space);
+      const auto allowed = [&](const TrialRecord& t) {
+        try {
+          return newest_space.is_valid(newest_space.config_from_json(t.config));
+        } catch (const InvalidInput&) {
+          return false;
+        }
+      };
+      auto ok_trials = impl_->db.prepare(
+          sql({"SELECT ", kTrialColumns, " FROM trials t WHERE t.study_id = ?1 AND ",
+               "t.status = 'ok' ORDER BY ", order, ", t.id"}),
+          what);
+      std::erase_if(bests, [&](auto& b) {
+        if (allowed(b.first)) return false;
+        ok_trials.reset();
+        ok_trials.bind(1, b.first.study_id.value);
+        while (ok_trials.step()) {
+          auto t = read_trial(ok_trials, impl_->db);
+          if (allowed(t)) {
+            b.first = std::move(t);
+            return false;
+          }
+        }
+        return true;
+      });
+    }
   }
   const bool in_seconds =
       std::any_of(bests.begin(), bests.end(), [](const auto& b) { return is_time_unit(b.second); });

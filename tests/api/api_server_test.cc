@@ -790,6 +790,15 @@ TEST(ApiServer, AMeasuredBestIsOfTheNewestSpacesParameters) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.json()["config"], (nlohmann::json{{"block", 128}, {"tile", 1}})) << r.body;
   EXPECT_EQ(r.json()["measured_configurations"], 3) << r.body;
+  // A newer constraint forbids the best two: the best configuration it allows answers.
+  study("kv-tighter",
+        {{"tune_params", {{"block", {32, 64, 128}}, {"tile", {1, 2, 4}}}},
+         {"restrictions", {"block * tile <= 64"}}},
+        {{{"config", {{"block", 32}, {"tile", 2}}}, {"value", 6.0}}});
+  r = c.get("/v1/best?kernel=kv&machine=m");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["config"], (nlohmann::json{{"block", 32}, {"tile", 1}})) << r.body;
+  EXPECT_EQ(r.json()["study"], "kv-new") << r.body;
 }
 
 // Successes that all have one value show no spread: a forecast from them cannot say how far
