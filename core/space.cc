@@ -932,7 +932,14 @@ nlohmann::ordered_json SearchSpace::config_to_ordered_json(const Configuration& 
 }
 
 std::string SearchSpace::config_text(const Configuration& c) const {
-  return config_to_ordered_json(c).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  auto in_order = config_to_ordered_json(c);
+  for (const auto& p : *parameters_) {
+    // Held as 0 and 1, written as the tune_params list gave them (the JSON stays numeric).
+    if (auto it = in_order.find(p.name); p.python_bool && it != in_order.end()) {
+      *it = it->is_number() && it->get<double>() != 0.0;
+    }
+  }
+  return in_order.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string config_text(const nlohmann::json& config, const nlohmann::json& space) {
@@ -942,7 +949,11 @@ std::string config_text(const nlohmann::json& config, const nlohmann::json& spac
     for (const auto& p : space["parameters"]) {
       if (!p.is_object() || !p.contains("name") || !p["name"].is_string()) continue;
       const auto& name = p["name"].get_ref<const std::string&>();
-      if (const auto it = config.find(name); it != config.end()) in_order[name] = *it;
+      const auto it = config.find(name);
+      if (it == config.end()) continue;
+      const bool python_bool = p.contains("boolean") && p["boolean"] == true && it->is_number();
+      in_order[name] = python_bool ? nlohmann::ordered_json(it->get<double>() != 0.0)
+                                   : nlohmann::ordered_json(*it);
     }
   }
   for (const auto& [name, value] : config.items()) {

@@ -209,7 +209,7 @@ class SearchSpace {
   /// As config_to_json, with the parameters in declared order (a JSON object sorts them).
   nlohmann::ordered_json config_to_ordered_json(const Configuration& c) const;
   /// config_to_ordered_json as compact text, for people to read:
-  /// {"block_size_x": 32, "block_size_y": 4, ...}.
+  /// {"block_size_x": 32, "block_size_y": 4, ...}, a Parameter::python_bool as false or true.
   std::string config_text(const Configuration& c) const;
   /// Kernel Tuner cache key: the values joined by commas, in parameter order. Commas and
   /// backslashes inside string values are escaped with a backslash (Kernel Tuner's own keys
@@ -270,7 +270,8 @@ Value discrete_at(const Parameter& p, double u);
 double value_weight(const Parameter& p, std::size_t index);
 
 /// A stored configuration as compact JSON with the parameters of `space` (a space as to_json
-/// writes it) first, in declared order, then any others, sorted: what people read in listings.
+/// writes it) first, in declared order, then any others, sorted: what people read in listings
+/// ("boolean" parameters as false or true).
 std::string config_text(const nlohmann::json& config, const nlohmann::json& space);
 
 /// Sorts `items` by the key of their configuration (`config_of(item)`), so that what is read

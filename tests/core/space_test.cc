@@ -285,6 +285,12 @@ TEST(SearchSpace, BooleanTuneParamsAreRememberedButShareWithOneAndZero) {
   EXPECT_EQ(with_bools.parameters_fingerprint(), with_ints.parameters_fingerprint());
   EXPECT_EQ(SearchSpace::parameters_fingerprint(stored), with_ints.parameters_fingerprint());
   EXPECT_EQ(with_bools.parameters_difference(with_ints), "");
+  // People read them as they were written; the stored JSON stays 1 and 0.
+  const auto c = with_bools.config_from_json({{"bx", 32}, {"use_shmem", true}});
+  EXPECT_EQ(with_bools.config_text(c), R"({"bx":32,"use_shmem":true})");
+  EXPECT_EQ(config_text(with_bools.config_to_json(c), stored), R"({"bx":32,"use_shmem":true})");
+  EXPECT_EQ(with_ints.config_text(c), R"({"bx":32,"use_shmem":1})");
+  EXPECT_EQ(with_bools.config_to_json(c)["use_shmem"], 1);
   // Only values 0 and 1 can be booleans.
   const auto refused = [](const char* text) {
     try {
