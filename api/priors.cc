@@ -145,6 +145,9 @@ std::optional<db::PriorQuery> target_prior_query(const db::KernelRecord& kernel,
   if (is_object && settings.contains("unit") && settings["unit"].is_string()) {
     query.unit = settings["unit"].get<std::string>();
   }
+  // Times measured otherwise (a PETSc solve to another tolerance, by another clock) rank
+  // configurations otherwise: learned from only alike (db::measurement_of).
+  query.measurement = db::measurement_of(settings);
   if (is_object && settings.contains("prior_machines") && settings["prior_machines"].is_array()) {
     for (const auto& m : settings["prior_machines"]) {
       if (m.is_string()) query.machines.push_back(m.get<std::string>());

@@ -27,8 +27,9 @@ std::vector<Prior> priors_from_store(const db::Store& store, const SearchSpace& 
                                      const db::PriorQuery& query);
 
 /// The priors of tuning `kernel` on (machine, task): its version's trials on every other
-/// (machine, task) with the same objective and direction, restricted by `settings`
-/// ({"transfer": false} for none; "prior_machines": [names]). None when transfer is off.
+/// (machine, task) with the same objective and direction, measured alike (`settings`'
+/// "measurement", db::measurement_of), restricted by `settings` ({"transfer": false} for none;
+/// "prior_machines": [names]). None when transfer is off.
 std::optional<db::PriorQuery> target_prior_query(const db::KernelRecord& kernel,
                                                  db::MachineId machine, db::TaskId task,
                                                  const std::string& objective,

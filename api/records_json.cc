@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/machine.h"
+#include "db/json_text.h"
 
 namespace tunebase::api {
 
@@ -208,6 +209,27 @@ MeasuredConfigurations measured_configurations(const db::Store& store, const std
         kernel + "\" on \"" + machine.name + "\" in a search space with other parameters (" +
         space.parameters_difference(other) + (others == 1 ? ") and is" : ") and are") +
         " left out: this is the best of the space of the newest studies";
+  }
+  // Of those, the studies measured otherwise (a PETSc solve's tolerance or clock): left out of
+  // the best too (Store::best_trial), and said to be, with both settings.
+  here.measurement = db::measurement_of(best_study.settings);
+  const auto measured_alike = store.study_trial_counts(here);
+  std::optional<db::StudyId> measured_otherwise;
+  std::size_t otherwise = 0;
+  for (const auto& [study, counts] : same_parameters) {
+    if (counts.ok > 0 && !measured_alike.contains(study)) {
+      ++otherwise;
+      measured_otherwise = measured_otherwise.value_or(study);
+    }
+  }
+  if (measured_otherwise) {
+    out.other_measurements =
+        std::to_string(otherwise) + (otherwise == 1 ? " study" : " studies") +
+        " measured kernel \"" + kernel + "\" on \"" + machine.name + "\" with other settings (" +
+        db::measurement_text(db::measurement_of(store.get_study(*measured_otherwise).settings)) +
+        (otherwise == 1 ? ") and is" : ", ...) and are") +
+        " left out: this is the best of those measured as the newest study (" +
+        db::measurement_text(*here.measurement) + "), whose times compare";
   }
   out.configurations = store.measured_configurations(here);
   if (out.configurations >= kFewMeasuredConfigurations) return out;

@@ -67,11 +67,13 @@ inline constexpr std::int64_t kFewMeasuredConfigurations = 10;
 /// than kFewMeasuredConfigurations of a larger space, a note that says so (else empty).
 /// `best_study` holds the best: its space is the one counted, its id the one to measure more in.
 /// Studies of a kernel version with other parameters (Store::best_trial leaves them out) are
-/// not counted, and `other_spaces` says they were left out (else empty).
+/// not counted, and `other_spaces` says they were left out (else empty); so are studies measured
+/// with other settings than `best_study` (db::measurement_of), which `other_measurements` says.
 struct MeasuredConfigurations {
   std::int64_t configurations = 0;
   std::string note;
   std::string other_spaces;
+  std::string other_measurements;
 };
 MeasuredConfigurations measured_configurations(const db::Store& store, const std::string& kernel,
                                                const db::MachineRecord& machine,

@@ -40,6 +40,9 @@ constexpr std::size_t kMaxFingerprintBytes = 16 * 1024;
 // every listing of studies, as do its strategy_options: bounded as fingerprints are.
 constexpr std::size_t kMaxTaskBytes = 16 * 1024;
 constexpr std::size_t kMaxStrategyOptionsBytes = 16 * 1024;
+// How a study's objective is measured (a PETSc solve's rtol, max_it, residual_tolerance and
+// clock) is a handful of settings, listed with every study too.
+constexpr std::size_t kMaxMeasurementBytes = 4 * 1024;
 // Names in a study's prior_machines, at most.
 constexpr std::size_t kMaxPriorMachines = 1000;
 constexpr auto kPredictedBestTtl = std::chrono::seconds(60);
@@ -682,7 +685,16 @@ void Service::add_routes() {
             "named by their unit) and direction when they agree on one (imports are in "
             "milliseconds), else none; refused (400) when they measure time "
             "in different units. \"\": none (plain numbers). A unit of time however written "
-            "(\"sec\", \"MS\", \"µs\") is stored by its short name"}}}},
+            "(\"sec\", \"MS\", \"µs\") is stored by its short name"}}},
+         {"measurement",
+          {{"type", "object"},
+           {"description",
+            "how the objective is measured, kept as settings.measurement (tunebase worker "
+            "sends its evaluator's: a PETSc solve's rtol, max_it, residual_tolerance and clock): "
+            "workers measuring otherwise are refused, priors come only from studies measured "
+            "alike, and GET /v1/best answers from the studies measured as the newest one. At "
+            "most " +
+                std::to_string(kMaxMeasurementBytes) + " bytes as JSON"}}}},
         {"kernel", "machine"});
     r.conflict_description =
         "a study of this name exists already: error.existing_study_id and the Location header "
@@ -1421,6 +1433,7 @@ Response Service::create_study(Request& request) {
   const auto* prior_machines = r.optional_array("prior_machines");
   const auto seed = r.optional_integer("seed", 0);
   const auto unit = r.optional_string("unit");
+  const auto* measurement = r.optional_object("measurement");
   r.finish();
   if (unit && unit->size() > kMaxUnitBytes) {
     throw FieldError("unit", "\"unit\" must be at most " + std::to_string(kMaxUnitBytes) +
@@ -1445,6 +1458,10 @@ Response Service::create_study(Request& request) {
   if (task_features) check_json_size(*task_features, "task_features", kMaxTaskBytes);
   if (strategy_options) {
     check_json_size(*strategy_options, "strategy_options", kMaxStrategyOptionsBytes);
+  }
+  if (measurement) {
+    check_json_size(*measurement, "measurement", kMaxMeasurementBytes,
+                    " (how the objective is measured: {\"rtol\": 1e-08, \"clock\": \"wall\"})");
   }
   if (prior_machines) {
     if (prior_machines->size() > kMaxPriorMachines) {
@@ -1537,6 +1554,10 @@ Response Service::create_study(Request& request) {
   if (prior_machines) study.settings["prior_machines"] = *prior_machines;
   if (seed) study.settings["seed"] = *seed;
   if (unit_taken) study.settings["unit"] = *unit_taken;
+  // Kept as tunebase sweep keeps its evaluator's: workers measuring otherwise are refused, and
+  // priors and the measured best take only studies measured alike (db::measurement_of). {} is
+  // no setting, as with none.
+  if (measurement && !measurement->empty()) study.settings["measurement"] = *measurement;
   if (strategy) {
     study.strategy = *strategy;
   } else {
@@ -2019,6 +2040,7 @@ Response Service::best(Request& request) {
         measured_configurations(reader(), kernel, *machine, task, direction, objective, study);
     j["measured_configurations"] = few.configurations;
     if (!few.other_spaces.empty()) notes.push_back(few.other_spaces);
+    if (!few.other_measurements.empty()) notes.push_back(few.other_measurements);
     if (!few.note.empty()) notes.push_back(few.note);
     if (!notes.empty()) j["note"] = joined_notes(notes);
     return remember(Response::json(j), options_.best_cache_ttl, false);

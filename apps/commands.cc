@@ -192,7 +192,7 @@ void print_sweep_summary(const SweepSummary& s) {
   std::cout << "study:      " << s.study_name << " (id " << s.study.value << ", strategy "
             << s.strategy << ")\n";
   if (!s.measurement.empty()) {
-    std::cout << "measured:   " << measurement_text(s.measurement) << "\n";
+    std::cout << "measured:   " << db::measurement_text(s.measurement) << "\n";
   }
   if (!s.priors.empty()) {
     std::cout << "priors:     ";
@@ -954,7 +954,7 @@ void add_query_commands(CLI::App& app) {
                  machine_name + "\": this is the " + std::string(db::to_string(direction)) +
                  " one" + (maximize ? std::string() : "; --maximize gives the other");
         }
-        for (const auto* said : {&few.other_spaces, &few.note}) {
+        for (const auto* said : {&few.other_spaces, &few.other_measurements, &few.note}) {
           if (!said->empty()) note += (note.empty() ? "" : "; ") + *said;
         }
         if (!note.empty()) j["note"] = note;
@@ -968,8 +968,9 @@ void add_query_commands(CLI::App& app) {
       std::cout << texts.config;
       if (!texts.options.empty()) std::cout << "\noptions:   " << texts.options;
       std::cout << "\nobjective: " << objective_text(study, best->result.objective) << "\n";
-      if (!few.other_spaces.empty()) std::cout << "note:      " << few.other_spaces << "\n";
-      if (!few.note.empty()) std::cout << "note:      " << few.note << "\n";
+      for (const auto* said : {&few.other_spaces, &few.other_measurements, &few.note}) {
+        if (!said->empty()) std::cout << "note:      " << *said << "\n";
+      }
       if (!task) {
         // Times of different inputs do not compare: say when others were measured here.
         std::set<std::int64_t> tasks;

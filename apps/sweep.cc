@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "core/measurements.h"
+#include "db/json_text.h"
 #include "db/sqlite.h"
 #include "kernels/petsc_solver.h"
 #include "kernels/replay.h"
@@ -256,18 +257,12 @@ void check_same_objective(const db::StudyRecord& study, bool minimize, const std
                  " (or choose another --study name for a new study)");
 }
 
-// A resumed study keeps how its objective was measured (a PETSc solve's tolerances and clock):
-// trials solved to another tolerance or timed by another clock would not compare. A study
-// stored before it kept them is not checked.
+// A resumed study keeps how its objective was measured (a PETSc solve's tolerances and clock).
 void check_same_measurement(const db::StudyRecord& study, const nlohmann::json& settings) {
-  if (!study.settings.is_object()) return;
-  const auto stored = study.settings.find("measurement");
-  if (stored == study.settings.end() || *stored == settings) return;
-  throw Conflict(
-      "study '" + study.name + "' cannot be resumed as given: its trials were measured with " +
-      measurement_text(*stored) + ", this sweep measures with " + measurement_text(settings) +
-      " (give the options the study was swept with, for petsc --rtol, --max-it and "
-      "--cpu-time, or choose another --study name for a new study)");
+  const auto differs = measurement_mismatch(study.settings, settings, "sweep");
+  if (differs.empty()) return;
+  throw Conflict("study '" + study.name + "' cannot be resumed as given: " + differs +
+                 " (or choose another --study name for a new study)");
 }
 
 db::StudyRecord create_study(db::Store& store, const SweepOptions& options,
@@ -460,13 +455,13 @@ std::optional<double> SweepSummary::speedup() const {
   return minimize ? d / b : b / d;
 }
 
-std::string measurement_text(const nlohmann::json& settings) {
-  std::string text;
-  for (const auto& [name, value] : settings.items()) {
-    text += (text.empty() ? "" : ", ") + name + " " +
-            (value.is_string() ? value.get<std::string>() : value.dump());
-  }
-  return text;
+std::string measurement_mismatch(const nlohmann::json& study_settings,
+                                 const nlohmann::json& measurement, const std::string& command) {
+  const auto stored = db::measurement_of(study_settings);
+  if (stored.empty() || stored == measurement) return "";
+  return "its trials were measured with " + db::measurement_text(stored) + ", this " + command +
+         " measures with " + db::measurement_text(measurement) +
+         ": give the options the study was made with (for petsc --rtol, --max-it and --cpu-time)";
 }
 
 std::string objective_mismatch(bool study_minimizes, const std::string& study_unit, bool minimize,
@@ -679,10 +674,13 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   // Priors: other machines' and tasks' measurements of this kernel version, and files.
   std::vector<Prior> priors;
   const auto direction = evaluator.minimize() ? db::Direction::minimize : db::Direction::maximize;
+  // Of studies measured as this one is (a PETSc solve's tolerance and clock), as the study keeps.
+  auto prior_settings = transfer_settings(chosen);
+  prior_settings["measurement"] = evaluator.measurement_settings();
   if (const auto query = api::target_prior_query(
           kernel, machine.id, task.id,
           default_objective_name(evaluator.objective_unit(), evaluator.minimize()), direction,
-          transfer_settings(chosen))) {
+          prior_settings)) {
     api::load_fitted_models(store);
     priors = api::priors_from_store(store, space, *query);
   }

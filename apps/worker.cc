@@ -261,6 +261,30 @@ Measurement refused_result(const Measurement& measured, const std::string& why) 
 
 }  // namespace
 
+nlohmann::json new_study_request(const Evaluator& evaluator, const std::string& name,
+                                 const std::string& machine) {
+  nlohmann::json task = evaluator.task();
+  nlohmann::json features = nlohmann::json::object();
+  if (task.contains("features")) {
+    features = task["features"];
+    task.erase("features");
+  }
+  nlohmann::json body{{"name", name},
+                      {"kernel", evaluator.kernel_name()},
+                      {"space", evaluator.space().to_json()},
+                      {"machine", machine},
+                      {"task", task},
+                      {"task_features", features},
+                      {"direction", evaluator.minimize() ? "minimize" : "maximize"}};
+  if (const auto unit = evaluator.objective_unit(); !unit.empty()) body["unit"] = unit;
+  // Kept by the study, as a sweep's: workers that join later are checked against it, and
+  // priors and the measured best take only studies measured alike.
+  if (const auto measurement = evaluator.measurement_settings(); !measurement.empty()) {
+    body["measurement"] = measurement;
+  }
+  return body;
+}
+
 WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
                          const WorkerOptions& options) {
   const std::string study_path = "/v1/studies/" + std::to_string(options.study);
@@ -297,6 +321,13 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
         "', which " + (study_minimizes ? "minimizes" : "maximizes") + " its objective" +
         (study_unit.empty() ? std::string() : " in " + study_unit) +
         ") cannot be joined as given: " + differs + " (or --create-study NAME for a new study)");
+  }
+  if (const auto differs = measurement_mismatch(study.value("settings", nlohmann::json::object()),
+                                                evaluator.measurement_settings(), "worker");
+      !differs.empty()) {
+    throw Conflict("study " + std::to_string(options.study) + " ('" +
+                   study.value("name", std::string()) + "') cannot be joined as given: " + differs +
+                   " (or --create-study NAME for a new study)");
   }
   // The input is part of what a study measures (a command's includes its command line): results
   // of another input would be stored as this one's. A study created with no input description
@@ -622,22 +653,9 @@ void add_worker_command(CLI::App& app) {
           client.post("/v1/machines", {{"name", info.name}, {"fingerprint", info.fingerprint}},
                       args->worker.token);
       if (m.status != 201 && m.status != 200) fail_reply("registering machine " + info.name, m);
-      nlohmann::json task = evaluator->task();
-      nlohmann::json features = nlohmann::json::object();
-      if (task.contains("features")) {
-        features = task["features"];
-        task.erase("features");
-      }
-      nlohmann::json body{{"name", args->create_study},
-                          {"kernel", evaluator->kernel_name()},
-                          {"space", evaluator->space().to_json()},
-                          {"machine", info.name},
-                          {"task", task},
-                          {"task_features", features},
-                          {"direction", evaluator->minimize() ? "minimize" : "maximize"}};
+      auto body = new_study_request(*evaluator, args->create_study, info.name);
       if (!args->strategy.empty()) body["strategy"] = args->strategy;
       if (args->budget > 0) body["budget"] = args->budget;
-      if (const auto unit = evaluator->objective_unit(); !unit.empty()) body["unit"] = unit;
       if (args->seed >= 0) body["seed"] = args->seed;
       const auto s = client.post("/v1/studies", body, args->worker.token);
       // Workers started together with one --create-study: the first makes it, the others

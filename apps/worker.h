@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "api/client.h"
@@ -45,10 +46,17 @@ struct WorkerSummary {
   std::string stop_reason;
 };
 
+/// The POST /v1/studies body of `worker --create-study NAME`: a study named `name` on `machine`
+/// of `evaluator`'s kernel, space, input, direction, unit and measurement settings
+/// (Evaluator::measurement_settings, kept as the study's settings' "measurement").
+nlohmann::json new_study_request(const Evaluator& evaluator, const std::string& name,
+                                 const std::string& machine);
+
 /// Checks that `evaluator` tunes the study's kernel and space (InvalidInput naming both when
-/// not) and measures its objective in its direction and unit (Conflict naming the flags to
-/// give; an evaluator without a unit takes the study's), then loops ask (n=1), evaluate, tell until
-/// the study is done, max_trials, or Ctrl-C (the trial in progress is finished and reported first).
+/// not) and measures its objective in its direction and unit and with its measurement settings
+/// (Conflict naming the flags to give; an evaluator without a unit takes the study's), then loops
+/// ask (n=1), evaluate, tell until the study is done, max_trials, or Ctrl-C (the trial in progress
+/// is finished and reported first).
 WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
                          const WorkerOptions& options);
 

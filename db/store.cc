@@ -50,6 +50,16 @@ std::string format_number(double v) {
   return std::string(buf.data(), end);
 }
 
+std::string measurement_text(const nlohmann::json& settings) {
+  if (settings.empty()) return "no settings kept";
+  std::string text;
+  for (const auto& [name, value] : settings.items()) {
+    text += (text.empty() ? "" : ", ") + name + " " +
+            (value.is_string() ? value.get<std::string>() : value.dump());
+  }
+  return text;
+}
+
 namespace {
 
 constexpr std::size_t kTokenBytes = 32;
@@ -1432,12 +1442,13 @@ std::vector<std::string> same_parameters_versions(Database& db, const std::strin
   return out;
 }
 
-// The studies a StudyFilter selects (FROM studies s JOIN kernels k, parameters ?1 to ?5);
+// The studies a StudyFilter selects (FROM studies s JOIN kernels k, parameters ?1 to ?7);
 // bind_study_filter binds them.
 constexpr std::string_view kStudyFilterWhere =
     "k.name = ?1 AND (?2 IS NULL OR s.machine_id = ?2) AND (?3 IS NULL OR s.task_id = ?3) AND "
     "(?4 IS NULL OR s.direction = ?4) AND (?5 = '' OR s.objective = ?5) AND "
-    "(?6 = '[]' OR k.version IN (SELECT value FROM json_each(?6)))";
+    "(?6 = '[]' OR k.version IN (SELECT value FROM json_each(?6))) AND "
+    "(?7 IS NULL OR json(coalesce(json_extract(s.settings, '$.measurement'), '{}')) = json(?7))";
 
 void bind_study_filter(Statement& st, Database& db, const StudyFilter& f) {
   st.bind(1, f.kernel_name).bind(5, f.objective);
@@ -1445,6 +1456,7 @@ void bind_study_filter(Statement& st, Database& db, const StudyFilter& f) {
   if (f.machine) st.bind(2, f.machine->value);
   if (f.task) st.bind(3, f.task->value);
   if (f.direction) st.bind(4, to_string(*f.direction));
+  if (f.measurement) st.bind(7, json_text(*f.measurement));
 }
 
 }  // namespace
@@ -1542,6 +1554,7 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
   std::vector<std::pair<TrialRecord, std::string>> bests;
   // study id -> (kernel id, kernel version) of the studies with a best
   std::map<std::int64_t, std::pair<std::int64_t, std::string>> version_of_study;
+  std::map<std::int64_t, nlohmann::json> measurement_of_study;
   while (studies.step()) {
     const auto study = read_study(studies, impl_->db);
     best_of_study.reset();
@@ -1549,6 +1562,7 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
     if (best_of_study.step()) {
       bests.emplace_back(read_trial(best_of_study, impl_->db), objective_unit(study));
       version_of_study[study.id.value] = {study.kernel_id.value, study.kernel_version};
+      measurement_of_study[study.id.value] = measurement_of(study.settings);
     }
   }
   // Only the studies of the newest version's parameters answer: a configuration of a space the
@@ -1598,6 +1612,19 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
       });
     }
   }
+  // And only those measured as the newest of them were (measurement_of): a solve to a looser
+  // tolerance is faster without being better, so the best of every setting would be the
+  // loosest one's. measured_configurations says which were left out.
+  if (!bests.empty()) {
+    const auto newest =
+        std::max_element(bests.begin(), bests.end(), [](const auto& a, const auto& b) {
+          return a.first.study_id.value < b.first.study_id.value;
+        });
+    const auto answering = measurement_of_study.at(newest->first.study_id.value);
+    std::erase_if(bests, [&](const auto& b) {
+      return measurement_of_study.at(b.first.study_id.value) != answering;
+    });
+  }
   const bool in_seconds =
       std::any_of(bests.begin(), bests.end(), [](const auto& b) { return is_time_unit(b.second); });
   if (in_seconds) std::erase_if(bests, [](const auto& b) { return !is_time_unit(b.second); });
@@ -1642,10 +1669,18 @@ std::string objective_unit(const StudyRecord& study) {
   return it != study.settings.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
+nlohmann::json measurement_of(const nlohmann::json& settings) {
+  if (!settings.is_object()) return nlohmann::json::object();
+  const auto it = settings.find("measurement");
+  return it != settings.end() && it->is_object() ? *it : nlohmann::json::object();
+}
+
 namespace {
 
-// The finished trials a PriorQuery selects (FROM and WHERE, parameters ?1 to ?12 but ?11, the
-// limit), shared by prior_trials and prior_counts; bind_prior_query binds them.
+// The finished trials a PriorQuery selects (FROM and WHERE, parameters ?1 to ?13 but ?11, the
+// limit), shared by prior_trials and prior_counts; bind_prior_query binds them. Settings are
+// stored as compact JSON with sorted keys, so measurements alike are equal text once json()
+// has read both.
 constexpr std::string_view kPriorTrialsWhere =
     "FROM trials t JOIN studies s ON s.id = t.study_id JOIN kernels k ON k.id = s.kernel_id "
     "JOIN machines m ON m.id = s.machine_id "
@@ -1655,7 +1690,9 @@ constexpr std::string_view kPriorTrialsWhere =
     "AND (?7 = '' OR s.objective = ?7) AND (?8 IS NULL OR s.direction = ?8) "
     "AND (?9 = '[]' OR m.name IN (SELECT value FROM json_each(?9))) "
     "AND t.finished_at IS NOT NULL AND (?10 = 0 OR t.status = 'ok') "
-    "AND (?12 IS NULL OR s.task_id = ?12)";
+    "AND (?12 IS NULL OR s.task_id = ?12) "
+    "AND (?13 IS NULL OR json(coalesce(json_extract(s.settings, '$.measurement'), '{}')) = "
+    "json(?13))";
 
 // The kernel versions a PriorQuery selects: `q.version` and every version of the kernel with
 // the same parameters and values; none (any version) when it names none.
@@ -1674,6 +1711,7 @@ void bind_prior_query(Statement& st, Database& db, const PriorQuery& q) {
   st.bind(9, json_text(q.machines)).bind(10, q.ok_only ? 1 : 0);
   st.bind(11, static_cast<std::int64_t>(q.limit));
   if (q.task) st.bind(12, q.task->value);
+  if (q.measurement) st.bind(13, json_text(*q.measurement));
 }
 
 // How a study's values are read as priors: the unit they are given in, the factor into it, or

@@ -146,6 +146,13 @@ struct StudyRecord {
 /// The unit of a study's objective values ("ms", "GFLOP/s"), from its settings; empty when none
 /// was given. Imports made before imports recorded their unit were in ms.
 std::string objective_unit(const StudyRecord& study);
+/// How a study's objective was measured: its `settings`' "measurement" (a PETSc solve's rtol,
+/// max_it, residual_tolerance and clock: Evaluator::measurement_settings); {} when it keeps
+/// none (GPU kernels, replays, imports, studies stored before settings were kept), and such
+/// studies count as measured alike. Only studies measured alike are compared (best_trial) and
+/// learned from (PriorQuery::measurement): a solve to rtol 1e-3 is faster than one to 1e-8
+/// without being better.
+nlohmann::json measurement_of(const nlohmann::json& settings);
 
 struct TrialRecord {
   TrialId id;
@@ -242,6 +249,9 @@ struct PriorQuery {
   /// too) values are as stored.
   std::string unit;
   std::optional<Direction> direction;
+  /// Only studies measured with these settings (measurement_of; {}: studies that keep none);
+  /// none: any.
+  std::optional<nlohmann::json> measurement;
   /// Successful trials only.
   bool ok_only = false;
   /// At most this many trials; 0: all.
@@ -276,6 +286,9 @@ struct StudyFilter {
   /// A kernel version (KernelRecord::version): its studies and those of every version with the
   /// same parameters and values; empty: any version.
   std::string version = {};
+  /// Only studies measured with these settings (measurement_of; {}: studies that keep none);
+  /// none: any.
+  std::optional<nlohmann::json> measurement = std::nullopt;
 };
 
 /// Which trials Store::trials(study, range) reads: ids in (after, up_to], with `status` when
@@ -570,7 +583,8 @@ class Store {
   /// The best ok trial of any study of `kernel_name` on `machine` (and `task` when given)
   /// whose direction is `direction` (and objective name `objective` when given), among the
   /// studies of kernel versions with the parameters of the newest version those studies
-  /// measured (SearchSpace::parameters_fingerprint: constraints and defaults aside).
+  /// measured (SearchSpace::parameters_fingerprint: constraints and defaults aside), and of
+  /// those, the studies measured as the newest of them was (measurement_of).
   /// Times in different units are compared as times; when some studies measure time, studies
   /// in other units or none are left out (they cannot be placed among times).
   std::optional<TrialRecord> best_trial(std::string_view kernel_name, MachineId machine,

@@ -740,6 +740,49 @@ TEST(Worker, WithoutAUnitTakesTheStudysButNotItsDirection) {
   EXPECT_THAT(printed, ::testing::ContainsRegex("trial [0-9]+ .* -> [0-9.]+ GFLOP/s\n")) << printed;
 }
 
+// A replay that says how it measured, as a PETSc solve's tolerance and clock.
+class MeasuredEvaluator : public ReplayEvaluator {
+ public:
+  explicit MeasuredEvaluator(double rtol)
+      : ReplayEvaluator(measured_dataset("conv"), "generated.json"), rtol_(rtol) {}
+  nlohmann::json measurement_settings() const override {
+    return {{"clock", "wall"}, {"max_it", 10000}, {"rtol", rtol_}};
+  }
+
+ private:
+  double rtol_;
+};
+
+TEST(Worker, AStudyItCreatesKeepsItsMeasurementSettingsAndRefusesOthers) {
+  testing::TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "replay-host"}}, server.token).status, 201);
+  MeasuredEvaluator tight(1e-8);
+  auto body = cli::new_study_request(tight, "solves", "replay-host");
+  body["strategy"] = "random";
+  const auto created = c.post("/v1/studies", body, server.token);
+  ASSERT_EQ(created.status, 201) << created.body;
+  const auto study = created.json()["id"].get<std::int64_t>();
+  EXPECT_EQ(created.json()["settings"]["measurement"], tight.measurement_settings())
+      << created.body;
+  // Solved to another tolerance, its times would not compare with the study's.
+  MeasuredEvaluator loose(1e-3);
+  auto options = quiet_worker(study, server.token);
+  EXPECT_THAT([&] { (void)cli::run_worker(loose, c, options); },
+              ::testing::ThrowsMessage<Conflict>(HasSubstr(
+                  "study " + std::to_string(study) +
+                  " ('solves') cannot be joined as given: its trials were measured with clock "
+                  "wall, max_it 10000, rtol 1e-08, this worker measures with clock wall, max_it "
+                  "10000, rtol 0.001: give the options the study was made with (for petsc --rtol, "
+                  "--max-it and --cpu-time) (or --create-study NAME for a new study)")));
+  EXPECT_TRUE(server.store().trials(db::StudyId{study}).empty());
+  options.max_trials = 1;
+  EXPECT_EQ(cli::run_worker(tight, c, options).evaluated, 1u);
+  // A GPU kernel's evaluator keeps none, and its studies are as before.
+  ReplayEvaluator replay(measured_dataset("conv"), "generated.json");
+  EXPECT_FALSE(cli::new_study_request(replay, "gpu", "replay-host").contains("measurement"));
+}
+
 TEST(Worker, AKilledWorkersLeaseEndsWithinMinutes) {
   testing::TestServer server;
   ReplayEvaluator reference(measured_dataset("conv"), "generated.json");

@@ -713,6 +713,53 @@ TEST_F(StoreTest, BestTrialComparesTimesInDifferentUnitsAsTimes) {
   EXPECT_EQ(store_.best_trial("demo", machine, std::nullopt, Direction::minimize)->id, fastest);
 }
 
+// PETSc solves to rtol 1e-3 are faster than to 1e-8 without being better: the best of one
+// machine is of the studies measured as the newest one, and priors are of studies measured
+// alike (studies that keep no settings, as GPU kernels and replays, are alike).
+TEST_F(StoreTest, BestAndPriorsDoNotMixMeasurementSettings) {
+  const nlohmann::json tight{{"clock", "wall"}, {"max_it", 10000}, {"rtol", 1e-8}};
+  const nlohmann::json loose{{"clock", "wall"}, {"max_it", 10000}, {"rtol", 1e-3}};
+  NewStudy n;
+  const auto none = study_in("s", n);
+  n.name = "tight";
+  n.settings = {{"unit", "s"}, {"measurement", tight}};
+  const auto tight_study = store_.create_study(n);
+  n.name = "loose";
+  n.settings = {{"unit", "s"}, {"measurement", loose}};
+  const auto loose_study = store_.create_study(n);
+  store_.add_trial(none.id, testing::config_json(16, "row"), "16,row", Measurement::success(0.5));
+  const auto tight_best = store_.add_trial(tight_study.id, testing::config_json(32, "row"),
+                                           "32,row", Measurement::success(2.0));
+  const auto loose_best = store_.add_trial(loose_study.id, testing::config_json(64, "row"),
+                                           "64,row", Measurement::success(1.0));
+  const auto machine = none.machine_id;
+  EXPECT_EQ(store_.best_trial("demo", machine, std::nullopt, Direction::minimize)->id, loose_best);
+  n.name = "tight again";
+  n.settings = {{"unit", "s"}, {"measurement", tight}};
+  const auto again = store_.create_study(n);
+  store_.add_trial(again.id, testing::config_json(16, "col"), "16,col", Measurement::success(3.0));
+  EXPECT_EQ(store_.best_trial("demo", machine, std::nullopt, Direction::minimize)->id, tight_best);
+  // Counted as the best is chosen: of the studies measured alike.
+  StudyFilter alike{.kernel_name = "demo", .machine = machine, .measurement = tight};
+  EXPECT_EQ(store_.measured_configurations(alike), 2);
+  alike.measurement = nlohmann::json::object();
+  ASSERT_EQ(store_.study_trial_counts(alike).size(), 1u);
+  EXPECT_EQ(store_.study_trial_counts(alike).begin()->first, none.id);
+
+  PriorQuery q;
+  q.kernel_name = "demo";
+  q.measurement = tight;
+  ASSERT_EQ(store_.prior_trials(q).size(), 2u);
+  EXPECT_EQ(store_.prior_trials(q)[0].trial, tight_best);
+  ASSERT_EQ(store_.prior_counts(q).size(), 1u);
+  EXPECT_EQ(store_.prior_counts(q)[0].ok, 2u);
+  q.measurement = nlohmann::json::object();
+  ASSERT_EQ(store_.prior_trials(q).size(), 1u);
+  EXPECT_EQ(store_.prior_trials(q)[0].study, none.id);
+  q.measurement.reset();  // any
+  EXPECT_EQ(store_.prior_trials(q).size(), 4u);
+}
+
 // A Kernel Tuner cache records no restrictions: a space that restricts the same parameters
 // and values measures the same function, and learns from it; other values do not.
 TEST_F(StoreTest, PriorTrialsOfAVersionAreThoseOfEverySpaceWithItsParameters) {
