@@ -141,7 +141,7 @@ TEST(GaussianProcess, FitFindsSmallNoiseAndPredictsHeldOutPoints) {
 // PETSc's pc_type, one-hot among numeric inputs: a study whose results all have one
 // preconditioner knows nothing of the others, and its GP must say so. With the
 // dimension-scaled lengthscale prior on the one-hot columns too, the other values correlated
-// 0.98 with the measured one and their sd was a fifth of the prior's (0.85 of it now).
+// 0.99 with the measured one and their sd was a fifth of the prior's (0.85 of it now).
 TEST(GaussianProcess, AnUnmeasuredCategoricalValueKeepsMostOfThePriorVariance) {
   const SearchSpace space = SearchSpace::from_json(nlohmann::json::parse(R"({
     "parameters": [
