@@ -275,8 +275,7 @@ FeasibilityModel FeasibilityModel::fit(Matrix x, const std::vector<bool>& feasib
   const GpPriors& priors = options.priors;
   Covariance mode;
   mode.kind = options.kind;
-  mode.lengthscales.assign(d, std::clamp(std::exp(priors.lengthscale_mode(d)),
-                                         priors.min_lengthscale, priors.max_lengthscale));
+  mode.lengthscales = priors.mode_lengthscales(d);
   mode.signal_variance = std::clamp(std::exp(priors.signal_location), priors.min_signal_variance,
                                     priors.max_signal_variance);
   const auto ok = static_cast<std::size_t>(std::count(feasible.begin(), feasible.end(), true));
@@ -330,7 +329,8 @@ FeasibilityModel FeasibilityModel::fit(Matrix x, const std::vector<bool>& feasib
   for (std::size_t s = 0; s < options.random_starts; ++s) {
     ColumnVector t(static_cast<long>(d + 1));
     for (std::size_t j = 0; j < d; ++j) {
-      t(static_cast<long>(j)) = priors.lengthscale_mode(d) + priors.lengthscale_scale * normal(rng);
+      t(static_cast<long>(j)) =
+          priors.column_lengthscale_mode(j, d) + priors.lengthscale_scale * normal(rng);
     }
     t(static_cast<long>(d)) = priors.signal_location + priors.signal_scale * normal(rng);
     starts.push_back(ColumnVector(dlib::clamp(t, lo, hi)));
@@ -352,9 +352,8 @@ FeasibilityModel FeasibilityModel::fit(Matrix x, const std::vector<bool>& feasib
       // log N(theta; mu, s^2): lengthscales and signal variance
       double lp = 0.0;
       std::vector<double> grad = ll.gradient;
-      const double l_mu = priors.lengthscale_mode(d);
       for (std::size_t j = 0; j <= d; ++j) {
-        const double mu = j < d ? l_mu : priors.signal_location;
+        const double mu = j < d ? priors.column_lengthscale_mode(j, d) : priors.signal_location;
         const double sd = j < d ? priors.lengthscale_scale : priors.signal_scale;
         const double u = (theta(static_cast<long>(j)) - mu) / sd;
         lp -= 0.5 * u * u;

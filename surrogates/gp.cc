@@ -158,6 +158,22 @@ double GpPriors::lengthscale_mode(std::size_t dimension) const {
          0.5 * std::log(static_cast<double>(std::max<std::size_t>(dimension, 1)));
 }
 
+double GpPriors::column_lengthscale_mode(std::size_t column, std::size_t dimension) const {
+  if (column < one_hot_columns.size() && one_hot_columns[column]) {
+    return categorical_lengthscale_location;
+  }
+  return lengthscale_mode(dimension);
+}
+
+std::vector<double> GpPriors::mode_lengthscales(std::size_t dimension) const {
+  std::vector<double> out(dimension);
+  for (std::size_t j = 0; j < dimension; ++j) {
+    out[j] = std::clamp(std::exp(column_lengthscale_mode(j, dimension)), min_lengthscale,
+                        max_lengthscale);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // detail
 
@@ -198,8 +214,9 @@ double log_prior(const GpPriors& priors, std::size_t dimension, std::span<const 
     lp -= 0.5 * u * u;
     if (!gradient.empty()) gradient[i] -= u / s;
   };
-  const double l_mu = priors.lengthscale_mode(dimension);
-  for (std::size_t j = 0; j < dimension; ++j) add(j, l_mu, priors.lengthscale_scale);
+  for (std::size_t j = 0; j < dimension; ++j) {
+    add(j, priors.column_lengthscale_mode(j, dimension), priors.lengthscale_scale);
+  }
   add(dimension, priors.signal_location, priors.signal_scale);
   add(dimension + 1, priors.noise_location, priors.noise_scale);
   add(dimension + 2, 0.0, priors.mean_scale);
@@ -323,9 +340,7 @@ GaussianProcess GaussianProcess::fit(Matrix x, std::vector<double> y, const GpFi
 
   GpHyperparameters mode;
   mode.covariance.kind = options.kind;
-  mode.covariance.lengthscales.assign(
-      d, std::clamp(std::exp(priors.lengthscale_mode(d)), priors.min_lengthscale,
-                    priors.max_lengthscale));
+  mode.covariance.lengthscales = priors.mode_lengthscales(d);
   mode.covariance.signal_variance = std::clamp(
       std::exp(priors.signal_location), priors.min_signal_variance, priors.max_signal_variance);
   mode.noise_variance = std::clamp(std::exp(priors.noise_location), priors.min_noise_variance,
@@ -362,10 +377,11 @@ GaussianProcess GaussianProcess::fit(Matrix x, std::vector<double> y, const GpFi
   if (options.start_at_prior_mode || starts.empty()) starts.push_back(mode.to_vector());
   {
     std::normal_distribution<double> normal(0.0, 1.0);
-    const double l_mu = priors.lengthscale_mode(d);
     for (std::size_t s = 0; s < options.random_starts; ++s) {
       std::vector<double> v(d + 3);
-      for (std::size_t j = 0; j < d; ++j) v[j] = l_mu + priors.lengthscale_scale * normal(rng);
+      for (std::size_t j = 0; j < d; ++j) {
+        v[j] = priors.column_lengthscale_mode(j, d) + priors.lengthscale_scale * normal(rng);
+      }
       v[d] = priors.signal_location + priors.signal_scale * normal(rng);
       v[d + 1] = priors.noise_location + priors.noise_scale * normal(rng);
       v[d + 2] = priors.mean_scale * normal(rng);

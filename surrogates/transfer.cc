@@ -188,7 +188,12 @@ std::uint64_t SourceModelOptions::key() const {
                             static_cast<double>(fit.max_iterations),
                             fit.priors.lengthscale_location.value_or(-1e300),
                             static_cast<double>(seed)};
-  return hash_values(numbers, h);
+  h = hash_values(numbers, h);
+  // Spaces without categorical parameters keep the keys they had.
+  if (fit.priors.one_hot_columns.empty()) return h;
+  std::vector<double> one_hot(fit.priors.one_hot_columns.begin(), fit.priors.one_hot_columns.end());
+  one_hot.push_back(fit.priors.categorical_lengthscale_location);
+  return hash_values(one_hot, h);
 }
 
 SourceModel SourceModel::fit(const SourceData& data, const SourceModelOptions& options) {

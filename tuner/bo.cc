@@ -174,6 +174,20 @@ std::vector<std::size_t> parameters_of_columns(const SearchSpace& space,
   return out;
 }
 
+// Which of `columns` (of the encoding) one-hot encode a categorical parameter, for the GP
+// priors (GpPriors::one_hot_columns); empty when none do.
+std::vector<bool> one_hot_columns(const SearchSpace& space,
+                                  const std::vector<std::size_t>& columns) {
+  std::vector<bool> out;
+  bool any = false;
+  for (const std::size_t parameter : parameters_of_columns(space, columns)) {
+    out.push_back(space.parameter(parameter).kind == ParamKind::categorical);
+    any = any || out.back();
+  }
+  if (!any) out.clear();
+  return out;
+}
+
 // The Kriging believer's fantasies in a GP beyond its first `base` rows: at most `limit` of
 // them, the most recent. A GP drops only its latest rows, so when the window is full it is
 // emptied and its newer half added again: per fantasy, no more work than adding it.
@@ -651,15 +665,22 @@ class BayesianOptimization final : public ModelBasedStrategy {
 
   // SearchSpace::encode restricted to the active columns.
   std::vector<double> encode(const TuningState& state, const Configuration& c) {
-    if (active_.empty()) active_ = active_columns(*state.space);
+    choose_columns(state);
     const auto full = state.space->encode(c);
     std::vector<double> x(active_.size());
     for (std::size_t k = 0; k < active_.size(); ++k) x[k] = full[active_[k]];
     return x;
   }
   std::size_t model_dimension(const TuningState& state) {
-    if (active_.empty()) active_ = active_columns(*state.space);
+    choose_columns(state);
     return active_.size();
+  }
+  // The active columns, once, and which of them the GP priors treat as one-hot.
+  void choose_columns(const TuningState& state) {
+    if (!active_.empty()) return;
+    active_ = active_columns(*state.space);
+    fit_options_.priors.one_hot_columns = one_hot_columns(*state.space, active_);
+    source_options_.fit.priors.one_hot_columns = fit_options_.priors.one_hot_columns;
   }
   // Target rows as source models see them: the study's task features appended.
   Matrix with_task_features(const Matrix& x) const {
@@ -1366,6 +1387,7 @@ class BayesianOptimization final : public ModelBasedStrategy {
     if (target_.any_failed) {
       if (refit || !feasibility_covariance_) {
         surrogates::FeasibilityFitOptions options;
+        options.priors.one_hot_columns = fit_options_.priors.one_hot_columns;
         options.warm_start = feasibility_covariance_;
         feasibility_ =
             surrogates::FeasibilityModel::fit(target_.x_all, target_.feasible, options, rng);

@@ -52,8 +52,9 @@ enum class TransferMode {
 /// refit_every (int), refit_below
 /// (int), covariance ("matern52", "squared_exponential"), output ("copula", the default, or "log":
 /// how objective values become model values), lengthscale_location (mode of the log-lengthscale
-/// prior; default the GP module's dimension-scaled one), short_start (log lengthscale of an extra
-/// optimiser start at every refit, default 0; null: none), local_every / local_radius (every
+/// prior of numeric parameters; default the GP module's dimension-scaled one; categoricals' one-hot
+/// columns keep GpPriors::categorical_lengthscale_location), short_start (log lengthscale of an
+/// extra optimiser start at every refit, default 0; null: none), local_every / local_radius (every
 /// local_every-th proposal stays within local_radius encoded coordinates of the best configuration;
 /// 0: never; defaults 2 and 1), candidate_samples (spaces that are not enumerated),
 /// max_model_points (successes the GP is conditioned on at most, default 1500; past it, a subset

@@ -520,6 +520,39 @@ TEST(Strategies, AForecastMayLieBeyondTheBestSeenEvenWhenTheBestTwoTie) {
   EXPECT_LE(bottom.lower, time(20)) << "mean " << bottom.mean << ", upper " << bottom.upper;
 }
 
+TEST(Strategies, BoForecastsAPreconditionerTheStudyNeverRanWithWideUncertainty) {
+  // A transfer sweep of PETSc whose successes were all hypre stayed on hypre: the study's GP
+  // put every other preconditioner at hypre's average with hypre's small spread, as the
+  // lengthscale prior of 4 + 6 one-hot columns correlated two preconditioners 0.99.
+  const auto space = SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
+      {"name": "ksp", "type": "categorical", "values": ["cg", "gmres", "bcgs", "minres", "tfqmr", "cr"]},
+      {"name": "pc", "type": "categorical", "values": ["hypre", "gamg", "ilu", "jacobi"]},
+      {"name": "k", "type": "integer", "low": 0, "high": 9},
+      {"name": "m", "type": "integer", "low": 0, "high": 9}]})"));
+  SessionOptions opts;
+  opts.strategy = "bo";
+  Session session(space, opts);
+  Rng rng(3);
+  std::uniform_int_distribution<std::int64_t> digit(0, 9);
+  const char* const ksps[] = {"cg", "gmres", "bcgs"};
+  std::vector<Configuration> measured;
+  for (int i = 0; i < 10; ++i) {
+    measured.push_back({std::string(ksps[i % 3]), std::string("hypre"), digit(rng), digit(rng)});
+    const double k = as_double(measured.back()[2]) / 9.0;
+    const double m = as_double(measured.back()[3]) / 9.0;
+    session.observe(measured.back(), Measurement::success(std::exp(k * k + 0.5 * m)));
+  }
+  for (const auto& c : measured) {
+    Configuration other = c;
+    other[1] = std::string("gamg");
+    const auto forecasts = session.forecast({c, other});
+    ASSERT_EQ(forecasts.size(), 2u);
+    // (1.4 to 2.4 times with the dimension-scaled prior on every column, 4.6 to 12 now)
+    EXPECT_GE(forecasts[1].std, 3.0 * forecasts[0].std)
+        << space.config_text(c) << ": " << forecasts[0].std << " vs " << forecasts[1].std;
+  }
+}
+
 TEST(Strategies, WhenFewConfigurationsRunBoSearchesBesideThoseThatDid) {
   // Eight methods of which only "h" runs (a hard system that only a direct solver solves):
   // once the design found it, the search looks beside it instead of spreading over methods
