@@ -608,6 +608,37 @@ class BayesianOptimization final : public ModelBasedStrategy {
     return true;
   }
 
+  // Of each categorical parameter, the values whose one-hot column the model's successes vary
+  // in (some ran with the value, some without): the lengthscale of any other column is its
+  // prior's, short for one-hot columns (GpPriors::categorical_lengthscale_location), and says
+  // nothing of how much the parameter matters.
+  static std::vector<std::vector<bool>> telling_values(const TuningState& state) {
+    const auto& space = *state.space;
+    std::vector<std::vector<std::size_t>> runs(space.dimension());
+    for (std::size_t i = 0; i < space.dimension(); ++i)
+      runs[i].assign(space.parameter(i).size(), 0);
+    std::size_t successes = 0;
+    const auto count = [&](const std::vector<Observation>& observations) {
+      for (const auto& o : observations) {
+        if (!o.result.ok() || o.config.size() != space.dimension()) continue;
+        ++successes;
+        for (std::size_t i = 0; i < space.dimension(); ++i) {
+          if (space.parameter(i).kind != ParamKind::categorical) continue;
+          if (const auto at = space.parameter(i).index_of(o.config[i])) ++runs[i][*at];
+        }
+      }
+    };
+    count(state.observations);
+    if (state.has_priors()) {
+      for (const auto& prior : *state.priors) count(prior.observations);
+    }
+    std::vector<std::vector<bool>> out(space.dimension());
+    for (std::size_t i = 0; i < space.dimension(); ++i) {
+      for (const auto n : runs[i]) out[i].push_back(n > 0 && n < successes);
+    }
+    return out;
+  }
+
   std::vector<ParameterRelevance> relevance(const TuningState& state) override {
     prepare_transfer(state);
     // One lengthscale per input column says little before there are about two successful
@@ -620,16 +651,20 @@ class BayesianOptimization final : public ModelBasedStrategy {
     model_for_answers(state);
     if (fitted_at_ == 0 || !hyperparameters_) return {};
     const auto& lengthscales = hyperparameters_->covariance.lengthscales;
+    const auto telling = telling_values(state);
     std::vector<ParameterRelevance> out;
     double total = 0.0;
     std::size_t column = 0;  // of the full encoding
     std::size_t k = 0;       // of the active columns, which lengthscales follow
-    for (const auto& p : state.space->parameters()) {
-      const std::size_t width = p.kind == ParamKind::categorical ? p.values.size() : 1;
+    for (std::size_t i = 0; i < state.space->dimension(); ++i) {
+      const auto& p = state.space->parameter(i);
+      const bool categorical = p.kind == ParamKind::categorical;
+      const std::size_t width = categorical ? p.values.size() : 1;
       double shortest = std::numeric_limits<double>::infinity();
-      for (std::size_t end = column + width; column < end; ++column) {
+      for (std::size_t end = column + width, j = 0; column < end; ++column, ++j) {
         if (k < active_.size() && active_[k] == column && k < lengthscales.size()) {
-          shortest = std::min(shortest, lengthscales[k++]);
+          const double l = lengthscales[k++];
+          if (!categorical || telling[i][j]) shortest = std::min(shortest, l);
         }
       }
       if (!std::isfinite(shortest) || !(shortest > 0.0)) continue;  // one value: not tuned

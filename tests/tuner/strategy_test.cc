@@ -553,6 +553,31 @@ TEST(Strategies, BoForecastsAPreconditionerTheStudyNeverRanWithWideUncertainty) 
   }
 }
 
+// A value nobody ran keeps its one-hot column's short prior lengthscale, which would make a
+// parameter that never varied look relevant: relevance reads only the columns the results vary in.
+TEST(Strategies, BoRelevanceIgnoresCategoricalValuesTheResultsDoNotVaryIn) {
+  const auto space = SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
+      {"name": "ksp", "type": "categorical", "values": ["cg", "gmres", "bcgs", "minres", "tfqmr", "cr"]},
+      {"name": "pc", "type": "categorical", "values": ["hypre", "gamg", "ilu", "jacobi"]},
+      {"name": "k", "type": "integer", "low": 0, "high": 9},
+      {"name": "m", "type": "integer", "low": 0, "high": 9}]})"));
+  SessionOptions opts;
+  opts.strategy = "bo";
+  Session session(space, opts);
+  const char* const ksps[] = {"cg", "gmres", "bcgs"};
+  for (std::int64_t i = 0; i < 40; ++i) {
+    const Configuration c{std::string(ksps[(i + i / 10) % 3]), std::string("hypre"), i % 10,
+                          3 * (i / 10)};
+    const double k = as_double(c[2]) / 9.0;
+    const double m = as_double(c[3]) / 9.0;
+    session.observe(c, Measurement::success(std::exp(2.0 * k * k + 0.2 * m)));
+  }
+  const auto relevance = session.relevance();
+  ASSERT_FALSE(relevance.empty());
+  EXPECT_EQ(relevance.front().name, "k");
+  for (const auto& r : relevance) EXPECT_NE(r.name, "pc") << "share " << r.share;
+}
+
 TEST(Strategies, WhenFewConfigurationsRunBoSearchesBesideThoseThatDid) {
   // Eight methods of which only "h" runs (a hard system that only a direct solver solves):
   // once the design found it, the search looks beside it instead of spreading over methods
