@@ -446,6 +446,8 @@ struct Store::Impl {
 
   Database db;
   std::mutex mutex;
+  /// Rows save_fitted_models changed: a cache of models, not data (changes_made leaves them out).
+  std::int64_t model_changes = 0;
 
   void require_writable(std::string_view what) const {
     if (db.read_only()) {
@@ -1378,7 +1380,7 @@ std::int64_t Store::data_version() const {
 
 std::int64_t Store::changes_made() const {
   std::lock_guard lock(impl_->mutex);
-  return impl_->db.total_changes();
+  return impl_->db.total_changes() - impl_->model_changes;
 }
 
 namespace {
@@ -1990,6 +1992,7 @@ void Store::save_fitted_models(const nlohmann::json& models) {
       "updated_at = excluded.updated_at",
       what);
   const std::string now = now_text();
+  const std::int64_t changes_before = impl_->db.total_changes();
   for (const auto& [key, value] : models.items()) {
     st.reset();
     st.bind(1, key)
@@ -1999,6 +2002,7 @@ void Store::save_fitted_models(const nlohmann::json& models) {
         .run();
   }
   tx.commit();
+  impl_->model_changes += impl_->db.total_changes() - changes_before;
 }
 
 nlohmann::json Store::fitted_models() const {
