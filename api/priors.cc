@@ -80,8 +80,12 @@ nlohmann::json task_features_of(const db::TaskRecord& task) {
              : numeric_task_features(task.description);
 }
 
-std::vector<Prior> priors_from_store(const db::Store& store, const SearchSpace& space,
-                                     const db::PriorQuery& query) {
+namespace {
+
+// The priors `query` selects (priors_from_store) with the task each measured.
+std::vector<std::pair<std::int64_t, Prior>> tasks_and_priors(const db::Store& store,
+                                                             const SearchSpace& space,
+                                                             const db::PriorQuery& query) {
   // The kernel's inputs in one query, not one per input: a kernel measured on thousands of
   // matrices has thousands.
   std::unordered_map<std::int64_t, nlohmann::json> task_features;
@@ -114,16 +118,115 @@ std::vector<Prior> priors_from_store(const db::Store& store, const SearchSpace& 
                         : Measurement::failure(t.status, "measured on " + t.machine_name);
     prior.observations.push_back({std::move(config), std::move(m)});
   }
-  std::vector<Prior> out;
+  std::vector<std::pair<std::int64_t, Prior>> out;
   for (auto& [key, prior] : grouped) {
     if (prior.ok_count() == 0) continue;
     // In key order, as priors read from files are: the subsample a prior's model is fitted on
     // does not depend on the order its trials were stored in.
     sort_by_key(space, prior.observations,
                 [](const Observation& o) -> const Configuration& { return o.config; });
-    out.push_back(std::move(prior));
+    out.emplace_back(key.second, std::move(prior));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<Prior> priors_from_store(const db::Store& store, const SearchSpace& space,
+                                     const db::PriorQuery& query) {
+  std::vector<Prior> out;
+  for (auto& [task, prior] : tasks_and_priors(store, space, query)) out.push_back(std::move(prior));
+  return out;
+}
+
+PriorCache::Version PriorCache::version_of(const db::Store& store) {
+  return {store.data_version(), store.changes_made()};
+}
+
+template <typename T, typename Read>
+std::shared_ptr<const T> PriorCache::get(
+    std::unordered_map<std::string, std::shared_ptr<const T>>& entries, std::size_t max_entries,
+    Version version, const std::string& key, Read read) {
+  {
+    std::shared_lock lock(mutex_);
+    if (version == version_) {
+      if (const auto it = entries.find(key); it != entries.end()) return it->second;
+    }
+  }
+  // Read without the lock (seconds for a large kernel): two askers may both read it.
+  auto value = std::make_shared<const T>(read());
+  std::unique_lock lock(mutex_);
+  ++reads_;
+  // Versions only grow: one read before a write that another asker has seen is not kept.
+  if (version < version_) return value;
+  if (version != version_) {
+    studies_.clear();
+    counts_.clear();
+    priors_.clear();
+    version_ = version;
+  }
+  if (entries.size() >= max_entries) entries.clear();
+  entries[key] = value;
+  return value;
+}
+
+std::shared_ptr<const std::vector<db::StudyRecord>> PriorCache::studies(const db::Store& store,
+                                                                        Version version,
+                                                                        const std::string& kernel) {
+  return get(studies_, kMaxKernels, version, kernel, [&] { return store.list_studies(kernel); });
+}
+
+std::shared_ptr<const std::map<db::StudyId, db::TrialCounts>> PriorCache::study_trial_counts(
+    const db::Store& store, Version version, const std::string& kernel, db::Direction direction) {
+  return get(
+      counts_, kMaxKernels, version, kernel + '\n' + std::string(db::to_string(direction)),
+      [&] { return store.study_trial_counts({.kernel_name = kernel, .direction = direction}); });
+}
+
+std::vector<Prior> PriorCache::priors(const db::Store& store, Version version,
+                                      const SearchSpace& space, const db::PriorQuery& query) {
+  if (query.limit > 0 || query.ok_only || query.exclude_study) {
+    return priors_from_store(store, space, query);
+  }
+  // Every (machine, input) of the version; the query's filters on them are applied below.
+  db::PriorQuery all = query;
+  all.machines.clear();
+  all.exclude_machine.reset();
+  all.exclude_target.reset();
+  all.task.reset();
+  const std::string key = space.fingerprint() + '\n' + all.kernel_name + '\n' + all.version + '\n' +
+                          all.objective + '\n' + all.unit + '\n' +
+                          (all.direction ? std::string(db::to_string(*all.direction)) : "");
+  const auto sources = get(priors_, kMaxPriorSets, version, key, [&] {
+    Sources read;
+    for (auto& [task, prior] : tasks_and_priors(store, space, all)) {
+      read.push_back({task, std::move(prior)});
+    }
+    return read;
+  });
+  const auto name_of = [&](std::optional<db::MachineId> id) {
+    return id ? store.get_machine(*id).name : std::string();
+  };
+  const std::string excluded_machine = name_of(query.exclude_machine);
+  const std::string target_machine =
+      name_of(query.exclude_target ? std::optional(query.exclude_target->first) : std::nullopt);
+  std::vector<Prior> out;
+  for (const auto& [task, prior] : *sources) {
+    const bool excluded =
+        (!query.machines.empty() && std::find(query.machines.begin(), query.machines.end(),
+                                              prior.source) == query.machines.end()) ||
+        (query.exclude_machine && prior.source == excluded_machine) ||
+        (query.exclude_target && prior.source == target_machine &&
+         task == query.exclude_target->second.value) ||
+        (query.task && task != query.task->value);
+    if (!excluded) out.push_back(prior);
+  }
+  return out;
+}
+
+std::size_t PriorCache::reads() const {
+  std::shared_lock lock(mutex_);
+  return reads_;
 }
 
 std::optional<db::PriorQuery> target_prior_query(const db::KernelRecord& kernel,
@@ -254,12 +357,17 @@ std::optional<PredictedBest> predict_best_from(
     const db::Store& store, const std::string& kernel_name, std::optional<db::MachineId> machine,
     std::optional<db::TaskId> task, db::Direction direction, const std::string& objective,
     const nlohmann::json& input_features, const std::string& input_version, bool pool_inputs,
-    bool* restricted) {
+    bool* restricted, PriorCache* cache) {
+  // Read before anything is read at it.
+  const auto data_version = cache ? PriorCache::version_of(store) : PriorCache::Version{};
   // An input is measured under the kernel version its studies used (a kernel's space may
   // depend on its input: PETSc offers cg and icc only for symmetric matrices); without one,
   // the latest version.
   std::string version = input_version;
-  const auto studies = store.list_studies(kernel_name);
+  const auto studies_read =
+      cache ? cache->studies(store, data_version, kernel_name)
+            : std::make_shared<const std::vector<db::StudyRecord>>(store.list_studies(kernel_name));
+  const auto& studies = *studies_read;
   if (task) {
     std::int64_t latest = 0;
     for (const auto& study : studies) {
@@ -274,8 +382,11 @@ std::optional<PredictedBest> predict_best_from(
   const auto space = SearchSpace::from_json(kernel->space);
   // Successful trials of each study of this version and direction, counted once.
   std::unordered_map<std::int64_t, std::int64_t> successes;
-  const auto counts =
-      store.study_trial_counts({.kernel_name = kernel_name, .direction = direction});
+  const auto counts_read =
+      cache ? cache->study_trial_counts(store, data_version, kernel_name, direction)
+            : std::make_shared<const std::map<db::StudyId, db::TrialCounts>>(
+                  store.study_trial_counts({.kernel_name = kernel_name, .direction = direction}));
+  const auto& counts = *counts_read;
   for (const auto& study : studies) {
     const auto c = counts.find(study.id);
     if (study.kernel_version == kernel->version && c != counts.end()) {
@@ -341,7 +452,8 @@ std::optional<PredictedBest> predict_best_from(
       *restricted = true;
     }
   }
-  auto priors = priors_from_store(store, space, query);
+  auto priors = cache ? cache->priors(store, data_version, space, query)
+                      : priors_from_store(store, space, query);
   if (priors.empty()) return std::nullopt;
   bool this_machine_only = false;
   if (machine && (task || new_input)) {
@@ -477,15 +589,15 @@ std::optional<PredictedBest> predict_best(const db::Store& store, const std::str
                                           std::optional<db::TaskId> task, db::Direction direction,
                                           const std::string& objective,
                                           const nlohmann::json& input_features,
-                                          const std::string& input_version) {
+                                          const std::string& input_version, PriorCache* cache) {
   bool restricted = false;
   auto predicted = predict_best_from(store, kernel_name, machine, task, direction, objective,
-                                     input_features, input_version, false, &restricted);
+                                     input_features, input_version, false, &restricted, cache);
   // Too few measurements of the input elsewhere to predict from: every input's, as for one
   // measured nowhere else.
   if (!predicted && restricted) {
     predicted = predict_best_from(store, kernel_name, machine, task, direction, objective,
-                                  input_features, input_version, true, &restricted);
+                                  input_features, input_version, true, &restricted, cache);
   }
   return predicted;
 }

@@ -5,9 +5,14 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <shared_mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -25,6 +30,64 @@ namespace tunebase::api {
 /// successful trial are dropped. Sorted by machine name, then task.
 std::vector<Prior> priors_from_store(const db::Store& store, const SearchSpace& space,
                                      const db::PriorQuery& query);
+
+/// What predictions read of a kernel from the store (its studies, their trial counts, its
+/// priors as priors_from_store makes them), kept between predictions while the store's data is
+/// unchanged: reading and parsing every trial and study of a kernel measured on thousands of
+/// inputs cost more than the prediction's model. Everything is dropped when the version moves
+/// (any write: a new measurement is in the next prediction). Thread-safe: a reader holds what
+/// it got (shared_ptr) after the cache has moved on.
+///
+/// Holds at most kMaxKernels kernels' study lists and trial counts and kMaxPriorSets sets of
+/// priors (each every (machine, input) of one kernel version, objective, unit and direction):
+/// about 40 MB for Ginkgo's SpMV timings of 3 machines (8,519 studies, 42,595 trials).
+class PriorCache {
+ public:
+  static constexpr std::size_t kMaxKernels = 8;
+  static constexpr std::size_t kMaxPriorSets = 4;
+
+  /// (Store::data_version, Store::changes_made): another value, the data changed. Read it
+  /// before what is read at it, so that a write in between makes the entry stale, not wrong.
+  using Version = std::pair<std::int64_t, std::int64_t>;
+  static Version version_of(const db::Store& store);
+
+  /// Store::list_studies(kernel).
+  std::shared_ptr<const std::vector<db::StudyRecord>> studies(const db::Store& store,
+                                                              Version version,
+                                                              const std::string& kernel);
+  /// Store::study_trial_counts({kernel, direction}).
+  std::shared_ptr<const std::map<db::StudyId, db::TrialCounts>> study_trial_counts(
+      const db::Store& store, Version version, const std::string& kernel, db::Direction direction);
+  /// priors_from_store(store, space, query): the kernel version's priors are read once, and
+  /// the query's machines, exclusions and task are applied to them here. A query with a limit,
+  /// ok_only or exclude_study is read from the store.
+  std::vector<Prior> priors(const db::Store& store, Version version, const SearchSpace& space,
+                            const db::PriorQuery& query);
+
+  /// How often the store was read for the cache (tests).
+  std::size_t reads() const;
+
+ private:
+  /// A prior with the task it measured, to apply a query's filters to.
+  struct Source {
+    std::int64_t task = 0;
+    Prior prior;
+  };
+  using Sources = std::vector<Source>;
+  /// The entry of `key` in `entries` at `version`, read by `read` when absent.
+  template <typename T, typename Read>
+  std::shared_ptr<const T> get(std::unordered_map<std::string, std::shared_ptr<const T>>& entries,
+                               std::size_t max_entries, Version version, const std::string& key,
+                               Read read);
+
+  mutable std::shared_mutex mutex_;
+  Version version_{-1, -1};
+  std::size_t reads_ = 0;
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<db::StudyRecord>>> studies_;
+  std::unordered_map<std::string, std::shared_ptr<const std::map<db::StudyId, db::TrialCounts>>>
+      counts_;
+  std::unordered_map<std::string, std::shared_ptr<const Sources>> priors_;
+};
 
 /// The priors of tuning `kernel` on (machine, task): its version's trials on every other
 /// (machine, task) with the same objective and direction, measured alike (`settings`'
@@ -120,12 +183,14 @@ nlohmann::json predicted_best_json(const std::string& kernel, const std::string&
 /// measurements to it by its features. A machine that measured the kernel on at least 3 other
 /// inputs is predicted from those alone, not from other machines (not even their measurements
 /// of this input): this_machine_only. Of each machine, the kMaxPredictionInputsPerSource
-/// inputs nearest to this one are used (`inputs` counts them).
+/// inputs nearest to this one are used (`inputs` counts them). With a `cache`, what it holds of
+/// the store at its current version is not read again.
 std::optional<PredictedBest> predict_best(const db::Store& store, const std::string& kernel_name,
                                           std::optional<db::MachineId> machine,
                                           std::optional<db::TaskId> task, db::Direction direction,
                                           const std::string& objective,
                                           const nlohmann::json& input_features = {},
-                                          const std::string& input_version = {});
+                                          const std::string& input_version = {},
+                                          PriorCache* cache = nullptr);
 
 }  // namespace tunebase::api

@@ -1114,7 +1114,7 @@ std::optional<PredictedBest> StudyManager::predict_best(
     db::Direction direction, const std::string& objective, const nlohmann::json& input_features,
     const std::string& input_version) {
   auto predicted = api::predict_best(store_, kernel, machine, task, direction, objective,
-                                     input_features, input_version);
+                                     input_features, input_version, &prior_cache_);
   save_fitted_models(store_);
   return predicted;
 }

@@ -235,6 +235,8 @@ class StudyManager {
   std::atomic<std::size_t> model_reads_{0};
   std::optional<std::int64_t> ids_seen_at_;  // data_version when study_ids_ was read
   std::vector<db::StudyId> study_ids_;
+  /// What predict_best read of the store, while it is unchanged.
+  PriorCache prior_cache_;
 };
 
 /// Why StudyManager::relevance has nothing to say about `study` (for a reply that says so).

@@ -456,6 +456,8 @@ struct Store::Impl {
 
   Database db;
   std::mutex mutex;
+  /// Rows save_fitted_models changed: a cache of models, not data (changes_made leaves them out).
+  std::int64_t model_changes = 0;
 
   void require_writable(std::string_view what) const {
     if (db.read_only()) {
@@ -1388,7 +1390,7 @@ std::int64_t Store::data_version() const {
 
 std::int64_t Store::changes_made() const {
   std::lock_guard lock(impl_->mutex);
-  return impl_->db.total_changes();
+  return impl_->db.total_changes() - impl_->model_changes;
 }
 
 namespace {
@@ -2061,6 +2063,7 @@ void Store::save_fitted_models(const nlohmann::json& models) {
       "updated_at = excluded.updated_at",
       what);
   const std::string now = now_text();
+  const std::int64_t changes_before = impl_->db.total_changes();
   for (const auto& [key, value] : models.items()) {
     st.reset();
     st.bind(1, key)
@@ -2070,6 +2073,7 @@ void Store::save_fitted_models(const nlohmann::json& models) {
         .run();
   }
   tx.commit();
+  impl_->model_changes += impl_->db.total_changes() - changes_before;
 }
 
 nlohmann::json Store::fitted_models() const {

@@ -575,8 +575,9 @@ class Store {
   /// SQLite's data_version of this connection: it changes when another connection (another
   /// process sharing the file) commits, and only then.
   std::int64_t data_version() const;
-  /// Rows this connection changed since it opened (sqlite3_total_changes64): with
-  /// data_version, whether the database changed at all.
+  /// Rows this connection changed since it opened (sqlite3_total_changes64), those of
+  /// save_fitted_models aside (a cache of models, saved after predictions): with data_version,
+  /// whether the data changed at all.
   std::int64_t changes_made() const;
 
   // --- queries across studies

@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "api/priors.h"
 #include "db/study_export.h"
 #include "tests/api/api_test_util.h"
 
@@ -1578,20 +1579,8 @@ TEST(ApiServer, BestForAnInputGivenByItsFeatures) {
   }
   std::map<int, std::int64_t> tasks;
   for (int n : {1, 4}) {
-    const auto created =
-        c.post("/v1/studies",
-               testing::demo_study_body(
-                   "m1", {{"unit", "ms"}, {"task", {{"n", n}}}, {"task_features", {{"n", n}}}}),
-               server.token);
-    ASSERT_EQ(created.status, 201) << created.body;
-    tasks[n] = created.json()["task_id"].get<std::int64_t>();
-    nlohmann::json measurements = nlohmann::json::array();
-    for (const auto& config : configs) {
-      measurements.push_back({{"config", config}, {"value", n * demo_objective(config)}});
-    }
-    const auto added = c.post("/v1/studies/" + created.json()["id"].dump() + "/measurements",
-                              {{"measurements", measurements}}, server.token);
-    ASSERT_EQ(added.status, 201) << added.body;
+    tasks[n] = testing::measure_demo_input(c, server.token, "m1", n, configs)["task_id"]
+                   .get<std::int64_t>();
   }
   const auto best = [&](const std::string& machine, const std::string& features) {
     return c.get("/v1/best?kernel=demo&machine=" + machine + "&task_features=" + features);
@@ -1708,6 +1697,71 @@ TEST(ApiServer, BestForAnInputGivenByItsFeatures) {
   EXPECT_THAT(r.json()["error"]["message"].get<std::string>(), HasSubstr("a JSON object"));
   r = best("m1", "%7B%22n%22");
   EXPECT_EQ(r.status, 400) << r.body;
+}
+
+TEST(ApiServer, APredictedBestTakesInEveryMeasurementStoredBeforeIt) {
+  // The server keeps what predictions read of the store while it is unchanged (PriorCache):
+  // a measurement stored since, here or by another process, is in the next prediction, and
+  // every answer is the one read afresh from the store.
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m1"}}, server.token).status, 201);
+  const auto measure = [&](int n) {
+    testing::measure_demo_input(c, server.token, "m1", n,
+                                {nlohmann::json{{"bx", 4}, {"by", 2}, {"unroll", 1}},
+                                 nlohmann::json{{"bx", 1}, {"by", 1}, {"unroll", 0}},
+                                 nlohmann::json{{"bx", 16}, {"by", 2}, {"unroll", 1}}});
+  };
+  for (int n : {1, 4, 16}) measure(n);
+  const auto best = [&](int n) {
+    const auto r = c.get("/v1/best?kernel=demo&machine=m1&task_features=%7B%22n%22%3A" +
+                         std::to_string(n) + "%7D");
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.json()["source"], "predicted") << r.body;
+    return r.json();
+  };
+  // As a server that reads everything for each answer would answer.
+  const auto from_store = [&](int n) {
+    const auto store = db::Store::open(server.db_path(), /*read_only=*/true);
+    const auto p =
+        predict_best(store, "demo", store.find_machine("m1")->id, std::nullopt,
+                     db::Direction::minimize, "", {{"n", n}}, store.find_kernel("demo")->version);
+    EXPECT_TRUE(p.has_value());
+    return p ? predicted_best_json("demo", "m1", *p) : nlohmann::json();
+  };
+  const auto expect_as_from_store = [&](int n, int inputs) {
+    const auto answer = best(n);
+    const auto expected = from_store(n);
+    EXPECT_EQ(answer["based_on"], expected["based_on"]) << n;
+    EXPECT_EQ(answer["based_on"]["inputs"], inputs) << answer;
+    for (const char* field : {"config", "objective", "lower", "upper"}) {
+      EXPECT_EQ(answer[field], expected[field]) << n << " " << field;
+    }
+  };
+  expect_as_from_store(2, 3);
+  expect_as_from_store(8, 3);
+  measure(64);
+  expect_as_from_store(2, 4);
+  expect_as_from_store(32, 4);
+  // Another process stores a measurement of a fifth input.
+  {
+    db::Store other(server.db_path());
+    const auto kernel = other.find_kernel("demo");
+    const auto task = other.upsert_task("demo", {{"n", 128}}, {{"n", 128}});
+    db::NewStudy late;
+    late.name = "other process";
+    late.kernel = kernel->id;
+    late.machine = other.find_machine("m1")->id;
+    late.task = task.id;
+    late.settings = {{"unit", "ms"}};
+    const auto study = other.create_study(late);
+    const auto space = SearchSpace::from_json(testing::demo_space());
+    const nlohmann::json config{{"bx", 4}, {"by", 2}, {"unroll", 1}};
+    other.add_trial(study.id, config, space.key(space.config_from_json(config)),
+                    Measurement::success(128.0));
+  }
+  expect_as_from_store(2, 5);
+  expect_as_from_store(100, 5);
 }
 
 TEST(ApiServer, ImportsKernelTunerCachesPlainAndGzipped) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "api/client.h"
 #include "api/server.h"
@@ -94,6 +95,27 @@ inline nlohmann::json demo_study_body(const std::string& machine,
   nlohmann::json body{{"kernel", "demo"}, {"space", demo_space()}, {"machine", machine}};
   body.update(extra);
   return body;
+}
+
+/// Creates a study of kernel "demo" on `machine` of the input {"n": n} (its feature n too, unit
+/// ms) and stores n * demo_objective(config) for each of `configs`; returns the created study.
+inline nlohmann::json measure_demo_input(HttpClient& client, const std::string& token,
+                                         const std::string& machine, int n,
+                                         const std::vector<nlohmann::json>& configs) {
+  const auto created = client.post(
+      "/v1/studies",
+      demo_study_body(machine,
+                      {{"unit", "ms"}, {"task", {{"n", n}}}, {"task_features", {{"n", n}}}}),
+      token);
+  EXPECT_EQ(created.status, 201) << created.body;
+  nlohmann::json measurements = nlohmann::json::array();
+  for (const auto& config : configs) {
+    measurements.push_back({{"config", config}, {"value", n * demo_objective(config)}});
+  }
+  const auto added = client.post("/v1/studies/" + created.json()["id"].dump() + "/measurements",
+                                 {{"measurements", measurements}}, token);
+  EXPECT_EQ(added.status, 201) << added.body;
+  return created.json();
 }
 
 /// Registers machine `machine` and creates a study of kernel "demo"; returns its id.

@@ -47,6 +47,31 @@ void measure_every_configuration(db::Store& store, const std::string& study_name
   }
 }
 
+// Kernel "spmv_format" of two formats, csr and ell, measured on inputs given by their rows:
+// the best format of an input takes 1.0, the other 3.0.
+struct TwoFormats {
+  explicit TwoFormats(db::Store& s) : store(s), kernel(s.upsert_kernel("spmv_format", space)) {}
+
+  db::TaskRecord matrix(double rows) {
+    return store.upsert_task("spmv_format", {{"rows", rows}}, {{"rows", rows}});
+  }
+  /// A study of both formats on `input` by `machine`, through `through` (another connection)
+  /// when given.
+  void measure(const std::string& machine, const db::TaskRecord& input, bool csr_best,
+               db::Store* through = nullptr) {
+    measure_every_configuration(through ? *through : store, "s" + std::to_string(++studies),
+                                machine, kernel, space, input, [&](const Configuration& c) {
+                                  const bool csr = std::get<std::string>(c[0]) == "csr";
+                                  return Measurement::success(csr == csr_best ? 1.0 : 3.0);
+                                });
+  }
+
+  db::Store& store;
+  const SearchSpace space{{categorical("format", {Value{"csr"}, Value{"ell"}})}, {}};
+  const db::KernelRecord kernel;
+  int studies = 0;
+};
+
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -613,34 +638,22 @@ TEST(PredictedBest, AMachineThatMeasuredOtherInputsIsPredictedFromThemNotFromOth
   // the three machines alike and answers ell, 3 times slower there.
   tunebase::testing::TempDir dir;
   db::Store store(dir.file("t.db"));
-  const SearchSpace space({categorical("format", {Value{"csr"}, Value{"ell"}})}, {});
-  const auto kernel = store.upsert_kernel("spmv_format", space);
-  int studies = 0;
-  const auto measure = [&](const std::string& machine, const db::TaskRecord& input, bool csr_best) {
-    measure_every_configuration(store, "s" + std::to_string(++studies), machine, kernel, space,
-                                input, [&](const Configuration& c) {
-                                  const bool csr = std::get<std::string>(c[0]) == "csr";
-                                  return Measurement::success(csr == csr_best ? 1.0 : 3.0);
-                                });
-  };
-  const auto matrix = [&](double rows) {
-    return store.upsert_task("spmv_format", {{"rows", rows}}, {{"rows", rows}});
-  };
+  TwoFormats spmv(store);
   for (const double rows : {100.0, 1000.0, 10000.0, 100000.0}) {
-    const auto input = matrix(rows);
-    measure("cpu", input, true);
-    measure("gpu-a", input, false);
-    measure("gpu-b", input, false);
+    const auto input = spmv.matrix(rows);
+    spmv.measure("cpu", input, true);
+    spmv.measure("gpu-a", input, false);
+    spmv.measure("gpu-b", input, false);
   }
-  const auto gpus_only = matrix(50000.0);
-  measure("gpu-a", gpus_only, false);
-  measure("gpu-b", gpus_only, false);
+  const auto gpus_only = spmv.matrix(50000.0);
+  spmv.measure("gpu-a", gpus_only, false);
+  spmv.measure("gpu-b", gpus_only, false);
   const auto cpu = store.find_machine("cpu");
   ASSERT_TRUE(cpu.has_value());
 
   const auto new_matrix =
       predict_best(store, "spmv_format", cpu->id, std::nullopt, db::Direction::minimize, "",
-                   {{"rows", 5000.0}}, kernel.version);
+                   {{"rows", 5000.0}}, spmv.kernel.version);
   ASSERT_TRUE(new_matrix.has_value());
   EXPECT_EQ(new_matrix->config, (nlohmann::json{{"format", "csr"}}));
   EXPECT_TRUE(new_matrix->this_machine_only);
@@ -690,6 +703,70 @@ TEST(PredictedBest, RestsOnTheNearestInputsWhenThousandsWereMeasured) {
     EXPECT_EQ(p->inputs, kMaxPredictionInputsPerSource);
     EXPECT_EQ(p->config, (nlohmann::json{{"format", rows < 1e4 ? "csr" : "ell"}}));
   }
+}
+
+TEST(PredictedBest, FromTheCacheIsAsFromTheStoreAndTakesInANewMeasurement) {
+  // Predictions through a PriorCache read the kernel's priors once while the store is
+  // unchanged, apply each question's exclusions to them, and read again after any write.
+  tunebase::testing::TempDir dir;
+  db::Store store(dir.file("t.db"));
+  TwoFormats spmv(store);
+  for (const double rows : {100.0, 1000.0, 10000.0}) {
+    spmv.measure("cpu", spmv.matrix(rows), true);
+    spmv.measure("gpu", spmv.matrix(rows), false);
+  }
+  const auto gpu_only = spmv.matrix(50000.0);
+  spmv.measure("gpu", gpu_only, false);
+  const auto cpu = store.find_machine("cpu")->id;
+  const auto gpu = store.find_machine("gpu")->id;
+
+  PriorCache cache;
+  // New inputs on either machine or on a new one, an input one machine measured, asked for
+  // the other and for itself (its own measurement of it excluded).
+  struct Question {
+    std::optional<db::MachineId> machine;
+    std::optional<db::TaskId> task;
+    nlohmann::json features;
+  };
+  const std::vector<Question> questions{{cpu, std::nullopt, {{"rows", 5000.0}}},
+                                        {cpu, std::nullopt, {{"rows", 200.0}}},
+                                        {gpu, std::nullopt, {{"rows", 300.0}}},
+                                        {std::nullopt, std::nullopt, {{"rows", 700.0}}},
+                                        {cpu, gpu_only.id, {}},
+                                        {gpu, gpu_only.id, {}}};
+  const auto answer = [&](const Question& q, PriorCache* with) {
+    const auto p =
+        q.task ? predict_best(store, "spmv_format", q.machine, q.task, db::Direction::minimize, "",
+                              {}, {}, with)
+               : predict_best(store, "spmv_format", q.machine, std::nullopt,
+                              db::Direction::minimize, "", q.features, spmv.kernel.version, with);
+    return p ? predicted_best_json("spmv_format", "m", *p) : nlohmann::json();
+  };
+  for (const auto& q : questions) {
+    const auto cached = answer(q, &cache);
+    EXPECT_FALSE(cached.is_null());
+    EXPECT_EQ(cached, answer(q, nullptr)) << q.features << " " << cached;
+  }
+  // Read once: the studies, their counts and the priors of the one version and objective.
+  const auto reads = cache.reads();
+  EXPECT_EQ(reads, 3u);
+  const auto on_cpu = answer(questions[0], &cache);
+  EXPECT_EQ(cache.reads(), reads);
+  EXPECT_EQ(on_cpu["based_on"]["inputs"], 3);
+
+  // A fourth input measured on the cpu is in the next prediction.
+  spmv.measure("cpu", spmv.matrix(4000.0), true);
+  const auto after = answer(questions[0], &cache);
+  EXPECT_EQ(after["based_on"]["inputs"], 4) << after;
+  EXPECT_EQ(after, answer(questions[0], nullptr));
+  EXPECT_GT(cache.reads(), reads);
+  // Also when another connection (another process) stored it.
+  {
+    db::Store other(dir.file("t.db"));
+    spmv.measure("cpu", other.upsert_task("spmv_format", {{"rows", 20000.0}}, {{"rows", 20000.0}}),
+                 true, &other);
+  }
+  EXPECT_EQ(answer(questions[0], &cache)["based_on"]["inputs"], 5);
 }
 
 TEST(FailureReasonsJson, AReasonIsWholeAndOthersAreByStatus) {

@@ -277,6 +277,17 @@ TEST_F(StoreTest, FittedModelsAreSavedByKeyAndReplaced) {
   EXPECT_EQ(store_.fitted_models().size(), 2u);
 }
 
+TEST_F(StoreTest, SavedFittedModelsAreNoChangeOfTheData) {
+  // Caches of what was read (api::PriorCache) are dropped when (data_version, changes_made)
+  // moves: the models a prediction saves must not drop the cache that prediction filled.
+  const auto study = testing::make_study(store_, "s");
+  const auto before = store_.changes_made();
+  store_.save_fitted_models({{"00ab", {{"name", "V100"}, {"hyperparameters", {{"noise", 0.1}}}}}});
+  EXPECT_EQ(store_.changes_made(), before);
+  store_.add_trial(study.id, testing::config_json(4, "row"), "4,row", Measurement::success(1.0));
+  EXPECT_GT(store_.changes_made(), before);
+}
+
 TEST(Timestamps, FormatAndParseRoundTrip) {
   const auto t = std::chrono::system_clock::time_point(std::chrono::milliseconds(1714564800123));
   EXPECT_EQ(format_timestamp(t), "2024-05-01T12:00:00.123Z");
