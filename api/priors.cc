@@ -13,6 +13,7 @@
 
 #include "api/records_json.h"
 #include "core/error.h"
+#include "db/json_text.h"
 #include "surrogates/transfer.h"
 #include "tuner/session.h"
 
@@ -196,7 +197,8 @@ std::vector<Prior> PriorCache::priors(const db::Store& store, Version version,
   all.task.reset();
   const std::string key = space.fingerprint() + '\n' + all.kernel_name + '\n' + all.version + '\n' +
                           all.objective + '\n' + all.unit + '\n' +
-                          (all.direction ? std::string(db::to_string(*all.direction)) : "");
+                          (all.direction ? std::string(db::to_string(*all.direction)) : "") + '\n' +
+                          (all.measurement ? db::json_text(*all.measurement) : "any");
   const auto sources = get(priors_, kMaxPriorSets, version, key, [&] {
     Sources read;
     for (auto& [task, prior] : tasks_and_priors(store, space, all)) {
@@ -437,6 +439,14 @@ std::optional<PredictedBest> predict_best_from(
   query.unit = most_measured([&](const db::StudyRecord& study) {
     return same_question(study) ? short_time_unit(db::objective_unit(study)) : std::string();
   });
+  // Times measured otherwise (a PETSc solve to another tolerance) rank configurations
+  // otherwise: predicted from the studies measured as the newest one was, as the measured best
+  // answers (db::measurement_of).
+  const db::StudyRecord* newest = nullptr;
+  for (const auto& study : studies) {
+    if (same_question(study) && (!newest || study.id.value > newest->id.value)) newest = &study;
+  }
+  if (newest) query.measurement = db::measurement_of(newest->settings);
   if (machine && task) {
     query.exclude_target = std::make_pair(*machine, *task);
   } else if (machine && !new_input) {
