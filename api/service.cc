@@ -701,6 +701,8 @@ void Service::add_routes() {
         "name it (continue it, or choose another name)";
     r.success_status = 201;
     r.response_schema = study_schema();
+    // The newest study's space and settings choose what a measured best answers from.
+    r.changes_measurements = true;
   }
   {
     auto& r = route("GET", "/v1/studies", "listStudies", "Every study, or those of one kernel",

@@ -52,10 +52,19 @@ std::string format_number(double v) {
 
 std::string measurement_text(const nlohmann::json& settings) {
   if (settings.empty()) return "no settings kept";
+  // Settings come from any client (POST /v1/studies): one line, and a few words each.
+  constexpr std::size_t kMaxSettingChars = 80;
+  const auto one_line = [&](const std::string& text) {
+    std::string out(utf8_prefix(text, kMaxSettingChars));
+    for (auto& ch : out) {
+      if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = ' ';
+    }
+    return out.size() < text.size() ? out + "..." : out;
+  };
   std::string text;
   for (const auto& [name, value] : settings.items()) {
-    text += (text.empty() ? "" : ", ") + name + " " +
-            (value.is_string() ? value.get<std::string>() : value.dump());
+    text += (text.empty() ? "" : ", ") + one_line(name) + " " +
+            one_line(value.is_string() ? value.get<std::string>() : value.dump());
   }
   return text;
 }
@@ -1554,40 +1563,48 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
   // another unit, or in none, cannot be placed among times. Otherwise values are compared as
   // stored.
   std::vector<std::pair<TrialRecord, std::string>> bests;
-  // study id -> (kernel id, kernel version) of the studies with a best
+  // study id -> (kernel id, kernel version) of every study, with a best or not
   std::map<std::int64_t, std::pair<std::int64_t, std::string>> version_of_study;
   std::map<std::int64_t, nlohmann::json> measurement_of_study;
   while (studies.step()) {
     const auto study = read_study(studies, impl_->db);
+    version_of_study[study.id.value] = {study.kernel_id.value, study.kernel_version};
     best_of_study.reset();
     best_of_study.bind(1, study.id.value);
     if (best_of_study.step()) {
       bests.emplace_back(read_trial(best_of_study, impl_->db), objective_unit(study));
-      version_of_study[study.id.value] = {study.kernel_id.value, study.kernel_version};
       measurement_of_study[study.id.value] = measurement_of(study.settings);
     }
   }
-  // Only the studies of the newest version's parameters answer: a configuration of a space the
-  // kernel has since changed (a parameter added) is no configuration of the kernel now. Versions
-  // that differ only in constraints or defaults measure the same configurations.
+  const auto version_of = [&](const TrialRecord& t) -> const std::pair<std::int64_t, std::string>& {
+    return version_of_study.at(t.study_id.value);
+  };
+  // Only the studies of the parameters of the newest study with a best answer: a configuration
+  // of a space the kernel has since changed (a parameter added) is no configuration of the
+  // kernel now. Versions that differ only in constraints or defaults measure the same
+  // configurations.
   if (!bests.empty()) {
-    const auto newest = std::max_element(
-        version_of_study.begin(), version_of_study.end(),
-        [](const auto& a, const auto& b) { return a.second.first < b.second.first; });
-    const auto versions =
-        same_parameters_versions(impl_->db, std::string(kernel_name), newest->second.second);
+    const auto newest =
+        std::max_element(bests.begin(), bests.end(), [](const auto& a, const auto& b) {
+          return a.first.study_id.value < b.first.study_id.value;
+        });
+    const auto versions = same_parameters_versions(impl_->db, std::string(kernel_name),
+                                                   version_of(newest->first).second);
     const std::set<std::string> answering(versions.begin(), versions.end());
-    std::erase_if(bests, [&](const auto& b) {
-      return !answering.contains(version_of_study.at(b.first.study_id.value).second);
-    });
-    // Of a version that differs in constraints, only what the newest version allows: a
-    // configuration its constraint now forbids is no configuration of the kernel now.
+    std::erase_if(bests,
+                  [&](const auto& b) { return !answering.contains(version_of(b.first).second); });
+    // Of those, only what the space of the newest study of those parameters allows, with results
+    // or not: a configuration its constraint now forbids is no configuration of the kernel now.
+    std::pair<std::int64_t, std::string> constraining;
+    for (const auto& [study, version] : version_of_study) {  // by id: the newest last
+      if (answering.contains(version.second)) constraining = version;
+    }
     const bool other_constraints = std::any_of(bests.begin(), bests.end(), [&](const auto& b) {
-      return version_of_study.at(b.first.study_id.value).second != newest->second.second;
+      return version_of(b.first).second != constraining.second;
     });
     if (other_constraints) {
       const auto newest_space =
-          SearchSpace::from_json(impl_->get_kernel(KernelId{newest->second.first}).space);
+          SearchSpace::from_json(impl_->get_kernel(KernelId{constraining.first}).space);
       const auto allowed = [&](const TrialRecord& t) {
         try {
           return newest_space.is_valid(newest_space.config_from_json(t.config));

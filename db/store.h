@@ -583,9 +583,11 @@ class Store {
   // --- queries across studies
   /// The best ok trial of any study of `kernel_name` on `machine` (and `task` when given)
   /// whose direction is `direction` (and objective name `objective` when given), among the
-  /// studies of kernel versions with the parameters of the newest version those studies
-  /// measured (SearchSpace::parameters_fingerprint: constraints and defaults aside), and of
-  /// those, the studies measured as the newest of them was (measurement_of).
+  /// studies of kernel versions with the parameters of the newest of those studies
+  /// (SearchSpace::parameters_fingerprint: constraints and defaults aside), each answering with
+  /// its best configuration that the constraints of the newest study of those parameters allow
+  /// (with results or not), and of those, the studies measured as the newest of them was
+  /// (measurement_of).
   /// Times in different units are compared as times; when some studies measure time, studies
   /// in other units or none are left out (they cannot be placed among times).
   std::optional<TrialRecord> best_trial(std::string_view kernel_name, MachineId machine,

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/machine.h"
+#include "db/json_text.h"
 #include "db/sqlite.h"
 #include "db/study_export.h"
 #include "tests/db/db_test_util.h"
@@ -727,6 +728,17 @@ TEST_F(StoreTest, BestTrialComparesTimesInDifferentUnitsAsTimes) {
 // PETSc solves to rtol 1e-3 are faster than to 1e-8 without being better: the best of one
 // machine is of the studies measured as the newest one, and priors are of studies measured
 // alike (studies that keep no settings, as GPU kernels and replays, are alike).
+// Settings come from any client: as text they take one line, a few words each.
+TEST(StoreText, MeasurementSettingsReadOnOneShortLine) {
+  EXPECT_EQ(measurement_text({{"clock", "cpu"}, {"rtol", 1e-3}}), "clock cpu, rtol 0.001");
+  EXPECT_EQ(measurement_text(nlohmann::json::object()), "no settings kept");
+  const auto forged = measurement_text({{"how", "a\nconfig:    {\"bx\": 999}"}});
+  EXPECT_EQ(forged.find('\n'), std::string::npos) << forged;
+  const auto long_text = measurement_text({{"how", std::string(3000, 'x')}});
+  EXPECT_LT(long_text.size(), 100u);
+  EXPECT_THAT(long_text, ::testing::EndsWith("..."));
+}
+
 TEST_F(StoreTest, BestAndPriorsDoNotMixMeasurementSettings) {
   const nlohmann::json tight{{"clock", "wall"}, {"max_it", 10000}, {"rtol", 1e-8}};
   const nlohmann::json loose{{"clock", "wall"}, {"max_it", 10000}, {"rtol", 1e-3}};
