@@ -258,8 +258,8 @@ void check_same_objective(const db::StudyRecord& study, bool minimize, const std
 }
 
 // A resumed study keeps how its objective was measured (a PETSc solve's tolerances and clock).
-void check_same_measurement(const db::StudyRecord& study, const nlohmann::json& settings) {
-  const auto differs = measurement_mismatch(study.settings, settings, "sweep");
+void check_same_measurement(const db::StudyRecord& study, const Evaluator& evaluator) {
+  const auto differs = measurement_mismatch(study.settings, evaluator, "sweep");
   if (differs.empty()) return;
   throw Conflict("study '" + study.name + "' cannot be resumed as given: " + differs +
                  " (or choose another --study name for a new study)");
@@ -455,10 +455,23 @@ std::optional<double> SweepSummary::speedup() const {
   return minimize ? d / b : b / d;
 }
 
-std::string measurement_mismatch(const nlohmann::json& study_settings,
-                                 const nlohmann::json& measurement, const std::string& command) {
+std::string measurement_mismatch(const nlohmann::json& study_settings, const Evaluator& evaluator,
+                                 const std::string& command) {
+  const auto measurement = evaluator.measurement_settings();
   const auto stored = db::measurement_of(study_settings);
-  if (stored.empty() || stored == measurement) return "";
+  if (stored == measurement) return "";
+  if (stored.empty()) {
+    if (measurement == evaluator.default_measurement_settings()) return "";
+    return "it keeps no measurement settings, so its trials were measured with the defaults (" +
+           db::measurement_text(evaluator.default_measurement_settings()) + "), and this " +
+           command + " measures with " + db::measurement_text(measurement) +
+           ": leave out the options that change them (for petsc --rtol, --max-it and --cpu-time)";
+  }
+  if (measurement.empty()) {
+    return "its trials are measured with " + db::measurement_text(stored) +
+           " (the \"measurement\" it was created with), and this " + command + "'s kernel " +
+           evaluator.kernel_name() + " keeps no such settings";
+  }
   return "its trials were measured with " + db::measurement_text(stored) + ", this " + command +
          " measures with " + db::measurement_text(measurement) +
          ": give the options the study was made with (for petsc --rtol, --max-it and --cpu-time)";
@@ -667,7 +680,7 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
   const auto resumed = check_same_target(store, named, kernel, machine, task);
   if (resumed) {
     check_same_objective(*resumed, evaluator.minimize(), evaluator.objective_unit());
-    check_same_measurement(*resumed, evaluator.measurement_settings());
+    check_same_measurement(*resumed, evaluator);
   }
   const SweepOptions chosen = resumed ? kept_by_study(*resumed, options) : options;
 

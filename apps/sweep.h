@@ -125,15 +125,15 @@ std::string busy_machine_note(double load_average, unsigned cores);
 /// The JSON object of an --options argument: InvalidInput naming `option` otherwise.
 nlohmann::json parse_strategy_options(const std::string& text, const std::string& option);
 
-/// How a command's evaluator measures (`measurement`: Evaluator::measurement_settings) against
-/// how the trials of the study it would add to were (`study_settings`: the study's settings):
-/// "its trials were measured with rtol 1e-08, ..., this worker measures with rtol 0.001, ...:
-/// give the options the study was made with (...)", `command` naming the command; empty when
-/// they agree or the study keeps none (made before studies kept them, or over the API without
-/// them). Sweep (resuming) and worker (joining) refuse a study that differs: trials solved to
-/// another tolerance or timed by another clock would not compare.
-std::string measurement_mismatch(const nlohmann::json& study_settings,
-                                 const nlohmann::json& measurement, const std::string& command);
+/// How a command's evaluator measures (Evaluator::measurement_settings) against how the trials
+/// of the study it would add to were (`study_settings`: the study's settings): "its trials were
+/// measured with rtol 1e-08, ..., this worker measures with rtol 0.001, ...: give the options
+/// the study was made with (...)", `command` naming the command; empty when they agree. A study
+/// that keeps none was measured with the evaluator's defaults (made before studies kept them,
+/// or over the API without them). Sweep (resuming) and worker (joining) refuse a study that
+/// differs: trials solved to another tolerance or timed by another clock would not compare.
+std::string measurement_mismatch(const nlohmann::json& study_settings, const Evaluator& evaluator,
+                                 const std::string& command);
 
 /// What a command's --maximize (`minimize` false) and --unit say against the objective of the
 /// study they would add to ("it maximizes its objective: add --maximize; its objective is in

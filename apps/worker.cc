@@ -323,7 +323,7 @@ WorkerSummary run_worker(Evaluator& evaluator, api::HttpClient& client,
         ") cannot be joined as given: " + differs + " (or --create-study NAME for a new study)");
   }
   if (const auto differs = measurement_mismatch(study.value("settings", nlohmann::json::object()),
-                                                evaluator.measurement_settings(), "worker");
+                                                evaluator, "worker");
       !differs.empty()) {
     throw Conflict("study " + std::to_string(options.study) + " ('" +
                    study.value("name", std::string()) + "') cannot be joined as given: " + differs +

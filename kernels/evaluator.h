@@ -51,6 +51,9 @@ class Evaluator {
   /// task (a PETSc solve's tolerances and clock); a study keeps it, and a sweep that measures
   /// otherwise cannot add to it. Empty for most evaluators.
   virtual nlohmann::json measurement_settings() const { return nlohmann::json::object(); }
+  /// measurement_settings() with every option at its default: what a study that keeps no
+  /// settings (made before studies kept them) was measured with.
+  virtual nlohmann::json default_measurement_settings() const { return nlohmann::json::object(); }
   /// Where the results come from when it is not this machine (a replayed file: its device,
   /// "" when the file names none); nullopt for evaluators that measure here.
   virtual std::optional<std::string> measured_on() const { return std::nullopt; }

@@ -931,11 +931,21 @@ PetscSolverEvaluator::PetscSolverEvaluator(CsrMatrix matrix, PetscSolverOptions 
 
 PetscSolverEvaluator::~PetscSolverEvaluator() = default;
 
-nlohmann::json PetscSolverEvaluator::measurement_settings() const {
-  return {{"rtol", options_.rtol},
-          {"max_it", options_.max_iterations},
-          {"residual_tolerance", options_.residual_tolerance},
-          {"clock", options_.clock == SolveClock::cpu ? "cpu" : "wall"}};
+namespace {
+
+nlohmann::json settings_of(const PetscSolverOptions& options) {
+  return {{"rtol", options.rtol},
+          {"max_it", options.max_iterations},
+          {"residual_tolerance", options.residual_tolerance},
+          {"clock", options.clock == SolveClock::cpu ? "cpu" : "wall"}};
+}
+
+}  // namespace
+
+nlohmann::json PetscSolverEvaluator::measurement_settings() const { return settings_of(options_); }
+
+nlohmann::json PetscSolverEvaluator::default_measurement_settings() const {
+  return settings_of(PetscSolverOptions{});
 }
 
 Measurement PetscSolverEvaluator::evaluate(const Configuration& config) {

@@ -124,6 +124,7 @@ class PetscSolverEvaluator : public Evaluator {
   /// {"rtol", "max_it", "residual_tolerance", "clock": "wall" or "cpu"}: what a solve must
   /// reach and how it is timed.
   nlohmann::json measurement_settings() const override;
+  nlohmann::json default_measurement_settings() const override;
 
   /// PETSc's default solver: GMRES(30), block Jacobi with ILU(0).
   Configuration petsc_default() const { return space_.default_configuration(); }

@@ -35,6 +35,45 @@ TEST(BusyMachineNote, SaidFromALoadOfHalfTheCores) {
 }
 
 // The summary says what the default configuration is: the baseline of its speedup.
+// An evaluator measured with `settings`, whose defaults are rtol 1e-8 (as PETSc's).
+class SettingsEvaluator final : public Evaluator {
+ public:
+  explicit SettingsEvaluator(nlohmann::json settings) : settings_(std::move(settings)) {}
+  std::string kernel_name() const override { return "solve"; }
+  const SearchSpace& space() const override { return space_; }
+  Measurement evaluate(const Configuration&) override { return Measurement::success(1.0); }
+  nlohmann::json measurement_settings() const override { return settings_; }
+  nlohmann::json default_measurement_settings() const override { return {{"rtol", 1e-8}}; }
+
+ private:
+  nlohmann::json settings_;
+  SearchSpace space_ = SearchSpace::from_json(
+      nlohmann::json::parse(R"({"parameters": [{"name": "x", "values": [1, 2]}]})"));
+};
+
+// A study that keeps no settings was measured with the defaults (made before studies kept
+// them, or over the API without them); one whose settings no tunebase evaluator of the kernel
+// has says so, not which options to give.
+TEST(MeasurementMismatch, AStudyKeepingNoneWasMeasuredWithTheDefaults) {
+  const nlohmann::json tight{{"rtol", 1e-8}};
+  const nlohmann::json loose{{"rtol", 1e-3}};
+  const nlohmann::json none = nlohmann::json::object();
+  const SettingsEvaluator with_defaults(tight), with_loose(loose), without(none);
+  EXPECT_EQ(measurement_mismatch({{"measurement", tight}}, with_defaults, "worker"), "");
+  EXPECT_EQ(measurement_mismatch(none, with_defaults, "worker"), "");
+  EXPECT_EQ(measurement_mismatch(none, without, "worker"), "");
+  EXPECT_EQ(measurement_mismatch(none, with_loose, "worker"),
+            "it keeps no measurement settings, so its trials were measured with the defaults "
+            "(rtol 1e-08), and this worker measures with rtol 0.001: leave out the options that "
+            "change them (for petsc --rtol, --max-it and --cpu-time)");
+  EXPECT_EQ(measurement_mismatch({{"measurement", tight}}, with_loose, "sweep"),
+            "its trials were measured with rtol 1e-08, this sweep measures with rtol 0.001: give "
+            "the options the study was made with (for petsc --rtol, --max-it and --cpu-time)");
+  EXPECT_EQ(measurement_mismatch({{"measurement", {{"gpu_clock", "locked"}}}}, without, "worker"),
+            "its trials are measured with gpu_clock locked (the \"measurement\" it was created "
+            "with), and this worker's kernel solve keeps no such settings");
+}
+
 TEST(DefaultOrigin, SaysWhetherTheSpaceDeclaresTheDefaults) {
   const auto origin = [](const std::string& space) {
     return default_origin(SearchSpace::from_document(nlohmann::ordered_json::parse(space)));
