@@ -719,18 +719,33 @@ SweepSummary run_sweep(Evaluator& evaluator, db::Store& store, const SweepOption
     // reason is --prior-machine, or that none of them succeeded.
     std::size_t other_spaces = 0;
     std::size_t this_space = 0;
-    std::string difference;  // from the latest study of other parameters
+    std::size_t measured_otherwise = 0;  // of this space's
+    std::string difference;              // from the latest study of other parameters
+    std::string other_settings;          // of the latest study measured otherwise
     const std::string parameters = space.parameters_fingerprint();
+    const auto measurement = evaluator.measurement_settings();
     for (const auto& s : store.list_studies(kernel.name)) {
       // A study of this machine and input is never a prior, whatever its space.
       if (s.machine_id == machine.id && s.task_id == task.id) continue;
       const auto other = store.find_kernel(kernel.name, s.kernel_version);
       if (!other || SearchSpace::parameters_fingerprint(other->space) == parameters) {
         ++this_space;
+        if (const auto theirs = db::measurement_of(s.settings); theirs != measurement) {
+          ++measured_otherwise;
+          other_settings = db::measurement_text(theirs);
+        }
         continue;
       }
       ++other_spaces;
       difference = space.parameters_difference(SearchSpace::from_json(other->space));
+    }
+    if (this_space > 0 && measured_otherwise == this_space) {
+      std::cerr << "note: no priors: the " << this_space << " other "
+                << (this_space == 1 ? "study" : "studies") << " of " << kernel.name
+                << (this_space == 1 ? " was" : " were") << " measured with other settings ("
+                << (this_space == 1 ? "" : "the latest: ") << other_settings
+                << ") than this sweep (" << db::measurement_text(measurement)
+                << "), and measurements transfer only between studies measured alike\n";
     }
     if (other_spaces > 0 && this_space == 0) {
       std::cerr << "note: no priors: the " << other_spaces << " other "

@@ -2818,6 +2818,19 @@ TEST_F(Cli, PetscSolverSettingsAreOptionsThatTheStudyKeeps) {
   const auto loose = trials("loose");
   ASSERT_EQ(loose.size(), 1u);
   EXPECT_EQ(loose[0]["status"], "ok") << loose[0].dump();
+  // Another input learns from neither (measured otherwise), and says why.
+  r =
+      run("sweep --kernel petsc --problem poisson2d --size 7 --repeats 1 --budget 1 --no-progress "
+          "--db " +
+          db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("note: no priors: the 2 other studies of petsc were measured with other "
+                       "settings (the latest: clock wall, max_it 10000, residual_tolerance 0.1, "
+                       "rtol 0.001) than this sweep (clock wall, max_it 10000, residual_tolerance "
+                       "1e-06, rtol 1e-08), and measurements transfer only between studies "
+                       "measured alike"),
+            std::string::npos)
+      << r.err;
   // Out of range, and for a kernel that does not read them.
   r = run("sweep --kernel petsc --problem poisson2d --size 6 --rtol 1 --db " + db());
   EXPECT_EQ(r.exit_code, 2);
