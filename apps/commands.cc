@@ -550,9 +550,13 @@ void note_unknown_machine(const db::Store& store, const std::string& name, const
 nlohmann::json space_summary(const SearchSpace& space) {
   nlohmann::json parameters = nlohmann::json::array();
   for (const auto& p : space.parameters()) {
+    // A tune_params list of True and False reads as it was written (held as 1 and 0).
+    const auto shown = [&](const Value& v) {
+      return p.python_bool ? nlohmann::json(as_double(v) != 0.0) : to_json(v);
+    };
     nlohmann::json j{{"name", p.name},
                      {"kind", std::string(to_string(p.kind))},
-                     {"default", to_json(p.default_value)}};
+                     {"default", shown(p.default_value)}};
     if (p.kind == ParamKind::integer) {
       j["count"] = p.size();
       j["low"] = static_cast<std::int64_t>(p.low);
@@ -561,7 +565,7 @@ nlohmann::json space_summary(const SearchSpace& space) {
     } else if (p.is_discrete()) {
       j["count"] = p.size();
       nlohmann::json values = nlohmann::json::array();
-      for (const auto& v : p.values) values.push_back(to_json(v));
+      for (const auto& v : p.values) values.push_back(shown(v));
       j["values"] = std::move(values);
     } else {
       j["low"] = p.low;

@@ -306,6 +306,14 @@ TEST_F(Cli, SpaceCountsTheValidConfigurationsAndJudgesTheDefault) {
   EXPECT_EQ(j["valid"], 12);
   EXPECT_EQ(j["parameters"][2]["kind"], "categorical");
   EXPECT_FALSE(j["default_valid"].get<bool>());
+  // A list of True and False reads as written.
+  const auto flags = dir_.file("flags.json");
+  std::ofstream(flags) << R"({"tune_params": {"bx": [16, 32], "use_shmem": [true, false]}})";
+  r = run("space " + flags);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("use_shmem  ordinal, 2 values [true, false], default true"),
+            std::string::npos)
+      << r.out;
 
   // Too many to count: estimated from random points.
   const auto huge = dir_.file("huge.json");
