@@ -520,18 +520,28 @@ TEST(Strategies, AForecastMayLieBeyondTheBestSeenEvenWhenTheBestTwoTie) {
   EXPECT_LE(bottom.lower, time(20)) << "mean " << bottom.mean << ", upper " << bottom.upper;
 }
 
-TEST(Strategies, BoForecastsAPreconditionerTheStudyNeverRanWithWideUncertainty) {
-  // A transfer sweep of PETSc whose successes were all hypre stayed on hypre: the study's GP
-  // put every other preconditioner at hypre's average with hypre's small spread, as the
-  // lengthscale prior of 4 + 6 one-hot columns correlated two preconditioners 0.99.
-  const auto space = SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
+// A solver's space: 6 Krylov methods, 4 preconditioners and two numbers (k, m).
+SearchSpace solver_space() {
+  return SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
       {"name": "ksp", "type": "categorical", "values": ["cg", "gmres", "bcgs", "minres", "tfqmr", "cr"]},
       {"name": "pc", "type": "categorical", "values": ["hypre", "gamg", "ilu", "jacobi"]},
       {"name": "k", "type": "integer", "low": 0, "high": 9},
       {"name": "m", "type": "integer", "low": 0, "high": 9}]})"));
+}
+
+// A bo session of `space`.
+Session bo_session(const SearchSpace& space) {
   SessionOptions opts;
   opts.strategy = "bo";
-  Session session(space, opts);
+  return Session(space, opts);
+}
+
+TEST(Strategies, BoForecastsAPreconditionerTheStudyNeverRanWithWideUncertainty) {
+  // A transfer sweep of PETSc whose successes were all hypre stayed on hypre: the study's GP
+  // put every other preconditioner at hypre's average with hypre's small spread, as the
+  // lengthscale prior of 4 + 6 one-hot columns correlated two preconditioners 0.99.
+  const auto space = solver_space();
+  auto session = bo_session(space);
   Rng rng(3);
   std::uniform_int_distribution<std::int64_t> digit(0, 9);
   const char* const ksps[] = {"cg", "gmres", "bcgs"};
@@ -556,14 +566,8 @@ TEST(Strategies, BoForecastsAPreconditionerTheStudyNeverRanWithWideUncertainty) 
 // A value nobody ran keeps its one-hot column's short prior lengthscale, which would make a
 // parameter that never varied look relevant: relevance reads only the columns the results vary in.
 TEST(Strategies, BoRelevanceIgnoresCategoricalValuesTheResultsDoNotVaryIn) {
-  const auto space = SearchSpace::from_json(nlohmann::json::parse(R"({"parameters": [
-      {"name": "ksp", "type": "categorical", "values": ["cg", "gmres", "bcgs", "minres", "tfqmr", "cr"]},
-      {"name": "pc", "type": "categorical", "values": ["hypre", "gamg", "ilu", "jacobi"]},
-      {"name": "k", "type": "integer", "low": 0, "high": 9},
-      {"name": "m", "type": "integer", "low": 0, "high": 9}]})"));
-  SessionOptions opts;
-  opts.strategy = "bo";
-  Session session(space, opts);
+  const auto space = solver_space();
+  auto session = bo_session(space);
   const char* const ksps[] = {"cg", "gmres", "bcgs"};
   for (std::int64_t i = 0; i < 40; ++i) {
     const Configuration c{std::string(ksps[(i + i / 10) % 3]), std::string("hypre"), i % 10,
