@@ -247,6 +247,33 @@ MeasuredConfigurations measured_configurations(const db::Store& store, const std
   return out;
 }
 
+std::string measured_otherwise_text(const db::Store& store, const std::string& kernel) {
+  const auto counts = store.study_trial_counts({.kernel_name = kernel});
+  std::vector<db::StudyRecord> measured;  // by id: the newest last
+  for (auto& study : store.list_studies(kernel)) {
+    const auto c = counts.find(study.id);
+    if (c != counts.end() && c->second.ok > 0) measured.push_back(std::move(study));
+  }
+  std::sort(measured.begin(), measured.end(),
+            [](const auto& a, const auto& b) { return a.id.value < b.id.value; });
+  if (measured.empty()) return "";
+  const auto newest = db::measurement_of(measured.back().settings);
+  std::size_t otherwise = 0;
+  std::string latest;
+  for (const auto& study : measured) {
+    if (const auto theirs = db::measurement_of(study.settings); theirs != newest) {
+      ++otherwise;
+      latest = db::measurement_text(theirs);
+    }
+  }
+  if (otherwise == 0) return "";
+  return "; predictions learn only from the studies measured as the newest one with a result (" +
+         db::measurement_text(newest) + "): " + std::to_string(otherwise) +
+         (otherwise == 1 ? " study" : " studies") + " measured otherwise (" +
+         (otherwise == 1 ? "" : "the latest: ") + latest + (otherwise == 1 ? ") is" : ") are") +
+         " left out";
+}
+
 std::optional<AllFailed> all_failed_here(const db::Store& store, const std::string& kernel,
                                          db::MachineId machine, std::optional<db::TaskId> task,
                                          const std::string& objective) {

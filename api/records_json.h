@@ -81,6 +81,12 @@ MeasuredConfigurations measured_configurations(const db::Store& store, const std
                                                db::Direction direction,
                                                const std::string& objective,
                                                const db::StudyRecord& best_study);
+
+/// Why a prediction of `kernel` may have too little to learn from: "; predictions learn only
+/// from the studies measured as the newest one with a result (rtol 1e-08, ...): 3 studies
+/// measured otherwise (the latest: rtol 0.001, ...) are left out"; empty when every study of
+/// the kernel with a success was measured alike (db::measurement_of).
+std::string measured_otherwise_text(const db::Store& store, const std::string& kernel);
 /// "3 evaluations, all failed: `why` shows why" with `why` given each study's id
 /// ("GET /v1/studies/7", "tunebase trials --study 7"), those of several studies joined by "or".
 std::string all_failed_text(const AllFailed& failed,

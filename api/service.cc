@@ -2137,7 +2137,8 @@ Response Service::best(Request& request) {
                         ? "; the kernel's studies all " + other_name +
                               ": ask with direction=" + other_name + " (or leave it out)"
                         : ", and too few measurements of it on other machines to predict "
-                          "from"));
+                          "from" +
+                              measured_otherwise_text(reader(), kernel)));
   }
   return remember(Response::json(predicted_answer(*predicted)), kPredictedBestTtl, true);
 }

@@ -914,6 +914,7 @@ void add_query_commands(CLI::App& app) {
                      "other machines to predict from"
                    : ", and too few successful measurements of it on other machines "
                      "to predict from") +
+              (other_way ? std::string() : api::measured_otherwise_text(store, args->kernel)) +
               " (" + args->db + "; tunebase studies lists what is there)");
         }
         print_predicted_best(

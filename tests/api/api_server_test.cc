@@ -874,6 +874,43 @@ TEST(ApiServer, StudiesMeasuredWithOtherSettingsAreNeitherComparedNorLearnedFrom
   EXPECT_EQ(predicted.json()["based_on"]["trials"], 5) << predicted.body;
 }
 
+// A prediction that has too little to learn from says when studies measured otherwise were
+// left out: they may be most of what there is.
+TEST(ApiServer, TooLittleToPredictFromNamesTheStudiesMeasuredOtherwise) {
+  TestServer server;
+  auto c = server.client();
+  ASSERT_EQ(c.post("/v1/machines", {{"name", "m"}}, server.token).status, 201);
+  const nlohmann::json space{{"tune_params", {{"pc", {"jacobi", "ilu", "sor"}}}}};
+  const auto study = [&](const std::string& name, double rtol, const nlohmann::json& values) {
+    const auto created = c.post("/v1/studies",
+                                {{"kernel", "solve"},
+                                 {"machine", "m"},
+                                 {"name", name},
+                                 {"unit", "s"},
+                                 {"space", space},
+                                 {"measurement", {{"clock", "wall"}, {"rtol", rtol}}}},
+                                server.token);
+    ASSERT_EQ(created.status, 201) << created.body;
+    nlohmann::json measurements = nlohmann::json::array();
+    for (const auto& [pc, value] : values.items()) {
+      measurements.push_back({{"config", {{"pc", pc}}}, {"value", value}});
+    }
+    ASSERT_EQ(c.post("/v1/studies/" + created.json()["id"].dump() + "/measurements",
+                     {{"measurements", measurements}}, server.token)
+                  .status,
+              201);
+  };
+  study("loose", 1e-3, {{"jacobi", 1.0}, {"ilu", 2.0}, {"sor", 3.0}});
+  study("tight", 1e-8, {{"ilu", 4.0}});
+  const auto r = c.get("/v1/best?kernel=solve&machine=new");
+  ASSERT_EQ(r.status, 404) << r.body;
+  EXPECT_THAT(r.json()["error"]["message"].get<std::string>(),
+              HasSubstr("to predict from; predictions learn only from the studies measured as "
+                        "the newest one with a result (clock wall, rtol 1e-08): 1 study measured "
+                        "otherwise (clock wall, rtol 0.001) is left out"))
+      << r.body;
+}
+
 // Successes that all have one value show no spread: a forecast from them cannot say how far
 // another configuration may lie, and says so rather than give a zero-wide interval as if certain.
 TEST(ApiServer, AForecastFromEqualValuesSaysItsIntervalCannotBeEstimated) {
