@@ -124,12 +124,19 @@ std::optional<std::string> checked_query_name(const Request& request, const std:
 
 // A study named as one that exists: 409 naming it (error.existing_study_id, a Location
 // header), for a client that creates a study or continues it (four workers starting at once).
-StudyExists study_exists(const db::StudyRecord& existing) {
+// A request that gives other measurement settings (`measurement`: db::measurement_of of the
+// study it asked for) is told: continuing that study would mix them.
+StudyExists study_exists(const db::StudyRecord& existing, const nlohmann::json& measurement) {
   const auto id = std::to_string(existing.id.value);
-  return StudyExists("a study named \"" + existing.name + "\" exists already: study " + id +
-                         " (GET /v1/studies/" + id + ", " + existing.kernel_name + " on " +
-                         existing.machine_name + "); choose another name, or continue that study",
-                     existing.id.value);
+  const auto theirs = db::measurement_of(existing.settings);
+  return StudyExists(
+      "a study named \"" + existing.name + "\" exists already: study " + id + " (GET /v1/studies/" +
+          id + ", " + existing.kernel_name + " on " + existing.machine_name +
+          "); choose another name, or continue that study" +
+          (theirs == measurement ? std::string()
+                                 : " (measured with " + db::measurement_text(theirs) + ", not " +
+                                       db::measurement_text(measurement) + " as asked)"),
+      existing.id.value);
 }
 
 // A route that takes no fields: no body, or an empty object (what a client that always sends
@@ -1516,7 +1523,9 @@ Response Service::create_study(Request& request) {
   if (strategy) in_field("strategy", [&] { require_searchable(*strategy, *space); });
 
   if (!study.name.empty()) {
-    if (const auto existing = store_.find_study(study.name)) throw study_exists(*existing);
+    if (const auto existing = store_.find_study(study.name)) {
+      throw study_exists(*existing, measurement ? *measurement : nlohmann::json::object());
+    }
   }
   const auto machine = store_.find_machine(machine_name);
   if (!machine) {
@@ -1577,7 +1586,9 @@ Response Service::create_study(Request& request) {
     } catch (const Conflict&) {
       // Another request made a study of this name since it was looked for: answered as if
       // it had been there, so that every worker of a get-or-create race learns its id.
-      if (const auto existing = store_.find_study(study.name)) throw study_exists(*existing);
+      if (const auto existing = store_.find_study(study.name)) {
+        throw study_exists(*existing, db::measurement_of(study.settings));
+      }
       throw;
     }
   }();

@@ -855,6 +855,17 @@ TEST(ApiServer, StudiesMeasuredWithOtherSettingsAreNeitherComparedNorLearnedFrom
                         "the newest study (clock wall, rtol 1e-08), whose times compare"));
   // Priors: only the tight study's for a tight study elsewhere (its strategy, left to the
   // server, learns from them); none measured as a study of no settings is.
+  // Asked for again under its name, measured otherwise: the 409 says so.
+  const auto taken = c.post("/v1/studies",
+                            {{"kernel", "solve"},
+                             {"machine", "m"},
+                             {"name", "tight"},
+                             {"space", space},
+                             {"measurement", loose}},
+                            server.token);
+  ASSERT_EQ(taken.status, 409) << taken.body;
+  EXPECT_THAT(taken.body, HasSubstr("continue that study (measured with clock wall, rtol 1e-08, "
+                                    "not clock wall, rtol 0.001 as asked)"));
   const auto elsewhere = study("tight elsewhere", "other", tight, {});
   EXPECT_EQ(elsewhere["strategy"], "bo-transfer");
   EXPECT_EQ(study("kept none", "other", nlohmann::json::object(), {})["strategy"], "bo");
