@@ -1160,7 +1160,12 @@ void add_query_commands(CLI::App& app) {
         std::cout << std::setw(4) << s.id.value << "  " << s.name << "  [" << s.kernel_name
                   << " on " << s.machine_name << ", " << task_text(store, s.task_id) << ", "
                   << s.strategy << ", " << counts.total << " trials, " << counts.ok << " ok, "
-                  << db::to_string(s.status) << "]\n";
+                  << db::to_string(s.status);
+        // How its times were measured, where they depend on more (a PETSc solve's rtol).
+        if (const auto m = db::measurement_of(s.settings); !m.empty()) {
+          std::cout << ", measured with " << db::measurement_text(m);
+        }
+        std::cout << "]\n";
       }
     });
   }

@@ -2793,6 +2793,12 @@ TEST_F(Cli, PetscSolverSettingsAreOptionsThatTheStudyKeeps) {
   EXPECT_NE(r.out.find("measured:   clock cpu, max_it 500, residual_tolerance 0.0001, rtol 1e-06"),
             std::string::npos)
       << r.out;
+  r = run("studies --db " + db());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(", measured with clock cpu, max_it 500, residual_tolerance 0.0001, "
+                       "rtol 1e-06]"),
+            std::string::npos)
+      << r.out;
   r = run("studies --json --db " + db());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto settings = nlohmann::json::parse(r.out)["studies"][0]["settings"]["measurement"];
