@@ -62,6 +62,13 @@ std::string join_names(const std::vector<Parameter>& params) {
   return out;
 }
 
+// A value as the space was written: a tune_params list of True and False (held as 1 and 0)
+// as false and true.
+std::string value_text(const Parameter& p, const Value& v) {
+  if (p.python_bool && is_number(v)) return as_double(v) != 0.0 ? "true" : "false";
+  return to_string(v);
+}
+
 std::string describe_domain(const Parameter& p) {
   if (p.kind == ParamKind::real) {
     std::ostringstream os;
@@ -70,7 +77,7 @@ std::string describe_domain(const Parameter& p) {
   }
   std::string out = "one of [";
   const std::size_t shown = std::min<std::size_t>(p.values.size(), 20);
-  for (std::size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + to_string(p.values[i]);
+  for (std::size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + value_text(p, p.values[i]);
   if (shown < p.values.size()) out += ", ... (" + std::to_string(p.values.size()) + " values)";
   return out + "]";
 }
@@ -470,7 +477,7 @@ SearchSpace::SearchSpace(std::vector<Parameter> parameters,
                                  "must differ by more to be told apart); keep one");
             }
           }
-          throw InvalidInput("parameter '" + p.name + "' lists the value " + to_string(v) +
+          throw InvalidInput("parameter '" + p.name + "' lists the value " + value_text(p, v) +
                              " twice");
         }
         if (!texts.insert(to_string(v)).second) {

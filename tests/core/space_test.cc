@@ -291,6 +291,21 @@ TEST(SearchSpace, BooleanTuneParamsAreRememberedButShareWithOneAndZero) {
   EXPECT_EQ(config_text(with_bools.config_to_json(c), stored), R"({"bx":32,"use_shmem":true})");
   EXPECT_EQ(with_ints.config_text(c), R"({"bx":32,"use_shmem":1})");
   EXPECT_EQ(with_bools.config_to_json(c)["use_shmem"], 1);
+  // Its errors name them so too.
+  try {
+    (void)with_bools.config_from_json({{"bx", 32}, {"use_shmem", 2}});
+    ADD_FAILURE() << "use_shmem 2 taken";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("one of [true, false]"), std::string::npos) << e.what();
+  }
+  try {
+    (void)SearchSpace::from_document(
+        nlohmann::ordered_json::parse(R"({"tune_params": {"b": [true, false, true]}})"));
+    ADD_FAILURE() << "a value listed twice taken";
+  } catch (const InvalidInput& e) {
+    EXPECT_NE(std::string(e.what()).find("lists the value true twice"), std::string::npos)
+        << e.what();
+  }
   // Only values 0 and 1 can be booleans.
   const auto refused = [](const char* text) {
     try {
