@@ -62,7 +62,12 @@ std::vector<std::string> features_outside_priors(const std::vector<Prior>& prior
     const bool log = low > 0.0 && x > 0.0 && high / low > kLogFeatureRatio;
     const auto scaled = [&](double v) { return log ? std::log(v) : v; };
     const double margin = 0.5 * (scaled(high) - scaled(low));
-    if (scaled(x) >= scaled(low) - margin && scaled(x) <= scaled(high) + margin) continue;
+    // A feature positive on every measured input (rows, nonzeros) and not on this one lies
+    // outside them however wide their span.
+    const bool sign_differs = low > 0.0 && x <= 0.0;
+    if (!sign_differs && scaled(x) >= scaled(low) - margin && scaled(x) <= scaled(high) + margin) {
+      continue;
+    }
     const auto text = [](double v) {
       char buffer[32];
       std::snprintf(buffer, sizeof buffer, "%.4g", v);

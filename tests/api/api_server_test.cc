@@ -1692,6 +1692,12 @@ TEST(ApiServer, BestForAnInputGivenByItsFeatures) {
   EXPECT_THAT(r.json()["note"].get<std::string>(),
               HasSubstr("the input lies outside every measured input (n 100, measured inputs 1 "
                         ".. 4): what ran on those may run slowly or fail on it"));
+  // So does one of no size where every measured input had some, however near the span.
+  r = best("m2", "%7B%22n%22%3A0%7D");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.json()["based_on"]["features_outside_measured"],
+            (nlohmann::json{"n 0, measured inputs 1 .. 4"}))
+      << r.body;
   // A feature no stored input has is said to be left out (a typo for "n").
   r = best("m2", "%7B%22N%22%3A2%7D");
   ASSERT_EQ(r.status, 200) << r.body;
