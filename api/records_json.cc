@@ -249,15 +249,16 @@ MeasuredConfigurations measured_configurations(const db::Store& store, const std
 
 std::string measured_otherwise_text(const db::Store& store, const std::string& kernel) {
   const auto counts = store.study_trial_counts({.kernel_name = kernel});
-  std::vector<db::StudyRecord> measured;  // by id: the newest last
+  std::vector<db::StudyRecord> measured;  // with a success
   for (auto& study : store.list_studies(kernel)) {
     const auto c = counts.find(study.id);
     if (c != counts.end() && c->second.ok > 0) measured.push_back(std::move(study));
   }
-  std::sort(measured.begin(), measured.end(),
-            [](const auto& a, const auto& b) { return a.id.value < b.id.value; });
   if (measured.empty()) return "";
-  const auto newest = db::measurement_of(measured.back().settings);
+  const auto newest = db::measurement_of(
+      std::max_element(measured.begin(), measured.end(), [](const auto& a, const auto& b) {
+        return a.id.value < b.id.value;
+      })->settings);
   std::size_t otherwise = 0;
   std::string latest;
   for (const auto& study : measured) {

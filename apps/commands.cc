@@ -550,10 +550,7 @@ void note_unknown_machine(const db::Store& store, const std::string& name, const
 nlohmann::json space_summary(const SearchSpace& space) {
   nlohmann::json parameters = nlohmann::json::array();
   for (const auto& p : space.parameters()) {
-    // A tune_params list of True and False reads as it was written (held as 1 and 0).
-    const auto shown = [&](const Value& v) {
-      return p.python_bool ? nlohmann::json(as_double(v) != 0.0) : to_json(v);
-    };
+    const auto shown = [&](const Value& v) { return value_as_written(v, p.python_bool); };
     nlohmann::json j{{"name", p.name},
                      {"kind", std::string(to_string(p.kind))},
                      {"default", shown(p.default_value)}};

@@ -35,6 +35,11 @@ Value discrete_at(const Parameter& p, double u) {
   return p.values[static_cast<std::size_t>(std::clamp(at, 0.0, static_cast<double>(n - 1)))];
 }
 
+nlohmann::json value_as_written(const Value& v, bool python_bool) {
+  if (python_bool && is_number(v)) return as_double(v) != 0.0;
+  return to_json(v);
+}
+
 double value_weight(const Parameter& p, std::size_t index) {
   if (!log_uniform(p)) return 1.0;
   // The stretch of low .. high that rounds to the value (half a step either side), as a share
@@ -62,11 +67,9 @@ std::string join_names(const std::vector<Parameter>& params) {
   return out;
 }
 
-// A value as the space was written: a tune_params list of True and False (held as 1 and 0)
-// as false and true.
+// A value in a message, as the space was written (value_as_written).
 std::string value_text(const Parameter& p, const Value& v) {
-  if (p.python_bool && is_number(v)) return as_double(v) != 0.0 ? "true" : "false";
-  return to_string(v);
+  return p.python_bool ? value_as_written(v, true).dump() : to_string(v);
 }
 
 std::string describe_domain(const Parameter& p) {
@@ -939,12 +942,10 @@ nlohmann::ordered_json SearchSpace::config_to_ordered_json(const Configuration& 
 }
 
 std::string SearchSpace::config_text(const Configuration& c) const {
-  auto in_order = config_to_ordered_json(c);
-  for (const auto& p : *parameters_) {
-    // Held as 0 and 1, written as the tune_params list gave them (the JSON stays numeric).
-    if (auto it = in_order.find(p.name); p.python_bool && it != in_order.end()) {
-      *it = it->is_number() && it->get<double>() != 0.0;
-    }
+  nlohmann::ordered_json in_order = nlohmann::ordered_json::object();
+  for (std::size_t i = 0; i < parameters_->size() && i < c.size(); ++i) {
+    const auto& p = (*parameters_)[i];
+    in_order[p.name] = value_as_written(c[i], p.python_bool);
   }
   return in_order.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -959,8 +960,9 @@ std::string config_text(const nlohmann::json& config, const nlohmann::json& spac
       const auto it = config.find(name);
       if (it == config.end()) continue;
       const bool python_bool = p.contains("boolean") && p["boolean"] == true && it->is_number();
-      in_order[name] = python_bool ? nlohmann::ordered_json(it->get<double>() != 0.0)
-                                   : nlohmann::ordered_json(*it);
+      in_order[name] = python_bool
+                           ? nlohmann::ordered_json(value_as_written(value_from_json(*it), true))
+                           : nlohmann::ordered_json(*it);
     }
   }
   for (const auto& [name, value] : config.items()) {

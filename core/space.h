@@ -268,6 +268,9 @@ Value discrete_at(const Parameter& p, double u);
 /// How much more often than average discrete_at of a uniform u gives value `index` of `p`:
 /// 1 unless log_uniform (there the share of the log axis that rounds to it, times size()).
 double value_weight(const Parameter& p, std::size_t index);
+/// A value as the space was written: Python's False and True (JSON false and true) for a
+/// Parameter::python_bool, held as 0 and 1; else to_json(v).
+nlohmann::json value_as_written(const Value& v, bool python_bool);
 
 /// A stored configuration as compact JSON with the parameters of `space` (a space as to_json
 /// writes it) first, in declared order, then any others, sorted: what people read in listings

@@ -1453,13 +1453,17 @@ std::vector<std::string> same_parameters_versions(Database& db, const std::strin
   return out;
 }
 
+// A study s's measurement settings (measurement_of) as SQL: compared with json(?N), studies
+// measured alike are equal text, as settings are stored compact with sorted keys.
+#define TUNEBASE_MEASUREMENT_OF_S "json(coalesce(json_extract(s.settings, '$.measurement'), '{}'))"
+
 // The studies a StudyFilter selects (FROM studies s JOIN kernels k, parameters ?1 to ?7);
 // bind_study_filter binds them.
 constexpr std::string_view kStudyFilterWhere =
     "k.name = ?1 AND (?2 IS NULL OR s.machine_id = ?2) AND (?3 IS NULL OR s.task_id = ?3) AND "
     "(?4 IS NULL OR s.direction = ?4) AND (?5 = '' OR s.objective = ?5) AND "
     "(?6 = '[]' OR k.version IN (SELECT value FROM json_each(?6))) AND "
-    "(?7 IS NULL OR json(coalesce(json_extract(s.settings, '$.measurement'), '{}')) = json(?7))";
+    "(?7 IS NULL OR " TUNEBASE_MEASUREMENT_OF_S " = json(?7))";
 
 void bind_study_filter(Statement& st, Database& db, const StudyFilter& f) {
   st.bind(1, f.kernel_name).bind(5, f.objective);
@@ -1563,48 +1567,45 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
   // another unit, or in none, cannot be placed among times. Otherwise values are compared as
   // stored.
   std::vector<std::pair<TrialRecord, std::string>> bests;
-  // study id -> (kernel id, kernel version) of every study, with a best or not
-  std::map<std::int64_t, std::pair<std::int64_t, std::string>> version_of_study;
-  std::map<std::int64_t, nlohmann::json> measurement_of_study;
+  std::map<std::int64_t, StudyRecord> study_of;  // every study by id, with a best or not
   while (studies.step()) {
-    const auto study = read_study(studies, impl_->db);
-    version_of_study[study.id.value] = {study.kernel_id.value, study.kernel_version};
+    auto study = read_study(studies, impl_->db);
     best_of_study.reset();
     best_of_study.bind(1, study.id.value);
     if (best_of_study.step()) {
       bests.emplace_back(read_trial(best_of_study, impl_->db), objective_unit(study));
-      measurement_of_study[study.id.value] = measurement_of(study.settings);
     }
+    study_of.emplace(study.id.value, std::move(study));
   }
-  const auto version_of = [&](const TrialRecord& t) -> const std::pair<std::int64_t, std::string>& {
-    return version_of_study.at(t.study_id.value);
+  const auto version_of = [&](const TrialRecord& t) -> const std::string& {
+    return study_of.at(t.study_id.value).kernel_version;
+  };
+  const auto newest_best = [&] {
+    return std::max_element(bests.begin(), bests.end(), [](const auto& a, const auto& b) {
+      return a.first.study_id.value < b.first.study_id.value;
+    });
   };
   // Only the studies of the parameters of the newest study with a best answer: a configuration
   // of a space the kernel has since changed (a parameter added) is no configuration of the
   // kernel now. Versions that differ only in constraints or defaults measure the same
   // configurations.
   if (!bests.empty()) {
-    const auto newest =
-        std::max_element(bests.begin(), bests.end(), [](const auto& a, const auto& b) {
-          return a.first.study_id.value < b.first.study_id.value;
-        });
     const auto versions = same_parameters_versions(impl_->db, std::string(kernel_name),
-                                                   version_of(newest->first).second);
+                                                   version_of(newest_best()->first));
     const std::set<std::string> answering(versions.begin(), versions.end());
-    std::erase_if(bests,
-                  [&](const auto& b) { return !answering.contains(version_of(b.first).second); });
+    std::erase_if(bests, [&](const auto& b) { return !answering.contains(version_of(b.first)); });
     // Of those, only what the space of the newest study of those parameters allows, with results
     // or not: a configuration its constraint now forbids is no configuration of the kernel now.
-    std::pair<std::int64_t, std::string> constraining;
-    for (const auto& [study, version] : version_of_study) {  // by id: the newest last
-      if (answering.contains(version.second)) constraining = version;
+    const StudyRecord* constraining = nullptr;
+    for (const auto& [id, study] : study_of) {  // by id: the newest last
+      if (answering.contains(study.kernel_version)) constraining = &study;
     }
     const bool other_constraints = std::any_of(bests.begin(), bests.end(), [&](const auto& b) {
-      return version_of(b.first).second != constraining.second;
+      return version_of(b.first) != constraining->kernel_version;
     });
     if (other_constraints) {
       const auto newest_space =
-          SearchSpace::from_json(impl_->get_kernel(KernelId{constraining.first}).space);
+          SearchSpace::from_json(impl_->get_kernel(constraining->kernel_id).space);
       const auto allowed = [&](const TrialRecord& t) {
         try {
           return newest_space.is_valid(newest_space.config_from_json(t.config));
@@ -1635,14 +1636,11 @@ std::optional<TrialRecord> Store::best_trial(std::string_view kernel_name, Machi
   // tolerance is faster without being better, so the best of every setting would be the
   // loosest one's. measured_configurations says which were left out.
   if (!bests.empty()) {
-    const auto newest =
-        std::max_element(bests.begin(), bests.end(), [](const auto& a, const auto& b) {
-          return a.first.study_id.value < b.first.study_id.value;
-        });
-    const auto answering = measurement_of_study.at(newest->first.study_id.value);
-    std::erase_if(bests, [&](const auto& b) {
-      return measurement_of_study.at(b.first.study_id.value) != answering;
-    });
+    const auto measurement = [&](const TrialRecord& t) {
+      return measurement_of(study_of.at(t.study_id.value).settings);
+    };
+    const auto answering = measurement(newest_best()->first);
+    std::erase_if(bests, [&](const auto& b) { return measurement(b.first) != answering; });
   }
   const bool in_seconds =
       std::any_of(bests.begin(), bests.end(), [](const auto& b) { return is_time_unit(b.second); });
@@ -1710,8 +1708,7 @@ constexpr std::string_view kPriorTrialsWhere =
     "AND (?9 = '[]' OR m.name IN (SELECT value FROM json_each(?9))) "
     "AND t.finished_at IS NOT NULL AND (?10 = 0 OR t.status = 'ok') "
     "AND (?12 IS NULL OR s.task_id = ?12) "
-    "AND (?13 IS NULL OR json(coalesce(json_extract(s.settings, '$.measurement'), '{}')) = "
-    "json(?13))";
+    "AND (?13 IS NULL OR " TUNEBASE_MEASUREMENT_OF_S " = json(?13))";
 
 // The kernel versions a PriorQuery selects: `q.version` and every version of the kernel with
 // the same parameters and values; none (any version) when it names none.

@@ -133,13 +133,6 @@ std::string kernel_tuner_failure(const TrialRecord& t) {
   return "RuntimeFailedConfig";
 }
 
-// A value as a Kernel Tuner cache holds it: Python's False and True for a parameter of
-// booleans (Kernel Tuner's tune_params gave them), else as stored.
-nlohmann::json kernel_tuner_value(const Value& v, bool python_bool) {
-  if (python_bool) return as_double(v) != 0.0;
-  return to_json(v);
-}
-
 // Checks that `study` can be a Kernel Tuner cache, and gives its header (everything but the
 // cache) and the milliseconds per unit of its objective. A study of another objective than
 // time (a rate, a score) names it, as Kernel Tuner tunes one (objective="GFLOP/s",
@@ -192,7 +185,7 @@ std::pair<nlohmann::ordered_json, double> kernel_tuner_header(const Store& store
     }
     keys.push_back(p.name);
     nlohmann::json values = nlohmann::json::array();
-    for (const auto& v : p.values) values.push_back(kernel_tuner_value(v, p.python_bool));
+    for (const auto& v : p.values) values.push_back(value_as_written(v, p.python_bool));
     tune_params[p.name] = std::move(values);
   }
   // Kernel Tuner's order of the fields.
@@ -376,7 +369,7 @@ void StudyExport::append_trial(const TrialRecord& t, std::string& out) {
     // then the rest.
     nlohmann::ordered_json entry = nlohmann::ordered_json::object();
     for (std::size_t i = 0; i < names_.size(); ++i) {
-      entry[names_[i]] = kernel_tuner_value(value_from_json(t.config[names_[i]]), python_bools_[i]);
+      entry[names_[i]] = value_as_written(value_from_json(t.config[names_[i]]), python_bools_[i]);
     }
     const bool of_time = objective_ == "time";
     if (!t.result.ok()) {
